@@ -1,0 +1,43 @@
+"""The one error type of the ADL: a message plus where in the ADL text it happened."""
+
+from __future__ import annotations
+
+
+class ADLError(ValueError):
+    """A fault in an ADL string (syntax, arguments, or a semantic check at build time).
+
+    ``column`` is 0-based into ``text``; ``str(err)`` renders the text with a caret under the fault.
+    ``where`` names the part of the model ("encoder", "decoder", a preset, a variable ...).
+    """
+
+    def __init__(self, message: str, text: str = "", column: int | None = None, where: str = "") -> None:
+        self.message = message
+        self.text = text
+        self.column = column
+        self.where = where
+        super().__init__(self.render())
+
+    def located(self, text: str, where: str = "") -> ADLError:
+        """This error re-anchored on ``text`` (kept if it already has one)."""
+        if self.text:
+            return self
+        return ADLError(self.message, text, self.column, where or self.where)
+
+    def render(self) -> str:
+        head = f"ADL error in {self.where}: " if self.where else "ADL error: "
+        if self.column is not None:
+            head += f"{self.message} (column {self.column + 1})"
+        else:
+            head += self.message
+        if not self.text:
+            return head
+        column = min(self.column if self.column is not None else 0, len(self.text))
+        # Show the line holding the fault (ADL strings may span lines in YAML files).
+        line_start = self.text.rfind("\n", 0, column) + 1
+        line_end = self.text.find("\n", column)
+        line = self.text[line_start : line_end if line_end >= 0 else None]
+        caret = " " * (column - line_start) + "^" if self.column is not None else ""
+        return f"{head}\n  {line}\n  {caret}".rstrip() + "\n"
+
+    def __str__(self) -> str:
+        return self.render()

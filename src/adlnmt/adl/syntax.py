@@ -1,0 +1,95 @@
+"""The ADL syntax tree and its printer.
+
+A chain is ``layer -> layer -> ...``; a layer is ``name`` or ``name(args)``; an argument is a value,
+optionally ``key=value``. Values are literals (int, float, bool, bare word), ``$VARIABLES``, lists
+``[v, ...]`` and nested chains. Columns (0-based, into the parsed text) are kept for error messages but
+are not part of equality, so ``parse(to_text(tree)) == tree`` holds for every tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal as TypingLiteral
+
+LiteralKind = TypingLiteral["int", "float", "bool", "word"]
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A scalar: ``kind`` keeps ``True`` and ``1`` (or ``1`` and ``1.0``) apart."""
+
+    kind: LiteralKind
+    value: int | float | bool | str
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Variable:
+    """``$NAME``, substituted from user-supplied values before building."""
+
+    name: str
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class ListValue:
+    items: tuple[Value, ...]
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Argument:
+    key: str | None
+    value: Value
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class LayerNode:
+    name: str
+    args: tuple[Argument, ...] = ()
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Chain:
+    layers: tuple[LayerNode, ...]
+    col: int = field(default=0, compare=False)
+
+
+Value = Literal | Variable | ListValue | Chain
+
+
+def format_float(value: float) -> str:
+    """Shortest text that parses back to the same float and never reads as an int."""
+    text = repr(float(value))
+    return text if any(c in text for c in ".eEn") else text + ".0"
+
+
+def value_to_text(value: Value) -> str:
+    match value:
+        case Literal(kind="bool", value=v):
+            return "true" if v else "false"
+        case Literal(kind="float", value=v):
+            return format_float(v)
+        case Literal(value=v):
+            return str(v)
+        case Variable(name=name):
+            return f"${name}"
+        case ListValue(items=items):
+            return "[" + ", ".join(value_to_text(item) for item in items) + "]"
+        case Chain():
+            return to_text(value)
+    raise TypeError(f"not an ADL value: {value!r}")
+
+
+def layer_to_text(layer: LayerNode) -> str:
+    if not layer.args:
+        return layer.name
+    args = ", ".join((f"{a.key}=" if a.key else "") + value_to_text(a.value) for a in layer.args)
+    return f"{layer.name}({args})"
+
+
+def to_text(chain: Chain) -> str:
+    """The printer: ``layer -> layer`` with ``", "`` between arguments."""
+    return " -> ".join(layer_to_text(layer) for layer in chain.layers)

@@ -1,0 +1,180 @@
+"""Position-wise layers: dropout, positional embeddings, linear, feed-forward, activations, identity.
+
+None of them mixes positions (``pos``/``learn_pos`` read the absolute position from the context), so
+their incremental ``step`` is their ``forward`` on one position.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from adlnmt.adl.registry import FromOption, Kind, Param, register
+from adlnmt.layers.base import Context, Layer, positions
+
+if TYPE_CHECKING:
+    from adlnmt.adl.builder import BuildContext
+
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "leaky_relu": F.leaky_relu,
+    "glu": lambda x: F.glu(x, dim=-1),
+    "swish": F.silu,
+}
+ACTIVATION_NAMES = tuple(ACTIVATIONS)
+
+
+def activation_input_width(act: str, width: int) -> int:
+    """Pre-activation width that yields ``width`` outputs (GLU halves its input: d_i = 2d)."""
+    return 2 * width if act == "glu" else width
+
+
+WIDTH = Param("d", Kind.INT, FromOption("d_model"), low=1, doc="output width")
+DROPOUT = Param("dropout", Kind.FLOAT, FromOption("dropout"), low=0.0, high=0.99, doc="dropout rate")
+ACT = Param("act", Kind.WORD, "relu", choices=ACTIVATION_NAMES, doc="non-linearity")
+
+
+@register("dropout", Param("p", Kind.FLOAT, FromOption("dropout"), low=0.0, high=0.99, doc="drop probability"))
+class Dropout(Layer):
+    """dropout(h_t): zero each unit with probability p during training (scaled by 1/(1−p))."""
+
+    def __init__(self, ctx: BuildContext, p: float) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(p)
+        self.out_dim = ctx.d_in
+
+    def forward(self, x: Tensor, ctx: Context) -> Tensor:
+        return self.dropout(x)
+
+
+def sinusoids(pos: Tensor, width: int) -> Tensor:
+    """p[t, 2j] = sin(t / 10000^(2j/d)), p[t, 2j+1] = cos(t / 10000^(2j/d)); [T] → [T, d]."""
+    j2 = torch.arange(0, width, 2, device=pos.device, dtype=torch.float32)
+    angles = pos.float().unsqueeze(1) / torch.pow(10000.0, j2 / width)  # [T, ceil(d/2)]
+    table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)  # [T, 2·ceil(d/2)]
+    return table[:, :width]
+
+
+@register("pos", DROPOUT)
+class Pos(Layer):
+    """pos(h_t) = dropout(√d · h_t + p_t) with fixed sinusoidal p_t (Vaswani et al.)."""
+
+    def __init__(self, ctx: BuildContext, dropout: float) -> None:
+        super().__init__()
+        self.out_dim = ctx.d_in
+        self.scale = math.sqrt(ctx.d_in)
+        self.dropout = nn.Dropout(dropout)
+
+    def embedding(self, pos: Tensor) -> Tensor:
+        return sinusoids(pos, self.out_dim)
+
+    def forward(self, x: Tensor, ctx: Context) -> Tensor:
+        table = self.embedding(positions(ctx, x.size(1), x.device)).to(x.dtype)  # [T, d]
+        return self.dropout(self.scale * x + table)
+
+
+@register(
+    "learn_pos",
+    DROPOUT,
+    Param("max_len", Kind.INT, FromOption("max_len"), low=1, high=1 << 20, doc="positions learned"),
+)
+class LearnPos(Pos):
+    """learn_pos(h_t) = dropout(√d · h_t + P[t]) with a learned table P ∈ R^{max_len × d}."""
+
+    def __init__(self, ctx: BuildContext, dropout: float, max_len: int) -> None:
+        super().__init__(ctx, dropout)
+        self.table = nn.Parameter(torch.randn(max_len, ctx.d_in) * ctx.d_in**-0.5)
+
+    def embedding(self, pos: Tensor) -> Tensor:
+        if int(pos[-1]) >= self.table.size(0):
+            raise ValueError(
+                f"learn_pos: position {int(pos[-1])} is beyond max_len={self.table.size(0)}; "
+                "raise learn_pos(max_len=...) or shorten the input"
+            )
+        return self.table[pos]
+
+
+@register("linear", WIDTH)
+class Linear(Layer):
+    """linear(h_t, d_o) = W h_t + b, W ∈ R^{d_o × d_in}."""
+
+    def __init__(self, ctx: BuildContext, d: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(ctx.d_in, ctx.check_width(d, "d"))
+        self.out_dim = d
+
+    def forward(self, x: Tensor, ctx: Context) -> Tensor:
+        return self.linear(x)
+
+
+@register("ff", WIDTH, ACT, DROPOUT)
+class FF(Layer):
+    """ff(h_t, d_o) = dropout(act(W h_t + b)); act = ReLU in the paper (GLU doubles W's rows)."""
+
+    def __init__(self, ctx: BuildContext, d: int, act: str, dropout: float) -> None:
+        super().__init__()
+        self.linear = nn.Linear(ctx.d_in, activation_input_width(act, ctx.check_width(d, "d")))
+        self.act = ACTIVATIONS[act]
+        self.dropout = nn.Dropout(dropout)
+        self.out_dim = d
+
+    def forward(self, x: Tensor, ctx: Context) -> Tensor:
+        return self.dropout(self.act(self.linear(x)))
+
+
+@register(
+    "ffl",
+    Param("factor", Kind.INT, FromOption("ff_factor"), low=1, high=64, doc="hidden width = factor · d_in"),
+    ACT,
+    DROPOUT,
+)
+class FFL(Layer):
+    """ffl(h_t) = ff(h_t, factor · d_in) -> linear(d_in)  (factor = 4 in the paper)."""
+
+    def __init__(self, ctx: BuildContext, factor: int, act: str, dropout: float) -> None:
+        super().__init__()
+        hidden = ctx.check_width(factor * ctx.d_in, "factor")
+        self.up = nn.Linear(ctx.d_in, activation_input_width(act, hidden))
+        self.act = ACTIVATIONS[act]
+        self.dropout = nn.Dropout(dropout)
+        self.down = nn.Linear(hidden, ctx.d_in)
+        self.out_dim = ctx.d_in
+
+    def forward(self, x: Tensor, ctx: Context) -> Tensor:
+        return self.down(self.dropout(self.act(self.up(x))))
+
+
+@register("act", Param("type", Kind.WORD, "relu", choices=ACTIVATION_NAMES, doc="non-linearity"))
+class Act(Layer):
+    """act(h_t) = v(h_t) for v ∈ {relu, gelu, tanh, sigmoid, leaky_relu, glu, swish};
+    glu([h_A; h_B]) = h_A ⊗ σ(h_B) halves the width."""
+
+    def __init__(self, ctx: BuildContext, type: str) -> None:  # noqa: A002
+        super().__init__()
+        if type == "glu" and ctx.d_in % 2:
+            raise ctx.error(f"glu halves its input, which needs an even width, got {ctx.d_in}", "type")
+        self.act = ACTIVATIONS[type]
+        self.out_dim = ctx.d_in // 2 if type == "glu" else ctx.d_in
+
+    def forward(self, x: Tensor, ctx: Context) -> Tensor:
+        return self.act(x)
+
+
+@register("id")
+class Identity(Layer):
+    """id(h_t) = h_t."""
+
+    def __init__(self, ctx: BuildContext) -> None:
+        super().__init__()
+        self.out_dim = ctx.d_in
+
+    def forward(self, x: Tensor, ctx: Context) -> Tensor:
+        return x
