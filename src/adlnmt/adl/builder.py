@@ -107,8 +107,12 @@ def build_layer(node: LayerNode, ctx: BuildContext) -> Any:
     bound = bind(node, spec, ctx.text)
     layer_ctx = ctx.nested(node=node, columns=bound.columns)
     layer = spec.cls(layer_ctx, **_resolve(spec, bound.values, layer_ctx))
+    node_canonical = canonical_layer(node)
     layer.side = ctx.side
-    layer.label = layer_to_text(canonical_layer(node))
+    layer.label = layer_to_text(node_canonical)
+    scalars = tuple(a for a in node_canonical.args if not isinstance(a.value, Chain)
+                    and not (isinstance(a.value, Literal) and a.value.kind == "word" and a.key is None))
+    layer.title = layer_to_text(replace(node_canonical, args=scalars))
     return layer
 
 
@@ -125,7 +129,9 @@ def _build_chain(chain: Chain, ctx: BuildContext) -> Any:
 
 
 def _located(err: ADLError, text: str, where: str) -> ADLError:
-    return err if err.text else ADLError(err.message, text, err.column, where or err.where)
+    if err.text and err.where:
+        return err
+    return ADLError(err.message, err.text or text, err.column, err.where or where)
 
 
 def prepare(text: str | Chain, variables: Mapping[str, Value] | None = None, where: str = "") -> tuple[Chain, str]:

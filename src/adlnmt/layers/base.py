@@ -124,6 +124,7 @@ class Layer(nn.Module):
     out_dim: int
     side: Side
     label: str = ""  # canonical ADL of this layer (set by the builder), for describe/errors
+    title: str = ""  # the same without its nested chains: ``repeat(6)``, ``mh_dot_self_att(heads=8)``
 
     def forward(self, x: Tensor, ctx: Context) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError

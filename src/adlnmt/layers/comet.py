@@ -1,1 +1,179 @@
-"""(being written)"""
+"""The COMET convolutional subunit (Wang, "Improved Transformer Architecture for Sequence to Sequence
+Translation", §2.2, §3.1, §5.2–5.4): stacked gated dilated convolutions whose feature maps are
+concatenated with the input and mapped back to the input width.
+
+Encoder: every convolution is centred (``dilation·(k−1)/2`` zeros on both ends of the sentence, the
+paper's ``l`` zeros for k = 3) and padding positions are zeroed before each convolution, so a sentence
+sees exactly the zeros it would see alone; batch norm takes its statistics over real positions only.
+Decoder ("temporal convolutions", §5.2): every convolution is causal (``(k−1)·dilation`` zeros on the
+left); in incremental mode each convolution keeps the last ``(k−1)·dilation`` inputs it read as a
+state entry, so a step processes one position.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from adlnmt.adl.registry import FromOption, Kind, Param, Side, register
+from adlnmt.layers.base import Context, Layer, masked_fill_padding
+from adlnmt.layers.norm import BATCH_STATS_REASON, MaskedBatchNorm
+
+if TYPE_CHECKING:
+    from adlnmt.adl.builder import BuildContext
+
+DEFAULT_FEATURES = (64, 32, 16)  # §3.1; the §5.4 4-layer variant is [64, 32, 16, 8] (F_4's 8 is our choice)
+DEFAULT_D_FF = {"ffn1": 512, "ffn2": 1024}  # §5.3
+
+
+def dilated_window(x: Tensor, reach: int, left: int, history: Tensor | None = None) -> Tensor:
+    """The inputs a dilated convolution of reach (k−1)·l reads to give one output per position of ``x``.
+
+    ``x`` [B, T, C] → [B, T + reach, C]: ``left`` positions before ``x`` (``history`` [B, left, C], the
+    previous inputs of an incremental decode, or zeros) and ``reach − left`` zeros after it. Causal:
+    left = reach; centred: left = ⌊(k−1)/2⌋·l, so the taps stay on the dilation grid around each
+    position (an even kernel reaches one tap further right than left).
+    """
+    before = x.new_zeros(x.size(0), left, x.size(2)) if history is None else history
+    return torch.cat([before, x, x.new_zeros(x.size(0), reach - left, x.size(2))], dim=1)
+
+
+class GatedConv(nn.Module):
+    """g_{c_in,n_f,l}(x) = tanh(k_f *_l x) ⊗ σ(k_σ *_l x), one Conv1d giving both halves (2·n_f outputs)."""
+
+    def __init__(self, c_in: int, n_f: int, kernel: int, dilation: int, causal: bool) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(c_in, 2 * n_f, kernel, dilation=dilation)
+        self.reach = (kernel - 1) * dilation  # input positions the kernel reads besides the output's own
+        self.left = self.reach if causal else (kernel - 1) // 2 * dilation  # how many of them come before
+
+    def forward(self, x: Tensor, history: Tensor | None = None) -> Tensor:
+        # x: [B, T, C_in]; history: [B, left, C_in] previous inputs (incremental), zeros when None
+        window = dilated_window(x, self.reach, self.left, history)  # [B, T + reach, C_in]
+        h = self.conv(window.transpose(1, 2)).transpose(1, 2)  # [B, T, 2·n_f]
+        f, s = h.chunk(2, dim=-1)  # [B, T, n_f] each
+        return torch.tanh(f) * torch.sigmoid(s)
+
+
+class FeedForward(nn.Module):
+    """FFN_2(x) = W_2 relu(W_1 x + b_1) + b_2, W_1 ∈ R^{d_ff × d_in}, W_2 ∈ R^{d_out × d_ff}, with dropout
+    on the hidden units (``hidden_dropout``) and/or on the output (``out_dropout``)."""
+
+    def __init__(
+        self, d_in: int, d_ff: int, d_out: int, hidden_dropout: float = 0.0, out_dropout: float = 0.0
+    ) -> None:
+        super().__init__()
+        self.up = nn.Linear(d_in, d_ff)
+        self.down = nn.Linear(d_ff, d_out)
+        self.hidden_dropout = nn.Dropout(hidden_dropout)
+        self.out_dropout = nn.Dropout(out_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.out_dropout(self.down(self.hidden_dropout(F.relu(self.up(x)))))
+
+
+@register(
+    "comet_conv",
+    Param("features", Kind.INT_LIST, DEFAULT_FEATURES, low=1, doc="n_f of conv layer i (dilation i)"),
+    Param("kernel", Kind.INT, 3, low=1, high=64, doc="kernel size k of every conv layer"),
+    Param("ffn", Kind.WORD, "none", choices=("none", "ffn1", "ffn2"), doc="output network (§3.1 / §5.3)"),
+    Param("d_ff", Kind.INT, None, low=1, doc="hidden width of FFN_2 (default 512 for ffn1, 1024 for ffn2)"),
+    Param("norm", Kind.WORD, "batch", choices=("batch", "layer", "none"), doc="norm of each feature map"),
+    Param("dropout", Kind.FLOAT, FromOption("dropout"), low=0.0, high=0.99, doc="on feed-forward outputs"),
+)
+class CometConv(Layer):
+    """comet_conv(x) = leaky_relu(W [F_1; …; F_n; x] + b), F_i = Norm(g_{·,n_i,i}(F_{i−1})), F_0 = x.
+
+    Layer i (1-based) is a gated convolution with ``features[i−1]`` outputs, kernel k and dilation i,
+    followed by batch norm over real positions (``norm=batch``, the paper's), layer norm per position
+    (``norm=layer``) or nothing. The output width is the input width d; the default W ∈ R^{d × (d+112)}.
+    ``ffn=ffn1`` (§5.3 FFN-1): F' = [F_1; …; F_n], x' = LayerNorm(F' + FFN_2(F')), y = FFN_1([x'; x]);
+    ``ffn=ffn2`` (FFN-2): y = FFN_2([F_1; …; F_n; x]); FFN_2 has hidden width d_ff and ReLU. Dropout
+    is applied to the output of every feed-forward net (§5.3 states it for FFN-1).
+    In the decoder the convolutions are causal (§5.2) and batch norm is rejected: its statistics
+    would mix in later target positions.
+    """
+
+    def __init__(
+        self, ctx: BuildContext, features: list[int], kernel: int, ffn: str, d_ff: int | None, norm: str,
+        dropout: float,
+    ) -> None:
+        super().__init__()
+        self.causal = ctx.side is Side.DECODER
+        if self.causal and norm == "batch":
+            reason = BATCH_STATS_REASON.split(";")[0]  # "batch statistics ... would leak the future"
+            raise ctx.error(f"norm=batch is not allowed: {reason}; use norm=layer (or norm=none)", "norm")
+        if ffn == "none" and d_ff is not None:
+            raise ctx.error("d_ff is the hidden width of FFN_2 and needs ffn=ffn1 or ffn=ffn2", "d_ff")
+        d = ctx.d_in
+        widths = [ctx.check_width(n, "features") for n in features]
+        self.convs = nn.ModuleList(
+            GatedConv(c_in, n_f, kernel, dilation, self.causal)
+            for dilation, (c_in, n_f) in enumerate(zip([d, *widths[:-1]], widths, strict=True), start=1)
+        )
+        self.norms = nn.ModuleList(_feature_norm(norm, n_f) for n_f in widths)
+        maps = sum(widths)  # width of [F_1; …; F_n]
+        self.ffn = ffn
+        self.dropout = nn.Dropout(dropout)
+        if ffn == "ffn1":
+            hidden = ctx.check_width(DEFAULT_D_FF[ffn] if d_ff is None else d_ff, "d_ff")
+            self.inner = FeedForward(maps, hidden, maps, out_dropout=dropout)
+            self.inner_norm = nn.LayerNorm(maps)
+        if ffn == "ffn2":
+            hidden = ctx.check_width(DEFAULT_D_FF[ffn] if d_ff is None else d_ff, "d_ff")
+            self.out = FeedForward(maps + d, hidden, d, out_dropout=dropout)
+        else:
+            self.out = nn.Linear(maps + d, d)  # FFN_1's W ∈ R^{d × (d + Σ n_i)}
+        self.out_dim = d
+
+    def normalize(self, i: int, h: Tensor, mask: Tensor | None) -> Tensor:
+        norm = self.norms[i]
+        return norm(h, mask) if isinstance(norm, MaskedBatchNorm) else norm(h)
+
+    def combine(self, maps: list[Tensor], x: Tensor) -> Tensor:
+        """Position-wise output net on the feature maps (each [B, T, n_i]) and the input x [B, T, d]."""
+        features = torch.cat(maps, dim=-1)  # [B, T, Σ n_i]
+        if self.ffn == "ffn2":
+            return self.out(torch.cat([features, x], dim=-1))  # [B, T, d]
+        if self.ffn == "ffn1":
+            features = self.inner_norm(features + self.inner(features))
+        return self.dropout(F.leaky_relu(self.out(torch.cat([features, x], dim=-1))))  # [B, T, d]
+
+    def feature_maps(self, x: Tensor, ctx: Context, incremental: bool) -> list[Tensor]:
+        """F_1, …, F_n (each [B, T, n_i]) of the input x [B, T, d]; incremental: T = 1 and each conv
+        reads its previous inputs from, and appends its current input to, its state window."""
+        maps: list[Tensor] = []
+        h = x
+        for i, conv in enumerate(self.convs):
+            history = None
+            if incremental:
+                assert ctx.state is not None
+                history = ctx.state.get(self, f"window{i}")  # [B, reach, C_in]: inputs before this position
+                ctx.state.set(self, f"window{i}", torch.cat([history, h], dim=1)[:, 1:])  # slide by one
+            else:
+                h = masked_fill_padding(h, ctx.mask)  # padding content never reaches a real position
+            h = self.normalize(i, conv(h, history), ctx.mask)  # [B, T, n_i]
+            maps.append(h)
+        return maps
+
+    def forward(self, x: Tensor, ctx: Context) -> Tensor:
+        return self.combine(self.feature_maps(x, ctx, incremental=False), x)
+
+    def init_state(self, ctx: Context) -> None:
+        assert ctx.state is not None
+        for i, conv in enumerate(self.convs):
+            weight = conv.conv.weight
+            window = weight.new_zeros(ctx.state.batch_size, conv.reach, weight.size(1))  # [B, reach, C_in]
+            ctx.state.set(self, f"window{i}", window)
+
+    def step(self, x: Tensor, ctx: Context) -> Tensor:
+        return self.combine(self.feature_maps(x, ctx, incremental=True), x)  # x: [B, 1, d] → [B, 1, d]
+
+
+def _feature_norm(kind: str, width: int) -> nn.Module:
+    if kind == "batch":
+        return MaskedBatchNorm(width)
+    return nn.LayerNorm(width) if kind == "layer" else nn.Identity()

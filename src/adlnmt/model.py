@@ -1,0 +1,186 @@
+"""Seq2Seq: embeddings → encoder chain → decoder chain → output projection, all from two ADL strings.
+
+Incremental decoding: ``encode`` once, ``init_state`` once per batch of hypotheses, then one
+``decode_step`` call per target position (a single call on the decoder chain).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from adlnmt.adl.builder import ModelOptions, build_chain, canonical
+from adlnmt.adl.errors import ADLError
+from adlnmt.adl.parser import parse_assignments
+from adlnmt.adl.registry import Side
+from adlnmt.layers.base import Context, DecoderState, Layer, SourceMemory
+
+
+@dataclass
+class ModelConfig:
+    """Everything needed to rebuild a model; stored (canonical ADL included) with every model."""
+
+    encoder: str
+    decoder: str
+    src_vocab_size: int = 8000
+    tgt_vocab_size: int = 8000
+    d_model: int = 512
+    heads: int = 8
+    dropout: float = 0.1
+    ff_factor: int = 4
+    max_len: int = 1024
+    variables: dict[str, str] = field(default_factory=dict)
+    tie_output: bool = False  # target embedding = output projection weights
+    tie_source: bool = False  # source embedding = target embedding (joint vocabulary)
+    input_feeding: bool = False  # z⁰_t = [z^L_{t−1}; E y_t] (Luong et al.)
+    pad_id: int = 0
+
+    def options(self) -> ModelOptions:
+        return ModelOptions(self.d_model, self.heads, self.dropout, self.ff_factor, self.max_len)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def iter_layers(layer: nn.Module) -> Iterator[Layer]:
+    for module in layer.modules():
+        if isinstance(module, Layer):
+            yield module
+
+
+class Seq2Seq(nn.Module):
+    """p(y_t | y_<t, x) = softmax(W_o z^L_t + b_o), z^L = decoder(E_tgt y, encoder(E_src x))."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        options = config.options()
+        variables = parse_assignments([f"{k}={v}" for k, v in config.variables.items()])
+        d = config.d_model
+        self.encoder = build_chain(config.encoder, Side.ENCODER, d, options, variables)
+        decoder_in = d + (self._decoder_out_width(config, options, variables) if config.input_feeding else 0)
+        self.decoder = build_chain(
+            config.decoder,
+            Side.DECODER,
+            decoder_in,
+            options,
+            variables,
+            encoder=self.encoder.blocks,
+            encoder_width=self.encoder.out_dim,
+        )
+        if not any(layer.spec.source_attention for layer in iter_layers(self.decoder) if hasattr(layer, "spec")):
+            raise ADLError(
+                "the decoder has no source attention layer, so the translation could not depend on the "
+                "source; add one, e.g. res_nd(mh_dot_src_att)",
+                config.decoder,
+                None,
+                "decoder",
+            )
+        self.canonical_encoder = canonical(config.encoder, variables)
+        self.canonical_decoder = canonical(config.decoder, variables)
+        self.src_embed = nn.Embedding(config.src_vocab_size, d, padding_idx=config.pad_id)
+        self.tgt_embed = nn.Embedding(config.tgt_vocab_size, d, padding_idx=config.pad_id)
+        self.output = nn.Linear(self.decoder.out_dim, config.tgt_vocab_size)
+        for embedding in (self.src_embed, self.tgt_embed):
+            nn.init.normal_(embedding.weight, std=d**-0.5)
+            with torch.no_grad():
+                embedding.weight[config.pad_id].zero_()
+        if config.tie_source:
+            if config.src_vocab_size != config.tgt_vocab_size:
+                raise ADLError("tying source and target embeddings needs one joint vocabulary (equal sizes)")
+            self.src_embed.weight = self.tgt_embed.weight
+        if config.tie_output:
+            if self.decoder.out_dim != d:
+                raise ADLError(
+                    f"tying the output projection needs decoder width {self.decoder.out_dim} == d_model {d}"
+                )
+            self.output.weight = self.tgt_embed.weight
+
+    def _decoder_out_width(self, config: ModelConfig, options: ModelOptions, variables: Mapping) -> int:
+        """Input feeding makes the decoder's input width d + (its own output width): probe the output
+        width on the meta device (no memory) and reject decoders whose output width follows the input."""
+        widths = []
+        with torch.device("meta"):
+            for d_in in (config.d_model, 2 * config.d_model):
+                probe = build_chain(config.decoder, Side.DECODER, d_in, options, variables,
+                                    encoder=self.encoder.blocks, encoder_width=self.encoder.out_dim)
+                widths.append(probe.out_dim)
+        if widths[0] != widths[1]:
+            raise ADLError(
+                "input feeding needs a decoder whose output width does not depend on its input width "
+                "(end it with a layer that sets the width, like ff or linear)",
+                config.decoder,
+                None,
+                "decoder",
+            )
+        return widths[0]
+
+    # --- encoder ---------------------------------------------------------------------------------
+
+    def encode(self, src: Tensor) -> SourceMemory:
+        """src: [B, S] token ids (pad = config.pad_id) → memory with final [B, S, d_enc]."""
+        mask = src.ne(self.config.pad_id)  # [B, S]
+        ctx = Context(mask=mask, blocks=[])
+        final = self.encoder(self.src_embed(src), ctx)
+        return SourceMemory(final, mask, ctx.blocks or [])
+
+    # --- teacher-forced training pass ---------------------------------------------------------------
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """src [B, S], tgt_in [B, T] (bos y_1 … y_{T−1}) → logits [B, T, V_tgt]."""
+        memory = self.encode(src)
+        if self.config.input_feeding:
+            return self._forward_fed(memory, tgt_in)
+        ctx = Context(mask=tgt_in.ne(self.config.pad_id), memory=memory)
+        return self.output(self.decoder(self.tgt_embed(tgt_in), ctx))
+
+    def _forward_fed(self, memory: SourceMemory, tgt_in: Tensor) -> Tensor:
+        """Input feeding forbids parallelism over time: run the step protocol with gradients."""
+        state = self.init_state(memory)
+        logits = [self.decode_step(tgt_in[:, t], memory, state) for t in range(tgt_in.size(1))]
+        return torch.stack(logits, dim=1)
+
+    # --- incremental decoding ---------------------------------------------------------------------
+
+    def init_state(self, memory: SourceMemory) -> DecoderState:
+        batch = memory.mask.size(0)
+        state = DecoderState(batch)
+        self.decoder.init_state(Context(memory=memory, state=state))
+        if self.config.input_feeding:
+            previous = memory.final.new_zeros(batch, self.decoder.out_dim)  # z^L_0 = 0
+            state.set(self, "previous_output", previous)
+        return state
+
+    def decode_step(self, tokens: Tensor, memory: SourceMemory, state: DecoderState) -> Tensor:
+        """tokens [B] (the previous target token) → logits [B, V_tgt]; advances ``state``."""
+        x = self.tgt_embed(tokens).unsqueeze(1)  # [B, 1, d]
+        if self.config.input_feeding:
+            x = torch.cat([state.get(self, "previous_output").unsqueeze(1), x], dim=-1)  # [B, 1, d_out + d]
+        ctx = Context(offset=state.step, memory=memory, state=state)
+        z = self.decoder.step(x, ctx)  # [B, 1, d_out]
+        if self.config.input_feeding:
+            state.set(self, "previous_output", z.squeeze(1))
+        state.step += 1
+        return self.output(z.squeeze(1))
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def describe_parameters(model: Seq2Seq) -> list[tuple[str, int]]:
+    """Parameter counts of the model's parts (tied weights counted once, where they first occur)."""
+    seen: set[int] = set()
+    parts = []
+    for name, module in (("source embedding", model.src_embed), ("encoder", model.encoder),
+                         ("target embedding", model.tgt_embed), ("decoder", model.decoder),
+                         ("output projection", model.output)):
+        count = 0
+        for p in module.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                count += p.numel()
+        parts.append((name, count))
+    return parts

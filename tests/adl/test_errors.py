@@ -1,0 +1,100 @@
+"""Malformed ADL: each gets one ADLError with a clear message at the right column."""
+
+from __future__ import annotations
+
+import pytest
+
+from adlnmt.adl.builder import ModelOptions, build_chain
+from adlnmt.adl.errors import ADLError
+from adlnmt.adl.parser import parse_assignments
+from adlnmt.adl.registry import Side
+
+E, D = Side.ENCODER, Side.DECODER
+
+# (side, ADL text, expected message fragment, expected 0-based column of the caret)
+CASES = [
+    (E, "", "empty chain", 0),
+    (E, "   ", "empty chain", 3),
+    (E, "pos ->", "expected a layer name after '->'", 6),
+    (E, "pos -> -> norm", "expected a layer name after '->'", 7),
+    (E, "pos → → norm", "expected a layer name after '→'", 6),
+    (E, "res(norm", "'(' of 'res' is never closed", 3),
+    (E, "repeat(2, res(norm -> ffl)", "'(' of 'repeat' is never closed", 6),
+    (E, "res(norm))", "unmatched ')'", 9),
+    (E, "norm)", "unmatched ')'", 4),
+    (E, "res()", "'res' needs 'l'", 0),
+    (E, "res(norm -> )", "expected a layer name after '->'", 12),
+    (E, "ff(64,)", "expected a layer name before ')'", 6),
+    (E, "mh_dot_sef_att", "did you mean 'mh_dot_self_att'", 0),
+    (E, "pos -> nrom", "did you mean 'norm'", 7),
+    (E, "pos -> zzzz", "unknown layer 'zzzz'", 7),
+    (E, "repeat(0, norm)", "must be >= 1", 7),
+    (E, "repeat(-2, norm)", "must be >= 1", 7),
+    (E, "repeat(norm, norm)", "argument 'n' of 'repeat' must be an int", 7),
+    (E, "repeat(2.5, norm)", "must be an int, got 2.5", 7),
+    (E, "repeat(6)", "'repeat' needs 'l'", 0),
+    (E, "repeat(2, res(norm), norm)", "at most 2 positional arguments", 21),
+    (E, "ff(64, relu, 0.1, 5)", "at most 3 positional arguments", 18),
+    (E, "ff(width=64)", "unknown argument 'width' for 'ff'", 3),
+    (E, "ff(d=64, d=32)", "argument 'd' of 'ff' given twice", 9),
+    (E, "ff(64, d=32)", "argument 'd' of 'ff' given twice", 7),
+    (E, "ff(d=64, relu)", "positional argument after a keyword argument", 9),
+    (E, "ff(act=rleu)", "must be one of relu, gelu", 3),
+    (E, "ff(d=0)", "must be >= 1", 3),
+    (E, "ff(=3)", "'=' must follow an argument name", 3),
+    (E, "ff(d=)", "missing value after 'd='", 5),
+    (E, "dropout(p=true)", "must be a number, got true", 8),
+    (E, "dropout(p=1.5)", "must be <= 0.99", 8),
+    (E, "norm(eps=relu)", "must be a number, got relu", 5),
+    (E, "res(3)", "must be a layer chain, got 3", 4),
+    (E, "linear($UNDEFINED)", "undefined variable $UNDEFINED", 7),
+    (E, "pos -> $X", "expected a layer name after '->', found '$X'", 7),
+    (E, "pos - norm", "expected '->' between layers", 4),
+    (E, "pos -> norm@", "unexpected character '@'", 11),
+    (E, "pos,norm", "expected '->' or the end of the chain", 3),
+    (E, "[1, 2]", "expected a layer name, found '['", 0),
+    (E, "concat()", "'concat' needs at least one layer chain", 0),
+    (E, "parallel(id, linear(8))", "equal widths", 9),
+    (E, "res(ff(32))", "changes the width from 16 to 32", 4),
+    (E, "highway(linear(8))", "changes the width from 16 to 8", 8),
+    (E, "act(glu) -> act(glu) -> act(glu) -> act(glu) -> act(glu)", "even width, got 1", 52),
+    (E, "cnn(16, 3, relu, dilation=2, kernel=5)", "argument 'kernel' of 'cnn' given twice", 29),
+    (E, "learn_pos(max_len=0)", "must be >= 1", 10),
+    (E, "mh_dot_src_att", "'mh_dot_src_att' cannot be used in the encoder", 0),
+    (E, "pos -> res(norm -> mh_dot_att)", "'mh_dot_att' cannot be used in the encoder", 19),
+    (E, "mh_dot_self_att(heads=3)", "heads", 16),
+    (E, "ff(1000000)", "width must be in 1..65536, got 1000000", 3),
+    (D, "pos -> birnn", "'birnn' cannot be used in the decoder", 7),
+    (D, "res(bnorm)", "'bnorm' cannot be used in the decoder", 4),
+    (D, "repeat(2, res(mh_dot_src_att(source=sideways)))", "must be one of top, increasing, decreasing", 29),
+]
+
+
+@pytest.mark.parametrize(("side", "text", "fragment", "column"), CASES, ids=[c[1] or "<empty>" for c in CASES])
+def test_error_message_and_column(side: Side, text: str, fragment: str, column: int) -> None:
+    with pytest.raises(ADLError) as info:
+        build_chain(text, side, 16, ModelOptions(d_model=16, heads=4), parse_assignments(["X=1"]))
+    err = info.value
+    assert fragment in err.message
+    assert err.column == column, f"caret at {err.column}, expected {column}:\n{err}"
+
+
+def test_table_is_large_enough() -> None:
+    assert len(CASES) >= 30
+
+
+def test_rendering_puts_caret_under_the_fault() -> None:
+    with pytest.raises(ADLError) as info:
+        build_chain("pos -> repeat(6, res_nd(mh_dot_sef_att))", Side.ENCODER, 16, where="encoder")
+    lines = str(info.value).splitlines()
+    assert lines[0].startswith("ADL error in encoder: unknown layer 'mh_dot_sef_att'")
+    assert lines[1] == "  pos -> repeat(6, res_nd(mh_dot_sef_att))"
+    assert lines[2] == "  " + " " * 24 + "^"
+
+
+def test_bad_variable_values_are_located() -> None:
+    with pytest.raises(ADLError, match="--var expects NAME=VALUE"):
+        parse_assignments(["FF_NUM_HIDDEN"])
+    with pytest.raises(ADLError) as info:
+        parse_assignments(["X=(3"])
+    assert "in --var X" in info.value.message
