@@ -33,15 +33,29 @@ class Setup:
     source_blocks: int
 
 
-def build(adl: str, side: Side, d: int = 16, heads: int = 4, d_src: int | None = None,
-          source_blocks: int = 3, variables: dict[str, str] | None = None) -> Setup:
+def build(
+    adl: str,
+    side: Side,
+    d: int = 16,
+    heads: int = 4,
+    d_src: int | None = None,
+    source_blocks: int = 3,
+    variables: dict[str, str] | None = None,
+) -> Setup:
     from adlnmt.adl.parser import parse_assignments
 
     assignments = [f"{k}={v}" for k, v in {**VARIABLES, **(variables or {})}.items()]
     d_src = d if d_src is None else d_src
     encoder = BlockInfo(expected=source_blocks, widths=[d_src] * source_blocks) if side is Side.DECODER else None
-    layer = build_chain(adl, side, d, ModelOptions(d_model=d, heads=heads, dropout=0.1, max_len=64),
-                        parse_assignments(assignments), encoder=encoder, encoder_width=d_src)
+    layer = build_chain(
+        adl,
+        side,
+        d,
+        ModelOptions(d_model=d, heads=heads, dropout=0.1, max_len=64),
+        parse_assignments(assignments),
+        encoder=encoder,
+        encoder_width=d_src,
+    )
     return Setup(layer, side, d, d_src, source_blocks)
 
 

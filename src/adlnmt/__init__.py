@@ -1,2 +1,3 @@
 """adlnmt: NMT architectures as sentences of an Architecture Definition Language."""
+
 __version__ = "0.1.0"

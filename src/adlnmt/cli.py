@@ -17,8 +17,9 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dropout", type=float, default=0.1, help="default dropout rate (default 0.1)")
     parser.add_argument("--ff-factor", type=int, default=4, help="ffl hidden width = factor · d_in (default 4)")
     parser.add_argument("--max-len", type=int, default=1024, help="learn_pos table size (default 1024)")
-    parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
-                        help="value of an ADL $NAME variable (repeatable)")
+    parser.add_argument(
+        "--var", action="append", default=[], metavar="NAME=VALUE", help="value of an ADL $NAME variable (repeatable)"
+    )
     parser.add_argument("--src-vocab", type=int, default=8000, help="source vocabulary size (default 8000)")
     parser.add_argument("--tgt-vocab", type=int, default=8000, help="target vocabulary size (default 8000)")
     parser.add_argument("--input-feeding", action="store_true", help="z0_t = [z^L_(t-1); E y_t] (Luong)")
@@ -66,11 +67,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 def cmd_layers(args: argparse.Namespace) -> int:
     import adlnmt.layers  # noqa: F401
-    from adlnmt.adl.registry import ALIASES, REGISTRY
+    from adlnmt.adl.registry import ALIASES, REGISTRY, Side
 
     for name, spec in sorted(REGISTRY.items()):
         aliases = [a for a, target in ALIASES.items() if target == name]
-        sides = "/".join(s.value for s in spec.sides)
+        sides = "/".join(side.value for side in Side if side in spec.sides)
         alias_text = f"  (alias: {', '.join(aliases)})" if aliases else ""
         print(f"{spec.signature()}  [{sides}]{alias_text}\n    {spec.summary}")
     return 0
@@ -94,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ADLError as err:
         print(err.render().rstrip(), file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `adlnmt layers | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

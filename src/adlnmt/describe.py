@@ -22,7 +22,9 @@ def _rows(layer: Layer, depth: int) -> list[tuple[int, str, int, int, str]]:
     rows = [(depth, layer.title, layer.out_dim, total, note)]
     if isinstance(layer, _Branches):
         for index, branch in enumerate(layer.branches, 1):
-            rows.append((depth + 1, f"branch {index}:", branch.out_dim, sum(p.numel() for p in branch.parameters()), ""))
+            rows.append(
+                (depth + 1, f"branch {index}:", branch.out_dim, sum(p.numel() for p in branch.parameters()), "")
+            )
             rows.extend(_rows(branch, depth + 2))
         return rows
     for child in layer.sublayers():

@@ -94,9 +94,7 @@ class Seq2Seq(nn.Module):
             self.src_embed.weight = self.tgt_embed.weight
         if config.tie_output:
             if self.decoder.out_dim != d:
-                raise ADLError(
-                    f"tying the output projection needs decoder width {self.decoder.out_dim} == d_model {d}"
-                )
+                raise ADLError(f"tying the output projection needs decoder width {self.decoder.out_dim} == d_model {d}")
             self.output.weight = self.tgt_embed.weight
 
     def _decoder_out_width(self, config: ModelConfig, options: ModelOptions, variables: Mapping) -> int:
@@ -105,8 +103,15 @@ class Seq2Seq(nn.Module):
         widths = []
         with torch.device("meta"):
             for d_in in (config.d_model, 2 * config.d_model):
-                probe = build_chain(config.decoder, Side.DECODER, d_in, options, variables,
-                                    encoder=self.encoder.blocks, encoder_width=self.encoder.out_dim)
+                probe = build_chain(
+                    config.decoder,
+                    Side.DECODER,
+                    d_in,
+                    options,
+                    variables,
+                    encoder=self.encoder.blocks,
+                    encoder_width=self.encoder.out_dim,
+                )
                 widths.append(probe.out_dim)
         if widths[0] != widths[1]:
             raise ADLError(
@@ -174,9 +179,13 @@ def describe_parameters(model: Seq2Seq) -> list[tuple[str, int]]:
     """Parameter counts of the model's parts (tied weights counted once, where they first occur)."""
     seen: set[int] = set()
     parts = []
-    for name, module in (("source embedding", model.src_embed), ("encoder", model.encoder),
-                         ("target embedding", model.tgt_embed), ("decoder", model.decoder),
-                         ("output projection", model.output)):
+    for name, module in (
+        ("source embedding", model.src_embed),
+        ("encoder", model.encoder),
+        ("target embedding", model.tgt_embed),
+        ("decoder", model.decoder),
+        ("output projection", model.output),
+    ):
         count = 0
         for p in module.parameters():
             if id(p) not in seen:

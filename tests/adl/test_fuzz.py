@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import torch
 
@@ -13,14 +14,50 @@ from adlnmt.adl.registry import REGISTRY, Side
 from adlnmt.published import DECODERS, ENCODERS
 
 ALPHABET = "()[],=->→$ _.e0123456789abcdefghijklmnopqrstuvwxyzABCXYZ\n\t'\"@#"
-TOKENS = [*REGISTRY, "mh_dot_att", "mlp_att", "->", "(", ")", ",", "=", "true", "relu", "glu", "lstm",
-          "heads=", "source=", "increasing", "-1", "0", "3", "99999", "1e-3", "$NUM_HIDDEN", "[1, 2]", "[]"]
+TOKENS = [
+    *REGISTRY,
+    "mh_dot_att",
+    "mlp_att",
+    "->",
+    "(",
+    ")",
+    ",",
+    "=",
+    "true",
+    "relu",
+    "glu",
+    "lstm",
+    "heads=",
+    "source=",
+    "increasing",
+    "-1",
+    "0",
+    "3",
+    "99999",
+    "1e-3",
+    "$NUM_HIDDEN",
+    "[1, 2]",
+    "[]",
+]
 VARIABLES = parse_assignments(["FF_NUM_HIDDEN=32", "NUM_HIDDEN=16"])
 SEEDS = [*ENCODERS.values(), *DECODERS.values()]
 
 
+def swap_token(text: str, rng: random.Random) -> str:
+    """Keep the syntax, change the meaning: another layer name, or another number."""
+    names = list(re.finditer(r"[A-Za-z_]+", text))
+    numbers = list(re.finditer(r"\d+", text))
+    if numbers and rng.random() < 0.3:
+        m = rng.choice(numbers)
+        return text[: m.start()] + rng.choice(["0", "1", "2", "3", "5", "7", "64", "100000"]) + text[m.end() :]
+    m = rng.choice(names)
+    return text[: m.start()] + rng.choice(TOKENS[: len(REGISTRY) + 2]) + text[m.end() :]
+
+
 def mutate(text: str, rng: random.Random) -> str:
-    for _ in range(rng.randint(1, 4)):
+    if rng.random() < 0.5:
+        return swap_token(text, rng)
+    for _ in range(rng.randint(1, 2)):
         i = rng.randrange(len(text) + 1)
         j = min(len(text), i + rng.randint(1, 12))
         op = rng.randrange(5)

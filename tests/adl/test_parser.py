@@ -23,8 +23,13 @@ def test_value_types() -> None:
     tree = parse("x(1, -2, 1e-3, 2.5, TRUE, False, relu, k=[64, 32], c=a -> b(3), v=$V)")
     args = tree.layers[0].args
     assert [a.value for a in args[:7]] == [
-        Literal("int", 1), Literal("int", -2), Literal("float", 1e-3), Literal("float", 2.5),
-        Literal("bool", True), Literal("bool", False), Literal("word", "relu"),
+        Literal("int", 1),
+        Literal("int", -2),
+        Literal("float", 1e-3),
+        Literal("float", 2.5),
+        Literal("bool", True),
+        Literal("bool", False),
+        Literal("word", "relu"),
     ]
     assert args[7] == Argument("k", ListValue((Literal("int", 64), Literal("int", 32))))
     assert args[8] == Argument("c", Chain((layer("a"), layer("b", Argument(None, Literal("int", 3))))))

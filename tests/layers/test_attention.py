@@ -6,14 +6,21 @@ import math
 
 import pytest
 import torch
-from layer_contract import Setup, build, check_contract, init, lengths_mask, make_memory, run_steps
 from torch import Tensor, nn
 
 from adlnmt.adl.builder import BlockInfo, ModelOptions, build_chain, canonical
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.registry import ALIASES, REGISTRY, Side
-from adlnmt.layers.attention import MhDotSelfAtt, MhDotSrcAtt, MlpSrcAtt, SourceAttention
-from adlnmt.layers.base import Context, SourceMemory
+from adlnmt.layers.attention import (
+    MhDotSelfAtt,
+    MhDotSrcAtt,
+    MlpSrcAtt,
+    SourceAttention,
+    masked_softmax,
+    nonempty_rows,
+)
+from adlnmt.layers.base import Context, DecoderState, SourceMemory
+from layer_contract import Setup, build, check_contract, init, lengths_mask, make_memory, run_steps
 
 SIDES = (Side.ENCODER, Side.DECODER)
 D = 16
@@ -25,8 +32,14 @@ def first(layer: nn.Module, kind: type) -> nn.Module:
 
 
 def decoder(adl: str, d: int = 2, d_src: int | None = None, encoder: BlockInfo | None = None) -> nn.Module:
-    return build_chain(adl, Side.DECODER, d, ModelOptions(d_model=d, heads=1, dropout=0.0),
-                       encoder=encoder, encoder_width=d if d_src is None else d_src)
+    return build_chain(
+        adl,
+        Side.DECODER,
+        d,
+        ModelOptions(d_model=d, heads=1, dropout=0.0),
+        encoder=encoder,
+        encoder_width=d if d_src is None else d_src,
+    )
 
 
 def set_identity(att: nn.Module) -> None:
@@ -140,7 +153,8 @@ def test_dot_source_attention_known_values() -> None:
     e2 = math.exp(2.0)
     layer = decoder("dot_src_att(s=1.0)")
     set_identity(layer)
-    memory = SourceMemory(torch.tensor([[[2.0, 0.0], [0.0, 1.0], [5.0, 5.0]]]), torch.tensor([[True, True, False]]))
+    states = torch.tensor([[[2.0, 0.0], [0.0, 1.0], [5.0, 5.0]]])
+    memory = SourceMemory(states, torch.tensor([[True, True, False]]))
     attention: list[Tensor] = []
     out = layer(torch.tensor([[[1.0, 0.0]]]), Context(memory=memory, attention=attention))
     weights = torch.tensor([e2, 1.0, 0.0]) / (e2 + 1)
@@ -179,8 +193,9 @@ def test_mlp_attention_known_values() -> None:
     for b in range(3):
         real = memory.final[b, memory.mask[b]]  # [S_b, 3]
         for i in range(2):
-            scores = torch.stack([att.score.weight[0] @ torch.tanh(att.query.weight @ h[b, i] + att.key(u))
-                                  for u in real])
+            scores = torch.stack(
+                [att.score.weight[0] @ torch.tanh(att.query.weight @ h[b, i] + att.key(u)) for u in real]
+            )
             assert torch.allclose(out[b, i], torch.softmax(scores, 0) @ real, atol=1e-5)
     with torch.no_grad():
         att.query.weight.zero_()
@@ -196,7 +211,8 @@ def test_mlp_attention_known_values() -> None:
 
 @pytest.mark.parametrize("name", ["mh_dot_src_att", "mlp_att"])
 @pytest.mark.parametrize(
-    ("source", "expected"), [("top", [None, None, None]), ("increasing", [0, 1, 2]), ("decreasing", [2, 1, 0])]
+    ("source", "expected"),
+    [("top", [None, None, None]), ("increasing", [0, 1, 2]), ("decreasing", [2, 1, 0])],
 )
 def test_source_reads_the_expected_encoder_block(name: str, source: str, expected: list[int | None]) -> None:
     torch.manual_seed(0)
@@ -221,8 +237,11 @@ def test_source_reads_the_expected_encoder_block(name: str, source: str, expecte
 @pytest.mark.parametrize(("source", "order"), [("increasing", [0, 1, 2]), ("decreasing", [2, 1, 0])])
 def test_source_width_follows_the_encoder_block(source: str, order: list[int]) -> None:
     widths = [8, 12, 20]
-    layer = decoder(f"repeat(3, res(mh_dot_src_att(source={source})) -> concat(id, mlp_att(source={source})) "
-                    "-> linear(16))", d=16, encoder=BlockInfo(3, widths))
+    layer = decoder(
+        f"repeat(3, res(mh_dot_src_att(source={source})) -> concat(id, mlp_att(source={source})) -> linear(16))",
+        d=16,
+        encoder=BlockInfo(3, widths),
+    )
     dots = [m for m in layer.modules() if type(m) is MhDotSrcAtt]
     mlps = [m for m in layer.modules() if isinstance(m, MlpSrcAtt)]
     assert [m.kv.in_features for m in dots] == [widths[i] for i in order]
@@ -232,17 +251,28 @@ def test_source_width_follows_the_encoder_block(source: str, order: list[int]) -
 # ------------------------------------------------------------------------------------ incremental
 
 
-@pytest.mark.parametrize(("adl", "kind", "projection"), [("res(mh_dot_src_att)", MhDotSrcAtt, "kv"),
-                                                         ("concat(id, mlp_att) -> ff", MlpSrcAtt, "key")])
-def test_source_is_projected_once_per_sentence(adl: str, kind: type, projection: str) -> None:
+@pytest.mark.parametrize(
+    ("adl", "kind", "projection", "static"),
+    [
+        ("res(mh_dot_src_att)", MhDotSrcAtt, "kv", ("k", "v")),
+        ("concat(id, mlp_att) -> ff", MlpSrcAtt, "key", ("keys",)),
+    ],
+)
+def test_source_is_projected_once_per_sentence(adl: str, kind: type, projection: str, static: tuple[str, ...]) -> None:
     setup = build(f"res(mh_dot_self_att) -> {adl}", Side.DECODER)
     setup.layer.eval()
     att = first(setup.layer, kind)
     calls: list[int] = []
     getattr(att, projection).register_forward_hook(lambda module, args, output: calls.append(1))
-    ctx = init(setup, make_memory(setup, 2))
+    memory = make_memory(setup, 2)
+    # The layer's own init_state projects the source and keeps it as static state ...
+    state = DecoderState(2)
+    att.init_state(Context(memory=memory, state=state))
     assert calls == [1]
-    assert (id(att), MhDotSrcAtt.STATIC[0] if kind is MhDotSrcAtt else "keys") in ctx.state.static
+    assert all((id(att), name) in state.static for name in static)
+    # ... and a whole decode through the chain projects it once in all.
+    calls.clear()
+    ctx = init(setup, memory)
     with torch.no_grad():
         run_steps(setup, torch.randn(2, 5, D), ctx, 0)
     assert calls == [1], "the source was projected again during the steps"
@@ -337,6 +367,18 @@ def test_empty_sentences_give_no_nan(alignments: bool) -> None:
         assert all((p[1] == 0).all() and torch.isfinite(p).all() for p in attention)
     encoder = build("res(mh_dot_self_att) -> res(dot_self_att)", Side.ENCODER).layer
     assert torch.isfinite(encoder(x, Context(mask=mask))).all()
+
+
+def test_rows_without_allowed_keys_are_opened_for_the_fused_kernel() -> None:
+    """Some fused kernels (and torch < 2.5) return NaN for a softmax over only masked keys."""
+    allowed = torch.tensor([[True, False, False], [False, False, False]])
+    assert nonempty_rows(allowed).tolist() == [[True, False, False], [True, True, True]]
+    assert nonempty_rows(None) is None
+    scores = torch.randn(2, 3, requires_grad=True)
+    weights = masked_softmax(scores, allowed)
+    assert weights.tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    (weights * torch.randn(2, 3)).sum().backward()
+    assert scores.grad is not None and torch.isfinite(scores.grad).all()
 
 
 # ------------------------------------------------------------------------------------------- errors

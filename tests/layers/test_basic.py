@@ -14,9 +14,27 @@ from adlnmt.layers.basic import sinusoids
 from layer_contract import check_contract
 
 LAYERS = [
-    "dropout", "dropout(0.3)", "pos", "pos(dropout=0.0)", "learn_pos", "learn_pos(max_len=40)", "linear",
-    "linear(24)", "ff", "ff(32, gelu)", "ff(d=20, act=glu)", "ffl", "ffl(factor=2, act=swish)", "act",
-    "act(tanh)", "act(sigmoid)", "act(leaky_relu)", "act(gelu)", "act(swish)", "act(glu)", "id",
+    "dropout",
+    "dropout(0.3)",
+    "pos",
+    "pos(dropout=0.0)",
+    "learn_pos",
+    "learn_pos(max_len=40)",
+    "linear",
+    "linear(24)",
+    "ff",
+    "ff(32, gelu)",
+    "ff(d=20, act=glu)",
+    "ffl",
+    "ffl(factor=2, act=swish)",
+    "act",
+    "act(tanh)",
+    "act(sigmoid)",
+    "act(leaky_relu)",
+    "act(gelu)",
+    "act(swish)",
+    "act(glu)",
+    "id",
 ]
 
 

@@ -12,10 +12,17 @@ from adlnmt.layers.base import Context
 from layer_contract import check_contract, lengths_mask
 
 
-@pytest.mark.parametrize(("adl", "side"), [
-    ("norm", Side.ENCODER), ("norm", Side.DECODER), ("norm(eps=1e-6)", Side.DECODER),
-    ("bnorm", Side.ENCODER), ("res(ff -> bnorm)", Side.ENCODER), ("bnorm(momentum=0.5)", Side.ENCODER),
-])
+@pytest.mark.parametrize(
+    ("adl", "side"),
+    [
+        ("norm", Side.ENCODER),
+        ("norm", Side.DECODER),
+        ("norm(eps=1e-6)", Side.DECODER),
+        ("bnorm", Side.ENCODER),
+        ("res(ff -> bnorm)", Side.ENCODER),
+        ("bnorm(momentum=0.5)", Side.ENCODER),
+    ],
+)
 def test_contract(adl: str, side: Side) -> None:
     check_contract(adl, side)
 

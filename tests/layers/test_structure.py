@@ -11,9 +11,17 @@ from adlnmt.layers.base import Context
 from layer_contract import check_contract
 
 LAYERS = [
-    "res(ff -> linear)", "res_d(ffl)", "res_nd(ffl)", "repeat(3, res_nd(ffl))", "repeat(2, linear(12) -> ff(8))",
-    "concat(id, linear(4))", "concat(id, ff(8), ffl) -> linear", "parallel(id, ffl, linear)", "highway(ffl)",
-    "repeat(2, repeat(2, res(norm -> ffl)))", "res(parallel(pos, highway(ff)))",
+    "res(ff -> linear)",
+    "res_d(ffl)",
+    "res_nd(ffl)",
+    "repeat(3, res_nd(ffl))",
+    "repeat(2, linear(12) -> ff(8))",
+    "concat(id, linear(4))",
+    "concat(id, ff(8), ffl) -> linear",
+    "parallel(id, ffl, linear)",
+    "highway(ffl)",
+    "repeat(2, repeat(2, res(norm -> ffl)))",
+    "res(parallel(pos, highway(ff)))",
 ]
 
 

@@ -81,8 +81,9 @@ class BuildContext:
 
     def build_chain(self, chain: Chain, d_in: int | None = None) -> Any:
         """Build a nested chain (an argument of this layer) on the same side."""
-        return _build_chain(chain, self.nested(d_in=self.d_in if d_in is None else d_in, depth=self.depth + 1,
-                                               node=None, columns={}))
+        return _build_chain(
+            chain, self.nested(d_in=self.d_in if d_in is None else d_in, depth=self.depth + 1, node=None, columns={})
+        )
 
     def check_width(self, width: int, param: str) -> int:
         if not 1 <= width <= MAX_WIDTH:
@@ -110,8 +111,12 @@ def build_layer(node: LayerNode, ctx: BuildContext) -> Any:
     node_canonical = canonical_layer(node)
     layer.side = ctx.side
     layer.label = layer_to_text(node_canonical)
-    scalars = tuple(a for a in node_canonical.args if not isinstance(a.value, Chain)
-                    and not (isinstance(a.value, Literal) and a.value.kind == "word" and a.key is None))
+    scalars = tuple(
+        a
+        for a in node_canonical.args
+        if not isinstance(a.value, Chain)
+        and not (isinstance(a.value, Literal) and a.value.kind == "word" and a.key is None)
+    )
     layer.title = layer_to_text(replace(node_canonical, args=scalars))
     return layer
 

@@ -72,8 +72,19 @@ class Param:
         if self.variadic:
             text += ", ..."
         elif not self.required:
-            text += f" = {self.default}"
+            text += f" = {_default_text(self.default)}"
         return text
+
+
+def _default_text(default: Any) -> str:
+    """A default as the ADL writes it: ``true``, ``[64, 32, 16]``, ``d_model``; None reads ``auto``."""
+    if default is None:
+        return "auto"
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    if isinstance(default, (list, tuple)):
+        return "[" + ", ".join(_default_text(v) for v in default) + "]"
+    return str(default)
 
 
 @dataclass(frozen=True)
@@ -159,8 +170,12 @@ def convert(param: Param, value: Value, layer: str, text: str, col: int) -> Any:
     if kind is Kind.INT_LIST:
         if not isinstance(value, ListValue) or not value.items:
             raise ADLError(f"{where} must be a non-empty list of ints like [64, 32, 16], got {got}", text, col)
-        return [convert(Param(param.name, Kind.INT, low=param.low, high=param.high), item, layer, text,
-                        _value_col(item, col)) for item in value.items]
+        return [
+            convert(
+                Param(param.name, Kind.INT, low=param.low, high=param.high), item, layer, text, _value_col(item, col)
+            )
+            for item in value.items
+        ]
     if not isinstance(value, Literal):
         raise ADLError(f"{where} must be {_article(kind)}, got {got}", text, col)
     if kind is Kind.WORD:
@@ -243,6 +258,4 @@ def _param_named(spec: LayerSpec, arg: Argument, node: LayerNode, text: str) -> 
     close = difflib.get_close_matches(arg.key or "", names, n=1, cutoff=0.5)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     allowed = ", ".join(names) if names else "none"
-    raise ADLError(
-        f"unknown argument '{arg.key}' for '{node.name}'{hint}; it takes: {allowed}", text, arg.col
-    )
+    raise ADLError(f"unknown argument '{arg.key}' for '{node.name}'{hint}; it takes: {allowed}", text, arg.col)

@@ -198,8 +198,9 @@ class SourceAttention(Layer):
 
     ``top`` reads the encoder's final output; ``increasing`` reads the output of encoder block b in
     decoder block b, ``decreasing`` that of encoder block n − 1 − b (both need as many decoder as
-    encoder blocks). Subclasses precompute what depends on U alone in :meth:`precompute`, which
-    ``init_state`` stores as static state so that decoding steps never redo it.
+    encoder blocks). Without encoder information at build time ``top`` assumes U is d_model wide.
+    Subclasses precompute what depends on U alone in :meth:`precompute`, which ``init_state`` stores as
+    static state so that decoding steps never redo it (a step before ``init_state`` does it once).
     """
 
     STATIC: tuple[str, ...] = ()  # names of the static state entries made by precompute
@@ -236,11 +237,12 @@ class SourceAttention(Layer):
     def states(self, ctx: Context) -> Tensor:
         """The encoder states U [B, S, d_src] this layer attends to."""
         memory = ctx.memory
+        name = self.label or type(self).__name__
         if memory is None:
-            raise ValueError(f"{self.label or type(self).__name__}: source attention needs ctx.memory")
+            raise ValueError(f"{name}: source attention needs ctx.memory")
         if self.block is not None and self.block >= len(memory.blocks):
             raise ValueError(
-                f"{self.label}: reads encoder block {self.block} but the memory holds "
+                f"{name}: reads encoder block {self.block} but the memory holds "
                 f"{len(memory.blocks)} blocks (was ctx.blocks collected while encoding?)"
             )
         return memory.block(self.block)

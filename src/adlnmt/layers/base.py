@@ -137,7 +137,16 @@ class Layer(nn.Module):
             child.init_state(ctx)
 
     def sublayers(self) -> Iterator[Layer]:
-        return (m for m in self.children() if isinstance(m, Layer))
+        """The nearest ADL layers inside this one (looking through ModuleLists and other containers)."""
+
+        def walk(module: nn.Module) -> Iterator[Layer]:
+            for child in module.children():
+                if isinstance(child, Layer):
+                    yield child
+                else:
+                    yield from walk(child)
+
+        return walk(self)
 
     def own_parameter_count(self) -> int:
         """Parameters of this layer excluding those of its ADL sub-layers."""

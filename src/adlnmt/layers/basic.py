@@ -157,7 +157,7 @@ class Act(Layer):
     """act(h_t) = v(h_t) for v ∈ {relu, gelu, tanh, sigmoid, leaky_relu, glu, swish};
     glu([h_A; h_B]) = h_A ⊗ σ(h_B) halves the width."""
 
-    def __init__(self, ctx: BuildContext, type: str) -> None:  # noqa: A002
+    def __init__(self, ctx: BuildContext, type: str) -> None:
         super().__init__()
         if type == "glu" and ctx.d_in % 2:
             raise ctx.error(f"glu halves its input, which needs an even width, got {ctx.d_in}", "type")

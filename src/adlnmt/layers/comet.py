@@ -62,9 +62,7 @@ class FeedForward(nn.Module):
     """FFN_2(x) = W_2 relu(W_1 x + b_1) + b_2, W_1 ∈ R^{d_ff × d_in}, W_2 ∈ R^{d_out × d_ff}, with dropout
     on the hidden units (``hidden_dropout``) and/or on the output (``out_dropout``)."""
 
-    def __init__(
-        self, d_in: int, d_ff: int, d_out: int, hidden_dropout: float = 0.0, out_dropout: float = 0.0
-    ) -> None:
+    def __init__(self, d_in: int, d_ff: int, d_out: int, hidden_dropout: float = 0.0, out_dropout: float = 0.0) -> None:
         super().__init__()
         self.up = nn.Linear(d_in, d_ff)
         self.down = nn.Linear(d_ff, d_out)
@@ -98,7 +96,13 @@ class CometConv(Layer):
     """
 
     def __init__(
-        self, ctx: BuildContext, features: list[int], kernel: int, ffn: str, d_ff: int | None, norm: str,
+        self,
+        ctx: BuildContext,
+        features: list[int],
+        kernel: int,
+        ffn: str,
+        d_ff: int | None,
+        norm: str,
         dropout: float,
     ) -> None:
         super().__init__()

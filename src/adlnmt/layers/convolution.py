@@ -57,8 +57,9 @@ class CNN(Layer):
     def init_state(self, ctx: Context) -> None:
         assert ctx.state is not None
         weight = self.conv.weight
-        window = torch.zeros(ctx.state.batch_size, self.context, self.conv.in_channels,
-                             device=weight.device, dtype=weight.dtype)
+        window = torch.zeros(
+            ctx.state.batch_size, self.context, self.conv.in_channels, device=weight.device, dtype=weight.dtype
+        )
         ctx.state.set(self, "window", window)  # [B, (k−1)·dil, d_in]: the previous inputs
 
     def step(self, x: Tensor, ctx: Context) -> Tensor:

@@ -1,0 +1,79 @@
+"""The command line: describe every published string; bad input exits 2 with one clear message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from adlnmt.cli import main
+from adlnmt.published import DECODERS, ENCODERS
+
+VARS = ["--var", "FF_NUM_HIDDEN=2048", "--var", "NUM_HIDDEN=512"]
+PAIRS = [(e, "D1") for e in ENCODERS] + [("E1", d) for d in DECODERS]
+
+
+@pytest.mark.parametrize(("enc", "dec"), PAIRS)
+def test_describe_every_published_string(enc: str, dec: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["describe", "--encoder", ENCODERS[enc], "--decoder", DECODERS[dec], *VARS]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("encoder: ") and "\ndecoder: " in out
+    assert "total" in out and "repeat(" in out
+
+
+def test_describe_counts_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    main(
+        [
+            "describe",
+            "--d-model",
+            "8",
+            "--heads",
+            "2",
+            "--src-vocab",
+            "10",
+            "--tgt-vocab",
+            "10",
+            "--encoder",
+            "linear",
+            "--decoder",
+            "res(dot_src_att) -> ff(4)",
+        ]
+    )
+    out = capsys.readouterr().out
+    # embeddings 2·80, encoder 72, decoder: q,k,v,o projections 4·72, ff 36, output 4·10+10
+    assert "total" in out and f"{2 * 80 + 72 + 4 * 72 + 36 + 50:,}" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["describe", "--encoder", "pos -> nrom", "--decoder", DECODERS["D1"], *VARS],
+        ["describe", "--encoder", ENCODERS["E1"], "--decoder", DECODERS["D1"]],  # $FF_NUM_HIDDEN undefined
+        ["describe", "--encoder", "pos", "--decoder", "pos -> birnn -> res(mh_dot_att)"],
+        ["describe", "--encoder", "pos", "--decoder", "res(mh_dot_att)", "--var", "oops"],
+        ["describe", "--encoder", "pos", "--decoder", "res(mh_dot_att)", "--d-model", "0"],
+    ],
+)
+def test_bad_input_exits_2_with_one_message(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ADL error") and "Traceback" not in err
+
+
+def test_console_script_runs_without_traceback() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "adlnmt.cli", "describe", "--encoder", "pos -> (", "--decoder", "x"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "^" in result.stderr
+
+
+def test_layers_lists_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["layers"]) == 0
+    out = capsys.readouterr().out
+    for name in ("mh_dot_self_att", "comet_conv", "aan", "birnn", "highway", "bnorm"):
+        assert name in out
