@@ -86,8 +86,8 @@ def test_ff_and_ffl_formulas() -> None:
     linear = ff.layers[0].linear
     assert torch.allclose(ff(x, Context()), torch.relu(linear(x)))
     ffl = build("ffl").layers[0]
-    assert ffl.up.out_features == 32 and ffl.down.out_features == 8
-    assert torch.allclose(ffl(x, Context()), ffl.down(torch.relu(ffl.up(x))))
+    assert ffl.net.up.out_features == 32 and ffl.net.down.out_features == 8
+    assert torch.allclose(ffl(x, Context()), ffl.net.down(torch.relu(ffl.net.up(x))))
 
 
 def test_glu_splits_value_and_gate() -> None:

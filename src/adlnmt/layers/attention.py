@@ -161,7 +161,10 @@ class MhDotSelfAtt(Layer):
 
     def forward(self, x: Tensor, ctx: Context) -> Tensor:
         q, k, v = self.project(x)
-        context = attend(q, k, v, self.scale, key_mask(ctx.mask), causal=self.causal)  # [B, h, T, d_h]
+        # Targets are right-padded, so in the decoder the causal mask alone keeps real positions off
+        # padding, and the fused causal kernel applies.
+        allowed = None if self.causal else key_mask(ctx.mask)
+        context = attend(q, k, v, self.scale, allowed, causal=self.causal)  # [B, h, T, d_h]
         return self.out(merge_heads(context))
 
     def init_state(self, ctx: Context) -> None:

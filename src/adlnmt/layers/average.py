@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, register
 from adlnmt.layers.base import Context, Layer
-from adlnmt.layers.comet import FeedForward
+from adlnmt.layers.basic import FeedForward
 
 if TYPE_CHECKING:
     from adlnmt.adl.builder import BuildContext

@@ -130,6 +130,31 @@ class FF(Layer):
         return self.dropout(self.act(self.linear(x)))
 
 
+class FeedForward(nn.Module):
+    """FFN(x) = W_2 act(W_1 x + b_1) + b_2, W_1 ∈ R^{d_ff × d_in}, W_2 ∈ R^{d_out × d_ff}, with dropout
+    on the hidden units (``hidden_dropout``) and/or the output (``out_dropout``). Shared by ffl, the
+    COMET unit's FFN_2 and the AAN's FFN."""
+
+    def __init__(
+        self,
+        d_in: int,
+        d_ff: int,
+        d_out: int,
+        act: str = "relu",
+        hidden_dropout: float = 0.0,
+        out_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.up = nn.Linear(d_in, activation_input_width(act, d_ff))
+        self.act = ACTIVATIONS[act]
+        self.down = nn.Linear(d_ff, d_out)
+        self.hidden_dropout = nn.Dropout(hidden_dropout)
+        self.out_dropout = nn.Dropout(out_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.out_dropout(self.down(self.hidden_dropout(self.act(self.up(x)))))
+
+
 @register(
     "ffl",
     Param("factor", Kind.INT, FromOption("ff_factor"), low=1, high=64, doc="hidden width = factor · d_in"),
@@ -142,14 +167,11 @@ class FFL(Layer):
     def __init__(self, ctx: BuildContext, factor: int, act: str, dropout: float) -> None:
         super().__init__()
         hidden = ctx.check_width(factor * ctx.d_in, "factor")
-        self.up = nn.Linear(ctx.d_in, activation_input_width(act, hidden))
-        self.act = ACTIVATIONS[act]
-        self.dropout = nn.Dropout(dropout)
-        self.down = nn.Linear(hidden, ctx.d_in)
+        self.net = FeedForward(ctx.d_in, hidden, ctx.d_in, act, hidden_dropout=dropout)
         self.out_dim = ctx.d_in
 
     def forward(self, x: Tensor, ctx: Context) -> Tensor:
-        return self.down(self.dropout(self.act(self.up(x))))
+        return self.net(x)
 
 
 @register("act", Param("type", Kind.WORD, "relu", choices=ACTIVATION_NAMES, doc="non-linearity"))

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, Side, register
 from adlnmt.layers.base import Context, Layer, masked_fill_padding
+from adlnmt.layers.basic import FeedForward
 from adlnmt.layers.norm import BATCH_STATS_REASON, MaskedBatchNorm
 
 if TYPE_CHECKING:
@@ -56,21 +57,6 @@ class GatedConv(nn.Module):
         h = self.conv(window.transpose(1, 2)).transpose(1, 2)  # [B, T, 2·n_f]
         f, s = h.chunk(2, dim=-1)  # [B, T, n_f] each
         return torch.tanh(f) * torch.sigmoid(s)
-
-
-class FeedForward(nn.Module):
-    """FFN_2(x) = W_2 relu(W_1 x + b_1) + b_2, W_1 ∈ R^{d_ff × d_in}, W_2 ∈ R^{d_out × d_ff}, with dropout
-    on the hidden units (``hidden_dropout``) and/or on the output (``out_dropout``)."""
-
-    def __init__(self, d_in: int, d_ff: int, d_out: int, hidden_dropout: float = 0.0, out_dropout: float = 0.0) -> None:
-        super().__init__()
-        self.up = nn.Linear(d_in, d_ff)
-        self.down = nn.Linear(d_ff, d_out)
-        self.hidden_dropout = nn.Dropout(hidden_dropout)
-        self.out_dropout = nn.Dropout(out_dropout)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.out_dropout(self.down(self.hidden_dropout(F.relu(self.up(x)))))
 
 
 @register(
