@@ -6,7 +6,7 @@ Incremental decoding: ``encode`` once, ``init_state`` once per batch of hypothes
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -17,6 +17,7 @@ from adlnmt.adl.errors import ADLError
 from adlnmt.adl.parser import parse_assignments
 from adlnmt.adl.registry import Side
 from adlnmt.layers.base import Context, DecoderState, Layer, SourceMemory
+from adlnmt.layers.structure import Sequence
 
 
 @dataclass
@@ -57,20 +58,12 @@ class Seq2Seq(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        options = config.options()
-        variables = parse_assignments([f"{k}={v}" for k, v in config.variables.items()])
+        self.options = config.options()
+        self.variables = parse_assignments([f"{k}={v}" for k, v in config.variables.items()])
         d = config.d_model
-        self.encoder = build_chain(config.encoder, Side.ENCODER, d, options, variables)
-        decoder_in = d + (self._decoder_out_width(config, options, variables) if config.input_feeding else 0)
-        self.decoder = build_chain(
-            config.decoder,
-            Side.DECODER,
-            decoder_in,
-            options,
-            variables,
-            encoder=self.encoder.blocks,
-            encoder_width=self.encoder.out_dim,
-        )
+        self.encoder = build_chain(config.encoder, Side.ENCODER, d, self.options, self.variables)
+        decoder_in = d + (self._decoder_out_width() if config.input_feeding else 0)
+        self.decoder = self._build_decoder(decoder_in)
         if not any(layer.spec.source_attention for layer in iter_layers(self.decoder) if hasattr(layer, "spec")):
             raise ADLError(
                 "the decoder has no source attention layer, so the translation could not depend on the "
@@ -79,8 +72,8 @@ class Seq2Seq(nn.Module):
                 None,
                 "decoder",
             )
-        self.canonical_encoder = canonical(config.encoder, variables)
-        self.canonical_decoder = canonical(config.decoder, variables)
+        self.canonical_encoder = canonical(config.encoder, self.variables)
+        self.canonical_decoder = canonical(config.decoder, self.variables)
         self.src_embed = nn.Embedding(config.src_vocab_size, d, padding_idx=config.pad_id)
         self.tgt_embed = nn.Embedding(config.tgt_vocab_size, d, padding_idx=config.pad_id)
         self.output = nn.Linear(self.decoder.out_dim, config.tgt_vocab_size)
@@ -97,27 +90,27 @@ class Seq2Seq(nn.Module):
                 raise ADLError(f"tying the output projection needs decoder width {self.decoder.out_dim} == d_model {d}")
             self.output.weight = self.tgt_embed.weight
 
-    def _decoder_out_width(self, config: ModelConfig, options: ModelOptions, variables: Mapping) -> int:
+    def _build_decoder(self, d_in: int) -> Sequence:
+        return build_chain(
+            self.config.decoder,
+            Side.DECODER,
+            d_in,
+            self.options,
+            self.variables,
+            encoder=self.encoder.blocks,
+            encoder_width=self.encoder.out_dim,
+        )
+
+    def _decoder_out_width(self) -> int:
         """Input feeding makes the decoder's input width d + (its own output width): probe the output
         width on the meta device (no memory) and reject decoders whose output width follows the input."""
-        widths = []
         with torch.device("meta"):
-            for d_in in (config.d_model, 2 * config.d_model):
-                probe = build_chain(
-                    config.decoder,
-                    Side.DECODER,
-                    d_in,
-                    options,
-                    variables,
-                    encoder=self.encoder.blocks,
-                    encoder_width=self.encoder.out_dim,
-                )
-                widths.append(probe.out_dim)
+            widths = [self._build_decoder(d_in).out_dim for d_in in (self.config.d_model, 2 * self.config.d_model)]
         if widths[0] != widths[1]:
             raise ADLError(
                 "input feeding needs a decoder whose output width does not depend on its input width "
                 "(end it with a layer that sets the width, like ff or linear)",
-                config.decoder,
+                self.config.decoder,
                 None,
                 "decoder",
             )
