@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from adlnmt.adl.errors import ADLError
+from adlnmt.errors import UserError
 
 
 def _model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     describe.set_defaults(func=cmd_describe)
     layers = commands.add_parser("layers", help="list every ADL layer with its arguments")
     layers.set_defaults(func=cmd_layers)
+    from adlnmt.data.commands import add_commands as add_data_commands
+    from adlnmt.train.commands import add_commands as add_train_commands
+
+    add_data_commands(commands)
+    add_train_commands(commands)
     return parser
 
 
@@ -94,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except ADLError as err:
         print(err.render().rstrip(), file=sys.stderr)
+        return 2
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `adlnmt layers | head`
         sys.stderr.close()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from adlnmt.errors import UserError
 
-class ADLError(ValueError):
+
+class ADLError(UserError, ValueError):
     """A fault in an ADL string (syntax, arguments, or a semantic check at build time).
 
     ``column`` is 0-based into ``text``; ``str(err)`` renders the text with a caret under the fault.

@@ -1,0 +1,99 @@
+"""The ``prepare`` and ``demo-corpus`` subcommands; ``adlnmt.cli`` registers them with ``add_commands``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from adlnmt.errors import DataError
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register ``prepare`` and ``demo-corpus`` on an ``add_subparsers()`` object; each sets ``func`` to its handler."""
+    prepare = subparsers.add_parser(
+        "prepare", help="train subword models, encode and filter a parallel corpus into a data directory"
+    )
+    prepare.add_argument("--train-src", required=True, help="training source text (plain or .gz, one per line)")
+    prepare.add_argument("--train-tgt", required=True, help="training target text, aligned with --train-src")
+    prepare.add_argument("--valid-src", required=True, help="validation source text")
+    prepare.add_argument("--valid-tgt", required=True, help="validation target text")
+    prepare.add_argument("--out", required=True, help="output data directory")
+    prepare.add_argument(
+        "--vocab-size", type=_positive_int, default=8000, help="subword vocabulary size (default 8000)"
+    )
+    sharing = prepare.add_mutually_exclusive_group()
+    sharing.add_argument("--joint", dest="joint", action="store_true", default=True, help="one vocabulary (default)")
+    sharing.add_argument("--separate", dest="joint", action="store_false", help="a source and a target vocabulary")
+    prepare.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe", help="subword model (default bpe)")
+    prepare.add_argument(
+        "--max-len", type=_positive_int, default=250, help="drop train pairs with more subwords (default 250)"
+    )
+    prepare.add_argument(
+        "--max-ratio", type=float, default=3.0, help="drop train pairs whose length ratio is larger (default 3.0)"
+    )
+    prepare.add_argument("--source-markers", action="store_true", help="start every source with BOS (COMET variant)")
+    prepare.add_argument("--overwrite", action="store_true", help="replace an existing prepared directory")
+    prepare.set_defaults(func=cmd_prepare)
+
+    demo = subparsers.add_parser("demo-corpus", help="write a deterministic toy parallel corpus (train/valid/test)")
+    demo.add_argument("--out", required=True, help="output directory")
+    demo.add_argument("--size", type=_positive_int, default=12000, help="training pairs (default 12000)")
+    demo.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    demo.set_defaults(func=cmd_demo_corpus)
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Run ``prepare`` and print a short summary."""
+    from adlnmt.data.prepare import prepare
+
+    manifest = prepare(
+        args.train_src,
+        args.train_tgt,
+        args.valid_src,
+        args.valid_tgt,
+        args.out,
+        vocab_size=args.vocab_size,
+        joint=args.joint,
+        model_type=args.model_type,
+        max_len=args.max_len,
+        max_ratio=args.max_ratio,
+        source_markers=args.source_markers,
+        overwrite=args.overwrite,
+    )
+    if manifest["joint"]:
+        vocab = f"joint {manifest['model_type']} vocabulary of {manifest['src_vocab_size']}"
+    else:
+        vocab = f"{manifest['model_type']} vocabularies of {manifest['src_vocab_size']} / {manifest['tgt_vocab_size']}"
+    print(f"prepared {args.out}: {vocab}")
+    train, valid = manifest["splits"]["train"], manifest["splits"]["valid"]
+    print(
+        f"  train: {train['read']} read, {train['kept']} kept; dropped {train['empty']} empty, "
+        f"{train['too_long']} longer than {args.max_len}, {train['bad_ratio']} with ratio above {args.max_ratio}"
+    )
+    print(
+        f"  valid: {valid['read']} read, {valid['kept']} kept; dropped {valid['empty']} empty, "
+        f"truncated {valid['truncated']} to {args.max_len}"
+    )
+    return 0
+
+
+def cmd_demo_corpus(args: argparse.Namespace) -> int:
+    """Write the toy corpus and print the file names and sizes."""
+    from pathlib import Path
+
+    from adlnmt.data.demo import write_demo_corpus
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise DataError("output path exists and is not a directory", out)
+    sizes = write_demo_corpus(out, size=args.size, seed=args.seed)
+    for split, count in sizes.items():
+        print(f"{out / split}.src, {out / split}.tgt: {count} pairs")
+    return 0

@@ -1,0 +1,275 @@
+"""Loading a prepared data directory, token-budget length-bucketed batching, collation and DDP sharding."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from adlnmt.data.prepare import FORMAT_VERSION, MANIFEST, SIDES
+from adlnmt.data.vocab import BOS, EOS, PAD, Vocab
+from adlnmt.errors import DataError
+
+
+def _load_array(path: Path) -> np.ndarray:
+    if not path.is_file():
+        raise DataError("data file missing (re-run prepare)", path)
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+        raise DataError(f"corrupt array file ({err})", path) from None
+
+
+class Split:
+    """One encoded split: sentence i's source is ``pieces + [EOS]`` (``[BOS] + pieces + [EOS]`` with source markers)
+    and its target is the bare pieces (``collate`` adds BOS to the decoder input and EOS to the output).
+
+    Token arrays are memory-mapped; ``src_lengths`` / ``tgt_lengths`` count the tokens the model sees: the source with
+    its EOS (and BOS), the target plus one (the length of both ``tgt_in`` and ``tgt_out``).
+    """
+
+    def __init__(
+        self, name: str, directory: Path, files: dict[str, dict[str, str]], source_markers: bool, expected: int | None
+    ) -> None:
+        self.name = name
+        self.source_markers = source_markers
+        self._tokens: dict[str, np.ndarray] = {}
+        self._offsets: dict[str, np.ndarray] = {}
+        for side in SIDES:
+            tokens_path = directory / files[side]["tokens"]
+            offsets_path = directory / files[side]["offsets"]
+            tokens, offsets = _load_array(tokens_path), _load_array(offsets_path)
+            if tokens.ndim != 1 or tokens.dtype.kind not in "iu":
+                raise DataError(f"expected a 1-d integer array, found {tokens.dtype} {tokens.shape}", tokens_path)
+            if offsets.ndim != 1 or offsets.dtype != np.int64 or len(offsets) < 1:
+                raise DataError(f"expected a 1-d int64 array, found {offsets.dtype} {offsets.shape}", offsets_path)
+            if offsets[0] != 0 or offsets[-1] != len(tokens) or np.any(np.diff(offsets) < 0):
+                raise DataError(f"offsets do not describe {tokens_path.name} ({len(tokens)} tokens)", offsets_path)
+            if expected is not None and len(offsets) - 1 != expected:
+                raise DataError(f"holds {len(offsets) - 1} sentences, the manifest says {expected}", offsets_path)
+            self._tokens[side], self._offsets[side] = tokens, np.asarray(offsets)
+        if len(self._offsets["src"]) != len(self._offsets["tgt"]):
+            raise DataError(
+                f"source has {len(self._offsets['src']) - 1} sentences, target {len(self._offsets['tgt']) - 1}",
+                directory / files["tgt"]["offsets"],
+            )
+        extra = 2 if source_markers else 1
+        self.src_lengths: np.ndarray = np.diff(self._offsets["src"]) + extra
+        self.tgt_lengths: np.ndarray = np.diff(self._offsets["tgt"]) + 1
+
+    def __len__(self) -> int:
+        return len(self.src_lengths)
+
+    def src_pieces(self, i: int) -> np.ndarray:
+        """Source subword ids of sentence ``i`` without any special token (a read-only view)."""
+        offsets = self._offsets["src"]
+        return self._tokens["src"][offsets[i] : offsets[i + 1]]
+
+    def tgt_pieces(self, i: int) -> np.ndarray:
+        """Target subword ids of sentence ``i`` without any special token (a read-only view)."""
+        offsets = self._offsets["tgt"]
+        return self._tokens["tgt"][offsets[i] : offsets[i + 1]]
+
+    def src(self, i: int) -> np.ndarray:
+        """Encoder input ids of sentence ``i`` (int64): pieces + [EOS], with BOS first when the data uses markers."""
+        head = [BOS] if self.source_markers else []
+        return np.concatenate([np.array(head, dtype=np.int64), self.src_pieces(i).astype(np.int64), [EOS]])
+
+    def tgt(self, i: int) -> np.ndarray:
+        """Target ids of sentence ``i`` (int64), pieces only."""
+        return self.tgt_pieces(i).astype(np.int64)
+
+
+class DataDir:
+    """A directory written by ``prepare``: its manifest, vocabularies and splits (loaded on first use)."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.src_vocab = src_vocab
+        self.tgt_vocab = tgt_vocab
+        self._splits: dict[str, Split] = {}
+
+    @classmethod
+    def load(cls, path: str | Path) -> DataDir:
+        """Read the manifest and the sentencepiece models; DataError naming the file when one is missing or corrupt."""
+        path = Path(path)
+        manifest_path = path / MANIFEST
+        if not path.is_dir():
+            raise DataError("data directory not found (run `adlnmt prepare` first)", path)
+        if not manifest_path.is_file():
+            raise DataError("no manifest: not a prepared data directory, or prepare did not finish", manifest_path)
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise DataError(f"invalid JSON: {err.msg}", manifest_path, err.lineno) from None
+        except UnicodeDecodeError:
+            raise DataError("invalid UTF-8", manifest_path) from None
+        if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
+            found = manifest.get("format_version") if isinstance(manifest, dict) else None
+            raise DataError(f"unsupported format version {found!r} (expected {FORMAT_VERSION})", manifest_path)
+        try:
+            spm_files = manifest["spm"]
+            src_vocab = Vocab.load(path / spm_files["src"])
+            tgt_vocab = src_vocab if manifest["joint"] else Vocab.load(path / spm_files["tgt"])
+        except (KeyError, TypeError) as err:
+            raise DataError(f"manifest lacks the entry {err}", manifest_path) from None
+        return cls(path, manifest, src_vocab, tgt_vocab)
+
+    @property
+    def source_markers(self) -> bool:
+        """Whether sources start with BOS."""
+        return bool(self.manifest.get("source_markers", False))
+
+    def split(self, name: str) -> Split:
+        """The split ``name`` (``"train"`` or ``"valid"``), memory-mapped on first use."""
+        if name not in self._splits:
+            files = self.manifest.get("files", {})
+            if name not in files:
+                raise DataError(f"no split {name!r} (has: {', '.join(files)})", self.path / MANIFEST)
+            expected = self.manifest.get("splits", {}).get(name, {}).get("kept")
+            self._splits[name] = Split(name, self.path, files[name], self.source_markers, expected)
+        return self._splits[name]
+
+    def encode_source(self, text: str, max_len: int | None = None) -> list[int]:
+        """Encoder input ids of a raw sentence, laid out like ``Split.src``; pieces cut to ``max_len`` if given."""
+        pieces = self.src_vocab.encode(text)
+        if max_len is not None:
+            pieces = pieces[:max_len]
+        return ([BOS] if self.source_markers else []) + pieces + [EOS]
+
+    def valid_references(self) -> list[str]:
+        """The raw valid targets, aligned with ``split("valid")`` (BLEU references)."""
+        return self.raw_text("valid", "tgt")
+
+    def raw_text(self, split: str, side: str) -> list[str]:
+        """The raw text of ``split`` (only ``"valid"`` is kept) aligned with the encoded split, e.g. BLEU references."""
+        try:
+            name = self.manifest["text"][split][side]
+        except (KeyError, TypeError):
+            raise DataError(f"no raw text kept for {split}.{side}", self.path / MANIFEST) from None
+        path = self.path / name
+        if not path.is_file():
+            raise DataError("data file missing (re-run prepare)", path)
+        lines = path.read_text(encoding="utf-8").split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        expected = len(self.split(split))
+        if len(lines) != expected:
+            raise DataError(f"has {len(lines)} lines, the encoded split has {expected}", path)
+        return lines
+
+
+@dataclass
+class Batch:
+    """A padded batch (PAD=0, right padding). ``tgt_in`` = [BOS] + target, ``tgt_out`` = target + [EOS]."""
+
+    src: torch.Tensor  # [B, S] int64
+    tgt_in: torch.Tensor  # [B, T] int64
+    tgt_out: torch.Tensor  # [B, T] int64
+    src_lengths: torch.Tensor  # [B] int64, real source tokens per sentence
+    tgt_lengths: torch.Tensor  # [B] int64, real tgt_out tokens per sentence
+    indices: np.ndarray  # [B] sentence ids within the split
+    src_tokens: int  # real (non-pad) source tokens in the batch
+    tgt_tokens: int  # real (non-pad) tgt_out tokens in the batch, i.e. the number of predicted tokens
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        """The same batch with its tensors on ``device``."""
+        return Batch(
+            src=self.src.to(device, non_blocking=non_blocking),
+            tgt_in=self.tgt_in.to(device, non_blocking=non_blocking),
+            tgt_out=self.tgt_out.to(device, non_blocking=non_blocking),
+            src_lengths=self.src_lengths.to(device, non_blocking=non_blocking),
+            tgt_lengths=self.tgt_lengths.to(device, non_blocking=non_blocking),
+            indices=self.indices,
+            src_tokens=self.src_tokens,
+            tgt_tokens=self.tgt_tokens,
+        )
+
+
+def make_batches(split: Split, batch_tokens: int, seed: int, epoch: int, shuffle: bool = True) -> list[np.ndarray]:
+    """Token-budget, length-bucketed batches of sentence ids: every sentence exactly once.
+
+    Sentences are sorted by (target length, source length); with ``shuffle`` ties are broken by a permutation drawn
+    from ``np.random.default_rng((seed, epoch))``, so batch contents also vary between epochs. Consecutive sentences
+    are grouped while ``max(S, T) * B <= batch_tokens`` (padded size; a sentence alone over the budget gets its own
+    batch); then, with ``shuffle``, the batch order is permuted by the same generator. Fully determined by
+    (seed, epoch). ``shuffle=False`` gives length-sorted batches, ties in index order (for validation / inference).
+    """
+    if batch_tokens < 1:
+        raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
+    n = len(split)
+    src_len, tgt_len = split.src_lengths, split.tgt_lengths
+    if shuffle:
+        rng = np.random.default_rng((seed, epoch))
+        perm = rng.permutation(n)
+        order = perm[np.lexsort((src_len[perm], tgt_len[perm]))]
+    else:
+        order = np.lexsort((np.arange(n), src_len, tgt_len))
+    widths = np.maximum(src_len, tgt_len)[order].tolist()
+    batches: list[np.ndarray] = []
+    start, widest = 0, 0
+    for position, width in enumerate(widths):
+        new_widest = max(widest, width)
+        if position > start and new_widest * (position - start + 1) > batch_tokens:
+            batches.append(order[start:position])
+            start, new_widest = position, width
+        widest = new_widest
+    if n > start:
+        batches.append(order[start:])
+    if shuffle:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def collate(split: Split, indices: np.ndarray | list[int]) -> Batch:
+    """Pad the sentences ``indices`` of ``split`` into a Batch (PAD=0 on the right)."""
+    indices = np.asarray(indices, dtype=np.int64)
+    sources = [split.src(int(i)) for i in indices]
+    targets = [split.tgt(int(i)) for i in indices]
+    size = len(indices)
+    src_lengths = np.array([len(s) for s in sources], dtype=np.int64)
+    tgt_lengths = np.array([len(t) + 1 for t in targets], dtype=np.int64)
+    src = np.full((size, int(src_lengths.max(initial=0))), PAD, dtype=np.int64)
+    tgt_in = np.full((size, int(tgt_lengths.max(initial=0))), PAD, dtype=np.int64)
+    tgt_out = np.full_like(tgt_in, PAD)
+    for row, (s, t) in enumerate(zip(sources, targets, strict=True)):
+        src[row, : len(s)] = s
+        tgt_in[row, 0] = BOS
+        tgt_in[row, 1 : len(t) + 1] = t
+        tgt_out[row, : len(t)] = t
+        tgt_out[row, len(t)] = EOS
+    return Batch(
+        src=torch.from_numpy(src),
+        tgt_in=torch.from_numpy(tgt_in),
+        tgt_out=torch.from_numpy(tgt_out),
+        src_lengths=torch.from_numpy(src_lengths),
+        tgt_lengths=torch.from_numpy(tgt_lengths),
+        indices=indices,
+        src_tokens=int(src_lengths.sum()),
+        tgt_tokens=int(tgt_lengths.sum()),
+    )
+
+
+def shard(batches: list[np.ndarray], rank: int, world_size: int) -> list[np.ndarray]:
+    """The batches of one DDP rank: every rank gets the same number, ``len(batches) // world_size``.
+
+    Rank r takes batches r, r + world_size, ... of the first ``world_size * (len(batches) // world_size)``; the
+    remaining (< world_size) batches at the end are dropped for this epoch. Since ``make_batches`` shuffles the batch
+    order per epoch, different sentences are dropped in different epochs. Meant for training; evaluate on one rank
+    or with all batches. Raises ValueError when there are fewer batches than ranks (every rank would get none).
+    """
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"need 0 <= rank < world_size, got rank {rank}, world_size {world_size}")
+    per_rank = len(batches) // world_size
+    if batches and per_rank == 0:
+        raise ValueError(f"{len(batches)} batches cannot feed {world_size} ranks; lower the batch size")
+    return batches[rank : per_rank * world_size : world_size]

@@ -1,0 +1,235 @@
+"""A deterministic toy language pair (English-like → an invented language) on which attention matters.
+
+The target language differs from the source in ways a model must learn from context:
+
+* word order: the verb goes to the end of its clause (SVO → SOV), adjectives follow their noun (two adjectives are
+  mirrored), an adverb moves right after the subject, a prepositional phrase moves before the verb;
+* agreement: every noun has a grammatical gender that the source never shows; articles, adjectives and verbs agree in
+  gender and number with their noun / subject (``the`` → ``lo la li le``, ``big`` → ``grando granda grandi grande``,
+  ``sees`` → ``videt videta viden videna``), also in the past tense where the source verb shows no number;
+* negation: ``does not see`` → ``ne videt`` (before the verb).
+
+Sentences have 3–20 source words: optional adjectives, adverbs, prepositional phrases, negation and a second clause
+joined by a conjunction. Only ``random.Random(seed)`` is used, so the same seed gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+# Nouns: source singular, source plural, target singular, target plural, gender ("m" / "f").
+ANIMATES = [
+    ("cat", "cats", "gato", "gatos", "m"),
+    ("dog", "dogs", "kane", "kanes", "m"),
+    ("bird", "birds", "avi", "avis", "f"),
+    ("horse", "horses", "kavalo", "kavalos", "m"),
+    ("man", "men", "omo", "omos", "m"),
+    ("woman", "women", "fema", "femas", "f"),
+    ("child", "children", "nino", "ninos", "m"),
+    ("teacher", "teachers", "mestra", "mestras", "f"),
+    ("farmer", "farmers", "kampen", "kampenen", "m"),
+    ("king", "kings", "rey", "reyes", "m"),
+    ("queen", "queens", "regina", "reginas", "f"),
+    ("girl", "girls", "pupa", "pupas", "f"),
+]
+THINGS = [
+    ("apple", "apples", "poma", "pomas", "m"),
+    ("book", "books", "libro", "libros", "m"),
+    ("letter", "letters", "karta", "kartas", "f"),
+    ("ball", "balls", "pila", "pilas", "f"),
+    ("song", "songs", "kanto", "kantos", "m"),
+    ("flower", "flowers", "flor", "floren", "f"),
+    ("stone", "stones", "petra", "petras", "f"),
+    ("hat", "hats", "kapelo", "kapelos", "m"),
+    ("key", "keys", "klave", "klaves", "f"),
+]
+PLACES = [
+    ("house", "houses", "kasa", "kasas", "f"),
+    ("garden", "gardens", "jardin", "jardinen", "m"),
+    ("city", "cities", "urbe", "urbes", "f"),
+    ("river", "rivers", "flumen", "flumenen", "f"),
+    ("tree", "trees", "arbor", "arboren", "m"),
+    ("table", "tables", "mensa", "mensas", "f"),
+    ("boat", "boats", "barka", "barkas", "f"),
+    ("car", "cars", "auto", "autos", "m"),
+    ("window", "windows", "fenestra", "fenestras", "f"),
+    ("bridge", "bridges", "ponte", "pontes", "m"),
+]
+# Adjectives: source, target stem (+ o / a / i / e for masculine / feminine singular / plural).
+ADJECTIVES = [
+    ("big", "grand"),
+    ("small", "pikol"),
+    ("red", "rub"),
+    ("green", "verd"),
+    ("old", "vek"),
+    ("young", "jov"),
+    ("happy", "felik"),
+    ("tall", "alt"),
+    ("quiet", "kalm"),
+    ("fast", "rapid"),
+    ("black", "negr"),
+    ("white", "blank"),
+    ("beautiful", "bel"),
+    ("strange", "strang"),
+]
+ADJECTIVE_ENDINGS = {("m", "sg"): "o", ("f", "sg"): "a", ("m", "pl"): "i", ("f", "pl"): "e"}
+# Determiners: source singular, source plural, target forms by (gender, number).
+DETERMINERS = [
+    ("the", "the", {("m", "sg"): "lo", ("f", "sg"): "la", ("m", "pl"): "li", ("f", "pl"): "le"}),
+    ("a", "some", {("m", "sg"): "un", ("f", "sg"): "una", ("m", "pl"): "uni", ("f", "pl"): "une"}),
+    ("this", "these", {("m", "sg"): "esto", ("f", "sg"): "esta", ("m", "pl"): "esti", ("f", "pl"): "este"}),
+    (None, "two", {("m", "pl"): "du", ("f", "pl"): "du"}),
+    (None, "three", {("m", "pl"): "tre", ("f", "pl"): "tre"}),
+]
+DETERMINER_WEIGHTS = [6, 3, 2, 1, 1]
+# Verbs: source 3rd singular present, plural present (= bare form), past, target stem.
+TRANSITIVE = [
+    ("sees", "see", "saw", "vid"),
+    ("likes", "like", "liked", "am"),
+    ("finds", "find", "found", "trov"),
+    ("carries", "carry", "carried", "port"),
+    ("follows", "follow", "followed", "sekw"),
+    ("watches", "watch", "watched", "spekt"),
+    ("paints", "paint", "painted", "pint"),
+    ("opens", "open", "opened", "aper"),
+    ("builds", "build", "built", "konstru"),
+    ("wants", "want", "wanted", "vol"),
+    ("helps", "help", "helped", "ajut"),
+    ("throws", "throw", "threw", "jet"),
+]
+INTRANSITIVE = [
+    ("sleeps", "sleep", "slept", "dorm"),
+    ("runs", "run", "ran", "kur"),
+    ("sings", "sing", "sang", "kant"),
+    ("waits", "wait", "waited", "atend"),
+    ("laughs", "laugh", "laughed", "rid"),
+    ("swims", "swim", "swam", "nat"),
+]
+# Verb endings by tense, then (gender, number) of the subject.
+VERB_ENDINGS = {
+    "present": {("m", "sg"): "et", ("f", "sg"): "eta", ("m", "pl"): "en", ("f", "pl"): "ena"},
+    "past": {("m", "sg"): "it", ("f", "sg"): "ita", ("m", "pl"): "in", ("f", "pl"): "ina"},
+}
+ADVERBS = [
+    ("quickly", "rapide"),
+    ("slowly", "lente"),
+    ("often", "ofte"),
+    ("quietly", "kalme"),
+    ("again", "ankor"),
+    ("today", "oje"),
+    ("yesterday", "jeri"),
+]
+PREPOSITIONS = [("in", "en"), ("near", "prope"), ("under", "sub"), ("behind", "dop"), ("with", "kon"), ("on", "sur")]
+CONJUNCTIONS = [("and", "e"), ("but", "ma"), ("because", "porke"), ("while", "dum")]
+NEGATION = "ne"
+MAX_WORDS = 20
+
+_Phrase = tuple[list[str], list[str]]
+
+
+_Noun = tuple[str, str, str, str, str]
+
+
+def _noun_phrase(rng: random.Random, nouns: list[_Noun]) -> tuple[list[str], list[str], str, str]:
+    """A determiner, 0–2 adjectives and a noun: (source words, target words, gender, number)."""
+    src_sg, src_pl, tgt_sg, tgt_pl, gender = rng.choice(nouns)
+    number = rng.choice(("sg", "pl"))
+    det_sg, det_pl, det_tgt = rng.choices(DETERMINERS, weights=DETERMINER_WEIGHTS)[0]
+    if number == "sg" and det_sg is None:  # "two" / "three" are plural only
+        det_sg, det_tgt = DETERMINERS[0][0], DETERMINERS[0][2]
+    n_adj = rng.choices((0, 1, 2), weights=(11, 7, 2))[0]
+    adjectives = rng.sample(ADJECTIVES, n_adj)
+    src_words = [a for a, _ in adjectives] + [src_sg if number == "sg" else src_pl]
+    determiner = det_sg if number == "sg" else det_pl
+    if determiner == "a" and src_words[0][0] in "aeiou":
+        determiner = "an"
+    ending = ADJECTIVE_ENDINGS[gender, number]
+    tgt_words = [
+        det_tgt[gender, number],
+        tgt_sg if number == "sg" else tgt_pl,
+        *(stem + ending for _, stem in reversed(adjectives)),
+    ]
+    return [determiner, *src_words], tgt_words, gender, number
+
+
+def _clause(rng: random.Random) -> _Phrase:
+    """One clause: subject, optional negation, verb, optional object, prepositional phrase and adverb."""
+    subj_src, subj_tgt, gender, number = _noun_phrase(rng, ANIMATES)
+    transitive = rng.random() < 0.65
+    sg_form, pl_form, past_form, stem = rng.choice(TRANSITIVE if transitive else INTRANSITIVE)
+    tense = "past" if rng.random() < 0.4 else "present"
+    adverb = rng.choice(ADVERBS) if rng.random() < 0.25 else None
+    if adverb is not None and adverb[0] == "yesterday":
+        tense = "past"
+    elif adverb is not None and adverb[0] == "today" and tense == "past":
+        adverb = None
+    negated = rng.random() < 0.12
+    if negated:
+        auxiliary = "did" if tense == "past" else ("does" if number == "sg" else "do")
+        verb_src = [auxiliary, "not", pl_form]
+    else:
+        verb_src = [past_form if tense == "past" else (sg_form if number == "sg" else pl_form)]
+    verb_tgt = [NEGATION] if negated else []
+    verb_tgt.append(stem + VERB_ENDINGS[tense][gender, number])
+    obj_src, obj_tgt = [], []
+    if transitive:
+        obj_src, obj_tgt, _, _ = _noun_phrase(rng, ANIMATES + THINGS)
+    pp_src, pp_tgt = [], []
+    if rng.random() < 0.3:
+        prep_src, prep_tgt = rng.choice(PREPOSITIONS)
+        np_src, np_tgt, _, _ = _noun_phrase(rng, PLACES)
+        pp_src, pp_tgt = [prep_src, *np_src], [prep_tgt, *np_tgt]
+    adv_src = [adverb[0]] if adverb else []
+    adv_tgt = [adverb[1]] if adverb else []
+    src = subj_src + verb_src + obj_src + pp_src + adv_src
+    tgt = subj_tgt + adv_tgt + obj_tgt + pp_tgt + verb_tgt
+    return src, tgt
+
+
+def generate_pair(rng: random.Random) -> tuple[str, str]:
+    """One sentence pair of at most ``MAX_WORDS`` source words, capitalised and ending with a full stop."""
+    while True:
+        src, tgt = _clause(rng)
+        if rng.random() < 0.25:
+            conj_src, conj_tgt = rng.choice(CONJUNCTIONS)
+            src2, tgt2 = _clause(rng)
+            src, tgt = [*src, conj_src, *src2], [*tgt, conj_tgt, *tgt2]
+        if len(src) <= MAX_WORDS:
+            break
+    return _sentence(src), _sentence(tgt)
+
+
+def _sentence(words: list[str]) -> str:
+    text = " ".join(words) + "."
+    return text[0].upper() + text[1:]
+
+
+def write_demo_corpus(out_dir: str | Path, size: int = 12000, seed: int = 1) -> dict[str, int]:
+    """Write ``train/valid/test.{src,tgt}`` (``size`` and ``max(size // 20, 50)`` pairs each) under ``out_dir``.
+
+    Source sentences are unique across all splits (so no test sentence appears in train); the same ``seed`` gives
+    byte-identical files. Returns the number of pairs per split.
+    """
+    if size < 1:
+        raise ValueError(f"size must be positive, got {size}")
+    held_out = max(size // 20, 50)
+    sizes = {"train": size, "valid": held_out, "test": held_out}
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    pairs: list[tuple[str, str]] = []
+    while len(pairs) < sum(sizes.values()):
+        src, tgt = generate_pair(rng)
+        if src not in seen:
+            seen.add(src)
+            pairs.append((src, tgt))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for split, count in sizes.items():
+        chunk = pairs[start : start + count]
+        start += count
+        for side, index in (("src", 0), ("tgt", 1)):
+            text = "".join(pair[index] + "\n" for pair in chunk)
+            (out / f"{split}.{side}").write_text(text, encoding="utf-8", newline="\n")
+    return sizes

@@ -1,0 +1,149 @@
+"""Subword vocabularies: deterministic sentencepiece training and a small wrapper with fixed special ids."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+import sentencepiece as spm
+
+from adlnmt.errors import DataError
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+SPECIAL_IDS = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}
+MODEL_TYPES = ("bpe", "unigram")
+
+
+class _Feed:
+    """Iterates sentences for sentencepiece and remembers an exception (sentencepiece would wrap it in RuntimeError)."""
+
+    def __init__(self, items: Iterable[str | os.PathLike]) -> None:
+        self.items = items
+        self.error: BaseException | None = None
+        self.count = 0
+
+    def __iter__(self) -> Iterator[str]:
+        from adlnmt.data.corpus import read_lines
+
+        try:
+            for item in self.items:
+                lines = read_lines(item) if isinstance(item, os.PathLike) else [item]
+                for line in lines:
+                    if line.strip():
+                        self.count += 1
+                        yield line
+        except BaseException as err:
+            self.error = err
+            raise
+
+
+def train_sentencepiece(
+    texts_or_files: Iterable[str | os.PathLike],
+    model_prefix: str | Path,
+    vocab_size: int,
+    model_type: str = "bpe",
+) -> Path:
+    """Train a sentencepiece model deterministically and return the path of ``{model_prefix}.model``.
+
+    Items of ``texts_or_files`` that are ``os.PathLike`` (e.g. ``Path``) are text files read line by line (gzip when
+    named ``*.gz``); ``str`` items are sentences. Empty lines are skipped. Special ids: PAD=0, UNK=1, BOS=2, EOS=3.
+    The whole input is used in order (no sampling or shuffling) with one thread, so the same input gives the same
+    model. ``vocab_size`` is a soft limit: a tiny corpus yields a smaller vocabulary rather than an error.
+    """
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
+    if vocab_size < len(SPECIAL_IDS) + 1:
+        raise DataError(f"vocabulary size {vocab_size} is too small")
+    feed = _Feed(texts_or_files)
+    prefix = Path(model_prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    spm.set_random_generator_seed(1)
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(feed),
+            model_prefix=str(prefix),
+            vocab_size=vocab_size,
+            model_type=model_type,
+            pad_id=PAD,
+            unk_id=UNK,
+            bos_id=BOS,
+            eos_id=EOS,
+            character_coverage=1.0,
+            hard_vocab_limit=False,
+            input_sentence_size=0,
+            shuffle_input_sentence=False,
+            num_threads=1,
+            minloglevel=2,
+        )
+    except RuntimeError as err:
+        if feed.error is not None:
+            raise feed.error from None
+        if feed.count == 0:
+            raise DataError("no text to train the subword model on") from None
+        raise DataError(f"sentencepiece training failed: {str(err).strip()}") from None
+    return prefix.with_name(prefix.name + ".model")
+
+
+class Vocab:
+    """A sentencepiece model with the special ids PAD=0, UNK=1, BOS=2, EOS=3."""
+
+    def __init__(self, processor: spm.SentencePieceProcessor, path: str | Path | None = None) -> None:
+        self.processor = processor
+        self.path = None if path is None else Path(path)
+        actual = {
+            "pad": processor.pad_id(),
+            "unk": processor.unk_id(),
+            "bos": processor.bos_id(),
+            "eos": processor.eos_id(),
+        }
+        if actual != SPECIAL_IDS:
+            raise DataError(f"sentencepiece model has special ids {actual}, expected {SPECIAL_IDS}", path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Vocab:
+        """Load a ``.model`` file; DataError naming it when it is missing or not a sentencepiece model."""
+        path = Path(path)
+        if not path.is_file():
+            raise DataError("sentencepiece model not found", path)
+        return cls.from_bytes(path.read_bytes(), path)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str | Path | None = None) -> Vocab:
+        """Load from the serialized model (e.g. stored in a checkpoint); ``path`` only labels errors."""
+        processor = spm.SentencePieceProcessor()
+        try:
+            processor.load_from_serialized_proto(data)
+        except (RuntimeError, OSError) as err:
+            raise DataError(f"not a valid sentencepiece model ({str(err).strip()})", path) from None
+        return cls(processor, path)
+
+    def to_bytes(self) -> bytes:
+        """The serialized model, loadable with ``Vocab.from_bytes``."""
+        return self.processor.serialized_model_proto()
+
+    @property
+    def size(self) -> int:
+        """Number of ids, specials included."""
+        return self.processor.get_piece_size()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def encode(self, text: str) -> list[int]:
+        """Subword ids of ``text`` (pieces only, no BOS/EOS); characters never seen map to UNK."""
+        return self.processor.encode(text, out_type=int)
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """``encode`` for many texts at once (faster)."""
+        return self.processor.encode(list(texts), out_type=int)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Detokenized text of ``ids``; PAD, BOS and EOS are skipped wherever they occur (nothing stops decoding)."""
+        return self.processor.decode([int(i) for i in ids if int(i) not in (PAD, BOS, EOS)])
+
+    def piece(self, id_: int) -> str:
+        """The subword string of one id."""
+        if not 0 <= id_ < self.size:
+            raise IndexError(f"id {id_} out of range for a vocabulary of {self.size}")
+        return self.processor.id_to_piece(int(id_))

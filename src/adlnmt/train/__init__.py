@@ -1,0 +1,1 @@
+"""Training: configuration, schedules, checkpoints, the training loop and its CLI commands."""

@@ -1,0 +1,156 @@
+"""Training configuration: one dataclass is the source of the CLI flags, the YAML keys and the
+resolved ``config.json`` stored in the model directory. Precedence: defaults < YAML < CLI flags."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adlnmt.errors import UserError
+
+
+def option(default: Any, help: str, choices: tuple[str, ...] | None = None, **extra: Any) -> Any:
+    return field(default=default, metadata={"help": help, "choices": choices, **extra})
+
+
+@dataclass
+class TrainConfig:
+    data: str = option(None, "prepared data directory (adlnmt prepare)")
+    model: str = option(None, "model directory (created; re-running the same command resumes)")
+    encoder: str | None = option(None, "encoder ADL chain")
+    decoder: str | None = option(None, "decoder ADL chain")
+    preset: str | None = option(None, "a named architecture instead of --encoder/--decoder")
+    d_model: int = option(512, "model width")
+    heads: int = option(8, "default attention heads")
+    d_ff: int | None = option(None, "feed-forward width ($FF_NUM_HIDDEN, ffl factor = d_ff/d_model; default 4·d)")
+    dropout: float = option(0.1, "default dropout rate")
+    label_smoothing: float = option(0.1, "label smoothing")
+    var: list[str] = option(None, "ADL variable NAME=VALUE (repeatable)", action="append")  # noqa: RUF009
+    tie_output: bool = option(False, "tie target embedding and output projection", flag=True)
+    tie_source: bool = option(False, "tie source and target embeddings (joint vocabulary)", flag=True)
+    input_feeding: bool = option(False, "RNMT input feeding z0_t = [z^L_(t-1); E y_t]", flag=True)
+    max_positions: int = option(1024, "table size of learned positional embeddings")
+    batch_tokens: int = option(4096, "padded tokens per batch (max(src, tgt) length × sentences)")
+    accumulate: int = option(1, "batches per update (gradient accumulation)")
+    lr: float = option(2e-4, "learning rate (peak rate with inverse-sqrt)")
+    lr_schedule: str = option(
+        "plateau",
+        "plateau: ×lr_decay when validation perplexity stalls; inverse-sqrt: linear warm-up then 1/√step",
+        choices=("plateau", "inverse-sqrt"),
+    )
+    warmup: int = option(4000, "warm-up updates (inverse-sqrt)")
+    lr_decay: float = option(0.7, "plateau: factor applied to the learning rate")
+    lr_patience: int = option(8, "plateau: checkpoints without improvement before decaying")
+    adam_beta1: float = option(0.9, "Adam β1")
+    adam_beta2: float | None = option(None, "Adam β2 (default 0.999; 0.98 with inverse-sqrt)")
+    adam_eps: float | None = option(None, "Adam ε (default 1e-8; 1e-9 with inverse-sqrt)")
+    weight_decay: float = option(0.0, "AdamW weight decay")
+    clip_norm: float = option(1.0, "clip the gradient norm to this (0 = off)")
+    max_updates: int = option(0, "stop after this many updates (0 = no limit)")
+    max_epochs: int = option(0, "stop after this many epochs (0 = no limit)")
+    max_minutes: float = option(0.0, "stop after this many minutes of training (0 = no limit)")
+    checkpoint_interval: int = option(1000, "updates between checkpoints (validation, saving)")
+    keep_last: int = option(5, "checkpoints kept besides the best")
+    patience: int = option(16, "stop after this many checkpoints without improvement (0 = never)")
+    early_stop_metric: str = option("ppl", "metric for best model and early stopping", choices=("ppl", "bleu"))
+    valid_bleu: bool = option(
+        True, "greedy-decode the validation set at checkpoints for BLEU", flag=True, negatable=True
+    )
+    seed: int = option(1, "random seed (initialisation, dropout, batch order)")
+    device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    precision: str = option("fp32", "fp32, or bf16/fp16 autocast on CUDA", choices=("fp32", "bf16", "fp16"))
+    threads: int = option(0, "CPU threads for torch (0 = torch's default)")
+    on_nan: str = option("skip", "non-finite loss: skip the update or stop", choices=("skip", "stop"))
+    progress: bool = option(True, "show a progress bar", flag=True, negatable=True)
+
+    def resolved(self) -> TrainConfig:
+        """Schedule-dependent defaults filled in and values checked."""
+        if not self.data or not self.model:
+            raise UserError("train needs --data DIR and --model DIR")
+        inverse = self.lr_schedule == "inverse-sqrt"
+        beta2 = self.adam_beta2 if self.adam_beta2 is not None else (0.98 if inverse else 0.999)
+        eps = self.adam_eps if self.adam_eps is not None else (1e-9 if inverse else 1e-8)
+        d_ff = self.d_ff if self.d_ff is not None else 4 * self.d_model
+        for name in ("d_model", "heads", "batch_tokens", "accumulate", "checkpoint_interval", "keep_last"):
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if d_ff % self.d_model:
+            raise UserError(f"--d-ff ({d_ff}) must be a multiple of --d-model ({self.d_model}) for ffl")
+        if not 0 <= self.label_smoothing < 1 or not 0 <= self.dropout < 1:
+            raise UserError("--label-smoothing and --dropout must be in [0, 1)")
+        return TrainConfig(
+            **{**asdict(self), "adam_beta2": beta2, "adam_eps": eps, "d_ff": d_ff, "var": list(self.var or [])}
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per TrainConfig field (``--d-model`` for ``d_model``); defaults stay unset so that
+    YAML values can be told apart from flags."""
+    parser.add_argument("--config", help="YAML file of options (keys as the flags, - or _); flags override it")
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        meta = f.metadata
+        if meta.get("flag"):
+            action = argparse.BooleanOptionalAction if meta.get("negatable") else "store_true"
+            parser.add_argument(flag, dest=f.name, action=action, default=None, help=meta["help"])
+        elif meta.get("action") == "append":
+            parser.add_argument(
+                flag, dest=f.name, action="append", default=None, metavar="NAME=VALUE", help=meta["help"]
+            )
+        else:
+            kind = {int: int, float: float}.get(type(f.default), str) if f.default is not None else _kind(f)
+            parser.add_argument(
+                flag,
+                dest=f.name,
+                type=kind,
+                default=None,
+                choices=meta.get("choices"),
+                help=f"{meta['help']} (default: {f.default})",
+            )
+
+
+def _kind(f: Any) -> Any:
+    text = str(f.type)
+    return int if text.startswith("int") else float if text.startswith("float") else str
+
+
+def from_arguments(args: argparse.Namespace) -> TrainConfig:
+    values: dict[str, Any] = {}
+    if getattr(args, "config", None):
+        values.update(load_yaml(Path(args.config)))
+    for f in fields(TrainConfig):
+        given = getattr(args, f.name, None)
+        if given is not None:
+            values[f.name] = given
+    return TrainConfig(**values).resolved()
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"{path}: config file not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{path}{line}: invalid YAML: {getattr(err, 'problem', err)}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: expected a mapping of option: value")
+    known = {f.name: f for f in fields(TrainConfig)}
+    values = {}
+    for key, value in raw.items():
+        name = str(key).replace("-", "_")
+        if name not in known:
+            raise UserError(f"{path}: unknown option '{key}'")
+        if name == "var" and isinstance(value, dict):
+            value = [f"{k}={v}" for k, v in value.items()]
+        values[name] = [str(v) for v in value] if name == "var" and isinstance(value, list) else value
+    return values

@@ -1,0 +1,380 @@
+"""The training loop: token batches, label-smoothed cross-entropy, checkpoints with validation,
+early stopping, exact resume after any kill, and DistributedDataParallel under torchrun."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import sacrebleu
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from adlnmt.data.dataset import Batch, DataDir, collate, make_batches, shard
+from adlnmt.data.vocab import PAD
+from adlnmt.errors import UserError
+from adlnmt.model import ModelConfig, Seq2Seq
+from adlnmt.presets import get_preset
+from adlnmt.search import greedy
+from adlnmt.train import checkpoint as ckpt
+from adlnmt.train.config import TrainConfig
+from adlnmt.train.schedule import Schedule
+
+# Options that may change when a run is resumed (how long and where it runs, not what it computes).
+RESUMABLE_CHANGES = {"max_updates", "max_epochs", "max_minutes", "device", "threads", "progress", "patience"}
+
+
+class TrainingError(UserError):
+    """Training cannot go on (e.g. a non-finite loss with --on-nan stop)."""
+
+
+@dataclass
+class Progress:
+    """Counters saved with every checkpoint (all plain numbers, so the state loads without pickle)."""
+
+    update: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of this epoch already consumed (this rank's shard)
+    best: float | None = None  # best validation score (ppl: lower; bleu: higher)
+    best_update: int = 0
+    bad_checkpoints: int = 0  # checkpoints since the best one
+    train_seconds: float = 0.0  # training time over all sessions (for --max-minutes)
+    skipped_updates: int = 0
+
+
+def model_config(config: TrainConfig, data: DataDir) -> ModelConfig:
+    if config.preset:
+        if config.encoder or config.decoder:
+            raise UserError("give either --preset or --encoder/--decoder, not both")
+        preset = get_preset(config.preset)
+        encoder, decoder = preset.encoder, preset.decoder
+    elif config.encoder and config.decoder:
+        encoder, decoder = config.encoder, config.decoder
+    else:
+        raise UserError("train needs --encoder and --decoder ADL chains, or --preset NAME")
+    variables = {"FF_NUM_HIDDEN": str(config.d_ff), "NUM_HIDDEN": str(config.d_model)}
+    for item in config.var:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UserError(f"--var expects NAME=VALUE, got {item!r}")
+        variables[name.strip().lstrip("$")] = value.strip()
+    return ModelConfig(
+        encoder=encoder,
+        decoder=decoder,
+        src_vocab_size=data.src_vocab.size,
+        tgt_vocab_size=data.tgt_vocab.size,
+        d_model=config.d_model,
+        heads=config.heads,
+        dropout=config.dropout,
+        ff_factor=config.d_ff // config.d_model,
+        max_len=config.max_positions,
+        variables=variables,
+        tie_output=config.tie_output,
+        tie_source=config.tie_source,
+        input_feeding=config.input_feeding,
+        pad_id=PAD,
+    )
+
+
+def pick_device(name: str, local_rank: int) -> torch.device:
+    if name == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device {name}: CUDA is not available on this machine")
+    return torch.device(name)
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig) -> None:
+        self.config = config
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.device = pick_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
+        if self.world > 1 and not dist.is_initialized():
+            if self.device.type == "cuda":
+                torch.cuda.set_device(self.device)
+            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+        if config.threads > 0:
+            torch.set_num_threads(config.threads)
+        self.main = self.rank == 0
+        self.dir = Path(config.model)
+        self.data = DataDir.load(config.data)
+        self.train_split = self.data.split("train")
+        self.valid_split = self.data.split("valid")
+        self.model_config = model_config(config, self.data)
+        resuming = self._check_model_dir()
+        torch.manual_seed(config.seed)
+        self.model = Seq2Seq(self.model_config).to(self.device)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(),
+            lr=config.lr,
+            betas=(config.adam_beta1, config.adam_beta2),
+            eps=config.adam_eps,
+            weight_decay=config.weight_decay,
+        )
+        self.schedule = Schedule(config)
+        self.progress = Progress()
+        self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16" and self.device.type == "cuda")
+        if resuming:
+            self._resume()
+        self.network = (
+            DistributedDataParallel(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
+            if self.world > 1
+            else self.model
+        )
+
+    # --- model directory ----------------------------------------------------------------------
+
+    def _stored_config(self) -> dict[str, Any]:
+        return {
+            "train": asdict(self.config),
+            "model": self.model_config.to_dict(),
+            "canonical": {},
+            "version": 1,
+        }
+
+    def _check_model_dir(self) -> bool:
+        """True when this run resumes one that stored the same configuration in the model directory."""
+        path = self.dir / "config.json"
+        if not path.is_file():
+            return False
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        before, now = stored.get("train", {}), asdict(self.config)
+        changed = sorted(k for k in now if k not in RESUMABLE_CHANGES and before.get(k) != now[k])
+        if changed or stored.get("model") != self.model_config.to_dict():
+            fields_text = ", ".join(changed) or "the model configuration"
+            raise UserError(
+                f"{self.dir} holds a run with different settings ({fields_text}); "
+                "re-run the same command to resume it, or choose a new --model directory"
+            )
+        return (self.dir / "state.pt").is_file()
+
+    def _write_config(self) -> None:
+        stored = self._stored_config()
+        stored["canonical"] = {"encoder": self.model.canonical_encoder, "decoder": self.model.canonical_decoder}
+        stored["parameters"] = self.model.parameter_count()
+        text = json.dumps(stored, indent=2, sort_keys=True)
+        ckpt.atomic_write(self.dir / "config.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+    # --- state ------------------------------------------------------------------------------------
+
+    def _state(self) -> dict[str, Any]:
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "progress": asdict(self.progress),
+            "rng_cpu": torch.get_rng_state(),
+            "scaler": self.scaler.state_dict(),
+        }
+        if torch.cuda.is_available():
+            state["rng_cuda"] = torch.cuda.get_rng_state_all()
+        return state
+
+    def _resume(self) -> None:
+        state = ckpt.load_state(self.dir / "state.pt")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.schedule.apply(self.optimizer)
+        self.progress = Progress(**state["progress"])
+        torch.set_rng_state(state["rng_cpu"])
+        if "rng_cuda" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng_cuda"])
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self.log(f"resuming at update {self.progress.update} (epoch {self.progress.epoch + 1})")
+
+    def log(self, message: str) -> None:
+        if self.main:
+            tqdm.write(message, file=sys.stderr)
+
+    # --- one update -------------------------------------------------------------------------------
+
+    def _loss(self, batch: Batch) -> Tensor:
+        """Summed label-smoothed cross-entropy of a batch."""
+        with torch.autocast(self.device.type, dtype=self._amp_dtype(), enabled=self._amp_dtype() is not None):
+            logits = self.network(batch.src, batch.tgt_in)  # [B, T, V]
+        return F.cross_entropy(
+            logits.float().flatten(0, 1),
+            batch.tgt_out.flatten(),
+            ignore_index=PAD,
+            label_smoothing=self.config.label_smoothing,
+            reduction="sum",
+        )
+
+    def _amp_dtype(self) -> torch.dtype | None:
+        if self.device.type != "cuda" or self.config.precision == "fp32":
+            return None
+        return torch.bfloat16 if self.config.precision == "bf16" else torch.float16
+
+    def _update(self, batches: list[Batch]) -> tuple[float, int]:
+        """One optimizer update over ``batches`` (gradient accumulation); returns (loss/token, tokens)."""
+        tokens = torch.tensor(float(sum(b.tgt_tokens for b in batches)), device=self.device)
+        if self.world > 1:
+            dist.all_reduce(tokens)
+        total_loss = torch.zeros((), device=self.device)
+        self.optimizer.zero_grad(set_to_none=True)
+        for i, batch in enumerate(batches):
+            sync = i == len(batches) - 1 or self.world == 1
+            context = self.network.no_sync() if not sync else nullcontext()
+            with context:
+                loss = self._loss(batch)
+                # DDP averages gradients over ranks, hence × world: the update is the global mean per token.
+                self.scaler.scale(loss * self.world / tokens).backward()
+            total_loss += loss.detach()
+        finite = torch.isfinite(total_loss).float()
+        if self.world > 1:
+            dist.all_reduce(total_loss)
+            dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+        if finite.item() < 1:
+            self.progress.skipped_updates += 1
+            message = f"update {self.progress.update + 1}: non-finite loss ({total_loss.item()})"
+            if self.config.on_nan == "stop":
+                raise TrainingError(message + "; stopping (--on-nan stop)")
+            self.log(message + "; update skipped")
+            self.optimizer.zero_grad(set_to_none=True)
+            return math.nan, int(tokens.item())
+        if self.config.clip_norm > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
+        self.schedule.step_update(self.optimizer, self.progress.update + 1)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return total_loss.item() / tokens.item(), int(tokens.item())
+
+    # --- validation and checkpoints ----------------------------------------------------------------
+
+    @torch.inference_mode()
+    def validate(self) -> dict[str, float]:
+        """Validation perplexity (no smoothing) and greedy BLEU (sacreBLEU on detokenised text)."""
+        self.model.eval()
+        nll, tokens = 0.0, 0
+        for indices in make_batches(self.valid_split, self.config.batch_tokens, self.config.seed, 0, shuffle=False):
+            batch = collate(self.valid_split, indices).to(self.device)
+            logits = self.model(batch.src, batch.tgt_in).float()
+            nll += F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD,
+                                   reduction="sum").item()  # fmt: skip
+            tokens += batch.tgt_tokens
+        metrics = {"valid_ppl": math.exp(min(nll / max(tokens, 1), 100.0))}
+        if self.config.valid_bleu:
+            sources = [self.valid_split.src(i).tolist() for i in range(len(self.valid_split))]
+            hyps = [self.data.tgt_vocab.decode(h) for h in greedy(self.model, sources, device=self.device)]
+            references = self.data.valid_references()
+            metrics["valid_bleu"] = sacrebleu.corpus_bleu(hyps, [references]).score
+        self.model.train()
+        return metrics
+
+    def _score(self, metrics: dict[str, float]) -> float:
+        """Higher is better."""
+        if self.config.early_stop_metric == "bleu":
+            return metrics.get("valid_bleu", -metrics["valid_ppl"])
+        return -metrics["valid_ppl"]
+
+    def checkpoint(self, train_loss: float, tokens_per_second: float) -> bool:
+        """Validate, update best/patience/learning rate, save; returns True when patience ran out."""
+        metrics = self.validate() if self.main else {}
+        if self.world > 1:
+            shared = [metrics]
+            dist.broadcast_object_list(shared, src=0)
+            metrics = shared[0]
+        p = self.progress
+        score = self._score(metrics)
+        improved = p.best is None or score > p.best
+        if improved:
+            p.best, p.best_update, p.bad_checkpoints = score, p.update, 0
+        else:
+            p.bad_checkpoints += 1
+        self.schedule.step_checkpoint(self.optimizer, improved)
+        record = {
+            "update": p.update,
+            "epoch": p.epoch + 1,
+            "train_loss": train_loss,
+            **metrics,
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "tokens_per_s": tokens_per_second,
+            "train_minutes": p.train_seconds / 60,
+            "best_update": p.best_update,
+        }
+        if self.main:
+            weights = ckpt.checkpoint_path(self.dir, p.update)
+            ckpt.save_weights(self.model, weights)
+            if improved:
+                ckpt.copy_atomic(weights, self.dir / "best.safetensors")
+            ckpt.prune(self.dir, self.config.keep_last)
+            ckpt.save_state(self._state(), self.dir / "state.pt")
+            with open(self.dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+            bleu = f" bleu {metrics['valid_bleu']:.2f}" if "valid_bleu" in metrics else ""
+            self.log(
+                f"checkpoint {p.update}: train loss {train_loss:.3f} valid ppl {metrics['valid_ppl']:.2f}{bleu} "
+                f"lr {record['lr']:.2e} {tokens_per_second:.0f} tok/s{' (best)' if improved else ''}"
+            )
+        return self.config.patience > 0 and p.bad_checkpoints >= self.config.patience
+
+    # --- the loop ---------------------------------------------------------------------------------
+
+    def _out_of_time(self, session_start: float, session_base: float) -> bool:
+        if self.config.max_minutes <= 0:
+            return False
+        over = torch.tensor(float(session_base + time.monotonic() - session_start >= self.config.max_minutes * 60))
+        if self.world > 1:
+            dist.broadcast(over, src=0)
+        return bool(over.item())
+
+    def train(self) -> dict[str, Any]:
+        c, p = self.config, self.progress
+        if self.main:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._write_config()
+        self.model.train()
+        session_start, session_base = time.monotonic(), p.train_seconds
+        window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
+        bar = tqdm(total=c.max_updates or None, initial=p.update, disable=not (self.main and c.progress),
+                   unit="upd", dynamic_ncols=True)  # fmt: skip
+        reason = "" if not (c.max_updates and p.update >= c.max_updates) else f"reached {c.max_updates} updates"
+        while not reason:
+            if c.max_epochs and p.epoch >= c.max_epochs:
+                reason = f"reached {c.max_epochs} epochs"
+                break
+            batches = shard(make_batches(self.train_split, c.batch_tokens, c.seed, p.epoch), self.rank, self.world)
+            epoch_over = not batches
+            while not (epoch_over or reason):
+                group = batches[p.batch_in_epoch : p.batch_in_epoch + c.accumulate]
+                loss, tokens = self._update([collate(self.train_split, ix).to(self.device) for ix in group])
+                p.batch_in_epoch += len(group)
+                p.update += 1
+                p.train_seconds = session_base + time.monotonic() - session_start
+                if not math.isnan(loss):
+                    window_loss += loss * tokens
+                    window_tokens += tokens
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.3f}", epoch=p.epoch + 1)
+                if p.batch_in_epoch >= len(batches):  # the saved position always points at the next batch
+                    p.epoch, p.batch_in_epoch, epoch_over = p.epoch + 1, 0, True
+                if c.max_updates and p.update >= c.max_updates:
+                    reason = f"reached {c.max_updates} updates"
+                elif c.max_epochs and p.epoch >= c.max_epochs:
+                    reason = f"reached {c.max_epochs} epochs"
+                elif self._out_of_time(session_start, session_base):
+                    reason = f"reached {c.max_minutes:g} minutes"
+                if reason or p.update % c.checkpoint_interval == 0:
+                    elapsed = time.monotonic() - window_start
+                    stop = self.checkpoint(window_loss / max(window_tokens, 1), window_tokens / max(elapsed, 1e-9))
+                    if stop and not reason:
+                        reason = f"no improvement for {c.patience} checkpoints"
+                    window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
+        bar.close()
+        self.log(f"training stopped: {reason}; best checkpoint at update {p.best_update}")
+        return {"reason": reason, "updates": p.update, "best_update": p.best_update}

@@ -1,0 +1,124 @@
+"""The toy corpus: determinism, split sizes and disjointness, and the reordering/agreement it is meant to teach."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from adlnmt.data.demo import write_demo_corpus
+
+FILES = [f"{split}.{side}" for split in ("train", "valid", "test") for side in ("src", "tgt")]
+CONJUNCTIONS = {"and", "but", "because", "while"}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo")
+    write_demo_corpus(out, size=3000, seed=1)
+    return out
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def pairs(corpus: Path, split: str = "train") -> list[tuple[str, str]]:
+    return list(zip(lines(corpus / f"{split}.src"), lines(corpus / f"{split}.tgt"), strict=True))
+
+
+def test_same_seed_same_bytes_other_seed_other_text(corpus: Path, tmp_path: Path) -> None:
+    write_demo_corpus(tmp_path / "again", size=3000, seed=1)
+    write_demo_corpus(tmp_path / "other", size=3000, seed=2)
+    for name in FILES:
+        assert (tmp_path / "again" / name).read_bytes() == (corpus / name).read_bytes(), name
+    assert (tmp_path / "other" / "train.src").read_bytes() != (corpus / "train.src").read_bytes()
+
+
+def test_split_sizes(corpus: Path, tmp_path: Path) -> None:
+    assert [len(lines(corpus / f"{s}.src")) for s in ("train", "valid", "test")] == [3000, 150, 150]
+    sizes = write_demo_corpus(tmp_path, size=200, seed=3)
+    assert sizes == {"train": 200, "valid": 50, "test": 50}
+    for name in FILES:
+        assert len(lines(tmp_path / name)) == sizes[name.split(".")[0]]
+
+
+def test_splits_are_disjoint(corpus: Path) -> None:
+    train, valid, test = (set(lines(corpus / f"{s}.src")) for s in ("train", "valid", "test"))
+    assert len(train) == 3000  # no duplicates inside train either
+    assert not train & test
+    assert not train & valid
+    assert not valid & test
+
+
+def test_lengths_and_variety(corpus: Path) -> None:
+    data = pairs(corpus)
+    lengths = [len(src.split()) for src, _ in data]
+    assert min(lengths) == 3
+    assert 18 <= max(lengths) <= 20
+    words = [w.lower().rstrip(".") for src, _ in data for w in src.split()]
+    assert 50 <= len(set(words)) <= 250
+    assert CONJUNCTIONS & set(words)
+    assert {"quickly", "yesterday", "in", "near", "not"} <= set(words)
+    assert all(src[0].isupper() and src.endswith(".") and tgt[0].isupper() and tgt.endswith(".") for src, tgt in data)
+
+
+# (source noun, its number) -> (target article + noun, verb endings present/past); cat/dog are masculine, bird
+# feminine: the target verb agrees with the subject's gender, which the source never shows.
+SUBJECTS = {
+    "cat": ("Lo gato", ("et", "it")),
+    "cats": ("Li gatos", ("en", "in")),
+    "dog": ("Lo kane", ("et", "it")),
+    "dogs": ("Li kanes", ("en", "in")),
+    "bird": ("La avi", ("eta", "ita")),
+    "birds": ("Le avis", ("ena", "ina")),
+}
+
+
+def test_articles_and_verbs_agree_with_the_subject(corpus: Path) -> None:
+    checked = set()
+    for src, tgt in pairs(corpus):
+        words = src.rstrip(".").split()
+        match = re.match(r"The (cats?|dogs?|birds?) ", src)
+        if not match or CONJUNCTIONS & set(words):
+            continue
+        prefix, endings = SUBJECTS[match.group(1)]
+        verb = tgt.rstrip(".").split()[-1]  # SOV: the verb closes the clause
+        assert tgt.startswith(prefix + " "), (src, tgt)
+        tense = 1 if words[2] in {"did", "saw", "slept", "ran", "sang", "swam", "threw", "found", "built"} else 0
+        if words[2].endswith("ed"):
+            tense = 1
+        assert re.fullmatch(r"[a-z]+" + endings[tense], verb), (src, tgt)
+        if endings[tense] in ("et", "it"):  # a masculine-singular ending is not the start of a longer one
+            assert not verb.endswith(("eta", "ita")), (src, tgt)
+        checked.add(match.group(1))
+    assert checked == set(SUBJECTS)  # every subject form occurred
+
+
+ADJECTIVES = {"big": "grand", "small": "pikol", "old": "vek", "red": "rub"}
+VERBS = {"sleeps": "dorm", "sleep": "dorm", "slept": "dorm", "runs": "kur", "run": "kur", "ran": "kur"}
+ENDINGS = r"(et|eta|en|ena|it|ita|in|ina)"
+
+
+def test_verb_moves_to_the_end_and_adjective_after_noun(corpus: Path) -> None:
+    found = 0
+    for src, tgt in pairs(corpus):
+        # "The big dog runs." -> "Lo kane grando kuret.": adjective after the noun, agreeing with it
+        match = re.fullmatch(r"The (big|small|old|red) (\w+) (sleeps|sleep|slept|runs|run|ran)\.", src)
+        if match:
+            adjective, _, verb = match.groups()
+            assert re.fullmatch(rf"\w+ \w+ {ADJECTIVES[adjective]}[oaie] {VERBS[verb]}{ENDINGS}\.", tgt), (src, tgt)
+            found += 1
+        # "The cat sees the old dog." -> "Lo gato lo kane veko videt.": SVO -> SOV
+        match = re.fullmatch(r"The \w+ (sees|saw) the (big|small|old|red) \w+\.", src)
+        if match:
+            stem = ADJECTIVES[match.group(2)]
+            assert re.fullmatch(rf"\w+ \w+ \w+ \w+ {stem}[oaie] vid{ENDINGS}\.", tgt), (src, tgt)
+            found += 1
+    assert found >= 5
+
+
+def test_rejects_bad_size(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="size"):
+        write_demo_corpus(tmp_path, size=0)

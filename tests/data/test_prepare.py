@@ -1,0 +1,225 @@
+"""``prepare``: manifest, round trip, binary format, filters, separate vocabularies, overwrite and crash safety."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adlnmt.data.demo import write_demo_corpus
+from adlnmt.data.prepare import MANIFEST, prepare
+from adlnmt.data.vocab import UNK, Vocab
+from adlnmt.errors import DataError
+
+MULTI30K = Path("/work/shared/data/multi30k")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo")
+    write_demo_corpus(out, size=1500, seed=7)
+    return out
+
+
+def inputs(corpus: Path) -> tuple[Path, Path, Path, Path]:
+    return corpus / "train.src", corpus / "train.tgt", corpus / "valid.src", corpus / "valid.tgt"
+
+
+@pytest.fixture(scope="module")
+def prepared(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("prepared")
+    return out, prepare(*inputs(demo), out, vocab_size=300)
+
+
+def raw(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def decoded(out: Path, vocab: Vocab, split: str, side: str, i: int) -> str:
+    tokens = np.load(out / f"{split}.{side}.tokens.npy", mmap_mode="r")
+    offsets = np.load(out / f"{split}.{side}.offsets.npy", mmap_mode="r")
+    return vocab.decode(tokens[offsets[i] : offsets[i + 1]].tolist())
+
+
+def test_manifest(prepared: tuple[Path, dict]) -> None:
+    out, manifest = prepared
+    assert json.loads((out / MANIFEST).read_text()) == manifest
+    assert manifest["format_version"] == 1
+    assert manifest["joint"] is True and manifest["model_type"] == "bpe"
+    assert manifest["src_vocab_size"] == manifest["tgt_vocab_size"] == 300
+    assert manifest["spm"] == {"src": "spm.model", "tgt": "spm.model"}
+    assert manifest["dtype"] == "uint16"
+    assert manifest["special_ids"] == {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
+    assert manifest["options"]["max_len"] == 250 and manifest["options"]["max_ratio"] == 3.0
+    train, valid = manifest["splits"]["train"], manifest["splits"]["valid"]
+    assert {k: train[k] for k in ("read", "empty", "too_long", "bad_ratio", "kept")} == {
+        "read": 1500,
+        "empty": 0,
+        "too_long": 0,
+        "bad_ratio": 0,
+        "kept": 1500,
+    }
+    assert valid["read"] == valid["kept"] == 75 and valid["truncated"] == 0
+    assert train["src_unk"] == train["tgt_unk"] == 0
+    for entry in [manifest["spm"]["src"], *manifest["text"]["valid"].values()]:
+        assert (out / entry).is_file()
+
+
+def test_round_trip(prepared: tuple[Path, dict], demo: Path) -> None:
+    out, _ = prepared
+    vocab = Vocab.load(out / "spm.model")
+    for split in ("train", "valid"):
+        for side in ("src", "tgt"):
+            lines = raw(demo / f"{split}.{side}")
+            for i in (0, 1, 17, len(lines) // 2, len(lines) - 1):
+                assert decoded(out, vocab, split, side, i) == lines[i]
+
+
+def test_binary_format(prepared: tuple[Path, dict]) -> None:
+    out, manifest = prepared
+    for split in ("train", "valid"):
+        for side in ("src", "tgt"):
+            tokens = np.load(out / f"{split}.{side}.tokens.npy", mmap_mode="r")
+            offsets = np.load(out / f"{split}.{side}.offsets.npy", mmap_mode="r")
+            assert isinstance(tokens, np.memmap) and isinstance(offsets, np.memmap)
+            assert tokens.dtype == np.uint16 and offsets.dtype == np.int64
+            assert tokens.ndim == offsets.ndim == 1
+            assert len(offsets) == manifest["splits"][split]["kept"] + 1
+            assert offsets[0] == 0 and offsets[-1] == len(tokens) == manifest["splits"][split][f"{side}_pieces"]
+            assert np.all(np.diff(offsets) > 0)
+            assert tokens.max() < 300 and tokens.min() > 3  # pieces only: no PAD/UNK/BOS/EOS stored
+
+
+def test_valid_text_is_copied(prepared: tuple[Path, dict], demo: Path) -> None:
+    out, _ = prepared
+    assert raw(out / "valid.src.txt") == raw(demo / "valid.src")
+    assert raw(out / "valid.tgt.txt") == raw(demo / "valid.tgt")
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_filters_empty_pairs_and_truncation_are_counted(demo: Path, tmp_path: Path) -> None:
+    src, tgt = raw(demo / "train.src")[:300], raw(demo / "train.tgt")[:300]
+    long = " ".join(["The big cat sees the small dog."] * 16)  # 112 words: more than 80 pieces
+    src[10], tgt[10] = long, long  # too long on both sides
+    src[20], tgt[20] = "", tgt[20]  # empty pairs
+    src[21], tgt[21] = src[21], "   "
+    src[30], tgt[30] = "The cat sleeps.", " ".join(["The dogs ran quickly."] * 3)  # ratio above 3
+    src[40], tgt[40] = "Yes.", "The dogs ran."  # short: exempt from the ratio filter
+    marker_src, marker_tgt = src[22], tgt[22]
+    v_src, v_tgt = raw(demo / "valid.src")[:20], raw(demo / "valid.tgt")[:20]
+    v_src[3], v_tgt[3] = long, v_tgt[3]  # valid: truncated, never dropped
+    v_src[5], v_tgt[5] = " ", v_tgt[5]  # valid empty pair: dropped
+    files = [
+        write_lines(tmp_path / "t.src", src),
+        write_lines(tmp_path / "t.tgt", tgt),
+        write_lines(tmp_path / "v.src", v_src),
+        write_lines(tmp_path / "v.tgt", v_tgt),
+    ]
+    out = tmp_path / "out"
+    manifest = prepare(*files, out, vocab_size=200, max_len=80)
+    train, valid = manifest["splits"]["train"], manifest["splits"]["valid"]
+    assert (train["read"], train["empty"], train["too_long"], train["bad_ratio"]) == (300, 2, 1, 1)
+    assert train["kept"] == 296
+    assert (valid["read"], valid["empty"], valid["kept"], valid["truncated"]) == (20, 1, 19, 1)
+    # pair 22 (after the two dropped empty pairs and the dropped long pair 10) is kept aligned, at index 19
+    vocab = Vocab.load(out / "spm.model")
+    assert decoded(out, vocab, "train", "src", 19) == marker_src
+    assert decoded(out, vocab, "train", "tgt", 19) == marker_tgt
+    assert decoded(out, vocab, "train", "src", 36) == "Yes."
+    offsets = np.load(out / "valid.src.offsets.npy")
+    assert np.diff(offsets).max() == 80 == manifest["splits"]["valid"]["max_src_len"] - 1
+    kept_valid = [s for s in v_src if s.strip()]
+    assert raw(out / "valid.src.txt") == kept_valid
+    assert raw(out / "valid.tgt.txt") == [t for s, t in zip(v_src, v_tgt, strict=True) if s.strip()]
+
+
+def test_separate_vocabularies_and_options(demo: Path, tmp_path: Path) -> None:
+    manifest = prepare(*inputs(demo), tmp_path, vocab_size=150, joint=False, model_type="unigram", source_markers=True)
+    assert manifest["joint"] is False and manifest["model_type"] == "unigram" and manifest["source_markers"] is True
+    assert manifest["spm"] == {"src": "spm.src.model", "tgt": "spm.tgt.model"}
+    src_vocab, tgt_vocab = Vocab.load(tmp_path / "spm.src.model"), Vocab.load(tmp_path / "spm.tgt.model")
+    assert manifest["src_vocab_size"] == src_vocab.size and manifest["tgt_vocab_size"] == tgt_vocab.size
+    # the target-only words are unknown to the source model: "gato" never occurs in source text
+    assert "▁gato" not in {src_vocab.piece(i) for i in range(src_vocab.size)}
+    assert decoded(tmp_path, tgt_vocab, "train", "tgt", 0) == raw(demo / "train.tgt")[0]
+    assert decoded(tmp_path, src_vocab, "train", "src", 0) == raw(demo / "train.src")[0]
+
+
+def test_deterministic(demo: Path, prepared: tuple[Path, dict], tmp_path: Path) -> None:
+    out, _ = prepared
+    prepare(*inputs(demo), tmp_path, vocab_size=300)
+    for name in ("train.src.tokens.npy", "train.tgt.offsets.npy", "valid.tgt.tokens.npy"):
+        assert (tmp_path / name).read_bytes() == (out / name).read_bytes()
+
+
+def test_refuses_to_overwrite(demo: Path, tmp_path: Path) -> None:
+    prepare(*inputs(demo), tmp_path, vocab_size=200)
+    with pytest.raises(DataError, match="overwrite") as info:
+        prepare(*inputs(demo), tmp_path, vocab_size=200)
+    assert info.value.path == str(tmp_path)
+    manifest = prepare(*inputs(demo), tmp_path, vocab_size=150, overwrite=True)
+    assert json.loads((tmp_path / MANIFEST).read_text())["src_vocab_size"] == manifest["src_vocab_size"] == 150
+
+
+def test_failure_leaves_no_manifest(demo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    prepare(*inputs(demo), out, vocab_size=200)
+    bad_valid = tmp_path / "bad.tgt"
+    bad_valid.write_bytes((demo / "valid.tgt").read_bytes().replace(b"\n", b"\xff\n", 1))
+    train_src, train_tgt, valid_src, _ = inputs(demo)
+    with pytest.raises(DataError) as info:
+        prepare(train_src, train_tgt, valid_src, bad_valid, out, vocab_size=200, overwrite=True)
+    assert (info.value.path, info.value.line) == (str(bad_valid), 1)
+    assert not (out / MANIFEST).exists()
+
+
+def test_missing_input_fails_before_writing(demo: Path, tmp_path: Path) -> None:
+    train_src, train_tgt, valid_src, _ = inputs(demo)
+    with pytest.raises(DataError, match="file not found") as info:
+        prepare(train_src, train_tgt, valid_src, tmp_path / "nope.tgt", tmp_path / "out")
+    assert info.value.path == str(tmp_path / "nope.tgt")
+    assert not (tmp_path / "out").exists()
+
+
+def test_line_count_mismatch(demo: Path, tmp_path: Path) -> None:
+    short = write_lines(tmp_path / "short.tgt", raw(demo / "train.tgt")[:-1])
+    train_src, _, valid_src, valid_tgt = inputs(demo)
+    with pytest.raises(DataError, match="line counts differ"):
+        prepare(train_src, short, valid_src, valid_tgt, tmp_path / "out", vocab_size=200)
+    assert not (tmp_path / "out" / MANIFEST).exists()
+
+
+def test_bad_options(demo: Path, tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="max_ratio"):
+        prepare(*inputs(demo), tmp_path, max_ratio=0.5)
+    with pytest.raises(DataError, match="model type"):
+        prepare(*inputs(demo), tmp_path, model_type="word")
+
+
+def test_unknown_characters_in_valid_are_unk(demo: Path, tmp_path: Path) -> None:
+    v_src = write_lines(tmp_path / "v.src", ["The cat sleeps Ω."])
+    v_tgt = write_lines(tmp_path / "v.tgt", ["Lo gato dormet."])
+    train_src, train_tgt, _, _ = inputs(demo)
+    manifest = prepare(train_src, train_tgt, v_src, v_tgt, tmp_path / "out", vocab_size=200)
+    assert manifest["splits"]["valid"]["src_unk"] == 1
+    assert UNK in np.load(tmp_path / "out" / "valid.src.tokens.npy").tolist()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (MULTI30K / "train.de.gz").is_file(), reason="Multi30k not at /work/shared/data/multi30k")
+def test_multi30k(tmp_path: Path) -> None:
+    files = [MULTI30K / name for name in ("train.de.gz", "train.en.gz", "val.de.gz", "val.en.gz")]
+    manifest = prepare(*files, tmp_path, vocab_size=8000, joint=True)
+    train, valid = manifest["splits"]["train"], manifest["splits"]["valid"]
+    assert train["read"] == 29000 and train["empty"] == 0 and train["too_long"] == 0
+    assert train["kept"] == 29000 - train["bad_ratio"] >= 28990
+    assert valid["read"] == valid["kept"] == 1014
+    assert manifest["src_vocab_size"] == 8000
+    assert len(np.load(tmp_path / "valid.src.offsets.npy", mmap_mode="r")) == 1015
+    assert len((tmp_path / "valid.tgt.txt").read_text(encoding="utf-8").splitlines()) == 1014

@@ -1,0 +1,70 @@
+"""Checkpoint files: atomic replacement, safetensors weights, pickle-free state loading."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+
+from adlnmt.errors import UserError
+from adlnmt.train import checkpoint as ckpt
+
+
+def test_atomic_write_keeps_the_old_file_when_the_writer_dies(tmp_path: Path) -> None:
+    target = tmp_path / "state.pt"
+    ckpt.save_state({"update": torch.tensor(1)}, target)
+
+    def dies(tmp: Path) -> None:
+        tmp.write_bytes(b"half a checkp")
+        raise KeyboardInterrupt  # as if killed mid-write
+
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.atomic_write(target, dies)
+    assert ckpt.load_state(target)["update"].item() == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["state.pt"]  # no temporary file left behind
+
+
+def test_weights_round_trip_with_tied_parameters(tmp_path: Path) -> None:
+    model = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5))
+    model[1].weight = model[0].weight
+    ckpt.save_weights(model, tmp_path / "w.safetensors")
+    other = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5))
+    other[1].weight = other[0].weight
+    ckpt.load_weights(other, tmp_path / "w.safetensors")
+    assert torch.equal(other[0].weight, model[0].weight) and torch.equal(other[1].bias, model[1].bias)
+
+
+def test_mismatched_or_damaged_weights_are_clear_errors(tmp_path: Path) -> None:
+    ckpt.save_weights(torch.nn.Linear(3, 5), tmp_path / "w.safetensors")
+    with pytest.raises(UserError, match="does not match the model"):
+        ckpt.load_weights(torch.nn.Sequential(torch.nn.Linear(3, 5)), tmp_path / "w.safetensors")
+    (tmp_path / "bad.safetensors").write_bytes(b"garbage")
+    with pytest.raises(UserError, match="not a readable safetensors"):
+        ckpt.load_weights(torch.nn.Linear(3, 5), tmp_path / "bad.safetensors")
+
+
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("echo pwned > /dev/null",))
+
+
+def test_state_loading_never_unpickles_code(tmp_path: Path) -> None:
+    path = tmp_path / "state.pt"
+    torch.save({"x": Evil()}, path, pickle_module=pickle)
+    with pytest.raises(UserError, match="cannot read the training state"):
+        ckpt.load_state(path)
+
+
+def test_prune_keeps_the_newest(tmp_path: Path) -> None:
+    for update in (100, 200, 300, 400):
+        path = ckpt.checkpoint_path(tmp_path, update)
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"")
+    ckpt.prune(tmp_path, 2)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+        "update-0000300.safetensors",
+        "update-0000400.safetensors",
+    ]

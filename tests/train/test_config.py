@@ -1,0 +1,52 @@
+"""Training options: defaults < YAML < CLI flags; bad values and files are clear errors."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from adlnmt.errors import UserError
+from adlnmt.train.config import add_arguments, from_arguments
+
+
+def parse(argv: list[str]):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return from_arguments(parser.parse_args(argv))
+
+
+def test_defaults_follow_the_adl_paper() -> None:
+    config = parse(["--data", "d", "--model", "m"])
+    assert (config.lr, config.lr_decay, config.lr_patience, config.label_smoothing) == (2e-4, 0.7, 8, 0.1)
+    assert config.lr_schedule == "plateau" and config.d_ff == 4 * config.d_model
+
+
+def test_cli_flags_override_yaml(tmp_path: Path) -> None:
+    yaml_file = tmp_path / "c.yaml"
+    yaml_file.write_text("data: d\nmodel: m\nd-model: 64\nheads: 2\nvar:\n  X: 3\nvalid_bleu: false\n")
+    config = parse(["--config", str(yaml_file), "--heads", "4"])
+    assert (config.d_model, config.heads, config.var, config.valid_bleu) == (64, 4, ["X=3"], False)
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("data: d\nmodel: a: b\n", "c.yaml:2"),
+        ("nonsense_option: 1\n", "unknown option 'nonsense_option'"),
+        ("- 1\n", "mapping"),
+    ],
+)
+def test_bad_yaml_is_a_located_error(tmp_path: Path, yaml_text: str, message: str) -> None:
+    yaml_file = tmp_path / "c.yaml"
+    yaml_file.write_text(yaml_text)
+    with pytest.raises(UserError, match=message):
+        parse(["--config", str(yaml_file)])
+
+
+def test_bad_values_are_errors() -> None:
+    with pytest.raises(UserError, match="multiple of --d-model"):
+        parse(["--data", "d", "--model", "m", "--d-model", "64", "--d-ff", "100"])
+    with pytest.raises(UserError, match="--batch-tokens must be >= 1"):
+        parse(["--data", "d", "--model", "m", "--batch-tokens", "0"])

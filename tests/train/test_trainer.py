@@ -1,0 +1,128 @@
+"""Training end to end on the demo corpus: checkpoints, metrics, early stop, NaN handling, exact resume."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from adlnmt.cli import main
+from adlnmt.errors import UserError
+from adlnmt.train.trainer import TrainingError
+
+from .conftest import TINY_MODEL
+
+
+def train_args(data: Path, model: Path, *extra: str) -> list[str]:
+    return ["train", "--data", str(data), "--model", str(model), *TINY_MODEL, *extra]
+
+
+def records(model: Path) -> list[dict]:
+    path = model / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_training_writes_checkpoints_and_the_loss_goes_down(demo_data: Path, tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    argv = train_args(demo_data / "data", model, "--max-updates", "60", "--checkpoint-interval", "20",
+                      "--keep-last", "2", "--lr", "2e-3")  # fmt: skip
+    assert main(argv) == 0
+    log = records(model)
+    assert [r["update"] for r in log] == [20, 40, 60]
+    assert log[-1]["train_loss"] < log[0]["train_loss"]
+    assert log[-1]["valid_ppl"] < log[0]["valid_ppl"]
+    assert all(0 <= r["valid_bleu"] <= 100 for r in log)
+    assert sorted(p.name for p in (model / "checkpoints").iterdir()) == [
+        "update-0000040.safetensors", "update-0000060.safetensors"]  # fmt: skip
+    stored = json.loads((model / "config.json").read_text())
+    assert stored["canonical"]["encoder"].startswith("pos -> repeat(2, res_nd(mh_dot_self_att)")
+    assert (model / "best.safetensors").is_file()
+    # Translating with the trained model gives one line per input line, empty lines kept empty.
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join([*(demo_data / "corpus" / "test.src").read_text().splitlines()[:3], "", "x"]) + "\n")
+    assert main(["translate", "--model", str(model), "--input", str(source), "--output", str(tmp_path / "o")]) == 0
+    outputs = (tmp_path / "o").read_text().split("\n")
+    assert len(outputs) == 6 and outputs[3] == "" and outputs[5] == ""
+
+
+def test_rerunning_a_finished_run_trains_nothing_more(demo_data: Path, tmp_path: Path) -> None:
+    argv = train_args(demo_data / "data", tmp_path / "m", "--max-updates", "10", "--checkpoint-interval", "10",
+                      "--no-valid-bleu")  # fmt: skip
+    main(argv)
+    main(argv)
+    assert [r["update"] for r in records(tmp_path / "m")] == [10]
+
+
+def test_a_different_run_in_the_same_directory_is_refused(demo_data: Path, tmp_path: Path) -> None:
+    main(train_args(demo_data / "data", tmp_path / "m", "--max-updates", "5", "--no-valid-bleu"))
+    with pytest.raises(UserError, match=r"different settings .*lr"):
+        from adlnmt.train.config import TrainConfig
+        from adlnmt.train.trainer import Trainer
+
+        Trainer(TrainConfig(data=str(demo_data / "data"), model=str(tmp_path / "m"), encoder="pos", decoder="x",
+                            lr=1.0).resolved())  # fmt: skip
+
+
+def test_patience_stops_training(demo_data: Path, tmp_path: Path) -> None:
+    model = tmp_path / "m"
+    main(train_args(demo_data / "data", model, "--lr", "0", "--max-updates", "100", "--checkpoint-interval", "5",
+                    "--patience", "2", "--no-valid-bleu"))  # fmt: skip
+    assert [r["update"] for r in records(model)] == [5, 10, 15]  # best at 5, then two without improvement
+
+
+def test_non_finite_loss_is_reported_with_the_update(demo_data: Path, tmp_path: Path, monkeypatch) -> None:
+    from adlnmt.model import Seq2Seq
+
+    original = Seq2Seq.forward
+
+    def poisoned(self, src, tgt_in):
+        return original(self, src, tgt_in) * float("nan")
+
+    monkeypatch.setattr(Seq2Seq, "forward", poisoned)
+    with pytest.raises(TrainingError, match="update 1: non-finite loss"):
+        main_raising(train_args(demo_data / "data", tmp_path / "a", "--max-updates", "3", "--on-nan", "stop"))
+    assert main(train_args(demo_data / "data", tmp_path / "b", "--max-updates", "3", "--no-valid-bleu")) == 0
+
+
+def main_raising(argv: list[str]) -> None:
+    from adlnmt.cli import build_parser
+
+    args = build_parser().parse_args(argv)
+    args.func(args)
+
+
+def test_kill_9_then_resume_equals_an_uninterrupted_run(demo_data: Path, tmp_path: Path) -> None:
+    common = ["--checkpoint-interval", "10", "--no-valid-bleu", "--lr", "1e-3"]
+    straight = tmp_path / "straight"
+    assert main(train_args(demo_data / "data", straight, "--max-updates", "40", *common)) == 0
+
+    killed = tmp_path / "killed"
+    command = [sys.executable, "-m", "adlnmt", *train_args(demo_data / "data", killed, "--max-updates", "100000",
+                                                            *common)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while len(records(killed)) < 2 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, process.stderr.read().decode()
+    done = records(killed)[-1]["update"]
+    assert 20 <= done < 40
+
+    assert main(train_args(demo_data / "data", killed, "--max-updates", "40", *common)) == 0
+    assert records(killed)[-1]["update"] == 40
+    final_straight = load_file(straight / "checkpoints" / "update-0000040.safetensors")
+    final_resumed = load_file(killed / "checkpoints" / "update-0000040.safetensors")
+    assert final_straight.keys() == final_resumed.keys()
+    for name in final_straight:
+        assert torch.equal(final_straight[name], final_resumed[name]), name
+    straight_log = {r["update"]: r["train_loss"] for r in records(straight)}
+    resumed_log = {r["update"]: r["train_loss"] for r in records(killed)}
+    assert resumed_log[40] == pytest.approx(straight_log[40], rel=1e-6)
