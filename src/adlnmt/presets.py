@@ -26,7 +26,10 @@ PRESETS: dict[str, Preset] = {
         _PRE_ENC.format(n=6), _PRE_DEC.format(n=6), "000 §2.4", "Transformer, pre-norm residual blocks (tensor2tensor)"
     ),
     "transformer-small": Preset(
-        _PRE_ENC.format(n=3), _PRE_DEC.format(n=3), "003/006 benchmark", "3+3-layer pre-norm Transformer"
+        _PRE_ENC.format(n=3),
+        _PRE_DEC.format(n=3),
+        "benchmark model",
+        "3+3-layer pre-norm Transformer (Multi30k benchmark size)",
     ),
     "transformer-postnorm": Preset(
         _POST_ENC.format(n=6), _POST_DEC.format(n=6), "004 §4, 001 §3.4", "Transformer, original post-norm blocks"

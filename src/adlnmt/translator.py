@@ -10,7 +10,6 @@ from pathlib import Path
 import torch
 
 from adlnmt.data.dataset import DataDir
-from adlnmt.data.vocab import BOS, EOS
 from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.search import greedy
@@ -50,20 +49,19 @@ class Translator:
         max_len = int(data.manifest.get("options", {}).get("max_len", 250))
         return cls(model.to(device), data, max_len, device)
 
-    def encode(self, line: str) -> list[int]:
-        pieces = self.data.src_vocab.encode(line)
-        if len(pieces) > self.max_input_len:
-            print(f"warning: input of {len(pieces)} pieces truncated to {self.max_input_len}", file=sys.stderr)
-            pieces = pieces[: self.max_input_len]
-        markers = bool(self.data.manifest.get("options", {}).get("source_markers", False))
-        return ([BOS] if markers else []) + pieces + [EOS]
+    def encode(self, line: str, number: int) -> list[int]:
+        pieces = len(self.data.src_vocab.encode(line))
+        if pieces > self.max_input_len:
+            print(f"warning: input line {number}: {pieces} pieces truncated to {self.max_input_len}", file=sys.stderr)
+        return self.data.encode_source(line, self.max_input_len)
 
     def translate(self, lines: Sequence[str], batch_size: int = 64) -> list[str]:
         """One output per input line, in order; an empty line gives an empty line."""
         rows = [i for i, line in enumerate(lines) if line.strip()]
         outputs = [""] * len(lines)
         with torch.inference_mode():
-            hyps = greedy(self.model, [self.encode(lines[i]) for i in rows], batch_size, device=self.device)
+            sources = [self.encode(lines[i], i + 1) for i in rows]
+            hyps = greedy(self.model, sources, batch_size, device=self.device)
         for row, hyp in zip(rows, hyps, strict=True):
             outputs[row] = self.data.tgt_vocab.decode(hyp)
         return outputs
