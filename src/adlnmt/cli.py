@@ -11,58 +11,60 @@ from adlnmt.errors import UserError
 
 
 def _model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--encoder", required=True, help="encoder ADL chain, e.g. 'pos -> repeat(6, ...) -> norm'")
-    parser.add_argument("--decoder", required=True, help="decoder ADL chain")
-    parser.add_argument("--d-model", type=int, default=512, help="model width (default 512)")
-    parser.add_argument("--heads", type=int, default=8, help="default attention heads (default 8)")
-    parser.add_argument("--dropout", type=float, default=0.1, help="default dropout rate (default 0.1)")
-    parser.add_argument("--ff-factor", type=int, default=4, help="ffl hidden width = factor · d_in (default 4)")
-    parser.add_argument("--max-len", type=int, default=1024, help="learn_pos table size (default 1024)")
-    parser.add_argument(
-        "--var", action="append", default=[], metavar="NAME=VALUE", help="value of an ADL $NAME variable (repeatable)"
-    )
+    """The model-defining subset of the training flags (same names, same meaning, same defaults)."""
+    parser.add_argument("--encoder", help="encoder ADL chain, e.g. 'pos -> repeat(6, ...) -> norm'")
+    parser.add_argument("--decoder", help="decoder ADL chain")
+    parser.add_argument("--preset", help="a named architecture (adlnmt architectures) instead of the chains")
+    parser.add_argument("--d-model", type=int, help="model width (default 512, or the preset's)")
+    parser.add_argument("--heads", type=int, help="default attention heads (default 8, or the preset's)")
+    parser.add_argument("--d-ff", type=int, help="feed-forward width, $FF_NUM_HIDDEN (default 4·d_model)")
+    parser.add_argument("--dropout", type=float, help="default dropout rate (default 0.1)")
+    parser.add_argument("--max-positions", type=int, help="learn_pos table size (default 1024)")
+    parser.add_argument("--var", action="append", metavar="NAME=VALUE", help="value of an ADL $NAME variable")
     parser.add_argument("--src-vocab", type=int, default=8000, help="source vocabulary size (default 8000)")
     parser.add_argument("--tgt-vocab", type=int, default=8000, help="target vocabulary size (default 8000)")
-    parser.add_argument("--input-feeding", action="store_true", help="z0_t = [z^L_(t-1); E y_t] (Luong)")
-    parser.add_argument("--tie-output", action="store_true", help="tie target embedding and output projection")
-    parser.add_argument("--tie-source", action="store_true", help="tie source and target embeddings")
+    for flag, text in (("--input-feeding", "z0_t = [z^L_(t-1); E y_t] (Luong)"),
+                       ("--tie-output", "tie target embedding and output projection"),
+                       ("--tie-source", "tie source and target embeddings"),
+                       ("--learned-positions", "every pos becomes learn_pos")):  # fmt: skip
+        parser.add_argument(flag, action="store_true", default=None, help=text)
 
 
-def _config(args: argparse.Namespace):
+def _model(args: argparse.Namespace, device: str = "meta"):
+    """The model the flags describe, built on ``device`` (meta: shapes and counts only, nothing allocated)."""
+    import torch
+
     from adlnmt.adl.parser import parse_assignments
-    from adlnmt.model import ModelConfig
+    from adlnmt.model import Seq2Seq
+    from adlnmt.train.config import build_config
 
-    variables = {}
-    for item in args.var:
-        parse_assignments([item])  # validates NAME=VALUE with a located error
-        name, _, value = item.partition("=")
-        variables[name.strip().lstrip("$")] = value.strip()
-    return ModelConfig(
-        encoder=args.encoder,
-        decoder=args.decoder,
-        src_vocab_size=args.src_vocab,
-        tgt_vocab_size=args.tgt_vocab,
-        d_model=args.d_model,
-        heads=args.heads,
-        dropout=args.dropout,
-        ff_factor=args.ff_factor,
-        max_len=args.max_len,
-        variables=variables,
-        tie_output=args.tie_output,
-        tie_source=args.tie_source,
-        input_feeding=args.input_feeding,
-    )
+    names = ("encoder", "decoder", "preset", "d_model", "heads", "d_ff", "dropout", "max_positions", "var",
+             "input_feeding", "tie_output", "tie_source", "learned_positions")  # fmt: skip
+    values = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    parse_assignments(values.get("var", []))  # located errors for malformed NAME=VALUE
+    config = build_config(values)
+    with torch.device(device):
+        return Seq2Seq(config.model_config(args.src_vocab, args.tgt_vocab))
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    import torch
-
     from adlnmt.describe import describe
-    from adlnmt.model import Seq2Seq
 
-    with torch.device("meta"):  # shapes and counts only: nothing is allocated
-        model = Seq2Seq(_config(args))
-    print(describe(model))
+    print(describe(_model(args)))
+    return 0
+
+
+def cmd_architectures(args: argparse.Namespace) -> int:
+    from adlnmt.presets import PRESETS
+
+    print(f"{'preset':<24} {'family':<11} {'parameters':>12}  source — description")
+    for name, preset in PRESETS.items():
+        count = _model(argparse.Namespace(preset=name, src_vocab=8000, tgt_vocab=8000)).parameter_count()
+        aliases = f" (also: {', '.join(preset.aliases)})" if preset.aliases else ""
+        needs = f" [data: {preset.data}]" if preset.data else ""
+        print(f"{name:<24} {preset.family:<11} {count:>12,}  {preset.source} — {preset.description}{aliases}{needs}")
+    print("\nParameters at each preset's default size with 8,000-word vocabularies; "
+          "`adlnmt describe --preset NAME` shows the full tree.")  # fmt: skip
     return 0
 
 
@@ -86,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     describe.set_defaults(func=cmd_describe)
     layers = commands.add_parser("layers", help="list every ADL layer with its arguments")
     layers.set_defaults(func=cmd_layers)
+    architectures = commands.add_parser("architectures", help="list the presets: paper row, size, description")
+    architectures.set_defaults(func=cmd_architectures)
     from adlnmt.data.commands import add_commands as add_data_commands
     from adlnmt.train.commands import add_commands as add_train_commands
 

@@ -1,46 +1,320 @@
-"""Named architectures (the presets issue extends this table to every row of the seeds' tables)."""
+"""Every architecture of the seed papers as a named preset, with the table/row it reproduces.
+
+A preset is an encoder ADL, a decoder ADL and model options at the paper's default size (``d_model``,
+``heads``, ``d_ff``, input feeding ...); command-line flags override the options. Rows of the ADL paper
+use the published strings of its code (``adlnmt.published``); several rows share one architecture
+(e.g. Table 3 "+ ff" is Table 5 "RNN/RNN"), which is then one preset with aliases.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from adlnmt.errors import UserError
+from adlnmt.published import DECODERS, ENCODERS
 
 
 @dataclass(frozen=True)
 class Preset:
+    name: str
     encoder: str
     decoder: str
     source: str  # seed document and table/row
     description: str
+    family: str  # transformer | rnn | cnn | comet | aan | mixed
+    options: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields at the paper's size
+    aliases: tuple[str, ...] = ()
+    data: str = ""  # what `adlnmt prepare` needs for this preset, if anything
 
 
-_PRE_ENC = "pos -> repeat({n}, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
-_PRE_DEC = "pos -> repeat({n}, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
-_POST_ENC = "pos -> repeat({n}, res_d(mh_dot_self_att) -> norm -> res_d(ffl) -> norm)"
-_POST_DEC = "pos -> repeat({n}, res_d(mh_dot_self_att) -> norm -> res_d(mh_dot_src_att) -> norm -> res_d(ffl) -> norm)"
-_AAN_DEC = "pos -> repeat({n}, res_d(aan) -> norm -> res_d(mh_dot_src_att) -> norm -> res_d(ffl) -> norm)"
+ADL_SIZE = {"d_model": 512, "heads": 8, "d_ff": 2048}  # the ADL paper's base size (FF_NUM_HIDDEN = 2048)
+COMET_SIZE = {"d_model": 256, "heads": 8, "d_ff": 2048}  # COMET §3: N = 3, d_m = 256, 8 heads, d_ff = 2048
+AAN_SIZE = {"d_model": 512, "heads": 8, "d_ff": 2048}  # AAN §5: the Transformer base
 
-PRESETS: dict[str, Preset] = {
-    "transformer": Preset(
-        _PRE_ENC.format(n=6), _PRE_DEC.format(n=6), "000 §2.4", "Transformer, pre-norm residual blocks (tensor2tensor)"
+# §2.4: t_enc = res_nd(mh_dot_self_att) -> res_nd(ffl); t_dec adds res_nd(mh_dot_src_att).
+PRENORM_ENCODER = "pos -> repeat({n}, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+PRENORM_DECODER = "pos -> repeat({n}, res_nd({x}) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+# The original residual structure: x' = norm(x + dropout(sublayer(x))) (Vaswani; AAN §4; COMET §3.4).
+POSTNORM_ENCODER = "pos -> repeat({n}, res_d(mh_dot_self_att) -> norm -> res_d({ff}) -> norm)"
+POSTNORM_DECODER = "pos -> repeat({n}, res_d({x}) -> norm -> res_d(mh_dot_src_att) -> norm -> res_d({ff}) -> norm)"
+RNMT_ENCODER = "dropout -> birnn -> repeat(5, res_d(rnn))"
+# With input feeding the first RNN reads [z_(t-1); E y_t] (2d wide), so it cannot be residual.
+RNMT_DECODER = "dropout -> rnn -> repeat(5, res_d(rnn)) -> concat(id, mlp_att) -> ff"
+COMET_ENCODER = "pos -> repeat(3, res_d(mh_dot_self_att) -> norm -> res(comet_conv{args}) -> norm)"
+COMET_FF = "ffl"  # hidden width d_ff (2048 = 8 · d_m at the default size)
+
+
+def _paper_row(
+    name: str, enc: str, dec: str, source: str, description: str, family: str, aliases: tuple[str, ...] = ()
+) -> Preset:
+    return Preset(
+        name, ENCODERS[enc], DECODERS[dec], f"000 {source} ({enc}/{dec})", description, family, ADL_SIZE, aliases
+    )
+
+
+def _source_variant(mode: str) -> str:
+    return DECODERS["D1"].replace("mh_dot_att", f"mh_dot_att(source={mode})")
+
+
+# fmt: off
+_PRESETS = [
+    # --- ADL paper §2.4: standard architectures -------------------------------------------------
+    Preset(
+        "rnmt",
+        RNMT_ENCODER,
+        RNMT_DECODER,
+        "000 §2.4; Table 3 RNMT",
+        "bi-RNN + residual RNN encoder, Luong decoder concat(id, mlp_att) -> ff, input feeding",
+        "rnn",
+        {**ADL_SIZE, "input_feeding": True},
+        ("t3-rnmt",),
     ),
-    "transformer-small": Preset(
-        _PRE_ENC.format(n=3),
-        _PRE_DEC.format(n=3),
+    Preset(
+        "rnmt-no-input-feeding",
+        RNMT_ENCODER,
+        RNMT_DECODER,
+        "000 §2.4; Table 3 RNMT - input feeding",
+        "RNMT without input feeding",
+        "rnn",
+        ADL_SIZE,
+        ("t3-rnmt-no-input-feeding",),
+    ),
+    Preset(
+        "convs2s",
+        "pos -> repeat(6, res(cnn(act=glu) -> dropout))",
+        "pos -> repeat(6, res(dropout -> cnn(act=glu) -> dropout -> res(dot_src_att(s=1))))",
+        "000 §2.4 ConvS2S",
+        "GLU convolutions, unscaled single-head dot source attention per block",
+        "cnn",
+        ADL_SIZE,
+    ),
+    Preset(
+        "transformer",
+        PRENORM_ENCODER.format(n=6),
+        PRENORM_DECODER.format(n=6, x="mh_dot_self_att"),
+        "000 §2.4 Transformer",
+        "pre-norm residual blocks (tensor2tensor)",
+        "transformer",
+        ADL_SIZE,
+    ),
+    Preset(
+        "transformer-postnorm",
+        POSTNORM_ENCODER.format(n=6, ff="ffl"),
+        POSTNORM_DECODER.format(n=6, x="mh_dot_self_att", ff="ffl"),
+        "004 Table 2 Transformer; 000 §2.4",
+        "original post-norm residual structure (the AAN paper's baseline)",
+        "transformer",
+        AAN_SIZE,
+    ),
+    Preset(
+        "transformer-small",
+        PRENORM_ENCODER.format(n=3),
+        PRENORM_DECODER.format(n=3, x="mh_dot_self_att"),
         "benchmark model",
         "3+3-layer pre-norm Transformer (Multi30k benchmark size)",
+        "transformer",
+        {"d_model": 256, "heads": 4, "d_ff": 1024},
     ),
-    "transformer-postnorm": Preset(
-        _POST_ENC.format(n=6), _POST_DEC.format(n=6), "004 §4, 001 §3.4", "Transformer, original post-norm blocks"
+    # --- ADL paper Table 2: which encoder block the source attention reads ------------------------
+    _paper_row(
+        "transformer-acl18",
+        "E1",
+        "D1",
+        "Tables 2 upper, 3 Transformer, 5 self-att/self-att",
+        "the acl18 code's Transformer (pre-norm, no residual dropout)",
+        "transformer",
+        ("t2-upper", "t3-transformer", "t5-self-att-self-att"),
     ),
-    "transformer-aan": Preset(
-        _POST_ENC.format(n=6), _AAN_DEC.format(n=6), "004 §4", "post-norm Transformer, decoder self-attention → AAN"
+    Preset(
+        "t2-increasing",
+        ENCODERS["E1"],
+        _source_variant("increasing"),
+        "000 Table 2 increasing (E1/D1)",
+        "decoder block i attends to encoder block i",
+        "transformer",
+        ADL_SIZE,
     ),
-}
+    Preset(
+        "t2-decreasing",
+        ENCODERS["E1"],
+        _source_variant("decreasing"),
+        "000 Table 2 decreasing (E1/D1)",
+        "decoder block i attends to encoder block n-1-i",
+        "transformer",
+        ADL_SIZE,
+    ),
+    # --- ADL paper Table 3: RNN -> Transformer ----------------------------------------------------
+    _paper_row("t3-rnn", "E2", "D2", "Table 3 RNN", "residual RNNs, one single-head dot attention", "rnn"),
+    _paper_row("t3-mh", "E2", "D3", "Table 3 + mh", "+ multi-head attention", "rnn"),
+    _paper_row("t3-pos", "E3", "D4", "Table 3 + pos", "+ positional embeddings", "rnn"),
+    _paper_row("t3-norm", "E4", "D5", "Table 3 + norm", "+ layer norm on residual inputs", "rnn"),
+    _paper_row(
+        "t3-multi-att-1h", "E4", "D6", "Table 3 + multi-att-1h", "+ single-head attention after every RNN", "rnn"
+    ),
+    _paper_row("t3-multi-att", "E4", "D7", "Table 3 / multi-att", "multi-head attention after every RNN", "rnn"),
+    _paper_row(
+        "t3-ff", "E5", "D8", "Tables 3 + ff, 5 RNN/RNN", "+ residual feed-forward layers", "rnn", ("t5-rnn-rnn",)
+    ),
+    # --- ADL paper Table 4: CNN -> Transformer ----------------------------------------------------
+    _paper_row("t4-cnn-glu", "E6", "D9", "Table 4 CNN GLU", "residual GLU CNN, single-head attention", "cnn"),
+    _paper_row("t4-cnn-glu-norm", "E7", "D10", "Table 4 GLU + norm", "+ layer norm", "cnn"),
+    _paper_row("t4-cnn-glu-mh", "E7", "D11", "Table 4 GLU + mh", "+ multi-head attention", "cnn"),
+    _paper_row("t4-cnn-glu-ff", "E8", "D12", "Table 4 GLU + ff", "+ residual feed-forward layers", "cnn"),
+    _paper_row("t4-cnn-relu", "E9", "D13", "Table 4 CNN ReLU", "residual ReLU CNN, single-head attention", "cnn"),
+    _paper_row("t4-cnn-relu-norm", "E10", "D14", "Table 4 ReLU + norm", "+ layer norm", "cnn"),
+    _paper_row("t4-cnn-relu-mh", "E10", "D15", "Table 4 ReLU + mh", "+ multi-head attention", "cnn"),
+    _paper_row(
+        "t4-cnn-relu-ff",
+        "E11",
+        "D16",
+        "Tables 4 ReLU + ff, 5 CNN/CNN",
+        "+ residual feed-forward layers",
+        "cnn",
+        ("t5-cnn-cnn",),
+    ),
+    # --- ADL paper Table 5: encoder x decoder -----------------------------------------------------
+    _paper_row(
+        "t5-self-att-rnn", "E1", "D8", "Table 5 self-att/RNN", "self-attention encoder, RNN decoder", "mixed"
+    ),
+    _paper_row(
+        "t5-self-att-cnn", "E1", "D16", "Table 5 self-att/CNN", "self-attention encoder, CNN decoder", "mixed"
+    ),
+    _paper_row(
+        "t5-rnn-self-att", "E5", "D1", "Table 5 RNN/self-att", "RNN encoder, self-attention decoder", "mixed"
+    ),
+    _paper_row(
+        "t5-cnn-self-att", "E11", "D1", "Table 5 CNN/self-att", "CNN encoder, self-attention decoder", "mixed"
+    ),
+    _paper_row(
+        "t5-self-att-combined",
+        "E1",
+        "D17",
+        "Table 5 self-att/combined",
+        "decoder blocks of self-attention, RNN and CNN",
+        "mixed",
+    ),
+    _paper_row(
+        "t5-self-att-none",
+        "E1",
+        "D18",
+        "Table 5 self-att/none",
+        "decoder without self-attention (source attention and ff only)",
+        "mixed",
+    ),
+    # --- COMET (001) Table 1 -----------------------------------------------------------------------
+    Preset(
+        "comet",
+        COMET_ENCODER.format(args=""),
+        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
+        "001 §3, Table 1 COMET",
+        "post-norm self-attention + gated dilated conv unit encoder, N=3",
+        "comet",
+        COMET_SIZE,
+    ),
+    Preset(
+        "comet-temporal-conv",
+        COMET_ENCODER.format(args=""),
+        "pos -> repeat(3, res_d(mh_dot_self_att) -> norm -> res_d(mh_dot_src_att) -> norm "
+        "-> res(comet_conv(norm=layer)) -> norm)",
+        "001 §5.2, Table 1 Temporal Convolutions",
+        "decoder feed-forward replaced by a causal conv unit (layer norm: batch norm would leak the future)",
+        "comet",
+        COMET_SIZE,
+    ),
+    Preset(
+        "comet-ffn1",
+        COMET_ENCODER.format(args="(ffn=ffn1)"),
+        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
+        "001 §5.3, Table 1 FFN-1",
+        "conv unit with a residual 2-layer FFN on the feature maps",
+        "comet",
+        COMET_SIZE,
+    ),
+    Preset(
+        "comet-ffn2",
+        COMET_ENCODER.format(args="(ffn=ffn2)"),
+        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
+        "001 §5.3, Table 1 FFN-2",
+        "conv unit output through a 2-layer FFN (d_ff 1024)",
+        "comet",
+        COMET_SIZE,
+    ),
+    Preset(
+        "comet-4layer",
+        COMET_ENCODER.format(args="(features=[64, 32, 16, 8])"),
+        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
+        "001 §5.4, Table 1 4-Layer",
+        "4 gated convolutions (F_4: 8 features, dilation 4; the paper gives no width)",
+        "comet",
+        COMET_SIZE,
+    ),
+    Preset(
+        "comet-source-markers",
+        COMET_ENCODER.format(args=""),
+        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
+        "001 §5.4, Table 1 Source EOS/SOS",
+        "COMET on sources wrapped in SOS ... EOS",
+        "comet",
+        COMET_SIZE,
+        data="prepare --source-markers",
+    ),
+    Preset(
+        "comet-transformer",
+        POSTNORM_ENCODER.format(n=3, ff=COMET_FF),
+        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
+        "001 Table 1 Transformer",
+        "the COMET paper's post-norm Transformer baseline, N=3, d_m=256, d_ff=2048",
+        "transformer",
+        COMET_SIZE,
+    ),
+    # --- AAN (004) --------------------------------------------------------------------------------
+    Preset(
+        "transformer-aan",
+        POSTNORM_ENCODER.format(n=6, ff="ffl"),
+        POSTNORM_DECODER.format(n=6, x="aan", ff="ffl"),
+        "004 §4, Table 2 AAN",
+        "post-norm Transformer with the decoder self-attention replaced by the AAN",
+        "aan",
+        AAN_SIZE,
+    ),
+    Preset(
+        "transformer-aan-noffn",
+        POSTNORM_ENCODER.format(n=6, ff="ffl"),
+        POSTNORM_DECODER.format(n=6, x="aan(ffn=false)", ff="ffl"),
+        "004 Table 2 AAN w/o FFN",
+        "AAN without its feed-forward network",
+        "aan",
+        AAN_SIZE,
+    ),
+    Preset(
+        "transformer-aan-nogate",
+        POSTNORM_ENCODER.format(n=6, ff="ffl"),
+        POSTNORM_DECODER.format(n=6, x="aan(gate=false)", ff="ffl"),
+        "004 Table 2 AAN w/o gate",
+        "AAN without its input/forget gate",
+        "aan",
+        AAN_SIZE,
+    ),
+    # --- Lecture notes (003) ----------------------------------------------------------------------
+    Preset(
+        "cnn-dilated",
+        "pos -> res_nd(cnn(act=relu, dilation=1)) -> res_nd(cnn(act=relu, dilation=2)) "
+        "-> res_nd(cnn(act=relu, dilation=4)) -> res_nd(cnn(act=relu, dilation=8)) -> res_nd(ffl) -> norm",
+        PRENORM_DECODER.format(n=6, x="mh_dot_self_att"),
+        "003 (dilated CNN encoders)",
+        "pure CNN encoder with dilations 1, 2, 4, 8 (receptive field 31), Transformer decoder",
+        "cnn",
+        ADL_SIZE,
+    ),
+]
+# fmt: on
+PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}
+ALIASES: dict[str, str] = {alias: p.name for p in _PRESETS for alias in p.aliases}
 
 
 def get_preset(name: str) -> Preset:
+    name = ALIASES.get(name, name)
     if name not in PRESETS:
-        raise UserError(f"unknown preset '{name}'; available: {', '.join(sorted(PRESETS))}")
+        raise UserError(f"unknown preset '{name}'; `adlnmt architectures` lists them")
     return PRESETS[name]

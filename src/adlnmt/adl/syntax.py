@@ -93,3 +93,24 @@ def layer_to_text(layer: LayerNode) -> str:
 def to_text(chain: Chain) -> str:
     """The printer: ``layer -> layer`` with ``", "`` between arguments."""
     return " -> ".join(layer_to_text(layer) for layer in chain.layers)
+
+
+def rename_layers(chain: Chain, names: dict[str, str]) -> Chain:
+    """The same tree with layers renamed (``{"pos": "learn_pos"}``), nested chains included."""
+
+    def value(v: Value) -> Value:
+        if isinstance(v, Chain):
+            return rename_layers(v, names)
+        if isinstance(v, Literal) and v.kind == "word" and v.value in names:
+            return Literal("word", names[str(v.value)], v.col)  # a bare layer given as an argument
+        if isinstance(v, ListValue):
+            return ListValue(tuple(value(item) for item in v.items), v.col)
+        return v
+
+    layers = tuple(
+        LayerNode(
+            names.get(node.name, node.name), tuple(Argument(a.key, value(a.value), a.col) for a in node.args), node.col
+        )
+        for node in chain.layers
+    )
+    return Chain(layers, chain.col)

@@ -265,11 +265,11 @@ def shard(batches: list[np.ndarray], rank: int, world_size: int) -> list[np.ndar
     Rank r takes batches r, r + world_size, ... of the first ``world_size * (len(batches) // world_size)``; the
     remaining (< world_size) batches at the end are dropped for this epoch. Since ``make_batches`` shuffles the batch
     order per epoch, different sentences are dropped in different epochs. Meant for training; evaluate on one rank
-    or with all batches. Raises ValueError when there are fewer batches than ranks (every rank would get none).
+    or with all batches. Raises DataError (a ValueError) when there are fewer batches than ranks.
     """
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank {rank}, world_size {world_size}")
     per_rank = len(batches) // world_size
     if batches and per_rank == 0:
-        raise ValueError(f"{len(batches)} batches cannot feed {world_size} ranks; lower the batch size")
+        raise DataError(f"{len(batches)} batches cannot feed {world_size} ranks; lower --batch-tokens")
     return batches[rank : per_rank * world_size : world_size]

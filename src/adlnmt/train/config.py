@@ -4,14 +4,18 @@ resolved ``config.json`` stored in the model directory. Precedence: defaults < Y
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from adlnmt.adl.builder import prepare
+from adlnmt.adl.syntax import rename_layers, to_text
+from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
+from adlnmt.model import ModelConfig
+from adlnmt.presets import get_preset
 
 
 def option(default: Any, help: str, choices: tuple[str, ...] | None = None, **extra: Any) -> Any:
@@ -34,6 +38,7 @@ class TrainConfig:
     tie_output: bool = option(False, "tie target embedding and output projection", flag=True)
     tie_source: bool = option(False, "tie source and target embeddings (joint vocabulary)", flag=True)
     input_feeding: bool = option(False, "RNMT input feeding z0_t = [z^L_(t-1); E y_t]", flag=True)
+    learned_positions: bool = option(False, "learned positional embeddings: every pos becomes learn_pos", flag=True)
     max_positions: int = option(1024, "table size of learned positional embeddings")
     batch_tokens: int = option(4096, "padded tokens per batch (max(src, tgt) length × sentences)")
     accumulate: int = option(1, "batches per update (gradient accumulation)")
@@ -70,8 +75,6 @@ class TrainConfig:
 
     def resolved(self) -> TrainConfig:
         """Schedule-dependent defaults filled in and values checked."""
-        if not self.data or not self.model:
-            raise UserError("train needs --data DIR and --model DIR")
         inverse = self.lr_schedule == "inverse-sqrt"
         beta2 = self.adam_beta2 if self.adam_beta2 is not None else (0.98 if inverse else 0.999)
         eps = self.adam_eps if self.adam_eps is not None else (1e-9 if inverse else 1e-8)
@@ -87,8 +90,44 @@ class TrainConfig:
             **{**asdict(self), "adam_beta2": beta2, "adam_eps": eps, "d_ff": d_ff, "var": list(self.var or [])}
         )
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
+    def model_config(self, src_vocab_size: int, tgt_vocab_size: int) -> ModelConfig:
+        """The model these options describe: ADL from --preset or --encoder/--decoder, $FF_NUM_HIDDEN = d_ff and
+        $NUM_HIDDEN = d_model unless --var sets them."""
+        if self.preset:
+            if self.encoder or self.decoder:
+                raise UserError("give either --preset or --encoder/--decoder, not both")
+            preset = get_preset(self.preset)
+            encoder, decoder = preset.encoder, preset.decoder
+        elif self.encoder and self.decoder:
+            encoder, decoder = self.encoder, self.decoder
+        else:
+            raise UserError("give --encoder and --decoder ADL chains, or --preset NAME")
+        if self.learned_positions:
+            encoder, decoder = (
+                to_text(rename_layers(prepare(text)[0], {"pos": "learn_pos"})) for text in (encoder, decoder)
+            )
+        variables = {"FF_NUM_HIDDEN": str(self.d_ff), "NUM_HIDDEN": str(self.d_model)}
+        for item in self.var or []:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise UserError(f"--var expects NAME=VALUE, got {item!r}")
+            variables[name.strip().lstrip("$")] = value.strip()
+        return ModelConfig(
+            encoder=encoder,
+            decoder=decoder,
+            src_vocab_size=src_vocab_size,
+            tgt_vocab_size=tgt_vocab_size,
+            d_model=self.d_model,
+            heads=self.heads,
+            dropout=self.dropout,
+            ff_factor=(self.d_ff or 4 * self.d_model) // self.d_model,
+            max_len=self.max_positions,
+            variables=variables,
+            tie_output=self.tie_output,
+            tie_source=self.tie_source,
+            input_feeding=self.input_feeding,
+            pad_id=PAD,
+        )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,6 +169,13 @@ def from_arguments(args: argparse.Namespace) -> TrainConfig:
         given = getattr(args, f.name, None)
         if given is not None:
             values[f.name] = given
+    return build_config(values)
+
+
+def build_config(values: dict[str, Any]) -> TrainConfig:
+    """Precedence: TrainConfig defaults < the preset's options < ``values`` (YAML, then flags)."""
+    if values.get("preset"):
+        values = {**get_preset(values["preset"]).options, **values}
     return TrainConfig(**values).resolved()
 
 

@@ -24,8 +24,7 @@ from tqdm import tqdm
 from adlnmt.data.dataset import Batch, DataDir, collate, make_batches, shard
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
-from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.presets import get_preset
+from adlnmt.model import Seq2Seq
 from adlnmt.search import greedy
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
@@ -53,40 +52,6 @@ class Progress:
     skipped_updates: int = 0
 
 
-def model_config(config: TrainConfig, data: DataDir) -> ModelConfig:
-    if config.preset:
-        if config.encoder or config.decoder:
-            raise UserError("give either --preset or --encoder/--decoder, not both")
-        preset = get_preset(config.preset)
-        encoder, decoder = preset.encoder, preset.decoder
-    elif config.encoder and config.decoder:
-        encoder, decoder = config.encoder, config.decoder
-    else:
-        raise UserError("train needs --encoder and --decoder ADL chains, or --preset NAME")
-    variables = {"FF_NUM_HIDDEN": str(config.d_ff), "NUM_HIDDEN": str(config.d_model)}
-    for item in config.var:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise UserError(f"--var expects NAME=VALUE, got {item!r}")
-        variables[name.strip().lstrip("$")] = value.strip()
-    return ModelConfig(
-        encoder=encoder,
-        decoder=decoder,
-        src_vocab_size=data.src_vocab.size,
-        tgt_vocab_size=data.tgt_vocab.size,
-        d_model=config.d_model,
-        heads=config.heads,
-        dropout=config.dropout,
-        ff_factor=config.d_ff // config.d_model,
-        max_len=config.max_positions,
-        variables=variables,
-        tie_output=config.tie_output,
-        tie_source=config.tie_source,
-        input_feeding=config.input_feeding,
-        pad_id=PAD,
-    )
-
-
 def pick_device(name: str, local_rank: int) -> torch.device:
     if name == "auto":
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
@@ -108,11 +73,13 @@ class Trainer:
         if config.threads > 0:
             torch.set_num_threads(config.threads)
         self.main = self.rank == 0
+        if not config.data or not config.model:
+            raise UserError("train needs --data DIR and --model DIR")
         self.dir = Path(config.model)
         self.data = DataDir.load(config.data)
         self.train_split = self.data.split("train")
         self.valid_split = self.data.split("valid")
-        self.model_config = model_config(config, self.data)
+        self.model_config = config.model_config(self.data.src_vocab.size, self.data.tgt_vocab.size)
         resuming = self._check_model_dir()
         torch.manual_seed(config.seed)
         self.model = Seq2Seq(self.model_config).to(self.device)
@@ -360,7 +327,8 @@ class Trainer:
                     window_loss += loss * tokens
                     window_tokens += tokens
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss:.3f}", epoch=p.epoch + 1)
+                rate = window_tokens / max(time.monotonic() - window_start, 1e-9)
+                bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", epoch=p.epoch + 1)
                 if p.batch_in_epoch >= len(batches):  # the saved position always points at the next batch
                     p.epoch, p.batch_in_epoch, epoch_over = p.epoch + 1, 0, True
                 if c.max_updates and p.update >= c.max_updates:
