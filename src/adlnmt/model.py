@@ -129,17 +129,17 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """src [B, S], tgt_in [B, T] (bos y_1 … y_{T−1}) → logits [B, T, V_tgt]."""
-        memory = self.encode(src)
-        if self.config.input_feeding:
-            return self._forward_fed(memory, tgt_in)
-        ctx = Context(mask=tgt_in.ne(self.config.pad_id), memory=memory)
-        return self.output(self.decoder(self.tgt_embed(tgt_in), ctx))
+        return self.decode_full(tgt_in, self.encode(src))
 
-    def _forward_fed(self, memory: SourceMemory, tgt_in: Tensor) -> Tensor:
-        """Input feeding forbids parallelism over time: run the step protocol with gradients."""
-        state = self.init_state(memory)
-        logits = [self.decode_step(tgt_in[:, t], memory, state) for t in range(tgt_in.size(1))]
-        return torch.stack(logits, dim=1)
+    def decode_full(self, tgt_in: Tensor, memory: SourceMemory, attention: list[Tensor] | None = None) -> Tensor:
+        """The decoder on a whole (teacher-forced or re-fed) prefix: tgt_in [B, T] → logits [B, T, V_tgt]."""
+        if self.config.input_feeding:
+            # Input feeding forbids parallelism over time: run the step protocol (with gradients).
+            state = self.init_state(memory)
+            steps = [self.decode_step(tgt_in[:, t], memory, state, attention) for t in range(tgt_in.size(1))]
+            return torch.stack(steps, dim=1)
+        ctx = Context(mask=tgt_in.ne(self.config.pad_id), memory=memory, attention=attention)
+        return self.output(self.decoder(self.tgt_embed(tgt_in), ctx))
 
     # --- incremental decoding ---------------------------------------------------------------------
 
@@ -152,12 +152,15 @@ class Seq2Seq(nn.Module):
             state.set(self, "previous_output", previous)
         return state
 
-    def decode_step(self, tokens: Tensor, memory: SourceMemory, state: DecoderState) -> Tensor:
-        """tokens [B] (the previous target token) → logits [B, V_tgt]; advances ``state``."""
+    def decode_step(
+        self, tokens: Tensor, memory: SourceMemory, state: DecoderState, attention: list[Tensor] | None = None
+    ) -> Tensor:
+        """tokens [B] (the previous target token) → logits [B, V_tgt]; advances ``state``. With ``attention``
+        a list, every source attention appends its probabilities [B, heads, 1, S] to it."""
         x = self.tgt_embed(tokens).unsqueeze(1)  # [B, 1, d]
         if self.config.input_feeding:
             x = torch.cat([state.get(self, "previous_output").unsqueeze(1), x], dim=-1)  # [B, 1, d_out + d]
-        ctx = Context(offset=state.step, memory=memory, state=state)
+        ctx = Context(offset=state.step, memory=memory, state=state, attention=attention)
         z = self.decoder.step(x, ctx)  # [B, 1, d_out]
         if self.config.input_feeding:
             state.set(self, "previous_output", z.squeeze(1))

@@ -1,18 +1,40 @@
-"""Greedy decoding on the incremental protocol, batched over sentences.
+"""Greedy and beam search, batched over sentences, on the incremental decoding protocol.
 
-Finished sentences leave the active batch (their decoder state rows are dropped with one gather);
-sentences are sorted by length into batches and returned in input order.
+Both run on a :class:`Stepper`: incremental (one cached decoder step per token, the default) or
+re-fed (the whole prefix through the decoder every step — the regime of the AAN paper's baseline,
+kept for comparisons and tests). Finished sentences leave the batch (their rows are dropped with one
+gather); sentences are sorted by length into batches and returned in input order.
+
+Scores: ``log_prob`` is the sum of the token log-probabilities including EOS; ``score`` divides it by
+the GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (|Y| counts EOS; α = 0 gives log_prob).
+Alignments: per output token, the source attention probabilities averaged over every source
+attention layer and head of the decoder, [|Y| + 1, S] (rows for each token and EOS; each sums to 1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from adlnmt.data.vocab import BOS, EOS, PAD
+from adlnmt.layers.base import SourceMemory
 from adlnmt.model import Seq2Seq
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # without BOS/EOS
+    log_prob: float  # Σ log p(y_t | y_<t, x), EOS included
+    score: float  # log_prob / lp(|tokens| + 1)
+    alignment: Tensor | None = None  # [len(tokens) + 1, S_real]
+
+
+def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
+    """GNMT: ((5 + |Y|) / 6)^α."""
+    return ((5 + length) / 6) ** alpha
 
 
 def pad_batch(sentences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> Tensor:
@@ -24,49 +46,190 @@ def pad_batch(sentences: Sequence[Sequence[int]], device: torch.device | str = "
     return batch.to(device)
 
 
+class Stepper:
+    """One decoding session over a batch of rows (sentences × hypotheses): next-token log-probabilities
+    for the rows' last tokens, and the row bookkeeping beam search needs."""
+
+    def __init__(self, model: Seq2Seq, memory: SourceMemory, incremental: bool = True, alignments: bool = False):
+        self.model = model
+        self.memory = memory
+        self.incremental = incremental
+        self.alignments = alignments
+        self.state = model.init_state(memory) if incremental else None
+        self.prefix = memory.mask.new_zeros(memory.mask.size(0), 0, dtype=torch.long)  # [N, t] (re-fed mode)
+        self.attention_layers = sum(
+            1 for m in model.decoder.modules() if getattr(getattr(m, "spec", None), "source_attention", False)
+        )
+
+    def step(self, tokens: Tensor) -> tuple[Tensor, Tensor | None]:
+        """tokens [N] → log-probabilities [N, V] and, if asked, the alignment [N, S] of this step."""
+        attention: list[Tensor] | None = [] if self.alignments else None
+        if self.incremental:
+            logits = self.model.decode_step(tokens, self.memory, self.state, attention)  # [N, V]
+        else:
+            self.prefix = torch.cat([self.prefix, tokens.unsqueeze(1)], dim=1)  # [N, t + 1]
+            logits = self.model.decode_full(self.prefix, self.memory, attention)[:, -1]  # [N, V]
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        log_probs[:, PAD] = float("-inf")
+        log_probs[:, BOS] = float("-inf")
+        if attention is None:
+            return log_probs, None
+        last = attention[-self.attention_layers :]  # this step's maps, one per source attention layer
+        alignment = torch.stack([a[:, :, -1].float().mean(1) for a in last]).mean(0)  # [N, S]
+        return log_probs, alignment
+
+    def reorder(self, index: Tensor) -> None:
+        """Row i continues the hypothesis of row ``index[i]`` of the same sentence."""
+        if self.state is not None:
+            self.state.reorder(index)
+        self.prefix = self.prefix.index_select(0, index)
+
+    def select(self, index: Tensor) -> None:
+        """Keep (or repeat) rows ``index`` of any sentences (e.g. drop finished sentences)."""
+        if self.state is not None:
+            self.state.select(index)
+        self.prefix = self.prefix.index_select(0, index)
+        self.memory = self.memory.select(index)
+
+
 @torch.inference_mode()
-def greedy_batch(model: Seq2Seq, src: Tensor, max_len: Tensor) -> list[list[int]]:
-    """src [B, S] → the argmax continuation of each sentence (without BOS/EOS), at most
-    ``max_len[b]`` tokens for sentence b."""
+def beam_batch(
+    model: Seq2Seq,
+    src: Tensor,
+    max_len: Tensor,
+    beam: int,
+    nbest: int = 1,
+    alpha: float = 0.0,
+    incremental: bool = True,
+    alignments: bool = False,
+) -> list[list[Hypothesis]]:
+    """Beam search for a batch src [B, S]; up to ``nbest`` hypotheses per sentence, best first.
+
+    Each step takes the 2k best continuations of every sentence: EOS among its k best ends a
+    hypothesis, the k best others continue (so the beam stays full). A sentence is done when k
+    hypotheses have ended or it reaches ``max_len[b]`` tokens (EOS is forced there).
+    """
+    batch, k = src.size(0), beam
+    memory = model.encode(src)
+    src_lengths = memory.mask.sum(1).tolist()
+    stepper = Stepper(model, memory.select(torch.arange(batch, device=src.device).repeat_interleave(k)),
+                      incremental, alignments)  # fmt: skip
+    sentences = torch.arange(batch, device=src.device)  # original sentence of each active sentence
+    scores = torch.full((batch, k), float("-inf"), device=src.device)
+    scores[:, 0] = 0.0  # [B_act, k] cumulative log-probabilities; only beam 0 is alive at first
+    tokens = torch.full((batch * k,), BOS, dtype=torch.long, device=src.device)
+    history = tokens.new_zeros(batch * k, 0)  # [N, t]
+    aligned = torch.zeros(batch * k, 0, src.size(1), device=src.device)  # [N, t, S]
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    limit = max_len.to(src.device)
+    step = 0
+    while sentences.numel() > 0:
+        log_probs, alignment = stepper.step(tokens)  # [N, V], [N, S]
+        vocab = log_probs.size(1)
+        forced = (limit[sentences] <= step).repeat_interleave(k)  # [N]: these rows may only end now
+        if bool(forced.any()):
+            eos_only = torch.full_like(log_probs[0], float("-inf"))
+            eos_only[EOS] = 0.0
+            log_probs = torch.where(forced.unsqueeze(1), eos_only + log_probs[:, EOS : EOS + 1], log_probs)
+        active = sentences.numel()
+        candidates = (scores.view(-1, 1) + log_probs).view(active, k * vocab)  # [B_act, k·V]
+        top_scores, top_ids = candidates.topk(min(2 * k, k * vocab), dim=1)  # [B_act, 2k]
+        origin = torch.div(top_ids, vocab, rounding_mode="floor")  # beam each candidate extends
+        words = top_ids % vocab
+        rows = origin + torch.arange(active, device=src.device).unsqueeze(1) * k  # [B_act, 2k] row indices
+        if alignment is not None:
+            aligned = torch.cat([aligned, alignment.unsqueeze(1)], dim=1)  # [N, t + 1, S]
+        ends = words.eq(EOS) & torch.isfinite(top_scores)
+        ends[:, k:] = False  # only EOS among the k best ends a hypothesis
+        for b, r in ends.nonzero().tolist():
+            sentence = int(sentences[b])
+            if len(finished[sentence]) >= k:
+                continue
+            row = int(rows[b, r])
+            log_prob = float(top_scores[b, r])
+            length = step + 1
+            hyp_alignment = aligned[row, :, : src_lengths[sentence]].clone() if alignment is not None else None
+            finished[sentence].append(Hypothesis(history[row].tolist(), log_prob,
+                                                 log_prob / length_penalty(length, alpha), hyp_alignment))  # fmt: skip
+        # The k best candidates that do not end continue.
+        goes_on = ~words.eq(EOS)
+        chosen = goes_on & (goes_on.cumsum(1) <= k)  # [B_act, 2k], exactly k per sentence
+        scores = top_scores[chosen].view(active, k)
+        parents = rows[chosen]  # [N]
+        tokens = words[chosen]
+        stepper.reorder(parents)
+        history = torch.cat([history[parents], tokens.unsqueeze(1)], dim=1)
+        aligned = aligned[parents]
+        step += 1
+        done = torch.tensor([len(finished[int(s)]) >= k for s in sentences], device=src.device)
+        done |= limit[sentences] < step
+        if bool(done.any()):
+            keep = (~done).nonzero().squeeze(1)  # active sentences that go on
+            keep_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=src.device)).flatten()
+            sentences, scores = sentences[keep], scores[keep]
+            tokens, history, aligned = tokens[keep_rows], history[keep_rows], aligned[keep_rows]
+            stepper.select(keep_rows)
+    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]
+
+
+@torch.inference_mode()
+def greedy_batch(
+    model: Seq2Seq, src: Tensor, max_len: Tensor, incremental: bool = True, alignments: bool = False
+) -> list[Hypothesis]:
+    """The argmax continuation of each sentence of src [B, S], at most ``max_len[b]`` tokens long."""
     batch = src.size(0)
     memory = model.encode(src)
-    state = model.init_state(memory)
+    src_lengths = memory.mask.sum(1).tolist()
+    stepper = Stepper(model, memory, incremental, alignments)
     alive = torch.arange(batch, device=src.device)  # original row of each active row
     tokens = torch.full((batch,), BOS, dtype=torch.long, device=src.device)
     outputs: list[list[int]] = [[] for _ in range(batch)]
+    log_prob = [0.0] * batch
+    rows_alignment: list[list[Tensor]] = [[] for _ in range(batch)]
     limit = max_len.to(src.device)
-    for step in range(int(limit.max().item()) + 1):
-        logits = model.decode_step(tokens, memory, state)  # [B_active, V]
-        logits[:, PAD] = float("-inf")
-        logits[:, BOS] = float("-inf")
-        tokens = logits.argmax(-1)  # [B_active]
-        over = limit[alive] <= step
-        tokens = torch.where(over, torch.full_like(tokens, EOS), tokens)
+    step = 0
+    while alive.numel() > 0:
+        log_probs, alignment = stepper.step(tokens)  # [B_active, V]
+        tokens = log_probs.argmax(-1)  # [B_active]
+        tokens = torch.where(limit[alive] <= step, torch.full_like(tokens, EOS), tokens)
+        chosen = log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
+        for i, (row, token) in enumerate(zip(alive.tolist(), tokens.tolist(), strict=True)):
+            log_prob[row] += chosen[i]
+            if alignment is not None:
+                rows_alignment[row].append(alignment[i, : src_lengths[row]])
+            if token != EOS:
+                outputs[row].append(token)
         finished = tokens.eq(EOS)
-        for row, token in zip(alive[~finished].tolist(), tokens[~finished].tolist(), strict=True):
-            outputs[row].append(token)
-        if bool(finished.all()):
-            break
+        step += 1
         if bool(finished.any()):
             keep = (~finished).nonzero().squeeze(1)  # [B_left]
             alive, tokens = alive[keep], tokens[keep]
-            state.select(keep)
-            memory = memory.select(keep)
-    return outputs
+            stepper.select(keep)
+    return [
+        Hypothesis(outputs[b], log_prob[b], log_prob[b], torch.stack(rows_alignment[b]) if alignments else None)
+        for b in range(batch)
+    ]
 
 
-def greedy(
+def translate_ids(
     model: Seq2Seq,
     sources: Sequence[Sequence[int]],
+    beam: int = 1,
+    nbest: int = 1,
     batch_size: int = 64,
+    alpha: float = 0.0,
     max_len_ratio: float = 2.0,
     max_len_extra: int = 10,
+    incremental: bool = True,
+    alignments: bool = False,
     device: torch.device | str = "cpu",
-) -> list[list[int]]:
-    """Greedy translations of encoded ``sources`` (each ending with EOS), in input order; each output
-    is at most ``max_len_ratio · |source| + max_len_extra`` tokens long."""
+) -> list[list[Hypothesis]]:
+    """Search for encoded ``sources`` (each ending with EOS), in input order: ``nbest`` hypotheses each
+    (greedy when beam = 1), at most ``max_len_ratio · |source| + max_len_extra`` tokens long."""
+    if beam < 1 or not 1 <= nbest <= beam:
+        raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    results: list[list[int]] = [[] for _ in sources]
+    results: list[list[Hypothesis]] = [[] for _ in sources]
     was_training = model.training
     model.eval()
     try:
@@ -75,8 +238,18 @@ def greedy(
             src = pad_batch([sources[i] for i in rows], device)
             lengths = torch.tensor([len(sources[i]) for i in rows])
             max_len = (lengths.float() * max_len_ratio).long() + max_len_extra
-            for row, output in zip(rows, greedy_batch(model, src, max_len), strict=True):
-                results[row] = output
+            if beam == 1:
+                found = [[h] for h in greedy_batch(model, src, max_len, incremental, alignments)]
+            else:
+                found = beam_batch(model, src, max_len, beam, nbest, alpha, incremental, alignments)
+            for row, hyps in zip(rows, found, strict=True):
+                results[row] = hyps
     finally:
         model.train(was_training)
     return results
+
+
+def greedy(model: Seq2Seq, sources: Sequence[Sequence[int]], batch_size: int = 64,
+           device: torch.device | str = "cpu") -> list[list[int]]:  # fmt: skip
+    """Greedy token ids for encoded sources, in input order (used for validation BLEU)."""
+    return [hyps[0].tokens for hyps in translate_ids(model, sources, batch_size=batch_size, device=device)]

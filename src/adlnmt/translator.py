@@ -1,24 +1,24 @@
-"""Load a trained model directory and translate raw text (greedy until beam search lands)."""
+"""Load a trained model directory and translate raw text: the Python API behind `adlnmt translate`."""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-
-import torch
 
 from adlnmt.data.dataset import DataDir
 from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import greedy
+from adlnmt.search import translate_ids
 from adlnmt.train.checkpoint import load_weights
 
 
 def resolve_checkpoint(model_dir: Path, checkpoint: str) -> Path:
-    if checkpoint == "best":
-        return model_dir / "best.safetensors"
+    """best | last | averaged (written by `adlnmt average`) | a path to a .safetensors file."""
+    if checkpoint in ("best", "averaged"):
+        return model_dir / f"{checkpoint}.safetensors"
     if checkpoint == "last":
         files = sorted((model_dir / "checkpoints").glob("update-*.safetensors"))
         if not files:
@@ -27,8 +27,25 @@ def resolve_checkpoint(model_dir: Path, checkpoint: str) -> Path:
     return Path(checkpoint)
 
 
+@dataclass
+class Translation:
+    """One hypothesis: detokenised text, its subword pieces, scores and (optionally) alignment."""
+
+    text: str
+    pieces: list[str]
+    score: float  # log_prob / GNMT length penalty
+    log_prob: float
+    alignment: list[list[float]] | None = None  # [len(pieces) + 1 (EOS)][source pieces + markers + EOS]
+
+    def to_dict(self) -> dict:
+        record = {"translation": self.text, "score": self.score, "log_prob": self.log_prob, "pieces": self.pieces}
+        if self.alignment is not None:
+            record["alignment"] = self.alignment
+        return record
+
+
 class Translator:
-    """``Translator.load("model_dir").translate(["Ein Hund läuft."])`` → detokenised strings."""
+    """``Translator.load("model_dir").translate(["Ein Hund läuft."], beam=5)`` → detokenised strings."""
 
     def __init__(self, model: Seq2Seq, data: DataDir, max_input_len: int, device: str = "cpu") -> None:
         self.model = model.eval()
@@ -55,13 +72,38 @@ class Translator:
             print(f"warning: input line {number}: {pieces} pieces truncated to {self.max_input_len}", file=sys.stderr)
         return self.data.encode_source(line, self.max_input_len)
 
-    def translate(self, lines: Sequence[str], batch_size: int = 64) -> list[str]:
-        """One output per input line, in order; an empty line gives an empty line."""
+    def search(
+        self,
+        lines: Sequence[str],
+        beam: int = 5,
+        nbest: int = 1,
+        batch_size: int = 64,
+        length_penalty: float = 1.0,
+        max_len_ratio: float = 2.0,
+        alignments: bool = False,
+        incremental: bool = True,
+    ) -> list[list[Translation]]:
+        """``nbest`` translations per input line, best first, in input order; an empty line gets none."""
         rows = [i for i, line in enumerate(lines) if line.strip()]
-        outputs = [""] * len(lines)
-        with torch.inference_mode():
-            sources = [self.encode(lines[i], i + 1) for i in rows]
-            hyps = greedy(self.model, sources, batch_size, device=self.device)
-        for row, hyp in zip(rows, hyps, strict=True):
-            outputs[row] = self.data.tgt_vocab.decode(hyp)
-        return outputs
+        sources = [self.encode(lines[i], i + 1) for i in rows]
+        found = translate_ids(self.model, sources, beam, nbest, batch_size, length_penalty, max_len_ratio,
+                              incremental=incremental, alignments=alignments, device=self.device)  # fmt: skip
+        results: list[list[Translation]] = [[] for _ in lines]
+        vocab = self.data.tgt_vocab
+        for row, hyps in zip(rows, found, strict=True):
+            results[row] = [
+                Translation(
+                    vocab.decode(h.tokens),
+                    [vocab.piece(t) for t in h.tokens],
+                    h.score,
+                    h.log_prob,
+                    None if h.alignment is None else h.alignment.tolist(),
+                )
+                for h in hyps
+            ]
+        return results
+
+    def translate(self, lines: Sequence[str], beam: int = 5, batch_size: int = 64, **options: float) -> list[str]:
+        """One detokenised translation per input line, in order; an empty line gives an empty line."""
+        found = self.search(lines, beam=beam, batch_size=batch_size, **options)
+        return [hyps[0].text if hyps else "" for hyps in found]

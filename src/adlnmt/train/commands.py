@@ -1,4 +1,4 @@
-"""CLI subcommands of the training side: train, translate (greedy), score."""
+"""CLI subcommands of the training side: train, translate, score."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from adlnmt.errors import UserError
 from adlnmt.train.config import add_arguments, from_arguments
 
 
@@ -20,10 +21,17 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from adlnmt.metrics import read_lines
     from adlnmt.translator import Translator
 
+    if args.beam < 1 or not 1 <= args.nbest <= args.beam:
+        raise UserError(f"need --beam >= 1 and 1 <= --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
     translator = Translator.load(args.model, args.checkpoint, args.device)
     lines = read_lines(args.input) if args.input else [line.rstrip("\r\n") for line in sys.stdin]
-    outputs = translator.translate(lines, args.batch_size)
-    text = "".join(line + "\n" for line in outputs)
+    found = translator.search(lines, args.beam, args.nbest, args.batch_size, args.length_penalty,
+                              args.max_len_ratio, args.alignments, incremental=not args.uncached)  # fmt: skip
+    if args.nbest > 1 or args.alignments:
+        records = ({"line": i + 1, "hypotheses": [t.to_dict() for t in hyps]} for i, hyps in enumerate(found))
+        text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+    else:
+        text = "".join((hyps[0].text if hyps else "") + "\n" for hyps in found)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -49,12 +57,23 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_arguments(train)
     train.set_defaults(func=cmd_train)
 
-    translate = commands.add_parser("translate", help="translate raw text with a trained model (greedy)")
+    translate = commands.add_parser("translate", help="translate raw text with a trained model (beam search)")
     translate.add_argument("--model", required=True, help="model directory")
-    translate.add_argument("--input", help="input file (default: stdin)")
+    translate.add_argument("--input", help="input file, one sentence per line (default: stdin)")
     translate.add_argument("--output", help="output file (default: stdout)")
-    translate.add_argument("--checkpoint", default="best", help="best, last or a .safetensors path")
-    translate.add_argument("--batch-size", type=int, default=64, help="sentences per batch")
+    translate.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
+    translate.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
+    translate.add_argument("--nbest", type=int, default=1, help="hypotheses per input; >1 writes JSON lines")
+    translate.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
+    translate.add_argument("--length-penalty", type=float, default=1.0, help="GNMT α (default 1.0; 0 = none)")
+    translate.add_argument("--max-len-ratio", type=float, default=2.0,
+                           help="longest output = ratio · source length + 10 (default 2.0)")  # fmt: skip
+    translate.add_argument(
+        "--alignments",
+        action="store_true",
+        help="write JSON lines with source-attention alignments (mean over layers and heads)",
+    )
+    translate.add_argument("--uncached", action="store_true", help="re-feed the whole prefix every step (slow)")
     translate.add_argument("--device", default="cpu", help="cpu or cuda")
     translate.set_defaults(func=cmd_translate)
 

@@ -1,0 +1,158 @@
+"""Greedy and beam search on tiny trained models of every decoder family."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from adlnmt.cli import main
+from adlnmt.data.vocab import BOS, EOS
+from adlnmt.search import beam_batch, greedy_batch, length_penalty, pad_batch, translate_ids
+from adlnmt.translator import Translator
+
+ENCODER = "pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+DECODERS = {
+    "transformer": "pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
+    "rnn": "pos -> repeat(2, res_nd(rnn) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
+    "cnn": "pos -> repeat(2, res_nd(cnn(act=relu)) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
+    "aan": "pos -> repeat(2, res(aan) -> norm -> res(mh_dot_src_att) -> norm -> res(ffl) -> norm)",
+    "none": "pos -> repeat(2, res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
+}
+
+
+@pytest.fixture(scope="module")
+def trained(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Translator]:
+    """One tiny model per decoder family, trained 40 updates on the demo corpus."""
+    translators = {}
+    for name, decoder in DECODERS.items():
+        model_dir = tmp_path_factory.mktemp(name)
+        argv = [
+            "train",
+            "--data",
+            str(demo_data / "data"),
+            "--model",
+            str(model_dir),
+            "--encoder",
+            ENCODER,
+            "--decoder",
+            decoder,
+            "--d-model",
+            "32",
+            "--heads",
+            "4",
+            "--batch-tokens",
+            "800",
+            "--lr",
+            "3e-3",
+            "--max-updates",
+            "40",
+            "--checkpoint-interval",
+            "40",
+            "--no-valid-bleu",
+            "--no-progress",
+        ]
+        assert main(argv) == 0
+        translators[name] = Translator.load(model_dir)
+    return translators
+
+
+def sources(translator: Translator, demo_data: Path, count: int = 12) -> list[list[int]]:
+    lines = (demo_data / "corpus" / "test.src").read_text().splitlines()[:count]
+    return [translator.data.encode_source(line) for line in lines]
+
+
+def forced_log_prob(translator: Translator, source: list[int], tokens: list[int]) -> float:
+    model = translator.model
+    src = pad_batch([source])
+    tgt_in = torch.tensor([[BOS, *tokens]])
+    with torch.no_grad():
+        log_probs = torch.log_softmax(model(src, tgt_in).float(), dim=-1)[0]  # [T, V]
+    targets = torch.tensor([*tokens, EOS])
+    return float(log_probs.gather(1, targets.unsqueeze(1)).sum())
+
+
+@pytest.mark.parametrize("family", list(DECODERS))
+def test_incremental_search_equals_refeeding_the_prefix(trained, demo_data: Path, family: str) -> None:
+    translator = trained[family]
+    srcs = sources(translator, demo_data)
+    for beam in (1, 4):
+        cached = translate_ids(translator.model, srcs, beam=beam, nbest=beam, batch_size=5, alpha=1.0)
+        refed = translate_ids(translator.model, srcs, beam=beam, nbest=beam, batch_size=5, alpha=1.0, incremental=False)
+        for a, b in zip(cached, refed, strict=True):
+            assert [h.tokens for h in a] == [h.tokens for h in b]
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+@pytest.mark.parametrize("family", ["transformer", "rnn"])
+def test_beam_one_equals_greedy(trained, demo_data: Path, family: str) -> None:
+    translator = trained[family]
+    src = pad_batch(sources(translator, demo_data))
+    max_len = torch.full((src.size(0),), 30)
+    greedy = greedy_batch(translator.model.eval(), src, max_len)
+    beam = beam_batch(translator.model, src, max_len, beam=1, alpha=0.0)
+    assert [g.tokens for g in greedy] == [b[0].tokens for b in beam]
+    assert [g.log_prob for g in greedy] == pytest.approx([b[0].log_prob for b in beam], abs=1e-4)
+
+
+@pytest.mark.parametrize("family", list(DECODERS))
+def test_beam_scores_are_the_models_forced_decoding_scores(trained, demo_data: Path, family: str) -> None:
+    translator = trained[family]
+    srcs = sources(translator, demo_data, 6)
+    alpha = 0.6
+    for source, hyps in zip(srcs, translate_ids(translator.model, srcs, beam=5, nbest=5, alpha=alpha), strict=True):
+        assert 1 <= len(hyps) <= 5
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)  # n-best order
+        assert len({tuple(h.tokens) for h in hyps}) == len(hyps)  # distinct
+        for h in hyps:
+            assert h.log_prob == pytest.approx(forced_log_prob(translator, source, h.tokens), abs=1e-3)
+            assert h.score == pytest.approx(h.log_prob / length_penalty(len(h.tokens) + 1, alpha), abs=1e-6)
+
+
+def test_beam_search_finds_at_least_the_greedy_score(trained, demo_data: Path) -> None:
+    translator = trained["transformer"]
+    srcs = sources(translator, demo_data)
+    greedy = translate_ids(translator.model, srcs, beam=1)
+    beam = translate_ids(translator.model, srcs, beam=8, alpha=0.0)
+    assert sum(b[0].log_prob >= g[0].log_prob - 1e-4 for g, b in zip(greedy, beam, strict=True)) >= len(srcs) - 1
+
+
+def test_batching_does_not_change_results(trained, demo_data: Path) -> None:
+    translator = trained["aan"]
+    srcs = sources(translator, demo_data)
+    together = translate_ids(translator.model, srcs, beam=3, batch_size=64)
+    alone = [translate_ids(translator.model, [s], beam=3)[0] for s in srcs]
+    assert [h[0].tokens for h in together] == [h[0].tokens for h in alone]
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_alignments_are_attention_distributions(trained, demo_data: Path, beam: int) -> None:
+    translator = trained["transformer"]
+    srcs = sources(translator, demo_data, 5)
+    for source, hyps in zip(srcs, translate_ids(translator.model, srcs, beam=beam, alignments=True), strict=True):
+        alignment = hyps[0].alignment
+        assert alignment.shape == (len(hyps[0].tokens) + 1, len(source))
+        assert torch.allclose(alignment.sum(1), torch.ones(alignment.size(0)), atol=1e-4)
+        assert (alignment >= 0).all()
+
+
+def test_max_length_is_respected(trained, demo_data: Path) -> None:
+    translator = trained["none"]
+    src = pad_batch(sources(translator, demo_data, 4))
+    for hyps in beam_batch(translator.model, src, torch.tensor([0, 1, 2, 3]), beam=3, nbest=3):
+        assert hyps  # a forced EOS still gives hypotheses
+    lengths = [len(h[0].tokens) for h in beam_batch(translator.model, src, torch.tensor([0, 1, 2, 3]), beam=3)]
+    assert all(n <= limit for n, limit in zip(lengths, [0, 1, 2, 3], strict=True))
+
+
+def test_translator_keeps_lines_aligned(trained, capsys: pytest.CaptureFixture[str]) -> None:
+    translator = trained["transformer"]
+    lines = ["the dog sees a cat", "", "☃ ☃ unseen ✈ characters", "the cat " * 400, "   "]
+    outputs = translator.translate(lines, beam=3)
+    assert len(outputs) == 5 and outputs[1] == "" and outputs[4] == ""
+    assert "line 4" in capsys.readouterr().err  # the long line was truncated with a warning
+    found = translator.search(lines, beam=4, nbest=3)
+    assert [len(h) for h in found] == [3, 0, 3, 3, 0]
+    assert all(math.isfinite(t.score) for hyps in found for t in hyps)
