@@ -68,3 +68,12 @@ def test_prune_keeps_the_newest(tmp_path: Path) -> None:
         "update-0000300.safetensors",
         "update-0000400.safetensors",
     ]
+
+
+def test_prune_also_keeps_the_best_by_score(tmp_path: Path) -> None:
+    for update in (100, 200, 300, 400, 500):
+        path = ckpt.checkpoint_path(tmp_path, update)
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"")
+    ckpt.prune(tmp_path, 1, 2, {100: -3.0, 200: -1.0, 300: -2.0, 400: -5.0, 500: -4.0})
+    assert sorted(int(p.stem.split("-")[1]) for p in (tmp_path / "checkpoints").iterdir()) == [200, 300, 500]

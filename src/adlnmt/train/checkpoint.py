@@ -74,11 +74,16 @@ def checkpoint_path(model_dir: Path, update: int) -> Path:
     return model_dir / "checkpoints" / f"update-{update:07d}.safetensors"
 
 
-def prune(model_dir: Path, keep_last: int) -> None:
-    """Keep the newest ``keep_last`` checkpoint files (the best model lives in best.safetensors)."""
-    files = sorted((model_dir / "checkpoints").glob("update-*.safetensors"))
-    for old in files[:-keep_last] if keep_last > 0 else files:
-        old.unlink(missing_ok=True)
+def prune(model_dir: Path, keep_last: int, keep_best: int = 0, scores: dict[int, float] | None = None) -> None:
+    """Keep the newest ``keep_last`` checkpoint files and the ``keep_best`` best by ``scores`` (update → score,
+    higher is better); best.safetensors is kept apart anyway."""
+    files = {int(p.stem.split("-")[1]): p for p in (model_dir / "checkpoints").glob("update-*.safetensors")}
+    newest = sorted(files)[-keep_last:] if keep_last > 0 else []
+    ranked = sorted((u for u in files if scores and u in scores), key=lambda u: (-scores[u], -u))
+    keep = set(newest) | set(ranked[:keep_best])
+    for update, path in files.items():
+        if update not in keep:
+            path.unlink(missing_ok=True)
 
 
 def copy_atomic(source: Path, target: Path) -> None:

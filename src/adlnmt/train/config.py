@@ -60,7 +60,8 @@ class TrainConfig:
     max_epochs: int = option(0, "stop after this many epochs (0 = no limit)")
     max_minutes: float = option(0.0, "stop after this many minutes of training (0 = no limit)")
     checkpoint_interval: int = option(1000, "updates between checkpoints (validation, saving)")
-    keep_last: int = option(5, "checkpoints kept besides the best")
+    keep_last: int = option(5, "newest checkpoints kept (for adlnmt average --last N)")
+    keep_best: int = option(0, "best checkpoints kept besides (for adlnmt average --best N; the ADL code uses 8)")
     patience: int = option(16, "stop after this many checkpoints without improvement (0 = never)")
     early_stop_metric: str = option("ppl", "metric for best model and early stopping", choices=("ppl", "bleu"))
     valid_bleu: bool = option(

@@ -31,7 +31,17 @@ from adlnmt.train.config import TrainConfig
 from adlnmt.train.schedule import Schedule
 
 # Options that may change when a run is resumed (how long and where it runs, not what it computes).
-RESUMABLE_CHANGES = {"max_updates", "max_epochs", "max_minutes", "device", "threads", "progress", "patience"}
+RESUMABLE_CHANGES = {
+    "max_updates",
+    "max_epochs",
+    "max_minutes",
+    "device",
+    "threads",
+    "progress",
+    "patience",
+    "keep_last",
+    "keep_best",
+}
 
 
 class TrainingError(UserError):
@@ -249,6 +259,11 @@ class Trainer:
             return metrics.get("valid_bleu", -metrics["valid_ppl"])
         return -metrics["valid_ppl"]
 
+    def _scores(self) -> dict[int, float]:
+        """Score of every checkpoint so far (from metrics.jsonl; a later line for an update wins)."""
+        lines = (self.dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        return {record["update"]: self._score(record) for record in map(json.loads, lines)}
+
     def checkpoint(self, train_loss: float, tokens_per_second: float) -> bool:
         """Validate, update best/patience/learning rate, save; returns True when patience ran out."""
         metrics = self.validate() if self.main else {}
@@ -279,10 +294,10 @@ class Trainer:
             ckpt.save_weights(self.model, weights)
             if improved:
                 ckpt.copy_atomic(weights, self.dir / "best.safetensors")
-            ckpt.prune(self.dir, self.config.keep_last)
-            ckpt.save_state(self._state(), self.dir / "state.pt")
             with open(self.dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record) + "\n")
+            ckpt.prune(self.dir, self.config.keep_last, self.config.keep_best, self._scores())
+            ckpt.save_state(self._state(), self.dir / "state.pt")
             bleu = f" bleu {metrics['valid_bleu']:.2f}" if "valid_bleu" in metrics else ""
             self.log(
                 f"checkpoint {p.update}: train loss {train_loss:.3f} valid ppl {metrics['valid_ppl']:.2f}{bleu} "
