@@ -24,7 +24,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q $(if $(CI),-m "not slow",) tests
 
 # The demo: generate the embedded toy corpus, learn subwords, train a small Transformer for a few
-# minutes on the CPU, translate the test split (greedy) and score it with sacreBLEU. Outputs in demo/.
+# minutes on the CPU, translate the test split (beam 5) and score it with sacreBLEU. Outputs in demo/.
 DEMO := demo
 DEMO_ENCODER := pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm
 DEMO_DECODER := pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm
@@ -39,7 +39,7 @@ demo: $(STAMP)
 	  --encoder '$(DEMO_ENCODER)' --decoder '$(DEMO_DECODER)' \
 	  --d-model 128 --heads 4 --batch-tokens 2500 --lr 1e-3 --lr-schedule inverse-sqrt --warmup 300 \
 	  --max-updates 1200 --checkpoint-interval 300 --seed 1
-	$(BIN)/adlnmt translate --model $(DEMO)/model --input $(DEMO)/corpus/test.src --output $(DEMO)/test.hyp
+	$(BIN)/adlnmt translate --model $(DEMO)/model --input $(DEMO)/corpus/test.src --output $(DEMO)/test.hyp --beam 5
 	@echo "--- first test translations (source / hypothesis / reference):"
 	@paste -d '\n' $(DEMO)/corpus/test.src $(DEMO)/test.hyp $(DEMO)/corpus/test.tgt | head -9
 	$(BIN)/adlnmt score --hyp $(DEMO)/test.hyp --ref $(DEMO)/corpus/test.tgt

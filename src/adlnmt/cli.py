@@ -90,11 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     layers.set_defaults(func=cmd_layers)
     architectures = commands.add_parser("architectures", help="list the presets: paper row, size, description")
     architectures.set_defaults(func=cmd_architectures)
+    from adlnmt.average import add_average_command
     from adlnmt.data.commands import add_commands as add_data_commands
     from adlnmt.train.commands import add_commands as add_train_commands
 
     add_data_commands(commands)
     add_train_commands(commands)
+    add_average_command(commands)
     return parser
 
 

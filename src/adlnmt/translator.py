@@ -47,8 +47,11 @@ class Translation:
 class Translator:
     """``Translator.load("model_dir").translate(["Ein Hund läuft."], beam=5)`` → detokenised strings."""
 
-    def __init__(self, model: Seq2Seq, data: DataDir, max_input_len: int, device: str = "cpu") -> None:
+    def __init__(
+        self, model: Seq2Seq, data: DataDir, max_input_len: int, device: str = "cpu", model_dir: Path | None = None
+    ) -> None:
         self.model = model.eval()
+        self.model_dir = model_dir
         self.data = data
         self.max_input_len = max_input_len
         self.device = device
@@ -64,7 +67,7 @@ class Translator:
         load_weights(model, resolve_checkpoint(model_dir, checkpoint))
         data = DataDir.load(stored["train"]["data"])
         max_len = int(data.manifest.get("options", {}).get("max_len", 250))
-        return cls(model.to(device), data, max_len, device)
+        return cls(model.to(device), data, max_len, device, model_dir)
 
     def encode(self, line: str, number: int) -> list[int]:
         pieces = len(self.data.src_vocab.encode(line))

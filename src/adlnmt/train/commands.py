@@ -41,14 +41,19 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from adlnmt.metrics import read_lines, score
+    from adlnmt.metrics import format_report, paired_bootstrap, parse_metrics, read_lines, score
 
-    result = score(read_lines(args.hyp), read_lines(args.ref), args.hyp, args.ref)
-    if args.json:
-        print(json.dumps(result))
+    metrics = parse_metrics(args.metrics)
+    hypotheses, references = read_lines(args.hyp), read_lines(args.ref)
+    if args.bootstrap:
+        second = read_lines(args.bootstrap)
+        names = (args.hyp, args.bootstrap)
+        result = paired_bootstrap(
+            hypotheses, second, references, metrics, args.resamples, names=names, ref_name=args.ref
+        )
     else:
-        print(f"BLEU {result['bleu']:.2f}  ({result['bleu_signature']})")
-        print(f"chrF {result['chrf']:.2f}  ({result['chrf_signature']})")
+        result = score(hypotheses, references, metrics, hyp_name=args.hyp, ref_name=args.ref)
+    print(json.dumps(result) if args.json else format_report(result))
     return 0
 
 
@@ -77,8 +82,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     translate.add_argument("--device", default="cpu", help="cpu or cuda")
     translate.set_defaults(func=cmd_translate)
 
-    score = commands.add_parser("score", help="corpus BLEU and chrF (sacreBLEU) of a hypothesis file")
+    score = commands.add_parser("score", help="BLEU, chrF, TER, METEOR, sentBLEU; paired bootstrap significance")
     score.add_argument("--hyp", required=True, help="hypothesis file, one sentence per line")
     score.add_argument("--ref", required=True, help="reference file, aligned with --hyp")
+    score.add_argument("--metrics", default="bleu,chrf", help="comma-separated: bleu,chrf,ter,meteor,sentbleu")
+    score.add_argument("--bootstrap", metavar="HYP2", help="second system: paired bootstrap resampling vs --hyp")
+    score.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     score.add_argument("--json", action="store_true", help="print one JSON object")
     score.set_defaults(func=cmd_score)

@@ -1,0 +1,183 @@
+"""Checkpoint averaging: the parameter-wise mean of the best or last N saved checkpoints of a model directory.
+
+Checkpoint files are written by ``safetensors.torch.save_model``, which stores tied (shared) tensors once;
+averaging the stored tensors and writing them with ``save_file`` keeps that layout, so the averaged file loads
+with ``safetensors.torch.load_model(model, path, strict=False)`` (``adlnmt.train.checkpoint.load_weights``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from torch import Tensor
+
+from adlnmt.errors import DataError, UserError
+from adlnmt.train.checkpoint import atomic_write
+
+CHECKPOINT_NAME = re.compile(r"update-(\d+)\.safetensors")
+
+
+def _open(path: Path):  # -> safetensors' handle (its type is not public)
+    if not path.is_file():
+        raise UserError(f"{path}: checkpoint not found")
+    try:
+        return safe_open(str(path), framework="pt", device="cpu")
+    except Exception as err:  # safetensors raises several types for damaged files
+        raise UserError(f"{path}: not a readable safetensors checkpoint ({err})") from None
+
+
+def average_checkpoints(paths: list[Path]) -> dict[str, Tensor]:
+    """Parameter-wise mean of checkpoints (accumulated in float32, float64 kept), cast back to each dtype.
+
+    Every file must hold the same keys with the same shapes. Non-floating tensors (integer buffers) are not
+    averaged: the value of the last file is kept.
+    """
+    if not paths:
+        raise UserError("no checkpoints to average")
+    paths = [Path(p) for p in paths]
+    sums: dict[str, Tensor] = {}
+    dtypes: dict[str, torch.dtype] = {}
+    for index, path in enumerate(paths):
+        with _open(path) as handle:
+            keys = set(handle.keys())
+            if index == 0:
+                for key in sorted(keys):
+                    tensor = handle.get_tensor(key)
+                    dtypes[key] = tensor.dtype
+                    floating = tensor.is_floating_point()
+                    accumulator = torch.promote_types(tensor.dtype, torch.float32) if floating else tensor.dtype
+                    sums[key] = tensor.to(accumulator, copy=True)
+                continue
+            if keys != set(sums):
+                missing, extra = sorted(set(sums) - keys), sorted(keys - set(sums))
+                raise UserError(
+                    f"{path}: its tensors differ from those of {paths[0]} "
+                    f"(missing {missing[:3]}, unexpected {extra[:3]}); only checkpoints of one model can be averaged"
+                )
+            for key in sorted(keys):
+                tensor = handle.get_tensor(key)
+                if tensor.shape != sums[key].shape:
+                    raise UserError(
+                        f"{path}: tensor {key!r} has shape {list(tensor.shape)} but {list(sums[key].shape)} "
+                        f"in {paths[0]}; only checkpoints of one model can be averaged"
+                    )
+                if sums[key].is_floating_point():
+                    sums[key] += tensor.to(sums[key].dtype)
+                else:
+                    sums[key] = tensor
+    return {
+        key: (total / len(paths)).to(dtypes[key]) if total.is_floating_point() else total for key, total in sums.items()
+    }
+
+
+def _read_metrics(model_dir: Path) -> dict[int, float]:
+    """valid_ppl by update from metrics.jsonl (the last record of an update wins; NaN counts as worst)."""
+    path = model_dir / "metrics.jsonl"
+    if not path.is_file():
+        raise UserError(f"{path}: not found; choosing the best checkpoints needs the validation log")
+    ppl: dict[int, float] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                update, value = int(record["update"]), float(record["valid_ppl"])
+            except (ValueError, KeyError, TypeError) as err:
+                raise DataError(f"not a JSON record with 'update' and 'valid_ppl' ({err})", path, number) from None
+            ppl[update] = math.inf if math.isnan(value) else value
+    return ppl
+
+
+def existing_checkpoints(model_dir: Path) -> dict[int, Path]:
+    """The checkpoint files of a model directory by update number, oldest first."""
+    folder = Path(model_dir) / "checkpoints"
+    found = {}
+    if folder.is_dir():
+        for path in folder.iterdir():
+            match = CHECKPOINT_NAME.fullmatch(path.name)
+            if match and path.is_file():
+                found[int(match.group(1))] = path
+    return dict(sorted(found.items()))
+
+
+def select_checkpoints(model_dir: Path, best: int | None, last: int | None) -> list[Path]:
+    """The ``best`` checkpoints (lowest valid_ppl, ties: newer first) or the ``last`` (newest) ones, oldest first.
+
+    Only checkpoint files that exist count; asking for more than exist is an error.
+    """
+    model_dir = Path(model_dir)
+    if (best is None) == (last is None):
+        raise UserError("give exactly one of --best N and --last N")
+    count = best if best is not None else last
+    kind = "best" if best is not None else "last"
+    assert count is not None
+    if count < 1:
+        raise UserError(f"--{kind} must be at least 1, not {count}")
+    files = existing_checkpoints(model_dir)
+    if best is not None:
+        ppl = _read_metrics(model_dir)
+        ranked = sorted((update for update in files if update in ppl), key=lambda update: (ppl[update], -update))
+        available = len(ranked)
+        chosen = ranked[:count]
+    else:
+        available = len(files)
+        chosen = list(files)[-count:]
+    if available < count:
+        scored = " with a validation record" if best is not None else ""
+        raise UserError(
+            f"asked for the {kind} {count} checkpoints but {model_dir / 'checkpoints'} holds {available}{scored}; "
+            "training keeps as many checkpoint files as --keep-last/--keep-best say"
+        )
+    return [files[update] for update in sorted(chosen)]
+
+
+def write_average(model_dir: Path, paths: list[Path], output: Path | None = None) -> Path:
+    """Average ``paths`` and write the result atomically (default ``model_dir/averaged.safetensors``)."""
+    output = Path(output) if output is not None else Path(model_dir) / "averaged.safetensors"
+    tensors = average_checkpoints(paths)
+    with _open(Path(paths[0])) as handle:
+        metadata = dict(handle.metadata() or {})  # save_model's notes on dropped tied names
+    metadata["adlnmt_averaged_from"] = ",".join(Path(p).name for p in paths)
+    atomic_write(output, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
+    return output
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def cmd_average(args: argparse.Namespace) -> int:
+    model_dir = Path(args.model)
+    paths = select_checkpoints(model_dir, args.best, args.last)
+    output = write_average(model_dir, paths, Path(args.output) if args.output else None)
+    kind = f"best {args.best}" if args.best is not None else f"last {args.last}"
+    print(f"averaged the {kind} checkpoints of {model_dir}:")
+    for path in paths:
+        print(f"  {path}")
+    print(f"wrote {output}")
+    return 0
+
+
+def add_average_command(subparsers: argparse._SubParsersAction) -> None:
+    """``average --model DIR (--best N | --last N) [--output PATH]``."""
+    parser = subparsers.add_parser("average", help="average the weights of the best or last N checkpoints")
+    parser.add_argument("--model", required=True, help="model directory (with checkpoints/ and metrics.jsonl)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--best", type=_positive, metavar="N", help="the N checkpoints with the lowest valid ppl")
+    which.add_argument("--last", type=_positive, metavar="N", help="the N newest checkpoints")
+    parser.add_argument("--output", help="output file (default: MODEL/averaged.safetensors)")
+    parser.set_defaults(func=cmd_average)

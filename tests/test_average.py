@@ -1,0 +1,152 @@
+"""Checkpoint averaging: the elementwise mean, mismatch errors, best/last selection, tied weights, the command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from adlnmt import average
+from adlnmt.errors import DataError, UserError
+from adlnmt.model import ModelConfig, Seq2Seq
+from adlnmt.published import DECODERS, ENCODERS
+from adlnmt.train import checkpoint as ckpt
+
+
+def test_average_is_the_elementwise_mean(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    first = {"w": torch.randn(3, 4), "h": torch.randn(5).half(), "d": torch.randn(2).double(), "n": torch.tensor([1])}
+    second = {"w": torch.randn(3, 4), "h": torch.randn(5).half(), "d": torch.randn(2).double(), "n": torch.tensor([7])}
+    save_file(first, str(tmp_path / "a.safetensors"))
+    save_file(second, str(tmp_path / "b.safetensors"))
+    mean = average.average_checkpoints([tmp_path / "a.safetensors", tmp_path / "b.safetensors"])
+    assert {key: value.dtype for key, value in mean.items()} == {key: value.dtype for key, value in first.items()}
+    torch.testing.assert_close(mean["w"], (first["w"] + second["w"]) / 2)
+    assert torch.equal(mean["h"], ((first["h"].float() + second["h"].float()) / 2).half())  # float32 accumulation
+    torch.testing.assert_close(mean["d"], (first["d"] + second["d"]) / 2, rtol=0, atol=1e-15)
+    assert torch.equal(mean["n"], second["n"])  # integer tensors: the last file's value
+    # a single checkpoint averages to itself, and the inputs are left untouched
+    torch.testing.assert_close(average.average_checkpoints([tmp_path / "a.safetensors"])["w"], first["w"])
+    torch.testing.assert_close(load_file(str(tmp_path / "a.safetensors"))["w"], first["w"])
+
+
+def test_mismatched_keys_or_shapes_name_the_file(tmp_path: Path) -> None:
+    save_file({"w": torch.zeros(2, 2), "b": torch.zeros(2)}, str(tmp_path / "a.safetensors"))
+    save_file({"w": torch.zeros(2, 2)}, str(tmp_path / "keys.safetensors"))
+    save_file({"w": torch.zeros(2, 3), "b": torch.zeros(2)}, str(tmp_path / "shape.safetensors"))
+    (tmp_path / "bad.safetensors").write_bytes(b"garbage")
+    with pytest.raises(UserError, match=r"keys\.safetensors: its tensors differ .*missing \['b'\]"):
+        average.average_checkpoints([tmp_path / "a.safetensors", tmp_path / "keys.safetensors"])
+    with pytest.raises(UserError, match=r"shape\.safetensors: tensor 'w' has shape \[2, 3\] but \[2, 2\]"):
+        average.average_checkpoints([tmp_path / "a.safetensors", tmp_path / "shape.safetensors"])
+    with pytest.raises(UserError, match=r"bad\.safetensors: not a readable safetensors"):
+        average.average_checkpoints([tmp_path / "a.safetensors", tmp_path / "bad.safetensors"])
+    with pytest.raises(UserError, match=r"gone\.safetensors: checkpoint not found"):
+        average.average_checkpoints([tmp_path / "gone.safetensors"])
+
+
+PPL = {100: 3.0, 200: 5.0, 300: 6.0, 400: 4.0, 500: 4.0, 600: 7.0}  # 100 and 200 have been pruned
+
+
+def model_dir(tmp_path: Path) -> Path:
+    (tmp_path / "checkpoints").mkdir()
+    for update in (300, 400, 500, 600):
+        save_file({"w": torch.full((2,), float(update))}, str(ckpt.checkpoint_path(tmp_path, update)))
+    (tmp_path / "checkpoints" / "notes.txt").write_text("not a checkpoint")
+    records = [{"update": u, "valid_ppl": p, "valid_bleu": 1.0} for u, p in PPL.items()]
+    records.insert(2, {"update": 300, "valid_ppl": 1.0})  # a resumed run logged 300 again: the last record wins
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return tmp_path
+
+
+def names(paths: list[Path]) -> list[str]:
+    return [path.name for path in paths]
+
+
+def test_best_and_last_selection(tmp_path: Path) -> None:
+    root = model_dir(tmp_path)
+    assert names(average.select_checkpoints(root, None, 2)) == [
+        "update-0000500.safetensors",
+        "update-0000600.safetensors",
+    ]
+    # 400 and 500 tie at 4.0: the newer (500) ranks first; pruned 100 (ppl 3.0) does not count
+    assert names(average.select_checkpoints(root, 1, None)) == ["update-0000500.safetensors"]
+    assert names(average.select_checkpoints(root, 3, None)) == [
+        "update-0000300.safetensors",
+        "update-0000400.safetensors",
+        "update-0000500.safetensors",
+    ]
+    assert len(average.select_checkpoints(root, None, 4)) == 4
+    with pytest.raises(UserError, match=r"best 5 checkpoints but .*checkpoints holds 4 .*--keep-last/--keep-best"):
+        average.select_checkpoints(root, 5, None)
+    with pytest.raises(UserError, match=r"last 5 checkpoints but .*holds 4"):
+        average.select_checkpoints(root, None, 5)
+    with pytest.raises(UserError, match="exactly one"):
+        average.select_checkpoints(root, 1, 1)
+    with pytest.raises(UserError, match="exactly one"):
+        average.select_checkpoints(root, None, None)
+
+
+def test_best_selection_needs_a_readable_log(tmp_path: Path) -> None:
+    root = model_dir(tmp_path)
+    with open(root / "metrics.jsonl", "a", encoding="utf-8") as handle:
+        handle.write('{"update": 700}\n')
+    with pytest.raises(DataError, match=r"metrics\.jsonl:8: .*valid_ppl"):
+        average.select_checkpoints(root, 1, None)
+    (root / "metrics.jsonl").unlink()
+    with pytest.raises(UserError, match=r"metrics\.jsonl: not found"):
+        average.select_checkpoints(root, 1, None)
+
+
+def tied_model(seed: int) -> Seq2Seq:
+    torch.manual_seed(seed)
+    sizes = {"FF_NUM_HIDDEN": "32", "NUM_HIDDEN": "16"}
+    config = ModelConfig(ENCODERS["E1"], DECODERS["D1"], 30, 40, d_model=16, heads=4, variables=sizes, tie_output=True)
+    return Seq2Seq(config)
+
+
+def test_tied_weights_round_trip(tmp_path: Path) -> None:
+    models = [tied_model(seed) for seed in (1, 2)]
+    for update, model in zip((100, 200), models, strict=True):
+        ckpt.save_weights(model, ckpt.checkpoint_path(tmp_path, update))
+    paths = average.select_checkpoints(tmp_path, None, 2)
+    output = average.write_average(tmp_path, paths)
+    assert output == tmp_path / "averaged.safetensors"
+    with safe_open(str(output), framework="pt") as handle:
+        stored = set(handle.keys())
+        assert handle.metadata()["adlnmt_averaged_from"] == "update-0000100.safetensors,update-0000200.safetensors"
+    assert len({"output.weight", "tgt_embed.weight"} & stored) == 1  # the tied tensor is stored once
+    fresh = tied_model(3)
+    ckpt.load_weights(fresh, output)  # load_model(strict=False), then rejects anything missing or unexpected
+    assert fresh.output.weight is fresh.tgt_embed.weight
+    expected = {
+        name: (a + b) / 2
+        for (name, a), (_, b) in zip(models[0].state_dict().items(), models[1].state_dict().items(), strict=True)
+    }
+    for name, value in fresh.state_dict().items():
+        torch.testing.assert_close(value, expected[name], msg=name)
+
+
+def test_average_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = model_dir(tmp_path)
+    parser = argparse.ArgumentParser()
+    average.add_average_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["average", "--model", str(root), "--best", "2", "--output", str(tmp_path / "x.st")])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "update-0000400.safetensors" in out and "update-0000500.safetensors" in out and "x.st" in out
+    assert torch.equal(load_file(str(tmp_path / "x.st"))["w"], torch.full((2,), 450.0))
+    args = parser.parse_args(["average", "--model", str(root), "--last", "3"])
+    assert args.func(args) == 0
+    assert torch.equal(load_file(str(root / "averaged.safetensors"))["w"], torch.full((2,), 500.0))
+    for wrong in (["average", "--model", str(root)], ["average", "--model", str(root), "--best", "1", "--last", "1"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(wrong)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["average", "--model", str(root), "--last", "0"])
+    capsys.readouterr()
