@@ -158,6 +158,10 @@ def test_translator_keeps_lines_aligned(trained, capsys: pytest.CaptureFixture[s
     assert all(math.isfinite(t.score) for hyps in found for t in hyps)
 
 
+def translate_file(model_dir: Path, source: Path, output: Path, *flags: str) -> int:
+    return main(["translate", "--model", str(model_dir), "--input", str(source), "--output", str(output), *flags])
+
+
 def test_translate_score_and_average_commands(trained, demo_data: Path, tmp_path: Path, capsys) -> None:
     import json
 
@@ -165,25 +169,7 @@ def test_translate_score_and_average_commands(trained, demo_data: Path, tmp_path
     source = tmp_path / "in.txt"
     source.write_text("the dog sees a cat\n\nthe small girls see the old king\n")
     nbest = tmp_path / "nbest.jsonl"
-    assert (
-        main(
-            [
-                "translate",
-                "--model",
-                str(model_dir),
-                "--input",
-                str(source),
-                "--output",
-                str(nbest),
-                "--beam",
-                "4",
-                "--nbest",
-                "3",
-                "--alignments",
-            ]
-        )
-        == 0
-    )
+    assert translate_file(model_dir, source, nbest, "--beam", "4", "--nbest", "3", "--alignments") == 0
     records = [json.loads(line) for line in nbest.read_text().splitlines()]
     assert [r["line"] for r in records] == [1, 2, 3] and records[1]["hypotheses"] == []
     first = records[0]["hypotheses"]
@@ -191,45 +177,11 @@ def test_translate_score_and_average_commands(trained, demo_data: Path, tmp_path
     assert len(first[0]["alignment"]) == len(first[0]["pieces"]) + 1
     assert main(["average", "--model", str(model_dir), "--last", "1"]) == 0
     hyp = tmp_path / "hyp.txt"
-    assert (
-        main(
-            [
-                "translate",
-                "--model",
-                str(model_dir),
-                "--input",
-                str(source),
-                "--output",
-                str(hyp),
-                "--checkpoint",
-                "averaged",
-                "--beam",
-                "2",
-            ]
-        )
-        == 0
-    )
+    assert translate_file(model_dir, source, hyp, "--checkpoint", "averaged", "--beam", "2") == 0
     assert len(hyp.read_text().split("\n")) == 4  # three lines and the final newline
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "score",
-                "--hyp",
-                str(hyp),
-                "--ref",
-                str(hyp),
-                "--metrics",
-                "bleu,ter",
-                "--bootstrap",
-                str(hyp),
-                "--resamples",
-                "50",
-                "--json",
-            ]
-        )
-        == 0
-    )
+    bootstrap = ["--metrics", "bleu,ter", "--bootstrap", str(hyp), "--resamples", "50", "--json"]
+    assert main(["score", "--hyp", str(hyp), "--ref", str(hyp), *bootstrap]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["metrics"]["bleu"]["difference"] == 0
     (tmp_path / "short.txt").write_text("one line\n")

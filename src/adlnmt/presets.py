@@ -43,6 +43,7 @@ RNMT_ENCODER = "dropout -> birnn -> repeat(5, res_d(rnn))"
 RNMT_DECODER = "dropout -> rnn -> repeat(5, res_d(rnn)) -> concat(id, mlp_att) -> ff"
 COMET_ENCODER = "pos -> repeat(3, res_d(mh_dot_self_att) -> norm -> res(comet_conv{args}) -> norm)"
 COMET_FF = "ffl"  # hidden width d_ff (2048 = 8 · d_m at the default size)
+COMET_DECODER = POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF)
 
 
 def _paper_row(
@@ -50,6 +51,23 @@ def _paper_row(
 ) -> Preset:
     return Preset(
         name, ENCODERS[enc], DECODERS[dec], f"000 {source} ({enc}/{dec})", description, family, ADL_SIZE, aliases
+    )
+
+
+def _comet(name: str, conv_args: str, source: str, description: str, decoder: str = "", data: str = "") -> Preset:
+    encoder = COMET_ENCODER.format(args=conv_args)
+    return Preset(name, encoder, decoder or COMET_DECODER, f"001 {source}", description, "comet", COMET_SIZE, data=data)
+
+
+def _aan(name: str, aan: str, source: str, description: str) -> Preset:
+    return Preset(
+        name,
+        POSTNORM_ENCODER.format(n=6, ff="ffl"),
+        POSTNORM_DECODER.format(n=6, x=aan, ff="ffl"),
+        f"004 {source}",
+        description,
+        "aan",
+        AAN_SIZE,
     )
 
 
@@ -203,99 +221,22 @@ _PRESETS = [
         "mixed",
     ),
     # --- COMET (001) Table 1 -----------------------------------------------------------------------
-    Preset(
-        "comet",
-        COMET_ENCODER.format(args=""),
-        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
-        "001 §3, Table 1 COMET",
-        "post-norm self-attention + gated dilated conv unit encoder, N=3",
-        "comet",
-        COMET_SIZE,
-    ),
-    Preset(
-        "comet-temporal-conv",
-        COMET_ENCODER.format(args=""),
-        "pos -> repeat(3, res_d(mh_dot_self_att) -> norm -> res_d(mh_dot_src_att) -> norm "
-        "-> res(comet_conv(norm=layer)) -> norm)",
-        "001 §5.2, Table 1 Temporal Convolutions",
-        "decoder feed-forward replaced by a causal conv unit (layer norm: batch norm would leak the future)",
-        "comet",
-        COMET_SIZE,
-    ),
-    Preset(
-        "comet-ffn1",
-        COMET_ENCODER.format(args="(ffn=ffn1)"),
-        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
-        "001 §5.3, Table 1 FFN-1",
-        "conv unit with a residual 2-layer FFN on the feature maps",
-        "comet",
-        COMET_SIZE,
-    ),
-    Preset(
-        "comet-ffn2",
-        COMET_ENCODER.format(args="(ffn=ffn2)"),
-        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
-        "001 §5.3, Table 1 FFN-2",
-        "conv unit output through a 2-layer FFN (d_ff 1024)",
-        "comet",
-        COMET_SIZE,
-    ),
-    Preset(
-        "comet-4layer",
-        COMET_ENCODER.format(args="(features=[64, 32, 16, 8])"),
-        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
-        "001 §5.4, Table 1 4-Layer",
-        "4 gated convolutions (F_4: 8 features, dilation 4; the paper gives no width)",
-        "comet",
-        COMET_SIZE,
-    ),
-    Preset(
-        "comet-source-markers",
-        COMET_ENCODER.format(args=""),
-        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
-        "001 §5.4, Table 1 Source EOS/SOS",
-        "COMET on sources wrapped in SOS ... EOS",
-        "comet",
-        COMET_SIZE,
-        data="prepare --source-markers",
-    ),
-    Preset(
-        "comet-transformer",
-        POSTNORM_ENCODER.format(n=3, ff=COMET_FF),
-        POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF),
-        "001 Table 1 Transformer",
-        "the COMET paper's post-norm Transformer baseline, N=3, d_m=256, d_ff=2048",
-        "transformer",
-        COMET_SIZE,
-    ),
+    _comet("comet", "", "§3, Table 1 COMET", "post-norm self-attention + gated dilated conv unit encoder, N=3"),
+    _comet("comet-temporal-conv", "", "§5.2, Table 1 Temporal Convolutions",
+           "decoder feed-forward replaced by a causal conv unit (layer norm: batch norm would leak the future)",
+           decoder=COMET_DECODER.replace(f"res_d({COMET_FF})", "res(comet_conv(norm=layer))")),
+    _comet("comet-ffn1", "(ffn=ffn1)", "§5.3, Table 1 FFN-1", "conv unit with a residual 2-layer FFN on the maps"),
+    _comet("comet-ffn2", "(ffn=ffn2)", "§5.3, Table 1 FFN-2", "conv unit output through a 2-layer FFN (d_ff 1024)"),
+    _comet("comet-4layer", "(features=[64, 32, 16, 8])", "§5.4, Table 1 4-Layer",
+           "4 gated convolutions (F_4: 8 features, dilation 4; the paper gives no width)"),
+    _comet("comet-source-markers", "", "§5.4, Table 1 Source EOS/SOS", "COMET on sources wrapped in SOS ... EOS",
+           data="prepare --source-markers"),
+    Preset("comet-transformer", POSTNORM_ENCODER.format(n=3, ff=COMET_FF), COMET_DECODER, "001 Table 1 Transformer",
+           "the COMET paper's post-norm Transformer baseline, N=3, d_m=256, d_ff=2048", "transformer", COMET_SIZE),
     # --- AAN (004) --------------------------------------------------------------------------------
-    Preset(
-        "transformer-aan",
-        POSTNORM_ENCODER.format(n=6, ff="ffl"),
-        POSTNORM_DECODER.format(n=6, x="aan", ff="ffl"),
-        "004 §4, Table 2 AAN",
-        "post-norm Transformer with the decoder self-attention replaced by the AAN",
-        "aan",
-        AAN_SIZE,
-    ),
-    Preset(
-        "transformer-aan-noffn",
-        POSTNORM_ENCODER.format(n=6, ff="ffl"),
-        POSTNORM_DECODER.format(n=6, x="aan(ffn=false)", ff="ffl"),
-        "004 Table 2 AAN w/o FFN",
-        "AAN without its feed-forward network",
-        "aan",
-        AAN_SIZE,
-    ),
-    Preset(
-        "transformer-aan-nogate",
-        POSTNORM_ENCODER.format(n=6, ff="ffl"),
-        POSTNORM_DECODER.format(n=6, x="aan(gate=false)", ff="ffl"),
-        "004 Table 2 AAN w/o gate",
-        "AAN without its input/forget gate",
-        "aan",
-        AAN_SIZE,
-    ),
+    _aan("transformer-aan", "aan", "§4, Table 2 AAN", "post-norm Transformer, decoder self-attention → AAN"),
+    _aan("transformer-aan-noffn", "aan(ffn=false)", "Table 2 AAN w/o FFN", "AAN without its feed-forward network"),
+    _aan("transformer-aan-nogate", "aan(gate=false)", "Table 2 AAN w/o gate", "AAN without its input/forget gate"),
     # --- Lecture notes (003) ----------------------------------------------------------------------
     Preset(
         "cnn-dilated",
