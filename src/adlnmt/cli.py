@@ -113,6 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `adlnmt layers | head`
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:
+        print("interrupted (a training run resumes from its last checkpoint when re-run)", file=sys.stderr)
+        return 130
+    except OSError as err:  # unwritable output, full disk ...: the user's environment, not a bug
+        print(f"error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

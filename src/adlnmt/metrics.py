@@ -19,6 +19,7 @@ from sacrebleu.significance import PairedTest
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacrebleu.utils import sum_of_lists
 
+from adlnmt.data import corpus
 from adlnmt.errors import DataError, UserError
 
 METRICS = ("bleu", "chrf", "ter", "meteor", "sentbleu")
@@ -34,18 +35,8 @@ METEOR_PARAMS = {"alpha": 0.9, "beta": 3.0, "gamma": 0.5}  # NLTK's defaults (La
 
 
 def read_lines(path: str | Path) -> list[str]:
-    """Lines of a UTF-8 text file without their line ends; bad bytes are reported with their line."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError("file not found", path)
-    lines = []
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            try:
-                lines.append(raw.decode("utf-8").rstrip("\r\n"))
-            except UnicodeDecodeError as err:
-                raise DataError(f"invalid UTF-8 (byte {err.start + 1})", path, number) from None
-    return lines
+    """All lines of a UTF-8 (or gzip) text file, located errors for bad input (see ``adlnmt.data.corpus``)."""
+    return list(corpus.read_lines(path))
 
 
 def parse_metrics(metrics: str | Sequence[str]) -> tuple[str, ...]:

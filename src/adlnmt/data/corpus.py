@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -51,17 +51,22 @@ def read_lines(path: str | Path) -> Iterator[str]:
     """
     path = Path(path)
     with _open_binary(path) as handle:
-        number = 0
-        try:
-            for raw in handle:
-                number += 1
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise DataError(f"invalid UTF-8 (byte {err.start + 1} of the line)", path, number) from None
-                yield text.rstrip("\r\n")
-        except (OSError, EOFError, zlib.error) as err:
-            raise DataError(f"corrupt gzip data after line {number}: {err}", path, number + 1) from None
+        yield from decode_lines(handle, path)
+
+
+def decode_lines(handle: Iterable[bytes], name: str | Path) -> Iterator[str]:
+    """The UTF-8 lines of a binary stream (a file, gzip, or ``sys.stdin.buffer``) named ``name`` in errors."""
+    number = 0
+    try:
+        for raw in handle:
+            number += 1
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(f"invalid UTF-8 (byte {err.start + 1} of the line)", name, number) from None
+            yield text.rstrip("\r\n")
+    except (OSError, EOFError, zlib.error) as err:
+        raise DataError(f"corrupt gzip data after line {number}: {err}", name, number + 1) from None
 
 
 def count_lines(path: str | Path) -> int:

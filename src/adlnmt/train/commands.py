@@ -18,13 +18,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    from adlnmt.data.corpus import decode_lines
     from adlnmt.metrics import read_lines
     from adlnmt.translator import Translator
 
     if args.beam < 1 or not 1 <= args.nbest <= args.beam:
         raise UserError(f"need --beam >= 1 and 1 <= --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
     translator = Translator.load(args.model, args.checkpoint, args.device)
-    lines = read_lines(args.input) if args.input else [line.rstrip("\r\n") for line in sys.stdin]
+    lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
     found = translator.search(lines, args.beam, args.nbest, args.batch_size, args.length_penalty,
                               args.max_len_ratio, args.alignments, incremental=not args.uncached)  # fmt: skip
     if args.nbest > 1 or args.alignments:
