@@ -38,7 +38,7 @@ demo: $(STAMP)
 	$(BIN)/adlnmt train --data $(DEMO)/data --model $(DEMO)/model \
 	  --encoder '$(DEMO_ENCODER)' --decoder '$(DEMO_DECODER)' \
 	  --d-model 128 --heads 4 --batch-tokens 2500 --lr 1e-3 --lr-schedule inverse-sqrt --warmup 300 \
-	  --max-updates 1200 --checkpoint-interval 300 --seed 1
+	  --max-updates 600 --checkpoint-interval 200 --seed 1
 	$(BIN)/adlnmt translate --model $(DEMO)/model --input $(DEMO)/corpus/test.src --output $(DEMO)/test.hyp --beam 5
 	@echo "--- first test translations (source / hypothesis / reference):"
 	@paste -d '\n' $(DEMO)/corpus/test.src $(DEMO)/test.hyp $(DEMO)/corpus/test.tgt | head -9

@@ -72,7 +72,7 @@ class TrainConfig:
     precision: str = option("fp32", "fp32, or bf16/fp16 autocast on CUDA", choices=("fp32", "bf16", "fp16"))
     threads: int = option(0, "CPU threads for torch (0 = torch's default)")
     on_nan: str = option("skip", "non-finite loss: skip the update or stop", choices=("skip", "stop"))
-    progress: bool = option(True, "show a progress bar", flag=True, negatable=True)
+    progress: bool = option(True, "show a progress bar (when stderr is a terminal)", flag=True, negatable=True)
 
     def resolved(self) -> TrainConfig:
         """Schedule-dependent defaults filled in and values checked."""

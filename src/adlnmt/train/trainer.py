@@ -323,7 +323,7 @@ class Trainer:
         self.model.train()
         session_start, session_base = time.monotonic(), p.train_seconds
         window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
-        bar = tqdm(total=c.max_updates or None, initial=p.update, disable=not (self.main and c.progress),
+        bar = tqdm(total=c.max_updates or None, initial=p.update, disable=None if (self.main and c.progress) else True,
                    unit="upd", dynamic_ncols=True)  # fmt: skip
         reason = "" if not (c.max_updates and p.update >= c.max_updates) else f"reached {c.max_updates} updates"
         while not reason:
