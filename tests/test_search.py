@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import adlnmt
 from adlnmt.cli import main
 from adlnmt.data.vocab import BOS, EOS
 from adlnmt.search import beam_batch, greedy_batch, length_penalty, pad_batch, translate_ids
@@ -56,6 +57,7 @@ def trained(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         ]
         assert main(argv) == 0
         translators[name] = Translator.load(model_dir)
+    assert adlnmt.Translator is Translator
     return translators
 
 

@@ -1,3 +1,17 @@
-"""adlnmt: NMT architectures as sentences of an Architecture Definition Language."""
+"""adlnmt: NMT architectures as sentences of an Architecture Definition Language.
+
+``from adlnmt import Translator`` gives the translation API (imported lazily, so ``import adlnmt`` stays cheap).
+"""
+
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["Translator"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Translator":
+        from adlnmt.translator import Translator
+
+        return Translator
+    raise AttributeError(f"module 'adlnmt' has no attribute {name!r}")
