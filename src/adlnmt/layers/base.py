@@ -148,10 +148,6 @@ class Layer(nn.Module):
 
         return walk(self)
 
-    def own_parameter_count(self) -> int:
-        """Parameters of this layer excluding those of its ADL sub-layers."""
-        inner = {id(p) for child in self.sublayers() for p in child.parameters()}
-        return sum(p.numel() for p in self.parameters() if id(p) not in inner)
 
 
 def positions(ctx: Context, length: int, device: torch.device) -> Tensor:
