@@ -149,7 +149,6 @@ class Layer(nn.Module):
         return walk(self)
 
 
-
 def positions(ctx: Context, length: int, device: torch.device) -> Tensor:
     """Absolute positions [T] of the ``length`` inputs starting at ``ctx.offset``."""
     return torch.arange(ctx.offset, ctx.offset + length, device=device)
