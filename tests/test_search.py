@@ -149,6 +149,17 @@ def test_max_length_is_respected(trained, demo_data: Path) -> None:
     assert all(n <= limit for n, limit in zip(lengths, [0, 1, 2, 3], strict=True))
 
 
+@pytest.mark.parametrize("beam", [1, 3])
+def test_exact_lengths_force_the_output_length(trained, demo_data: Path, beam: int) -> None:
+    translator = trained["transformer"]
+    wanted = [1, 3, 17, 40]
+    found = translate_ids(translator.model, sources(translator, demo_data, 4), beam=beam, nbest=beam,
+                          exact_lengths=wanted)  # fmt: skip
+    for hyps, length in zip(found, wanted, strict=True):
+        assert len(hyps) == beam
+        assert all(len(h.tokens) == length and EOS not in h.tokens for h in hyps)
+
+
 def test_translator_keeps_lines_aligned(trained, capsys: pytest.CaptureFixture[str]) -> None:
     translator = trained["transformer"]
     lines = ["the dog sees a cat", "", "☃ ☃ unseen ✈ characters", "the cat " * 400, "   "]

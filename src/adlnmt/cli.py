@@ -91,12 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
     architectures = commands.add_parser("architectures", help="list the presets: paper row, size, description")
     architectures.set_defaults(func=cmd_architectures)
     from adlnmt.average import add_average_command
+    from adlnmt.bench.commands import add_commands as add_bench_commands
     from adlnmt.data.commands import add_commands as add_data_commands
+    from adlnmt.experiment.commands import add_commands as add_experiment_commands
     from adlnmt.train.commands import add_commands as add_train_commands
 
     add_data_commands(commands)
     add_train_commands(commands)
     add_average_command(commands)
+    add_bench_commands(commands)
+    add_experiment_commands(commands)
     return parser
 
 

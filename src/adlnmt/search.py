@@ -92,6 +92,11 @@ class Stepper:
         self.memory = self.memory.select(index)
 
 
+def bar_eos(log_probs: Tensor, rows: Tensor) -> None:
+    """In place: EOS impossible in the rows [N] (bool) that have not reached their minimum length."""
+    log_probs[:, EOS].masked_fill_(rows, float("-inf"))
+
+
 @torch.inference_mode()
 def beam_batch(
     model: Seq2Seq,
@@ -102,12 +107,14 @@ def beam_batch(
     alpha: float = 0.0,
     incremental: bool = True,
     alignments: bool = False,
+    min_len: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search for a batch src [B, S]; up to ``nbest`` hypotheses per sentence, best first.
 
     Each step takes the 2k best continuations of every sentence: EOS among its k best ends a
     hypothesis, the k best others continue (so the beam stays full). A sentence is done when k
-    hypotheses have ended or it reaches ``max_len[b]`` tokens (EOS is forced there).
+    hypotheses have ended or it reaches ``max_len[b]`` tokens (EOS is forced there); EOS is barred
+    before ``min_len[b]`` tokens (min_len = max_len forces an exact output length, for speed sweeps).
     """
     batch, k = src.size(0), beam
     memory = model.encode(src)
@@ -122,9 +129,12 @@ def beam_batch(
     aligned = torch.zeros(batch * k, 0, src.size(1), device=src.device)  # [N, t, S]
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     limit = max_len.to(src.device)
+    floor = None if min_len is None else min_len.to(src.device)
     step = 0
     while sentences.numel() > 0:
         log_probs, alignment = stepper.step(tokens)  # [N, V], [N, S]
+        if floor is not None:
+            bar_eos(log_probs, (floor[sentences] > step).repeat_interleave(k))
         vocab = log_probs.size(1)
         forced = (limit[sentences] <= step).repeat_interleave(k)  # [N]: these rows may only end now
         if bool(forced.any()):
@@ -174,9 +184,14 @@ def beam_batch(
 
 @torch.inference_mode()
 def greedy_batch(
-    model: Seq2Seq, src: Tensor, max_len: Tensor, incremental: bool = True, alignments: bool = False
+    model: Seq2Seq,
+    src: Tensor,
+    max_len: Tensor,
+    incremental: bool = True,
+    alignments: bool = False,
+    min_len: Tensor | None = None,
 ) -> list[Hypothesis]:
-    """The argmax continuation of each sentence of src [B, S], at most ``max_len[b]`` tokens long."""
+    """The argmax continuation of each sentence of src [B, S], ``min_len[b]`` to ``max_len[b]`` tokens long."""
     batch = src.size(0)
     memory = model.encode(src)
     src_lengths = memory.mask.sum(1).tolist()
@@ -187,9 +202,12 @@ def greedy_batch(
     log_prob = [0.0] * batch
     rows_alignment: list[list[Tensor]] = [[] for _ in range(batch)]
     limit = max_len.to(src.device)
+    floor = None if min_len is None else min_len.to(src.device)
     step = 0
     while alive.numel() > 0:
         log_probs, alignment = stepper.step(tokens)  # [B_active, V]
+        if floor is not None:
+            bar_eos(log_probs, floor[alive] > step)
         tokens = log_probs.argmax(-1)  # [B_active]
         tokens = torch.where(limit[alive] <= step, torch.full_like(tokens, EOS), tokens)
         chosen = log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
@@ -223,9 +241,11 @@ def translate_ids(
     incremental: bool = True,
     alignments: bool = False,
     device: torch.device | str = "cpu",
+    exact_lengths: Sequence[int] | None = None,
 ) -> list[list[Hypothesis]]:
     """Search for encoded ``sources`` (each ending with EOS), in input order: ``nbest`` hypotheses each
-    (greedy when beam = 1), at most ``max_len_ratio · |source| + max_len_extra`` tokens long."""
+    (greedy when beam = 1), at most ``max_len_ratio · |source| + max_len_extra`` tokens long, or exactly
+    ``exact_lengths[i]`` tokens long when given (speed measurements with untrained models)."""
     if beam < 1 or not 1 <= nbest <= beam:
         raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
@@ -238,10 +258,13 @@ def translate_ids(
             src = pad_batch([sources[i] for i in rows], device)
             lengths = torch.tensor([len(sources[i]) for i in rows])
             max_len = (lengths.float() * max_len_ratio).long() + max_len_extra
+            min_len = None
+            if exact_lengths is not None:
+                max_len = min_len = torch.tensor([exact_lengths[i] for i in rows])
             if beam == 1:
-                found = [[h] for h in greedy_batch(model, src, max_len, incremental, alignments)]
+                found = [[h] for h in greedy_batch(model, src, max_len, incremental, alignments, min_len)]
             else:
-                found = beam_batch(model, src, max_len, beam, nbest, alpha, incremental, alignments)
+                found = beam_batch(model, src, max_len, beam, nbest, alpha, incremental, alignments, min_len)
             for row, hyps in zip(rows, found, strict=True):
                 results[row] = hyps
     finally:
