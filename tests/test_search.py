@@ -11,7 +11,8 @@ import torch
 import adlnmt
 from adlnmt.cli import main
 from adlnmt.data.vocab import BOS, EOS
-from adlnmt.search import beam_batch, greedy_batch, length_penalty, pad_batch, translate_ids
+from adlnmt.search import beam_batch, best_continuations, greedy_batch, length_penalty, pad_batch, translate_ids
+from adlnmt.speedups import OFF, SPEEDUPS, speedups_off
 from adlnmt.translator import Translator
 
 ENCODER = "pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
@@ -21,6 +22,8 @@ DECODERS = {
     "cnn": "pos -> repeat(2, res_nd(cnn(act=relu)) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
     "aan": "pos -> repeat(2, res(aan) -> norm -> res(mh_dot_src_att) -> norm -> res(ffl) -> norm)",
     "none": "pos -> repeat(2, res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
+    "comet": "pos -> repeat(2, res_d(mh_dot_self_att) -> norm -> res_d(mh_dot_src_att) -> norm "
+    "-> res(comet_conv(norm=layer)) -> norm)",
 }
 
 
@@ -86,6 +89,38 @@ def test_incremental_search_equals_refeeding_the_prefix(trained, demo_data: Path
         for a, b in zip(cached, refed, strict=True):
             assert [h.tokens for h in a] == [h.tokens for h in b]
             assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+@pytest.mark.parametrize("family", list(DECODERS))
+def test_every_speedup_leaves_the_output_unchanged(trained, demo_data: Path, family: str, monkeypatch) -> None:
+    """Token-identical n-best lists with all optimisations, with each switched off, and re-fed (uncached)."""
+    translator = trained[family]
+    srcs = sources(translator, demo_data, 16)
+    monkeypatch.setattr(SPEEDUPS, "topk_block", 16)  # blocks of 15 words in the 150-word test vocabulary
+
+    def search(beam: int, incremental: bool = True) -> list[list[list[int]]]:
+        found = translate_ids(translator.model, srcs, beam, beam, batch_size=6, alpha=1.0, incremental=incremental)
+        return [[h.tokens for h in hyps] for hyps in found]
+
+    for beam in (1, 5):
+        expected = search(beam)
+        for name in OFF:
+            with speedups_off(name):
+                assert search(beam) == expected, f"{name} off changes the {family} output (beam {beam})"
+        with speedups_off():
+            assert search(beam, incremental=False) == expected
+
+
+def test_block_topk_equals_full_topk() -> None:
+    generator = torch.Generator().manual_seed(0)
+    for vocab, k in ((8000, 5), (8000, 1), (1000, 12), (150, 4), (97, 3)):
+        scores = torch.randn(7, k, generator=generator) - torch.arange(k) * 2.0
+        scores[0, 1:] = float("-inf")  # first step: only beam 0 alive
+        log_probs = torch.log_softmax(3 * torch.randn(7 * k, vocab, generator=generator), dim=-1)
+        fast = best_continuations(scores, log_probs, 2 * k)
+        with speedups_off("topk_block"):
+            full = best_continuations(scores, log_probs, 2 * k)
+        assert torch.equal(fast[0], full[0]) and torch.equal(fast[1], full[1]), (vocab, k)
 
 
 @pytest.mark.parametrize("family", ["transformer", "rnn"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from adlnmt.layers.attention import (
     nonempty_rows,
 )
 from adlnmt.layers.base import Context, DecoderState, SourceMemory
+from adlnmt.speedups import speedups_off
 from layer_contract import Setup, build, check_contract, init, lengths_mask, make_memory, run_steps
 
 SIDES = (Side.ENCODER, Side.DECODER)
@@ -278,15 +280,21 @@ def test_source_is_projected_once_per_sentence(adl: str, kind: type, projection:
     assert calls == [1], "the source was projected again during the steps"
 
 
-def test_self_attention_cache_grows_and_stays_differentiable() -> None:
+@pytest.mark.parametrize("preallocate", [True, False])
+def test_self_attention_cache_grows_and_stays_differentiable(preallocate: bool) -> None:
     setup = build("res(mh_dot_self_att) -> res(mh_dot_src_att)", Side.DECODER, heads=4)
     setup.layer.eval()
     att = first(setup.layer, MhDotSelfAtt)
-    x = torch.randn(2, 5, D, requires_grad=True)
-    ctx = init(setup, make_memory(setup, 2))
-    out = run_steps(setup, x, ctx, 0)
-    assert ctx.state.get(att, "k").shape == (2, 4, 5, D // 4)  # [B, h, t, d_h]
-    assert (id(att), "k") in ctx.state.dynamic
+    x = torch.randn(2, 40, D, requires_grad=True)  # past the first buffer's 16 positions: it grows
+    with nullcontext() if preallocate else speedups_off("preallocate"):
+        ctx = init(setup, make_memory(setup, 2))
+        out = run_steps(setup, x, ctx, 0)
+        with torch.no_grad():
+            expected = run_steps(setup, x, init(setup, ctx.memory), 0)
+    cache = ctx.state.growing[(id(att), "k")]
+    assert cache.view.shape == (2, 4, 40, D // 4)  # [B, h, t, d_h]
+    assert not cache.preallocated  # autograd needs the concatenating cache
+    torch.testing.assert_close(out, expected)  # without autograd: preallocated when switched on
     out.sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()
     assert x.grad[:, 0].abs().sum() > 0  # the first position reaches later steps through the cache

@@ -4,8 +4,8 @@ All dot attentions share :func:`attend` (scaled dot product over heads, masks, o
 probabilities) and :func:`split_heads`/:func:`merge_heads`. Shapes: B batch, T queries, S keys,
 h heads, d_h = d / h per head.
 
-Incremental decoding: self-attentions cache their keys/values as *dynamic* state entries that grow
-by one position per step (``torch.cat``, so decoding stays differentiable); source attentions
+Incremental decoding: self-attentions cache their keys/values as *growing* state entries (one more
+position per step, preallocated; see ``GrowingTensor``); source attentions
 project the encoder states once per sentence in ``init_state`` and keep them as *static* entries.
 """
 
@@ -174,11 +174,8 @@ class MhDotSelfAtt(Layer):
         assert ctx.state is not None, "step() needs ctx.state (call init_state first)"
         state = ctx.state
         q, k, v = self.project(x)  # [B, h, T_new, d_h]
-        if state.has(self, "k"):
-            k = torch.cat([state.get(self, "k"), k], dim=2)  # [B, h, t + T_new, d_h]
-            v = torch.cat([state.get(self, "v"), v], dim=2)
-        state.set(self, "k", k)
-        state.set(self, "v", v)
+        k = state.append(self, "k", k, dim=2)  # [B, h, t + T_new, d_h]
+        v = state.append(self, "v", v, dim=2)
         context = attend(q, k, v, self.scale, causal=True)  # one new position sees the whole cache
         return self.out(merge_heads(context))
 

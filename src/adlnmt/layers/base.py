@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import Side
+from adlnmt.speedups import SPEEDUPS
 
 
 @dataclass
@@ -46,12 +47,71 @@ class SourceMemory:
         )
 
 
+class GrowingTensor:
+    """A tensor [B, ..., T, ...] that grows by appending along ``dim`` (a key/value cache).
+
+    With ``SPEEDUPS.preallocate`` and no autograd (in-place writes would break backward) it lives in a
+    buffer with room for more positions (doubled when full) and a spare buffer of the same size, so an
+    append writes only the new positions and a beam reorder is one gather into the spare; otherwise
+    every append is a ``torch.cat``.
+    """
+
+    def __init__(self, value: Tensor, dim: int) -> None:
+        self.dim = dim
+        self.length = value.size(dim)
+        self.buffer = value
+        self.spare: Tensor | None = None
+        self.preallocated = SPEEDUPS.preallocate and not torch.is_grad_enabled()
+        if self.preallocated:
+            self.buffer = self._allocate(value, max(16, 2 * self.length))
+            self.view.copy_(value)
+
+    def _allocate(self, like: Tensor, capacity: int) -> Tensor:
+        shape = list(like.shape)
+        shape[self.dim] = capacity
+        return like.new_empty(shape)
+
+    @property
+    def view(self) -> Tensor:
+        """The filled part, [B, ..., length, ...]."""
+        return self.buffer.narrow(self.dim, 0, self.length)
+
+    def append(self, value: Tensor) -> Tensor:
+        """Add ``value``'s positions at the end; returns the whole tensor."""
+        if not self.preallocated:
+            self.buffer = torch.cat([self.buffer, value], dim=self.dim)
+            self.length = self.buffer.size(self.dim)
+            return self.buffer
+        new_length = self.length + value.size(self.dim)
+        if new_length > self.buffer.size(self.dim):
+            grown = self._allocate(self.buffer, 2 * new_length)
+            grown.narrow(self.dim, 0, self.length).copy_(self.view)
+            self.buffer, self.spare = grown, None
+        self.buffer.narrow(self.dim, self.length, value.size(self.dim)).copy_(value)
+        self.length = new_length
+        return self.view
+
+    def gather(self, index: Tensor, keep_buffer: bool) -> None:
+        """Rows ``index`` become the batch; a same-sized batch (beam reorder) reuses the spare buffer."""
+        if not self.preallocated:
+            self.buffer = self.buffer.index_select(0, index)
+            return
+        if keep_buffer and self.spare is not None and self.spare.size(0) == index.numel():
+            target = self.spare
+        else:
+            shape = list(self.buffer.shape)
+            shape[0] = index.numel()
+            target = self.buffer.new_empty(shape)
+        torch.index_select(self.view, 0, index, out=target.narrow(self.dim, 0, self.length))
+        self.buffer, self.spare = target, (self.buffer if keep_buffer else None)
+
+
 class DecoderState:
     """All cached tensors of one incremental decode, batch-first, keyed by (layer, name).
 
-    ``dynamic`` entries change every step (key/value caches, RNN states, running sums, conv windows);
-    ``static`` ones depend on the source only (projected source keys/values). Every tensor has the
-    batch (sentence × hypothesis) as dimension 0.
+    ``dynamic`` entries change every step (RNN states, running sums, conv windows); ``growing`` ones
+    gain positions every step (key/value caches); ``static`` ones depend on the source only (projected
+    source keys/values). Every tensor has the batch (sentence × hypothesis) as dimension 0.
     """
 
     def __init__(self, batch_size: int) -> None:
@@ -59,6 +119,15 @@ class DecoderState:
         self.step = 0
         self.dynamic: dict[tuple[int, str], Tensor] = {}
         self.static: dict[tuple[int, str], Tensor] = {}
+        self.growing: dict[tuple[int, str], GrowingTensor] = {}
+
+    def append(self, layer: nn.Module, name: str, value: Tensor, dim: int) -> Tensor:
+        """Append ``value`` to the growing entry (created by the first append); returns all of it."""
+        key = (id(layer), name)
+        if key not in self.growing:
+            self.growing[key] = GrowingTensor(value, dim)
+            return self.growing[key].view
+        return self.growing[key].append(value)
 
     def get(self, layer: nn.Module, name: str) -> Tensor:
         key = (id(layer), name)
@@ -74,11 +143,16 @@ class DecoderState:
     def reorder(self, index: Tensor) -> None:
         """Beam search: row i becomes old row ``index[i]``; ``index`` must stay within each
         sentence's hypotheses, so static (per-sentence) entries need no gather."""
+        self._gather_dynamic(index, keep_buffers=True)
+
+    def _gather_dynamic(self, index: Tensor, keep_buffers: bool) -> None:
         self.dynamic = {k: v.index_select(0, index) for k, v in self.dynamic.items()}
+        for entry in self.growing.values():
+            entry.gather(index, keep_buffers)
 
     def select(self, index: Tensor) -> None:
         """Any change of batch rows (dropping finished sentences, expanding to beams)."""
-        self.reorder(index)
+        self._gather_dynamic(index, keep_buffers=False)
         self.static = {k: v.index_select(0, index) for k, v in self.static.items()}
         self.batch_size = int(index.numel())
 
@@ -147,8 +221,3 @@ class Layer(nn.Module):
                     yield from walk(child)
 
         return walk(self)
-
-
-def positions(ctx: Context, length: int, device: torch.device) -> Tensor:
-    """Absolute positions [T] of the ``length`` inputs starting at ``ctx.offset``."""
-    return torch.arange(ctx.offset, ctx.offset + length, device=device)

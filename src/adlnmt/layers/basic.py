@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, register
-from adlnmt.layers.base import Context, Layer, positions
+from adlnmt.layers.base import Context, Layer
 
 if TYPE_CHECKING:
     from adlnmt.adl.builder import BuildContext
@@ -72,12 +72,17 @@ class Pos(Layer):
         self.out_dim = ctx.d_in
         self.scale = math.sqrt(ctx.d_in)
         self.dropout = nn.Dropout(dropout)
+        self.cache = torch.empty(0, self.out_dim)  # sinusoids of positions 0 .. len-1, grown on demand
 
-    def embedding(self, pos: Tensor) -> Tensor:
-        return sinusoids(pos, self.out_dim)
+    def embedding(self, start: int, length: int, device: torch.device) -> Tensor:
+        """p_t for t = start .. start + length − 1: [T, d]."""
+        end = start + length
+        if self.cache.size(0) < end or self.cache.device != device:
+            self.cache = sinusoids(torch.arange(max(end, 2 * self.cache.size(0), 256), device=device), self.out_dim)
+        return self.cache[start:end]
 
     def forward(self, x: Tensor, ctx: Context) -> Tensor:
-        table = self.embedding(positions(ctx, x.size(1), x.device)).to(x.dtype)  # [T, d]
+        table = self.embedding(ctx.offset, x.size(1), x.device).to(x.dtype)  # [T, d]
         return self.dropout(self.scale * x + table)
 
 
@@ -93,13 +98,13 @@ class LearnPos(Pos):
         super().__init__(ctx, dropout)
         self.table = nn.Parameter(torch.randn(max_len, ctx.d_in) * ctx.d_in**-0.5)
 
-    def embedding(self, pos: Tensor) -> Tensor:
-        if int(pos[-1]) >= self.table.size(0):
+    def embedding(self, start: int, length: int, device: torch.device) -> Tensor:
+        if start + length > self.table.size(0):
             raise ValueError(
-                f"learn_pos: position {int(pos[-1])} is beyond max_len={self.table.size(0)}; "
+                f"learn_pos: position {start + length - 1} is beyond max_len={self.table.size(0)}; "
                 "raise learn_pos(max_len=...) or shorten the input"
             )
-        return self.table[pos]
+        return self.table[start : start + length]
 
 
 @register("linear", WIDTH)

@@ -1,0 +1,44 @@
+"""Decoding optimisations that must not change any output, each with a switch so that tests can prove
+it (token-identical search results with the switch off) and benchmarks can measure it.
+
+``SPEEDUPS`` is read at call time by the search and the layers; :func:`speedups_off` switches some
+off for the duration of a ``with`` block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+
+
+@dataclass
+class Speedups:
+    # Beam search takes its 2k best continuations from the blocks of ≤ topk_block words with the highest
+    # maxima instead of a full top-k over k·V scores (exact: the best 2k lie in the 2k best blocks).
+    # 0 = full top-k.
+    topk_block: int = 128
+    # Key/value caches grow inside preallocated buffers (see layers.base.GrowingTensor) instead of by
+    # torch.cat, and beam reorders gather into a spare buffer.
+    preallocate: bool = True
+
+
+SPEEDUPS = Speedups()
+OFF = {"topk_block": 0, "preallocate": False}  # each optimisation's "switched off" value
+
+
+@contextmanager
+def speedups_off(*names: str) -> Iterator[None]:
+    """Switch the named optimisations off (all of them when none is named) inside the block."""
+    chosen = names or tuple(OFF)
+    unknown = set(chosen) - {f.name for f in fields(Speedups)}
+    if unknown:
+        raise ValueError(f"unknown speedups {sorted(unknown)}; known: {sorted(OFF)}")
+    saved = {name: getattr(SPEEDUPS, name) for name in chosen}
+    try:
+        for name in chosen:
+            setattr(SPEEDUPS, name, OFF[name])
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(SPEEDUPS, name, value)
