@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, register
-from adlnmt.layers.base import Context, Layer
+from adlnmt.layers.base import Context, FastDropout, Layer
 
 if TYPE_CHECKING:
     from adlnmt.adl.builder import BuildContext
@@ -48,7 +48,7 @@ class Dropout(Layer):
 
     def __init__(self, ctx: BuildContext, p: float) -> None:
         super().__init__()
-        self.dropout = nn.Dropout(p)
+        self.dropout = FastDropout(p)
         self.out_dim = ctx.d_in
 
     def forward(self, x: Tensor, ctx: Context) -> Tensor:
@@ -71,7 +71,7 @@ class Pos(Layer):
         super().__init__()
         self.out_dim = ctx.d_in
         self.scale = math.sqrt(ctx.d_in)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = FastDropout(dropout)
         self.cache = torch.empty(0, self.out_dim)  # sinusoids of positions 0 .. len-1, grown on demand
 
     def embedding(self, start: int, length: int, device: torch.device) -> Tensor:
@@ -128,7 +128,7 @@ class FF(Layer):
         super().__init__()
         self.linear = nn.Linear(ctx.d_in, activation_input_width(act, ctx.check_width(d, "d")))
         self.act = ACTIVATIONS[act]
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = FastDropout(dropout)
         self.out_dim = d
 
     def forward(self, x: Tensor, ctx: Context) -> Tensor:
@@ -153,8 +153,8 @@ class FeedForward(nn.Module):
         self.up = nn.Linear(d_in, activation_input_width(act, d_ff))
         self.act = ACTIVATIONS[act]
         self.down = nn.Linear(d_ff, d_out)
-        self.hidden_dropout = nn.Dropout(hidden_dropout)
-        self.out_dropout = nn.Dropout(out_dropout)
+        self.hidden_dropout = FastDropout(hidden_dropout)
+        self.out_dropout = FastDropout(out_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.out_dropout(self.down(self.hidden_dropout(self.act(self.up(x)))))

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, Side, register
-from adlnmt.layers.base import Context, Layer, masked_fill_padding
+from adlnmt.layers.base import Context, FastDropout, Layer, masked_fill_padding
 from adlnmt.layers.basic import FeedForward
 from adlnmt.layers.norm import BATCH_STATS_REASON, MaskedBatchNorm
 
@@ -107,7 +107,7 @@ class CometConv(Layer):
         self.norms = nn.ModuleList(_feature_norm(norm, n_f) for n_f in widths)
         maps = sum(widths)  # width of [F_1; …; F_n]
         self.ffn = ffn
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = FastDropout(dropout)
         if ffn == "ffn1":
             hidden = ctx.check_width(DEFAULT_D_FF[ffn] if d_ff is None else d_ff, "d_ff")
             self.inner = FeedForward(maps, hidden, maps, out_dropout=dropout)

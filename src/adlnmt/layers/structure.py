@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import Kind, Param, Side, register
-from adlnmt.layers.base import Context, Layer
+from adlnmt.layers.base import Context, FastDropout, Layer
 
 if TYPE_CHECKING:
     from adlnmt.adl.builder import BuildContext
@@ -74,7 +74,7 @@ class ResD(Res):
 
     def __init__(self, ctx: BuildContext, l: Chain) -> None:  # noqa: E741
         super().__init__(ctx, l)
-        self.dropout = nn.Dropout(ctx.options.dropout)
+        self.dropout = FastDropout(ctx.options.dropout)
 
     def forward(self, x: Tensor, ctx: Context) -> Tensor:
         return x + self.dropout(self.inner(x, ctx))
