@@ -58,8 +58,8 @@ class FastDropout(nn.Dropout):
         count = x.numel()
         words = torch.randint(-(2**63), 2**63 - 1, ((count + 3) // 4,), dtype=torch.int64)
         bits = words.view(torch.int16)[:count].view(x.shape)  # uniform over [-2¹⁵, 2¹⁵)
-        dropped = bits < round(self.p * 65536) - 32768  # P = p
-        return x.masked_fill(dropped, 0.0).mul_(1.0 / (1.0 - self.p))
+        kept = bits >= round(self.p * 65536) - 32768  # P = 1 − p
+        return x * kept.to(x.dtype).mul_(1.0 / (1.0 - self.p))  # a float mask: mul is fast both ways
 
 
 class GrowingTensor:
