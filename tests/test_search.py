@@ -195,6 +195,22 @@ def test_exact_lengths_force_the_output_length(trained, demo_data: Path, beam: i
         assert all(len(h.tokens) == length and EOS not in h.tokens for h in hyps)
 
 
+def test_reduced_precisions_translate_every_line(trained, demo_data: Path, tmp_path: Path, capsys) -> None:
+    """int8 (dynamic quantisation) and bf16 give a translation per line; fp16 needs CUDA."""
+    model_dir = trained["transformer"].model_dir
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join((demo_data / "corpus" / "test.src").read_text().splitlines()[:6]) + "\n")
+    reference = trained["transformer"].translate(source.read_text().splitlines(), beam=3)
+    for precision in ("int8", "bf16"):
+        output = tmp_path / f"{precision}.txt"
+        argv = ["translate", "--model", str(model_dir), "--input", str(source), "--output", str(output)]
+        assert main([*argv, "--beam", "3", "--precision", precision]) == 0
+        lines = output.read_text().splitlines()
+        assert len(lines) == 6 and sum(a == b for a, b in zip(lines, reference, strict=True)) >= 3
+    assert main(["translate", "--model", str(model_dir), "--input", str(source), "--precision", "fp16"]) == 2
+    assert "precision fp16 needs a CUDA device" in capsys.readouterr().err
+
+
 def test_translator_keeps_lines_aligned(trained, capsys: pytest.CaptureFixture[str]) -> None:
     translator = trained["transformer"]
     lines = ["the dog sees a cat", "", "☃ ☃ unseen ✈ characters", "the cat " * 400, "   "]

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
+from torch import nn
 
 from adlnmt.data.dataset import DataDir
 from adlnmt.errors import UserError
@@ -25,6 +29,28 @@ def resolve_checkpoint(model_dir: Path, checkpoint: str) -> Path:
             raise UserError(f"{model_dir}: no checkpoints yet")
         return files[-1]
     return Path(checkpoint)
+
+
+PRECISIONS = ("fp32", "bf16", "fp16", "int8")
+
+
+def with_precision(model: Seq2Seq, precision: str, device: str) -> Seq2Seq:
+    """The model in inference ``precision`` (see :meth:`Translator.load`)."""
+    on_cuda = device.startswith("cuda")
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision '{precision}'; choose one of {', '.join(PRECISIONS)}")
+    if (precision == "fp16" and not on_cuda) or (precision == "int8" and on_cuda):
+        raise UserError(f"precision {precision} needs {'a CUDA device' if precision == 'fp16' else 'the CPU'}")
+    if precision in ("bf16", "fp16"):
+        return model.to(torch.bfloat16 if precision == "bf16" else torch.float16)
+    if precision == "int8":
+        with warnings.catch_warnings():  # deprecated in favour of torchao (not a dependency); still works
+            warnings.simplefilter("ignore", UserWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from torch.ao.quantization import quantize_dynamic
+
+            return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    return model
 
 
 @dataclass
@@ -57,7 +83,11 @@ class Translator:
         self.device = device
 
     @classmethod
-    def load(cls, model_dir: str | Path, checkpoint: str = "best", device: str = "cpu") -> Translator:
+    def load(
+        cls, model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", precision: str = "fp32"
+    ) -> Translator:
+        """``precision``: fp32; bf16 or fp16 weights and activations (fp16: CUDA only); int8: dynamic
+        int8 quantisation of every linear layer (CPU only; activations stay fp32)."""
         model_dir = Path(model_dir)
         config_path = model_dir / "config.json"
         if not config_path.is_file():
@@ -67,7 +97,7 @@ class Translator:
         load_weights(model, resolve_checkpoint(model_dir, checkpoint))
         data = DataDir.load(stored["train"]["data"])
         max_len = int(data.manifest.get("options", {}).get("max_len", 250))
-        return cls(model.to(device), data, max_len, device, model_dir)
+        return cls(with_precision(model.to(device), precision, device), data, max_len, device, model_dir)
 
     def encode(self, line: str, number: int) -> list[int]:
         pieces = len(self.data.src_vocab.encode(line))

@@ -1,9 +1,284 @@
-"""CLI: adlnmt bench."""
+"""CLI: ``adlnmt bench decode`` (decoding speed per decoder × beam × cached/uncached, and by output length) and
+``adlnmt bench train`` (updates/s per preset); both print a table under a machine line and write CSV/JSON."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from adlnmt.bench.models import PRESET_GROUPS
+from adlnmt.errors import UserError
+
+DEFAULT_BEAMS = "1,4,8,12,16,20"
+DEFAULT_LENGTHS = "10,25,50,100,200"
+GROUPS_HELP = "; ".join(f"{name} = {' '.join(members)}" for name, members in PRESET_GROUPS.items())
+DECODE_EPILOG = f"""\
+Preset groups: {GROUPS_HELP}.
+
+A preset is randomly initialised (--seed) at the paper's size or the --d-model/--heads/--d-ff given and decodes
+random source ids: one sentence per non-empty --input line with as many ids as the line has words (default:
+--sentences synthetic sentences of 6-20 words), each output forced to exactly its source's length. A --model
+decodes the --input lines with real search (EOS decides the length). The length sweep forces every output to
+exactly L tokens (--lengths) on --sweep-sentences random sources of L words, for presets and models alike.
+Times are the fastest of --repeat runs after a warm-up; memory is the peak RSS during the run (CUDA: peak
+allocated), also as the increase over the start (+MB).
+
+examples:
+  adlnmt bench decode --preset @table5 @aan --d-model 256 --d-ff 1024 --heads 4 --uncached --no-sweep
+  adlnmt bench decode --preset transformer-aan transformer --no-table --sweep-beams 1,4 --uncached
+  adlnmt bench decode --model models/t1 --input test.de --beams 1,5
+"""
+
+
+def _int_at_least(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
+
+
+def int_list(flag: str, text: str) -> list[int]:
+    """'1,4,8' → [1, 4, 8] (sorted, without repeats); UserError unless every item is a positive integer."""
+    try:
+        values = sorted({int(item) for item in text.split(",") if item.strip()})
+    except ValueError:
+        values = []
+    if not values or values[0] < 1:
+        raise UserError(f"{flag} expects comma-separated positive integers, got {text!r}")
+    return values
+
+
+def _setup(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Path]:
+    """Threads, device, the machine record and the output directory (created)."""
+    import torch
+
+    from adlnmt.bench.machine import busy_warning, machine_record
+    from adlnmt.bench.measure import memory_method
+    from adlnmt.train.trainer import pick_device
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device, 0)
+    machine = {**machine_record(device), "memory": memory_method(device)}
+    warning = busy_warning(machine)
+    if warning:
+        print(warning, file=sys.stderr)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    return device, machine, out
+
+
+def _sizes(args: argparse.Namespace) -> dict[str, Any]:
+    return {"d_model": args.d_model, "heads": args.heads, "d_ff": args.d_ff, "dropout": args.dropout}
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {key: value for key, value in vars(args).items() if key != "func"}
+
+
+def _model_labels(paths: list[str]) -> dict[str, str]:
+    """Model directory → its name, or the path as given where two names clash."""
+    names = [Path(p).name or p for p in paths]
+    return {p: (n if names.count(n) == 1 else p) for p, n in zip(paths, names, strict=True)}
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from adlnmt.bench.decode import Decoder, DecodeSettings, length_rows, model_decoder, preset_decoder, table_rows
+    from adlnmt.bench.machine import machine_summary
+    from adlnmt.bench.models import expand_presets, input_lines, preset_configs, synthetic_lengths
+    from adlnmt.bench.report import DECODE_COLUMNS, LENGTH_COLUMNS, plot_lengths
+    from adlnmt.speedups import OFF, speedups_off
+    from adlnmt.translator import with_precision
+
+    switched_off = [name for name in (args.speedups_off or "").split(",") if name]
+    if unknown := set(switched_off) - set(OFF):
+        raise UserError(f"--speedups-off: unknown {', '.join(sorted(unknown))}; known: {', '.join(OFF)}")
+    presets = expand_presets(args.preset) if args.preset else []
+    models = _model_labels(args.model or [])
+    if not presets and not models:
+        raise UserError("bench decode needs --model DIR... or --preset NAME...")
+    for path in models:
+        if not (Path(path) / "config.json").is_file():
+            raise UserError(f"{path}: not a model directory (no config.json)")
+    table = not args.no_table
+    beams, sweep_beams = int_list("--beams", args.beams), int_list("--sweep-beams", args.sweep_beams)
+    lengths = [] if args.no_sweep else int_list("--lengths", args.lengths)
+    if not table and not lengths:
+        raise UserError("--no-table with --no-sweep leaves nothing to measure")
+    if models and table and not args.input:
+        raise UserError("bench decode --model needs --input FILE (raw source text) for the beam table")
+    labels = presets + list(models.values())
+    baseline = args.baseline or ("transformer" if "transformer" in labels else labels[0])
+    if baseline not in labels:
+        raise UserError(f"--baseline {baseline} is not among the decoders ({', '.join(labels)})")
+    configs = preset_configs(presets, _sizes(args))
+    lines = input_lines(Path(args.input), args.sentences) if args.input else []
+    rng = np.random.default_rng(args.seed)
+    words = [len(line.split()) for line in lines] or synthetic_lengths(args.sentences or 200, rng)
+    device, machine, out = _setup(args)
+    settings = DecodeSettings(
+        beams=beams,
+        modes=["cached", "uncached"] if args.uncached else ["cached"],
+        batch_size=args.batch_size,
+        repeat=args.repeat,
+        device=device,
+        length_penalty=args.length_penalty,
+        lengths=lengths,
+        sweep_beams=sweep_beams,
+        sweep_sentences=args.sweep_sentences,
+        seed=args.seed,
+    )
+
+    def decoders() -> Iterator[Decoder]:  # one model in memory at a time
+        for name, config in configs.items():
+            yield preset_decoder(name, config, args.vocab, words, args.seed, device)
+        for path, label in models.items():
+            yield model_decoder(label, Path(path), args.checkpoint, device, lines)
+
+    results: dict[str, list[dict[str, Any]]] = {"decode": [], "length": []}
+    for decoder in decoders():
+        print(f"{decoder.label}: {decoder.model.parameter_count():,} parameters", file=sys.stderr)
+        decoder.model = with_precision(decoder.model, args.precision, str(device))
+        with speedups_off(*switched_off):
+            if table:
+                results["decode"].extend(table_rows(decoder, settings))
+            results["length"].extend(length_rows(decoder, settings))
+        _save_decode(out, {"machine": machine, "settings": _settings(args), "baseline": baseline, **results})
+        del decoder
+    if results["length"]:
+        plot_lengths(results["length"], out / "length.png", machine_summary(machine))
+    note = (f"x base: speed relative to {baseline} at the same beam, mode (and length); "
+            "x cache: uncached time / cached time")  # fmt: skip
+    _print_tables(machine, [(results["decode"], DECODE_COLUMNS), (results["length"], LENGTH_COLUMNS)], note)
+    print(f"\nwritten to {out}/", file=sys.stderr)
+    return 0
+
+
+def _save_decode(out: Path, record: dict[str, Any]) -> None:
+    """decode.csv and length.csv for the rows so far, decode.json with everything (after every decoder)."""
+    from adlnmt.bench.decode import add_ratios
+    from adlnmt.bench.report import write_csv, write_json
+
+    for name in ("decode", "length"):
+        add_ratios(record[name], record["baseline"])
+        if record[name]:
+            write_csv(out / f"{name}.csv", record[name])
+    write_json(out / "decode.json", record)
+
+
+def _print_tables(machine: dict[str, Any], tables: list[tuple[list[dict[str, Any]], list]], note: str = "") -> None:
+    """The machine line, an optional note, then each non-empty table."""
+    from adlnmt.bench.machine import machine_line
+    from adlnmt.bench.report import format_table
+
+    print(machine_line(machine) + (f"\n{note}" if note else ""))
+    for rows, columns in tables:
+        if rows:
+            print(f"\n{format_table(rows, columns)}")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+
+    from adlnmt.bench.models import expand_presets, preset_configs, preset_model
+    from adlnmt.bench.report import TRAIN_COLUMNS, write_csv, write_json
+    from adlnmt.bench.train import measure_training, prepared_batches, random_pairs
+
+    options = {**_sizes(args), "batch_tokens": args.batch_tokens, "precision": args.precision, "seed": args.seed}
+    configs = preset_configs(expand_presets(args.preset), options)
+    if args.data:
+        from adlnmt.data.dataset import DataDir
+
+        data = DataDir.load(args.data)
+        split, src_vocab, tgt_vocab = data.split("train"), data.src_vocab.size, data.tgt_vocab.size
+    else:
+        split = random_pairs(args.warmup_updates + args.updates, args.batch_tokens, args.vocab, args.seed)
+        src_vocab = tgt_vocab = args.vocab
+    device, machine, out = _setup(args)
+    batches = prepared_batches(split, args.batch_tokens, args.warmup_updates + args.updates, args.seed, device)
+    rows: list[dict[str, Any]] = []
+    for name, config in configs.items():
+        model = preset_model(config, src_vocab, tgt_vocab, args.seed, device)
+        print(f"{name}: {model.parameter_count():,} parameters", file=sys.stderr)
+        rows.append({**measure_training(name, config, model, batches, args.warmup_updates, device),
+                     "data": args.data or "synthetic"})  # fmt: skip
+        del model
+        write_csv(out / "train.csv", rows)
+        write_json(out / "train.json", {"machine": machine, "settings": _settings(args), "train": rows})
+    _print_tables(machine, [(rows, TRAIN_COLUMNS)])
+    print(f"\nwritten to {out}/", file=sys.stderr)
+    return 0
+
+
+def _common_arguments(parser: argparse.ArgumentParser) -> None:
+    sizes = parser.add_argument_group("model size (presets; default: the preset's paper size)")
+    sizes.add_argument("--d-model", type=_positive_int, help="model width")
+    sizes.add_argument("--heads", type=_positive_int, help="attention heads")
+    sizes.add_argument("--d-ff", type=_positive_int, help="feed-forward width (a multiple of --d-model)")
+    sizes.add_argument("--dropout", type=float, help="dropout rate (training only)")
+    sizes.add_argument("--vocab", type=_positive_int, default=8000, help="vocabulary size of random presets (8000)")
+    sizes.add_argument("--seed", type=int, default=1, help="seed of weights, sources and batches (default 1)")
+    run = parser.add_argument_group("machine and output")
+    run.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's)")
+    run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    run.add_argument("--out", default="bench-results", help="output directory (default bench-results/)")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    commands.add_parser("bench", help="(under construction)")
+    bench = commands.add_parser("bench", help="decoding and training speed benchmarks")
+    kinds = bench.add_subparsers(dest="bench_command", required=True)
+    decode = kinds.add_parser(
+        "decode",
+        help="decoding speed per decoder × beam (cached and uncached) and by output length",
+        epilog=DECODE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    what = decode.add_argument_group("decoders and workload")
+    what.add_argument("--preset", nargs="+", metavar="NAME", help="presets or @groups (random weights)")
+    what.add_argument("--model", nargs="+", metavar="DIR", help="trained model directories")
+    what.add_argument("--checkpoint", default="best", help="checkpoint of --model: best, last, averaged or a path")
+    what.add_argument("--input", help="raw source text, one sentence per line (needed with --model)")
+    what.add_argument(
+        "--sentences", type=_positive_int, help="use the first N input lines (default all; 200 synthetic)"
+    )
+    what.add_argument("--beams", default=DEFAULT_BEAMS, help=f"beam sizes, 1 = greedy (default {DEFAULT_BEAMS})")
+    what.add_argument("--uncached", action="store_true", help="also run uncached: the whole prefix re-fed every step")
+    what.add_argument("--batch-size", type=_positive_int, default=64, help="sentences per batch (default 64)")
+    what.add_argument("--repeat", type=_positive_int, default=1, help="timed runs per row, fastest kept (default 1)")
+    what.add_argument("--length-penalty", type=float, default=1.0, help="GNMT α for --model search (default 1.0)")
+    what.add_argument("--precision", choices=("fp32", "bf16", "fp16", "int8"), default="fp32",
+                      help="inference precision as in adlnmt translate (int8: CPU dynamic quantisation)")  # fmt: skip
+    what.add_argument("--speedups-off", metavar="NAME,...",
+                      help="optimisations to switch off, to measure them (topk_block, preallocate)")  # fmt: skip
+    what.add_argument("--baseline", help="decoder the 'x base' ratios compare with (default transformer, or the first)")
+    sweep = decode.add_argument_group("length sweep")
+    sweep.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"output lengths (default {DEFAULT_LENGTHS})")
+    sweep.add_argument("--sweep-beams", default="1,4", help="beam sizes of the sweep (default 1,4)")
+    sweep.add_argument("--sweep-sentences", type=_positive_int, default=20, help="sentences per length (default 20)")
+    sweep.add_argument("--no-sweep", action="store_true", help="skip the length sweep")
+    sweep.add_argument("--no-table", action="store_true", help="skip the beam table (sweep only)")
+    _common_arguments(decode)
+    decode.set_defaults(func=cmd_decode)
+
+    train = kinds.add_parser("train", help="training speed per preset: updates/s, target tokens/s, peak memory")
+    train.add_argument("--preset", nargs="+", metavar="NAME", required=True, help="presets or @groups")
+    train.add_argument("--data", help="prepared data directory (default: random sentence pairs of 6-20 words)")
+    train.add_argument("--batch-tokens", type=_positive_int, default=4000, help="padded tokens per batch (4000)")
+    train.add_argument("--updates", type=_positive_int, default=20, help="timed updates (default 20)")
+    train.add_argument("--warmup-updates", type=_int_at_least(0), default=3, help="untimed updates first (default 3)")
+    train.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="autocast on CUDA")
+    _common_arguments(train)
+    train.set_defaults(func=cmd_train)

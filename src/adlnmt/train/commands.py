@@ -24,7 +24,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     if args.beam < 1 or not 1 <= args.nbest <= args.beam:
         raise UserError(f"need --beam >= 1 and 1 <= --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
-    translator = Translator.load(args.model, args.checkpoint, args.device)
+    translator = Translator.load(args.model, args.checkpoint, args.device, args.precision)
     lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
     found = translator.search(lines, args.beam, args.nbest, args.batch_size, args.length_penalty,
                               args.max_len_ratio, args.alignments, incremental=not args.uncached)  # fmt: skip
@@ -81,6 +81,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     translate.add_argument("--uncached", action="store_true", help="re-feed the whole prefix every step (slow)")
     translate.add_argument("--device", default="cpu", help="cpu or cuda")
+    translate.add_argument(
+        "--precision",
+        default="fp32",
+        choices=("fp32", "bf16", "fp16", "int8"),
+        help="fp32 (default); bf16/fp16 (fp16: CUDA only); int8: dynamic quantisation of the linears (CPU only)",
+    )
     translate.set_defaults(func=cmd_translate)
 
     score = commands.add_parser("score", help="BLEU, chrF, TER, METEOR, sentBLEU; paired bootstrap significance")

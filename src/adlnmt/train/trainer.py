@@ -17,7 +17,7 @@ import sacrebleu
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
@@ -70,6 +70,18 @@ def pick_device(name: str, local_rank: int) -> torch.device:
     return torch.device(name)
 
 
+def make_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW as configured; fused (one kernel for all parameters, ~4× faster steps on CPU) where available."""
+    return torch.optim.AdamW(
+        model.parameters(),
+        lr=config.lr,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_eps,
+        weight_decay=config.weight_decay,
+        fused=device.type in ("cpu", "cuda"),
+    )
+
+
 class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
@@ -93,14 +105,7 @@ class Trainer:
         resuming = self._check_model_dir()
         torch.manual_seed(config.seed)
         self.model = Seq2Seq(self.model_config).to(self.device)
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(),
-            lr=config.lr,
-            betas=(config.adam_beta1, config.adam_beta2),
-            eps=config.adam_eps,
-            weight_decay=config.weight_decay,
-            fused=self.device.type in ("cpu", "cuda"),  # one kernel for all parameters: ~4× faster steps on CPU
-        )
+        self.optimizer = make_optimizer(self.model, config, self.device)
         self.schedule = Schedule(config)
         self.progress = Progress()
         self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16" and self.device.type == "cuda")

@@ -1,0 +1,155 @@
+"""Decoding speed: one row per decoder × beam × mode (the beam table) and per decoder × beam × mode × output
+length (the length sweep).
+
+A *decoder* is a model with its workload. A preset is randomly initialised (seeded) and decodes random source
+ids whose lengths are the input's word counts (or synthetic lengths), each output forced to exactly as many
+tokens as its source has words; a trained model (``--model``) decodes the encoded input lines with real search
+(EOS decides the length). The length sweep forces every output to exactly L tokens, for L in ``lengths``, on
+``sweep_sentences`` random sources of L words each, for presets and trained models alike.
+
+Timed: ``translate_ids`` over all sentences (length-sorted batches, encoder, search) after a short warm-up (the
+first few sentences, at most 16 tokens when lengths are forced); sentencepiece and detokenisation are not.
+Target tokens are those of the best hypothesis, EOS excluded. Modes: ``cached`` (incremental decoding, one
+cached step per token) and ``uncached`` (the whole prefix re-fed every step, the AAN paper's baseline regime).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from adlnmt.bench.measure import timed
+from adlnmt.bench.models import preset_model, random_sources
+from adlnmt.model import Seq2Seq
+from adlnmt.search import Hypothesis, translate_ids
+from adlnmt.train.config import TrainConfig
+
+MODES = {"cached": True, "uncached": False}  # mode → incremental
+WARMUP_SENTENCES = 4  # the warm-up decodes the first few sentences, forced lengths capped at WARMUP_LENGTH
+WARMUP_LENGTH = 16
+
+
+@dataclass
+class Decoder:
+    label: str
+    kind: str  # preset | model
+    model: Seq2Seq
+    sources: list[list[int]]  # beam-table workload (encoded, each ending with EOS)
+    exact: list[int] | None  # forced output lengths (presets), or None: real search
+
+
+@dataclass
+class DecodeSettings:
+    beams: list[int]
+    modes: list[str]
+    batch_size: int
+    repeat: int
+    device: torch.device
+    length_penalty: float
+    lengths: list[int]  # empty: no length sweep
+    sweep_beams: list[int]
+    sweep_sentences: int
+    seed: int
+
+
+def preset_decoder(
+    name: str, config: TrainConfig, vocab: int, lengths: list[int], seed: int, device: torch.device
+) -> Decoder:
+    """Preset ``name`` (its ``config``), seeded random weights, random sources of ``lengths`` words."""
+    model = preset_model(config, vocab, vocab, seed, device)
+    sources = random_sources(lengths, vocab, np.random.default_rng(seed))  # the same sources for every preset
+    return Decoder(name, "preset", model, sources, list(lengths))
+
+
+def model_decoder(label: str, path: Path, checkpoint: str, device: torch.device, lines: list[str]) -> Decoder:
+    """A trained model directory; ``lines`` (raw text) encoded with its vocabulary."""
+    from adlnmt.translator import Translator
+
+    translator = Translator.load(path, checkpoint, str(device))
+    sources = [translator.encode(line, number) for number, line in enumerate(lines, 1) if line.strip()]
+    return Decoder(label, "model", translator.model, sources, None)
+
+
+def measure(
+    model: Seq2Seq, sources: list[list[int]], exact: list[int] | None, beam: int, mode: str, settings: DecodeSettings
+) -> dict[str, Any]:
+    """Time one search over ``sources``: rates per second, ms per sentence and memory."""
+
+    def search(count: int, longest: int | None = None) -> list[list[Hypothesis]]:
+        lengths = None if exact is None else [min(n, longest or n) for n in exact[:count]]
+        return translate_ids(model, sources[:count], beam=beam, batch_size=settings.batch_size,
+                             alpha=settings.length_penalty, incremental=MODES[mode], device=settings.device,
+                             exact_lengths=lengths)  # fmt: skip
+
+    search(WARMUP_SENTENCES, WARMUP_LENGTH)
+    timing = timed(lambda: search(len(sources)), settings.device, settings.repeat)
+    tokens = sum(len(hyps[0].tokens) for hyps in timing.result)
+    return {
+        "beam": beam,
+        "mode": mode,
+        "sentences": len(sources),
+        "target_tokens": tokens,
+        "seconds": timing.seconds,
+        "sentences_per_s": len(sources) / timing.seconds,
+        "tokens_per_s": tokens / timing.seconds,
+        "ms_per_sentence": 1000 * timing.seconds / len(sources),
+        "peak_mb": timing.peak_mb,
+        "added_mb": timing.added_mb,
+    }
+
+
+Workload = tuple[dict[str, Any], list[list[int]], list[int] | None]  # extra columns, sources, forced lengths
+
+
+def _rows(
+    decoder: Decoder, settings: DecodeSettings, beams: list[int], workloads: Iterable[Workload]
+) -> Iterator[dict[str, Any]]:
+    """Measure every workload × beam × mode, logging each row to stderr as it is done."""
+    head = {"decoder": decoder.label, "kind": decoder.kind, "parameters": decoder.model.parameter_count()}
+    for extra, sources, exact in workloads:
+        for beam in beams:
+            for mode in settings.modes:
+                row = {**head, **extra, **measure(decoder.model, sources, exact, beam, mode, settings)}
+                length = f" length {row['length']}" if "length" in row else ""
+                rates = f"{row['sentences_per_s']:.2f} sent/s, {row['ms_per_sentence']:.1f} ms/sent"
+                print(
+                    f"  {decoder.label} beam {beam} {mode}{length}: {rates} ({row['seconds']:.1f} s)", file=sys.stderr
+                )
+                yield row
+
+
+def table_rows(decoder: Decoder, settings: DecodeSettings) -> Iterator[dict[str, Any]]:
+    """The beam table: every beam × mode on the decoder's workload."""
+    yield from _rows(decoder, settings, settings.beams, [({}, decoder.sources, decoder.exact)])
+
+
+def length_rows(decoder: Decoder, settings: DecodeSettings) -> Iterator[dict[str, Any]]:
+    """The length sweep: for each L, ``sweep_sentences`` random sources of L words, outputs of exactly L tokens."""
+    vocab, count = decoder.model.config.src_vocab_size, settings.sweep_sentences
+    workloads = (
+        ({"length": n}, random_sources([n] * count, vocab, np.random.default_rng((settings.seed, n))), [n] * count)
+        for n in settings.lengths
+    )
+    yield from _rows(decoder, settings, settings.sweep_beams, workloads)
+
+
+def add_ratios(rows: list[dict[str, Any]], baseline: str) -> None:
+    """In place: ``speedup_vs_baseline`` = baseline's seconds / this row's at the same beam, mode (and length);
+    ``cache_speedup`` = uncached seconds / cached seconds of the same decoder and beam (and length)."""
+
+    def key(row: dict[str, Any], *names: str) -> tuple:
+        return tuple(row.get(name) for name in (*names, "beam", "length"))
+
+    seconds = {key(row, "decoder", "mode"): row["seconds"] for row in rows}
+    for row in rows:
+        base = seconds.get((baseline, row["mode"], *key(row)))
+        row["speedup_vs_baseline"] = base / row["seconds"] if base is not None else None
+        cached = seconds.get((row["decoder"], "cached", *key(row)))
+        uncached = seconds.get((row["decoder"], "uncached", *key(row)))
+        row["cache_speedup"] = uncached / cached if cached and uncached else None

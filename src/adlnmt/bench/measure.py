@@ -1,0 +1,140 @@
+"""Timing and peak memory of one measured block.
+
+Memory on the CPU is the process's resident set (RSS), sampled from ``/proc/self/statm`` every 5 ms by a
+background thread while the block runs: ``peak_mb`` is the largest sample (model weights, Python and torch
+included), ``added_mb`` the peak minus the RSS when the block started (what the measured work itself needed on
+top). Freed heap memory is handed back to the OS first (glibc ``malloc_trim``), so that a block does not start
+with what an earlier one left resident. Where ``/proc`` is absent the lifetime peak ``ru_maxrss`` stands in (it
+only ever grows, so ``added_mb`` is then what this block raised it by). On CUDA:
+``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats`` (tensors only, not the allocator's cache),
+and the same difference.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Generic, TypeVar
+
+import torch
+
+T = TypeVar("T")
+MB = 1024 * 1024
+STATM = Path("/proc/self/statm")
+SAMPLE_SECONDS = 0.005
+
+
+def memory_method(device: torch.device) -> str:
+    """How ``PeakMemory`` measures on ``device`` (recorded with the results)."""
+    if device.type == "cuda":
+        return "cuda max_memory_allocated (tensors), MB"
+    if STATM.is_file():
+        return "peak RSS sampled every 5 ms from /proc/self/statm, MB"
+    return "ru_maxrss (lifetime peak RSS), MB"
+
+
+def _libc_malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):  # not glibc
+        return None
+
+
+MALLOC_TRIM = _libc_malloc_trim()
+
+
+def _rss_bytes() -> int:
+    return int(STATM.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _max_rss_bytes() -> int:
+    import resource  # POSIX only
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+
+
+class PeakMemory:
+    """``with PeakMemory(device) as memory: ...`` then ``memory.peak_mb`` and ``memory.added_mb``."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.peak_mb = 0.0
+        self.added_mb = 0.0
+        self._start = 0
+        self._peak = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device)
+        return _rss_bytes() if STATM.is_file() else _max_rss_bytes()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(SAMPLE_SECONDS):
+            self._peak = max(self._peak, self._sample())
+
+    def __enter__(self) -> PeakMemory:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._start = torch.cuda.memory_allocated(self.device)
+        else:
+            if MALLOC_TRIM is not None:
+                MALLOC_TRIM(0)
+            self._start = self._sample()
+            if STATM.is_file():
+                self._thread = threading.Thread(target=self._watch, daemon=True)
+                self._thread.start()
+        self._peak = self._start
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._peak = max(self._peak, self._sample())
+        self.peak_mb = self._peak / MB
+        self.added_mb = max(0, self._peak - self._start) / MB
+
+
+@dataclass
+class Timing(Generic[T]):
+    seconds: float  # wall-clock of the fastest repetition
+    peak_mb: float  # largest over the repetitions
+    added_mb: float
+    result: T  # what the last repetition returned
+
+
+def timed(run: Callable[[], T], device: torch.device, repeat: int = 1) -> Timing[T]:
+    """Run ``run`` ``repeat`` times with Python's cyclic garbage collector paused (as ``timeit`` does); the fastest
+    wall-clock time (noise only adds time) and the peak memory over all runs. The caller warms up first."""
+    best, peak, added = float("inf"), 0.0, 0.0
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(max(1, repeat)):
+            with PeakMemory(device) as memory:
+                start = time.perf_counter()
+                result = run()
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                seconds = time.perf_counter() - start
+            best, peak, added = min(best, seconds), max(peak, memory.peak_mb), max(added, memory.added_mb)
+    finally:
+        if collecting:
+            gc.enable()
+    return Timing(best, peak, added, result)
