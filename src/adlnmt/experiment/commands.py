@@ -1,9 +1,114 @@
-"""CLI: adlnmt experiment."""
+"""CLI: ``adlnmt experiment GRID.yaml [--scale S] [--out DIR] [--jobs N] [--threads T] [--device D]``."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+from pathlib import Path
+
+from adlnmt.errors import UserError
+from adlnmt.experiment.grid import Grid, load_grid
+from adlnmt.experiment.runner import Run, check_inputs, execute, plan_runs, prepare_data, write_spec
+
+
+def default_out(grid: Grid) -> Path:
+    """``runs/<name>-<scale>`` next to the grid file."""
+    return grid.path.parent / "runs" / (f"{grid.name}-{grid.scale}" if grid.scale else grid.name)
+
+
+def status(run: Run) -> str:
+    if run.result() is not None:
+        return "finished"
+    return "started" if run.model_dir.exists() else "new"
+
+
+def print_plan(grid: Grid, runs: list[Run], out: Path) -> None:
+    print(f"{grid.path}: {grid.name}, scale {grid.scale or '-'}: {len(grid.variants)} variants × "
+          f"{len(grid.seeds)} seeds {list(grid.seeds)}, output {out}")  # fmt: skip
+    tests = ", ".join(t.name for t in grid.tests)
+    print(f"  tests {tests}; metrics {', '.join(grid.metrics)}; translate {grid.translate}")
+    for variant in grid.variants:
+        states = ", ".join(f"seed {r.seed} {status(r)}" for r in runs if r.variant is variant)
+        print(f"  {variant.name} [runs/{variant.slug}, data {variant.data.key or variant.data.prepared}]: {states}")
+        print("    " + ", ".join(f"{key}={value}" for key, value in variant.train.items()))
+
+
+def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None) -> list[Run]:
+    """The runs of the variants (names or directory names) and seeds given, checked against the grid."""
+    names = [n.strip() for n in variants.split(",")] if variants else None
+    known = {v.name for v in grid.variants} | {v.slug for v in grid.variants}
+    if names and (unknown := [n for n in names if n not in known]):
+        raise UserError(f"--variants: {', '.join(unknown)} not in {grid.path} (variants: "
+                        f"{', '.join(v.name for v in grid.variants)})")  # fmt: skip
+    try:
+        numbers = [int(s) for s in seeds.split(",")] if seeds else None
+    except ValueError:
+        raise UserError(f"--seeds expects comma-separated integers, got {seeds!r}") from None
+    if numbers and (unknown_seeds := [n for n in numbers if n not in grid.seeds]):
+        raise UserError(f"--seeds: {unknown_seeds} not among the grid's seeds {list(grid.seeds)}")
+    return [run for run in runs if (names is None or {run.variant.name, run.variant.slug} & set(names))
+            and (numbers is None or run.seed in numbers)]  # fmt: skip
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from adlnmt.experiment.report import write_report
+
+    grid = load_grid(args.grid, args.scale)
+    out = Path(args.out) if args.out else default_out(grid)
+    runs = plan_runs(grid, out)
+    selected = select(grid, runs, args.variants, args.seeds)
+    if args.dry_run:
+        print_plan(grid, runs, out)
+        return 0
+    failed: list[Run] = []
+    if args.report_only and not (out / "runs").is_dir():
+        raise UserError(f"{out}: no runs of this experiment here (give --out, or run the grid first)")
+    if not args.report_only:
+        check_inputs(grid)
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(grid.path, out / "grid.yaml")
+        data_dirs = prepare_data(grid, out)
+        threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+        for run in selected:
+            write_spec(grid, run, data_dirs[run.variant.data.key], args.device, threads)
+        pending = [run for run in selected if run.result() is None]
+        print(f"{grid.name} (scale {grid.scale or '-'}): {len(selected)} runs, {len(selected) - len(pending)} finished "
+              f"(skipped), {len(pending)} to run, {args.jobs} at a time with {threads} thread(s) each; output {out}",
+              flush=True)  # fmt: skip
+        failed = [outcome.run for outcome in execute(pending, args.jobs, threads) if not outcome.ok]
+    table = write_report(grid, runs, out)
+    print(f"\n{table}\n\nreport: {out / 'report.md'}  (tables: results.md, results.csv, runs.csv; plots/)")
+    if failed:
+        print(f"{len(failed)} run(s) failed: {', '.join(run.label for run in failed)}; "
+              "re-run the same command to resume them")  # fmt: skip
+        return 1
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    commands.add_parser("experiment", help="(under construction)")
+    parser = commands.add_parser(
+        "experiment",
+        help="train, translate and score a grid of variants × seeds; results table, plots, report (resumable)",
+        description="Run every (variant, seed) of a grid file as its own training + translation + scoring run, "
+        "then write results.md/.csv (mean ± std over seeds), plots and report.md. Re-running skips finished runs "
+        "and resumes interrupted ones. Grid format: experiments/README.md.",
+    )
+    parser.add_argument("grid", help="grid file (YAML)")
+    parser.add_argument("--scale", help="one of the grid's scales, e.g. small or full (default: its default_scale)")
+    parser.add_argument("--out", help="output directory (default: runs/NAME-SCALE next to the grid file)")
+    parser.add_argument("--jobs", type=_positive, default=1, help="runs at once, each its own process (default 1)")
+    parser.add_argument("--threads", type=_positive, help="torch threads per run (default: CPU cores / jobs)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto: a GPU if any)")
+    parser.add_argument("--variants", help="run only these variants (comma-separated names); the report has all")
+    parser.add_argument("--seeds", help="run only these seeds (comma-separated), e.g. 1")
+    parser.add_argument("--dry-run", action="store_true", help="check the grid, list the runs and their state")
+    parser.add_argument("--report-only", action="store_true", help="only rebuild tables, plots and report.md")
+    parser.set_defaults(func=cmd_experiment)

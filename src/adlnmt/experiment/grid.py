@@ -1,0 +1,353 @@
+"""Grid files of ``adlnmt experiment``: load one YAML file, validate every key (errors name the file and the key
+path, e.g. ``grid.yaml: variants[2] ('RNN/RNN').train.d_modle: unknown training option``) and resolve one scale.
+
+A grid names the data (a prepared directory, or raw files the experiment prepares once), shared training options,
+the variants (a preset or an encoder/decoder ADL pair, with overrides), the seeds, the test sets, the metrics and
+the decoding options; ``scales`` hold named sets of overrides (``small`` for a CPU, ``full`` for the papers' sizes).
+Paths are relative to the grid file; ``~`` and ``$VARS`` are expanded. experiments/README.md documents the format.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from adlnmt.adl.errors import ADLError
+from adlnmt.errors import UserError
+from adlnmt.experiment.schema import Reader, read_yaml
+from adlnmt.metrics import parse_metrics
+from adlnmt.train.config import TrainConfig, build_config
+
+TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
+            "baseline", "bootstrap_resamples", "scales", "default_scale", "variants")  # fmt: skip
+SCALE_KEYS = ("description", "data", "train", "translate", "seeds")
+VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales")
+PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
+PREPARE_OPTIONS = {"vocab_size": int, "joint": bool, "model_type": str, "max_len": int, "max_ratio": float,
+                   "source_markers": bool}  # fmt: skip
+TRANSLATE_OPTIONS = {"beam": int, "batch_size": int, "length_penalty": float, "max_len_ratio": float,
+                     "checkpoint": str, "average": dict}  # fmt: skip
+TRANSLATE_DEFAULTS = {"beam": 5, "batch_size": 64, "length_penalty": 1.0, "max_len_ratio": 2.0, "checkpoint": "best"}
+# Training options the experiment sets itself, and those that belong to a variant.
+CONTROLLED = {
+    "data": "the grid's 'data'",
+    "model": "the run directory",
+    "seed": "'seeds'",
+    "progress": "the runner",
+    "device": "--device of adlnmt experiment",
+    "threads": "--threads of adlnmt experiment",
+}
+MODEL_KEYS = ("preset", "encoder", "decoder")
+TRAIN_FIELDS = {f.name: f for f in fields(TrainConfig)}
+NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where a variant's training data comes from: an existing prepared directory, or ``prepare`` arguments."""
+
+    key: str  # directory name under <out>/data ("" for an existing prepared directory)
+    prepared: Path | None = None
+    prepare: tuple[tuple[str, Any], ...] = ()  # sorted (name, value) pairs: prepare()'s arguments
+
+    def arguments(self) -> dict[str, Any]:
+        return dict(self.prepare)
+
+
+@dataclass(frozen=True)
+class TestSet:
+    name: str
+    src: Path
+    ref: Path
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # the row label, e.g. "self-att/RNN"
+    slug: str  # its directory name
+    train: dict[str, Any]  # TrainConfig values without data, model and seed
+    data: DataSpec
+
+
+@dataclass(frozen=True)
+class Grid:
+    path: Path
+    name: str
+    description: str
+    scale: str | None
+    scale_description: str
+    variants: tuple[Variant, ...]
+    seeds: tuple[int, ...]
+    tests: tuple[TestSet, ...]
+    metrics: tuple[str, ...]
+    translate: dict[str, Any]
+    length_buckets: tuple[int, ...]
+    baseline: str | None
+    bootstrap_resamples: int
+
+    def variant(self, name: str) -> Variant:
+        return next(v for v in self.variants if v.name == name)
+
+
+def slugify(name: str) -> str:
+    """A directory name for a row label: runs of other characters become '-', e.g. '+ multi-att-1h' → 'multi-att-1h'."""
+    return re.sub(r"[^A-Za-z0-9._]+", "-", name).strip("-.") or "variant"
+
+
+# --- training options ------------------------------------------------------------------------------------------
+
+
+def _field_kinds(name: str) -> tuple[type, ...]:
+    """The Python types a TrainConfig field accepts, from its annotation (e.g. 'int | None')."""
+    kinds = {"int": int, "float": float, "str": str, "bool": bool, "None": type(None), "list[str]": list}
+    return tuple(kinds[part.strip()] for part in str(TRAIN_FIELDS[name].type).split("|"))
+
+
+def _train_options(reader: Reader, value: Any, where: str) -> dict[str, Any]:
+    """A block of TrainConfig options (keys as the flags, '-' or '_'), each checked for name, type and choices."""
+    if value is None:
+        return {}
+    options = {}
+    for key, item in reader.mapping(value, where).items():
+        name = str(key).replace("-", "_")
+        at = f"{where}.{key}"
+        if name in CONTROLLED:
+            reader.fail(at, f"set by the experiment (from {CONTROLLED[name]}), not a training option here")
+        if name in MODEL_KEYS:
+            reader.fail(at, "the architecture belongs to a variant (variants[i].preset, .encoder, .decoder)")
+        if name not in TRAIN_FIELDS:
+            reader.unknown(at, name, [n for n in TRAIN_FIELDS if n not in CONTROLLED], "training option")
+        if name == "var":
+            item = [f"{k}={v}" for k, v in item.items()] if isinstance(item, dict) else item
+            if not isinstance(item, list) or not all(isinstance(v, str) for v in item):
+                reader.fail(at, "expected NAME=VALUE strings or a mapping of NAME: VALUE")
+        else:
+            item = reader.typed(item, _field_kinds(name), at)
+            choices = TRAIN_FIELDS[name].metadata.get("choices")
+            if choices and item not in choices:
+                reader.fail(at, f"{item!r} is not one of {', '.join(choices)}")
+        options[name] = item
+    return options
+
+
+# --- data, tests, decoding -------------------------------------------------------------------------------------
+
+
+def _prepare_options(reader: Reader, value: Any, where: str, with_paths: bool) -> dict[str, Any]:
+    allowed = (*PATH_KEYS, *PREPARE_OPTIONS) if with_paths else tuple(PREPARE_OPTIONS)
+    block = reader.mapping(value, where, allowed)
+    options: dict[str, Any] = {}
+    for key, item in block.items():
+        at = f"{where}.{key}"
+        options[key] = reader.path_value(item, at) if key in PATH_KEYS else reader.typed(item, PREPARE_OPTIONS[key], at)
+    if with_paths and (missing := [key for key in PATH_KEYS if key not in block]):
+        reader.fail(where, f"missing {', '.join(missing)} (raw training and validation files to prepare)")
+    if options.get("model_type", "bpe") not in ("bpe", "unigram"):
+        reader.fail(f"{where}.model_type", "expected bpe or unigram")
+    return options
+
+
+def _tests(reader: Reader, value: Any) -> tuple[TestSet, ...]:
+    if not isinstance(value, list) or not value:
+        reader.fail("test", "expected a non-empty list of {name, src, ref} test sets")
+    tests = []
+    for i, item in enumerate(value):
+        where = f"test[{i}]"
+        block = reader.mapping(item, where, ("name", "src", "ref"))
+        for key in ("name", "src", "ref"):
+            if key not in block:
+                reader.fail(where, f"missing '{key}'")
+        name = reader.name(block["name"], f"{where}.name")
+        if not NAME.fullmatch(name) or name in {t.name for t in tests}:
+            reader.fail(f"{where}.name", f"{name!r} must be unique and use only letters, digits, '.', '_', '-'")
+        tests.append(TestSet(name, reader.path_value(block["src"], f"{where}.src"),
+                             reader.path_value(block["ref"], f"{where}.ref")))  # fmt: skip
+    return tuple(tests)
+
+
+def _average(reader: Reader, value: dict, where: str) -> None:
+    kind, count = next(iter(value.items())) if len(value) == 1 else ("", 0)
+    if kind not in ("last", "best"):
+        reader.fail(where, "expected {last: N} or {best: N} (checkpoints to average)")
+    if reader.typed(count, int, f"{where}.{kind}") < 1:
+        reader.fail(f"{where}.{kind}", "must be at least 1")
+
+
+def _translate(reader: Reader, blocks: list[tuple[Any, str]]) -> dict[str, Any]:
+    """Decoding options: defaults < the grid's ``translate`` < the scale's."""
+    options = dict(TRANSLATE_DEFAULTS)
+    for value, where in blocks:
+        for key, item in reader.mapping(value or {}, where, TRANSLATE_OPTIONS).items():
+            options[key] = reader.typed(item, TRANSLATE_OPTIONS[key], f"{where}.{key}")
+            if key == "average":
+                _average(reader, item, f"{where}.average")
+    for key in ("beam", "batch_size"):
+        if options[key] < 1:
+            reader.fail(f"translate.{key}", "must be at least 1")
+    if options["checkpoint"] not in ("best", "last"):
+        reader.fail("translate.checkpoint", "expected best or last (or set translate.average)")
+    if options["max_len_ratio"] <= 0 or options["length_penalty"] < 0:
+        reader.fail("translate", "max_len_ratio must be positive and length_penalty non-negative")
+    return options
+
+
+# --- variants --------------------------------------------------------------------------------------------------
+
+
+def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Variant:
+    where = f"variants[{i}]"
+    block = reader.mapping(item, where)
+    if "name" in block:
+        where = f"variants[{i}] ({block['name']!r})"
+    reader.mapping(block, where, VARIANT_KEYS)
+    if "name" not in block:
+        reader.fail(where, "missing 'name' (the row label in the results table)")
+    name = reader.name(block["name"], f"{where}.name")
+    has_pair = "encoder" in block or "decoder" in block
+    if ("preset" in block) == has_pair or (has_pair and not ("encoder" in block and "decoder" in block)):
+        reader.fail(where, "give either 'preset' or both 'encoder' and 'decoder' (ADL chains)")
+    model = {key: reader.name(block[key], f"{where}.{key}") for key in MODEL_KEYS if key in block}
+    train = {**context["train"], **_train_options(reader, block.get("train"), f"{where}.train")}
+    scale = context["scale"]
+    scales = reader.mapping(block.get("scales") or {}, f"{where}.scales", context["scales"])
+    if scale in scales:
+        at = f"{where}.scales.{scale}"
+        train.update(_train_options(reader, reader.mapping(scales[scale], at, ("train",)).get("train"), f"{at}.train"))
+    data = context["data"]
+    if block.get("data") is not None:
+        if data.prepared is not None:
+            reader.fail(f"{where}.data", "per-variant prepare options need the grid's 'data' to be a prepare block")
+        overrides = _prepare_options(reader, block["data"], f"{where}.data", with_paths=False)
+        merged = {**data.arguments(), **overrides}
+        changed = {k: v for k, v in overrides.items() if data.arguments().get(k) != v}
+        key = "-".join(f"{k}-{str(v).lower()}" for k, v in sorted(changed.items())) or data.key
+        data = DataSpec(key, None, tuple(sorted(merged.items())))
+    values = {**train, **model}
+    _check_model(reader, where, values, data)
+    return Variant(name, slugify(name), values, data)
+
+
+def _check_model(reader: Reader, where: str, values: dict[str, Any], data: DataSpec) -> None:
+    """Resolve the training options and build the model on the meta device: ADL and size errors before any run."""
+    import torch
+
+    from adlnmt.model import Seq2Seq
+
+    vocab = int(data.arguments().get("vocab_size", 8000))
+    try:
+        config = build_config({**values, "data": "", "model": ""})
+        with torch.device("meta"):
+            Seq2Seq(config.model_config(vocab, vocab))
+    except ADLError as err:
+        reader.fail(where, err.render().rstrip())
+    except UserError as err:
+        reader.fail(where, str(err))
+
+
+# --- the grid --------------------------------------------------------------------------------------------------
+
+
+def scale_names(path: str | Path) -> tuple[str, ...]:
+    """The scales a grid file defines (without validating the rest)."""
+    path = Path(path)
+    return tuple(Reader(path).mapping(read_yaml(path, TOP_KEYS).get("scales") or {}, "scales"))
+
+
+def _pick_scale(reader: Reader, raw: dict[str, Any], scale: str | None) -> tuple[str | None, dict[str, Any]]:
+    scales = reader.mapping(raw.get("scales") or {}, "scales")
+    if scale is None:
+        scale = raw.get("default_scale") or ("full" if "full" in scales else None)
+        if scale is None and scales:
+            reader.fail("scales", f"choose one with --scale ({', '.join(scales)}) or set default_scale")
+    if scale is not None and scale not in scales:
+        known = ", ".join(scales) or "none"
+        where = "default_scale" if raw.get("default_scale") == scale else ""
+        reader.fail(where, f"no scale {scale!r} in this grid (scales: {known})")
+    chosen = reader.mapping(scales.get(scale) or {}, f"scales.{scale}", SCALE_KEYS) if scale else {}
+    for name, block in scales.items():
+        reader.mapping(block or {}, f"scales.{name}", SCALE_KEYS)
+    return scale, chosen
+
+
+def _data(reader: Reader, raw: dict[str, Any], chosen: dict[str, Any], scale: str | None) -> DataSpec:
+    if "data" not in raw:
+        reader.fail("", "missing 'data' (a prepared directory, or train_src/train_tgt/valid_src/valid_tgt to prepare)")
+    if isinstance(raw["data"], str):
+        if chosen.get("data") is not None:
+            reader.fail(f"scales.{scale}.data", "prepare options need the grid's 'data' to be a prepare block")
+        return DataSpec("", reader.path_value(raw["data"], "data"))
+    options = _prepare_options(reader, raw["data"], "data", with_paths=True)
+    if chosen.get("data") is not None:
+        options.update(_prepare_options(reader, chosen["data"], f"scales.{scale}.data", with_paths=False))
+    return DataSpec("default", None, tuple(sorted(options.items())))
+
+
+def load_grid(path: str | Path, scale: str | None = None) -> Grid:
+    """Parse and validate a grid file at one scale (default: ``default_scale``, else ``full`` if defined).
+
+    Files are not opened here (``runner.check_inputs`` does that before running), so a grid can be checked on a
+    machine without its corpus.
+    """
+    path = Path(path)
+    raw = read_yaml(path, TOP_KEYS)
+    reader = Reader(path)
+    scale, chosen = _pick_scale(reader, raw, scale)
+    at = f"scales.{scale}"
+    for key in ("name", "variants", "test"):
+        if key not in raw:
+            reader.fail("", f"missing '{key}'")
+    name = reader.name(raw["name"], "name")
+    if not NAME.fullmatch(name):
+        reader.fail("name", "use only letters, digits, '.', '_' and '-' (it names the output directory)")
+    data = _data(reader, raw, chosen, scale)
+    train = {
+        **_train_options(reader, raw.get("train"), "train"),
+        **_train_options(reader, chosen.get("train"), f"{at}.train"),
+    }
+    seeds_value, seeds_where = (
+        (chosen["seeds"], f"{at}.seeds") if "seeds" in chosen else (raw.get("seeds", [1]), "seeds")
+    )
+    metrics_value = raw.get("metrics", ["bleu", "chrf"])
+    if not isinstance(metrics_value, list) or not all(isinstance(m, str) for m in metrics_value):
+        reader.fail("metrics", f"expected a list of metric names, got {metrics_value!r}")
+    try:
+        metrics = parse_metrics(metrics_value)
+    except UserError as err:
+        reader.fail("metrics", str(err))
+    if not isinstance(raw.get("variants"), list) or not raw["variants"]:
+        reader.fail("variants", "expected a non-empty list of variants")
+    context = {"train": train, "scale": scale, "scales": tuple(reader.mapping(raw.get("scales") or {}, "scales")),
+               "data": data}  # fmt: skip
+    variants = tuple(_variant(reader, item, i, context) for i, item in enumerate(raw["variants"]))
+    for kind in ("name", "slug"):
+        seen: dict[str, str] = {}
+        for variant in variants:
+            value = getattr(variant, kind)
+            if value in seen:
+                reader.fail("variants", f"{variant.name!r} and {seen[value]!r} have the same {kind} {value!r}")
+            seen[value] = variant.name
+    baseline = raw.get("baseline")
+    if baseline is not None and baseline not in {v.name for v in variants}:
+        reader.unknown("baseline", str(baseline), [v.name for v in variants], "variant")
+    resamples = reader.typed(raw.get("bootstrap_resamples", 1000), int, "bootstrap_resamples")
+    if resamples < 1:
+        reader.fail("bootstrap_resamples", "must be at least 1")
+    return Grid(
+        path=path,
+        name=name,
+        description=str(raw.get("description") or "").strip(),
+        scale=scale,
+        scale_description=str(chosen.get("description") or "").strip(),
+        variants=variants,
+        seeds=reader.positive_ints(seeds_value, seeds_where),
+        tests=_tests(reader, raw["test"]),
+        metrics=metrics,
+        translate=_translate(
+            reader, [(raw.get("translate"), "translate"), (chosen.get("translate"), f"{at}.translate")]
+        ),
+        length_buckets=reader.positive_ints(raw.get("length_buckets", [10, 20, 30]), "length_buckets", increasing=True),
+        baseline=baseline,
+        bootstrap_resamples=resamples,
+    )

@@ -1,0 +1,281 @@
+"""The results of an experiment: one row per variant with mean ± sample standard deviation over the finished seeds
+(Markdown and CSV), per-run values (runs.csv), paired bootstrap significance against the baseline, and report.md
+with the table and the plots.
+
+Significance: for every seed both the baseline and a variant finished, sacreBLEU's paired bootstrap compares their
+hypotheses from that seed (the same seed means the same batch order and initialisation RNG stream). A cell is
+marked † when every such pair is significant at p < 0.05 in the same direction; the largest p is reported.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adlnmt.experiment.grid import Grid
+from adlnmt.experiment.plots import SHORT, make_plots
+from adlnmt.experiment.runner import Run, fingerprint, last_lines, read_json, write_json
+
+SIGNIFICANT = 0.05
+
+
+def mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (ddof = 1; None with fewer than two values)."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def cell(values: list[float], digits: int = 2, spread: bool = True) -> str:
+    """``mean ± std`` (just the mean with one value, or without ``spread``); '–' when there is none."""
+    mean, std = mean_std(values)
+    if mean is None:
+        return "–"
+    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None and spread else "")
+
+
+@dataclass
+class Row:
+    """The finished runs of one variant."""
+
+    name: str
+    results: list[dict[str, Any]]
+    total: int
+    significance: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (test, metric) → test
+
+    def values(self, *path: str) -> list[Any]:
+        found = []
+        for result in self.results:
+            value: Any = result
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            found.append(value)
+        return found
+
+
+def collect(grid: Grid, runs: list[Run]) -> list[Row]:
+    by_variant = {v.name: [r for r in runs if r.variant.name == v.name] for v in grid.variants}
+    rows = []
+    for name, variant_runs in by_variant.items():
+        results = [result for run in variant_runs if (result := run.result()) is not None]
+        rows.append(Row(name, results, len(variant_runs)))
+    return rows
+
+
+# --- significance ----------------------------------------------------------------------------------------------
+
+
+def _hypotheses(run_dir: Path, result: dict[str, Any], test: str) -> list[str]:
+    from adlnmt.metrics import read_lines
+
+    return read_lines(run_dir / result["tests"][test]["hypotheses"])
+
+
+def _verdict(tests: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Summary of one metric's paired tests over seeds: significant when all agree and every p < 0.05."""
+    winners = {entry["better"] for entry in tests.values()}
+    p_max = max(entry["p_value"] for entry in tests.values())
+    return {
+        "p_values": {str(seed): entry["p_value"] for seed, entry in tests.items()},
+        "p_max": p_max,
+        "significant": p_max < SIGNIFICANT and len(winners) == 1 and winners != {"tie"},
+        "better": winners.pop() if len(winners) == 1 else "mixed",
+    }
+
+
+def add_significance(grid: Grid, rows: list[Row], runs: list[Run], out: Path) -> None:
+    """Paired bootstrap of every variant against the baseline, per seed both finished; cached in bootstrap.json."""
+    from adlnmt.metrics import paired_bootstrap, read_lines
+
+    if grid.baseline is None:
+        return
+    dirs = {(run.variant.name, run.seed): run.dir for run in runs}
+    base = {r["seed"]: r for r in next(row for row in rows if row.name == grid.baseline).results}
+    cache_path = out / "bootstrap.json"
+    cache = read_json(cache_path) or {}
+    references = {test.name: read_lines(test.ref) for test in grid.tests}
+    for row in rows:
+        if row.name == grid.baseline:
+            continue
+        for test in grid.tests:
+            found = {}
+            for result in (r for r in row.results if r["seed"] in base):
+                seed = result["seed"]
+                a = _hypotheses(dirs[(grid.baseline, seed)], base[seed], test.name)
+                b = _hypotheses(dirs[(row.name, seed)], result, test.name)
+                key = fingerprint([a, b, references[test.name], grid.metrics, grid.bootstrap_resamples])
+                if key not in cache:
+                    tested = paired_bootstrap(a, b, references[test.name], grid.metrics, grid.bootstrap_resamples)
+                    cache[key] = tested["metrics"]
+                found[seed] = cache[key]
+            for metric in grid.metrics if found else ():
+                row.significance[(test.name, metric)] = _verdict({seed: f[metric] for seed, f in found.items()})
+    write_json(cache_path, cache)
+
+
+# --- tables ----------------------------------------------------------------------------------------------------
+
+
+def _metric_header(grid: Grid, test: str, metric: str) -> str:
+    return SHORT[metric] if len(grid.tests) == 1 else f"{test} {SHORT[metric]}"
+
+
+def markdown_table(grid: Grid, rows: list[Row]) -> str:
+    speed_test = grid.tests[0].name
+    header = ["variant", "seeds", "params"]
+    header += [_metric_header(grid, t.name, m) for t in grid.tests for m in grid.metrics]
+    header += ["valid ppl", "updates", "train min", "sent/s", "tok/s"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    for row in rows:
+        params = row.values("parameters")
+        label = f"{row.name} (baseline)" if row.name == grid.baseline else row.name
+        cells = [label, f"{len(row.results)}/{row.total}", _count(params[0]) if params else "–"]
+        for test in grid.tests:
+            for metric in grid.metrics:
+                text = cell(row.values("tests", test.name, "scores", metric))
+                mark = row.significance.get((test.name, metric), {})
+                cells.append(text + (" †" if mark.get("significant") else ""))
+        cells += [
+            cell(row.values("best_valid_ppl")),
+            cell(row.values("updates"), 0, spread=False),
+            cell(row.values("train_minutes"), 1, spread=False),
+            cell(row.values("tests", speed_test, "sentences_per_s"), 1, spread=False),
+            cell(row.values("tests", speed_test, "tokens_per_s"), 0, spread=False),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _count(parameters: int) -> str:
+    return f"{parameters / 1e6:.1f}M" if parameters >= 100_000 else f"{parameters / 1e3:.1f}K"
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+def csv_table(grid: Grid, rows: list[Row]) -> str:
+    """One row per variant: mean and std of every metric, p-values against the baseline, sizes and speeds."""
+    header = ["variant", "seeds_finished", "seeds_total", "parameters"]
+    for test in grid.tests:
+        for metric in grid.metrics:
+            header += [f"{test.name}.{metric}.{k}" for k in ("mean", "std", "p_max", "significant")]
+    header += ["best_valid_ppl.mean", "best_valid_ppl.std", "updates.mean", "train_minutes.mean"]
+    for test in grid.tests:
+        header += [f"{test.name}.{k}.mean" for k in ("sentences_per_s", "tokens_per_s", "decode_seconds")]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        params = row.values("parameters")
+        line = [row.name, len(row.results), row.total, params[0] if params else ""]
+        for test in grid.tests:
+            for metric in grid.metrics:
+                mark = row.significance.get((test.name, metric), {})
+                line += [_number(v) for v in mean_std(row.values("tests", test.name, "scores", metric))]
+                line += [_number(mark.get("p_max")), mark.get("significant", "")]
+        line += [_number(v) for v in mean_std(row.values("best_valid_ppl"))]
+        line += [_number(mean_std(row.values(key))[0]) for key in ("updates", "train_minutes")]
+        for test in grid.tests:
+            line += [_number(mean_std(row.values("tests", test.name, key))[0])
+                     for key in ("sentences_per_s", "tokens_per_s", "decode_seconds")]  # fmt: skip
+        writer.writerow(line)
+    return buffer.getvalue()
+
+
+def runs_csv(grid: Grid, rows: list[Row]) -> str:
+    """Every finished run's own values."""
+    header = ["variant", "seed", "parameters", "updates", "best_update", "train_minutes", "best_valid_ppl"]
+    header += [f"{t.name}.{m}" for t in grid.tests for m in grid.metrics]
+    header += [f"{t.name}.{k}" for t in grid.tests for k in ("sentences_per_s", "tokens_per_s")]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        for r in row.results:
+            line = [row.name, r["seed"], r["parameters"], r["updates"], r["best_update"]]
+            line += [_number(r["train_minutes"]), _number(r["best_valid_ppl"])]
+            line += [_number(r["tests"][t.name]["scores"][m]) for t in grid.tests for m in grid.metrics]
+            line += [_number(r["tests"][t.name][k]) for t in grid.tests for k in ("sentences_per_s", "tokens_per_s")]
+            writer.writerow(line)
+    return buffer.getvalue()
+
+
+def significance_table(grid: Grid, rows: list[Row]) -> str:
+    lines = [
+        "| variant | test | metric | Δ mean vs baseline | p per seed | significant |",
+        "|---|---|---|---:|---|---|",
+    ]
+    base = next(row for row in rows if row.name == grid.baseline)
+    for row in rows:
+        for (test, metric), mark in row.significance.items():
+            ours, theirs = (mean_std(r.values("tests", test, "scores", metric))[0] for r in (row, base))
+            delta = f"{ours - theirs:+.2f}" if ours is not None and theirs is not None else "–"
+            p_values = ", ".join(f"{seed}: {p:.3f}" for seed, p in mark["p_values"].items())
+            verdict = f"yes ({'better' if mark['better'] == 'b' else 'worse'})" if mark["significant"] else "no"
+            lines.append(f"| {row.name} | {test} | {SHORT[metric]} | {delta} | {p_values} | {verdict} |")
+    return "\n".join(lines)
+
+
+# --- the report ------------------------------------------------------------------------------------------------
+
+
+def _notes(grid: Grid, rows: list[Row]) -> str:
+    t = grid.translate
+    weights = f"average of the {next(iter(t['average']))} {next(iter(t['average'].values()))}" if t.get("average") \
+        else f"{t['checkpoint']} checkpoint"  # fmt: skip
+    threads = sorted({r.get("threads") for row in rows for r in row.results})
+    devices = sorted({r.get("device") for row in rows for r in row.results})
+    lines = [
+        "Scores: mean ± sample standard deviation (ddof = 1) over the finished seeds (`seeds` = finished/planned); "
+        "sacreBLEU on detokenised text; METEOR is NLTK's (exact + stem, no WordNet).",
+        f"Decoding: beam {t['beam']}, length penalty α = {t['length_penalty']}, batch {t['batch_size']} sentences, "
+        f"{weights}. `valid ppl`: validation perplexity of the best checkpoint.",
+        f"`train min`: the trainer's cumulative training time (with periodic validation); `sent/s`, `tok/s`: "
+        f"decoding speed on {grid.tests[0].name} (target pieces + EOS per second), device {', '.join(devices) or '–'}"
+        f", {', '.join(map(str, threads)) or '–'} thread(s); runs that ran side by side (--jobs) slow each other.",
+    ]
+    if grid.baseline:
+        lines.append(
+            f"† significantly different from {grid.baseline} (sacreBLEU paired bootstrap, {grid.bootstrap_resamples} "
+            f"resamples, p < {SIGNIFICANT} in the same direction for every seed both finished)."
+        )
+    return "\n".join(f"- {line}" for line in lines)
+
+
+def _unfinished(run: Run) -> str:
+    if not run.log.exists():
+        return f"- {run.label}: not started"
+    last = last_lines(run.log, 1).replace("`", "'")
+    return f"- {run.label}: failed or interrupted; log `{run.log}` ends with `{last}`"
+
+
+def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
+    """Write results.md, results.csv, runs.csv, the plots and report.md under ``out``; return the Markdown table."""
+    rows = collect(grid, runs)
+    add_significance(grid, rows, runs, out)
+    table = markdown_table(grid, rows)
+    notes = _notes(grid, rows)
+    (out / "results.md").write_text(table + "\n\n" + notes + "\n", encoding="utf-8")
+    (out / "results.csv").write_text(csv_table(grid, rows), encoding="utf-8")
+    (out / "runs.csv").write_text(runs_csv(grid, rows), encoding="utf-8")
+    plots = make_plots(grid, rows, out / "plots")
+    title = f"{grid.name}" + (f" (scale {grid.scale})" if grid.scale else "")
+    finished = sum(len(row.results) for row in rows)
+    parts = [f"# Experiment {title}", grid.description, grid.scale_description,
+             f"Grid `{grid.path}`, {finished}/{len(runs)} runs finished, "
+             f"report written {time.strftime('%Y-%m-%d %H:%M')}.", "## Results", table, notes]  # fmt: skip
+    if any(row.significance for row in rows):
+        parts += [f"## Paired bootstrap against {grid.baseline}", significance_table(grid, rows)]
+    parts += [f"## {caption}\n\n![{caption}](plots/{path.name})" for caption, path in plots]
+    unfinished = [_unfinished(run) for run in runs if run.result() is None]
+    if unfinished:
+        parts += ["## Unfinished runs", "\n".join(unfinished)]
+    (out / "report.md").write_text("\n\n".join(p for p in parts if p) + "\n", encoding="utf-8")
+    return table

@@ -1,0 +1,234 @@
+"""Running a grid: prepare its data once, lay out one directory per (variant, seed), and run each pending run
+as its own subprocess (``python -m adlnmt.experiment.worker RUN_DIR``), several at once with ``jobs``.
+
+Layout of the output directory::
+
+    data/<key>/                       prepared data (``default``, or one per distinct set of prepare options)
+    runs/<variant>/seed-<n>/run.json  what the run does (written by the runner before every start)
+                            train.yaml     the training options: ``adlnmt train --config train.yaml`` alone redoes it
+                            model/         the model directory (resumable)
+                            trained.json   training is complete (so a run stopped by patience is not trained on)
+                            hyp/<test>.txt hypotheses
+                            result.json    the run is finished: scores, speed, curves (written last, atomically)
+                            log.txt        everything the run printed, every attempt appended
+
+A run is finished when its ``result.json`` carries the fingerprint of the current settings; re-running the
+experiment skips it. Otherwise the worker resumes: the trainer continues from its last checkpoint (or does
+nothing when ``trained.json`` matches) and translation and scoring are redone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adlnmt.data.corpus import count_lines
+from adlnmt.errors import UserError
+from adlnmt.experiment.grid import DataSpec, Grid, Variant
+from adlnmt.train.checkpoint import atomic_write
+
+# Training options that may differ between attempts of one run without changing its result.
+NOT_FINGERPRINTED = ("device", "threads", "progress")
+
+
+def write_json(path: Path, value: Any) -> None:
+    text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``, or None when it is missing or unreadable (a run that did not finish)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def fingerprint(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Run:
+    variant: Variant
+    seed: int
+    dir: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant.name} seed {self.seed}"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.dir / "model"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "log.txt"
+
+    def result(self) -> dict[str, Any] | None:
+        """The stored result when the run finished with its current settings."""
+        result = read_json(self.dir / "result.json")
+        spec = read_json(self.dir / "run.json")
+        if result is None or spec is None or result.get("fingerprint") != spec.get("fingerprint"):
+            return None
+        return result
+
+
+# --- inputs and data -------------------------------------------------------------------------------------------
+
+
+def check_inputs(grid: Grid) -> None:
+    """Every test set exists and its source and reference have the same number of lines."""
+    for test in grid.tests:
+        counts = [count_lines(path) for path in (test.src, test.ref)]
+        if counts[0] != counts[1]:
+            raise UserError(f"{grid.path}: test set {test.name!r}: {test.src} has {counts[0]} lines but "
+                            f"{test.ref} has {counts[1]}")  # fmt: skip
+
+
+def _manifest_differences(manifest: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    stored = {**manifest.get("options", {}), **manifest.get("inputs", {}), "joint": manifest.get("joint"),
+              "model_type": manifest.get("model_type")}  # fmt: skip
+    defaults = {"vocab_size": 8000, "joint": True, "model_type": "bpe", "max_len": 250, "max_ratio": 3.0,
+                "source_markers": False}  # fmt: skip
+    wanted = {**defaults, **{k: str(v) if isinstance(v, Path) else v for k, v in arguments.items()}}
+    return [key for key, value in wanted.items() if stored.get(key) != value]
+
+
+def prepare_data(grid: Grid, out: Path, log: Callable[[str], None] = print) -> dict[str, Path]:
+    """The data directory of every DataSpec the variants use (key → path), preparing what is missing."""
+    from adlnmt.data.dataset import DataDir
+    from adlnmt.data.prepare import MANIFEST, prepare
+
+    specs: dict[str, DataSpec] = {v.data.key: v.data for v in grid.variants}
+    dirs = {}
+    for key, spec in specs.items():
+        if spec.prepared is not None:
+            DataDir.load(spec.prepared)  # a clear error when it is not a prepared directory
+            dirs[key] = spec.prepared
+            continue
+        target = out / "data" / key
+        manifest = read_json(target / MANIFEST)
+        if manifest is None:
+            log(f"preparing {target} ...")
+            prepare(out_dir=target, **spec.arguments())
+        elif differences := _manifest_differences(manifest, spec.arguments()):
+            raise UserError(
+                f"{target} was prepared with other {', '.join(differences)} than {grid.path} asks for; "
+                "the runs trained on it would not match: choose another --out, or delete that directory"
+            )
+        dirs[key] = target
+    return dirs
+
+
+# --- runs ------------------------------------------------------------------------------------------------------
+
+
+def plan_runs(grid: Grid, out: Path) -> list[Run]:
+    return [Run(v, seed, out / "runs" / v.slug / f"seed-{seed}") for v in grid.variants for seed in grid.seeds]
+
+
+def write_spec(grid: Grid, run: Run, data_dir: Path, device: str, threads: int) -> None:
+    """run.json and train.yaml of ``run``; the fingerprints cover everything that changes its result."""
+    train = {**run.variant.train, "data": str(data_dir), "model": str(run.model_dir), "seed": run.seed}
+    train_print = fingerprint({k: v for k, v in train.items() if k not in NOT_FINGERPRINTED})
+    evaluation = {
+        "tests": [{"name": t.name, "src": str(t.src), "ref": str(t.ref)} for t in grid.tests],
+        "metrics": list(grid.metrics),
+        "translate": grid.translate,
+        "length_buckets": list(grid.length_buckets),
+    }
+    spec = {
+        "experiment": grid.name,
+        "scale": grid.scale,
+        "variant": run.variant.name,
+        "seed": run.seed,
+        "threads": threads,
+        "device": device,
+        "train_fingerprint": train_print,
+        "fingerprint": fingerprint([train_print, evaluation]),
+        **evaluation,
+    }
+    run.dir.mkdir(parents=True, exist_ok=True)
+    options = {**train, "device": device, "threads": threads, "progress": False}
+    text = f"# adlnmt train --config {run.dir / 'train.yaml'}\n" + yaml.safe_dump(options, sort_keys=False)
+    atomic_write(run.dir / "train.yaml", lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    write_json(run.dir / "run.json", spec)
+
+
+@dataclass
+class Outcome:
+    run: Run
+    returncode: int
+    seconds: float
+    result: dict[str, Any] | None
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.result is not None
+
+
+def last_lines(path: Path, count: int = 3) -> str:
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return "\n".join(lines[-count:])
+
+
+def _attempt(run: Run, threads: int) -> Outcome:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    command = [sys.executable, "-m", "adlnmt.experiment.worker", str(run.dir)]
+    start = time.monotonic()
+    run.dir.mkdir(parents=True, exist_ok=True)
+    with open(run.log, "a", encoding="utf-8") as log:
+        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
+        log.flush()
+        returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+    return Outcome(run, returncode, time.monotonic() - start, run.result() if returncode == 0 else None)
+
+
+def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str], None] = print) -> list[Outcome]:
+    """Run every run in a subprocess, ``jobs`` at a time; a failure is reported and the others go on."""
+    runs = list(runs)
+    lock = threading.Lock()
+    done: list[Outcome] = []
+
+    def one(run: Run) -> Outcome:
+        with lock:
+            report(f"start  {run.label}  (log: {run.log})")
+        outcome = _attempt(run, threads)
+        with lock:
+            done.append(outcome)
+            where = f"[{len(done)}/{len(runs)}] {run.label}"
+            if outcome.ok:
+                report(f"done   {where} in {outcome.seconds / 60:.1f} min: {summary(outcome.result or {})}")
+            else:
+                tail = last_lines(run.log).replace("\n", "\n         ")
+                report(f"FAILED {where} (exit status {outcome.returncode}); see {run.log}:\n         {tail}")
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, runs))
+
+
+def summary(result: dict[str, Any]) -> str:
+    """One line: updates, training minutes and the first test set's scores."""
+    parts = [f"{result.get('updates', 0)} updates, {result.get('train_minutes', 0.0):.1f} train min"]
+    for name, test in list(result.get("tests", {}).items())[:1]:
+        scores = ", ".join(f"{m} {v:.2f}" for m, v in test["scores"].items())
+        parts.append(f"{name}: {scores}")
+    return "; ".join(parts)

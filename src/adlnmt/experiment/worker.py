@@ -1,0 +1,186 @@
+"""One run of an experiment in its own process: ``python -m adlnmt.experiment.worker RUN_DIR``.
+
+Trains with ``adlnmt train --config RUN_DIR/train.yaml`` (which resumes an interrupted run exactly), marks the
+training complete in ``trained.json``, translates every test set with the grid's decoding options, scores it and
+writes ``result.json`` last. Test sentences are translated one source-length bucket at a time, so the decoding
+time per sentence by length (AAN Fig. 7) comes from the same pass that produces the hypotheses.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from adlnmt.errors import UserError
+from adlnmt.experiment.runner import read_json, write_json
+
+
+def bucket_labels(bounds: list[int]) -> list[str]:
+    """``[10, 20]`` → ``["1-10", "11-20", "21+"]`` (source lengths in whitespace-separated words)."""
+    lows = [1, *(b + 1 for b in bounds)]
+    return [f"{low}-{high}" for low, high in zip(lows, bounds, strict=False)] + [f"{lows[-1]}+"]
+
+
+def bucket_of(length: int, bounds: list[int]) -> int:
+    return next((i for i, bound in enumerate(bounds) if length <= bound), len(bounds))
+
+
+def read_records(model_dir: Path) -> list[dict[str, Any]]:
+    """The checkpoint records of metrics.jsonl by update (a later record of an update wins)."""
+    path = model_dir / "metrics.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    records = {record["update"]: record for record in map(json.loads, filter(str.strip, lines))}
+    return [records[update] for update in sorted(records)]
+
+
+def choose_weights(model_dir: Path, translate: dict[str, Any], records: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """The checkpoint to translate with: best or last, or ``averaged`` over (at most) the N last or best ones."""
+    if not translate.get("average"):
+        return translate["checkpoint"], []
+    from adlnmt.average import existing_checkpoints, select_checkpoints, write_average
+
+    kind, count = next(iter(translate["average"].items()))
+    files = existing_checkpoints(model_dir)
+    scored = {r["update"] for r in records}
+    available = len(files) if kind == "last" else sum(1 for update in files if update in scored)
+    count = min(count, available)
+    paths = select_checkpoints(model_dir, count if kind == "best" else None, count if kind == "last" else None)
+    write_average(model_dir, paths)
+    return "averaged", [path.name for path in paths]
+
+
+def translate_by_length(
+    translator: Any, sources: list[str], bounds: list[int], search: dict[str, Any]
+) -> tuple[list[str], int, list[dict[str, Any]]]:
+    """Translate ``sources`` one length bucket at a time: hypotheses in input order, target tokens decoded (pieces
+    + EOS) and, per bucket, its label, rows and seconds."""
+    groups: list[list[int]] = [[] for _ in range(len(bounds) + 1)]
+    for i, line in enumerate(sources):
+        groups[bucket_of(len(line.split()), bounds)].append(i)
+    translator.search([next((s for s in sources if s.strip()), "a")], nbest=1, **search)  # warm-up, not timed
+    hypotheses, tokens, buckets = [""] * len(sources), 0, []
+    for label, rows in zip(bucket_labels(bounds), groups, strict=True):
+        start = time.perf_counter()
+        found = translator.search([sources[i] for i in rows], nbest=1, **search) if rows else []
+        buckets.append({"label": label, "rows": rows, "seconds": time.perf_counter() - start})
+        for row, hyps in zip(rows, found, strict=True):
+            hypotheses[row] = hyps[0].text if hyps else ""
+            tokens += len(hyps[0].pieces) + 1 if hyps else 0
+    return hypotheses, tokens, buckets
+
+
+def evaluate_test(translator: Any, test: dict[str, str], spec: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Translate one test set (timed by length bucket), write the hypotheses, score the whole and each bucket."""
+    from adlnmt.metrics import read_lines, score
+
+    options, metrics = spec["translate"], spec["metrics"]
+    search = {key: options[key] for key in ("beam", "batch_size", "max_len_ratio", "length_penalty")}
+    sources, references = read_lines(test["src"]), read_lines(test["ref"])
+    if len(sources) != len(references):
+        raise UserError(f"{test['src']} has {len(sources)} lines but {test['ref']} has {len(references)}")
+    hypotheses, tokens, buckets = translate_by_length(translator, sources, spec["length_buckets"], search)
+    hyp_path = out / "hyp" / f"{test['name']}.txt"
+    hyp_path.parent.mkdir(parents=True, exist_ok=True)
+    hyp_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    scores = score(hypotheses, references, metrics, hyp_name=str(hyp_path), ref_name=test["ref"])
+    for bucket in buckets:
+        rows = bucket.pop("rows")
+        found = score([hypotheses[i] for i in rows], [references[i] for i in rows], metrics) if rows else {}
+        bucket.update(sentences=len(rows), ms_per_sentence=1000 * bucket["seconds"] / len(rows) if rows else None,
+                      scores={m: found[m] for m in metrics} if rows else {})  # fmt: skip
+    seconds = sum(b["seconds"] for b in buckets)
+    return {
+        "scores": {m: scores[m] for m in metrics},
+        "signatures": {m: scores[f"{m}_signature"] for m in metrics},
+        "hypotheses": str(hyp_path.relative_to(out)),
+        "sentences": len(sources),
+        "decode_seconds": seconds,
+        "sentences_per_s": len(sources) / seconds if seconds else None,
+        "tokens_per_s": tokens / seconds if seconds else None,
+        "buckets": buckets,
+    }
+
+
+def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Everything result.json holds: sizes, training summary and curve, and each test set's scores and speed."""
+    import torch
+
+    from adlnmt.train.trainer import pick_device
+    from adlnmt.translator import Translator
+
+    torch.set_num_threads(spec["threads"])
+    model_dir = run_dir / "model"
+    stored = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    records = read_records(model_dir)
+    if not records:
+        raise UserError(f"{model_dir}: training wrote no checkpoint record (metrics.jsonl)")
+    last = records[-1]
+    best = next((r for r in records if r["update"] == last["best_update"]), last)
+    checkpoint, averaged = choose_weights(model_dir, spec["translate"], records)
+    device = str(pick_device(spec["device"], 0))
+    translator = Translator.load(model_dir, checkpoint, device)
+    curve_keys = ("update", "epoch", "train_loss", "valid_ppl", "valid_bleu", "train_minutes", "tokens_per_s")
+    return {
+        "fingerprint": spec["fingerprint"],
+        "experiment": spec["experiment"],
+        "scale": spec["scale"],
+        "variant": spec["variant"],
+        "seed": spec["seed"],
+        "parameters": stored["parameters"],
+        "canonical": stored["canonical"],
+        "updates": last["update"],
+        "epochs": last["epoch"],
+        "train_minutes": last["train_minutes"],
+        "train_tokens_per_s": sum(r["tokens_per_s"] for r in records) / len(records),
+        "best_update": best["update"],
+        "best_valid_ppl": best["valid_ppl"],
+        "best_valid_bleu": best.get("valid_bleu"),
+        "checkpoint": checkpoint,
+        "averaged": averaged,
+        "device": device,
+        "threads": spec["threads"],
+        "curve": [{key: r[key] for key in curve_keys if key in r} for r in records],
+        "tests": {test["name"]: evaluate_test(translator, test, spec, run_dir) for test in spec["tests"]},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    run_dir = Path((argv if argv is not None else sys.argv[1:])[0])
+    with open(run_dir / "lock", "w") as lock:
+        try:  # a second experiment process on the same output directory must not run this run too
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"error: {run_dir} is being run by another process", file=sys.stderr)
+            return 3
+        return run(run_dir)
+
+
+def run(run_dir: Path) -> int:
+    """Train unless trained.json matches, then evaluate and write result.json; the exit status of the run."""
+    from adlnmt.cli import main as adlnmt
+
+    spec = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    trained = read_json(run_dir / "trained.json") or {}
+    if trained.get("fingerprint") != spec["train_fingerprint"]:
+        print(f"training: adlnmt train --config {run_dir / 'train.yaml'}", file=sys.stderr, flush=True)
+        status = adlnmt(["train", "--config", str(run_dir / "train.yaml")])
+        if status:
+            return status
+        write_json(run_dir / "trained.json", {"fingerprint": spec["train_fingerprint"]})
+    print("translating and scoring the test sets", file=sys.stderr, flush=True)
+    try:
+        result = evaluate(run_dir, spec)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    write_json(run_dir / "result.json", result)
+    print("finished", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

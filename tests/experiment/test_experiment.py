@@ -1,0 +1,180 @@
+"""`adlnmt experiment` end to end on the demo corpus: 2 variants × 2 seeds of tiny models.
+
+One sequence, shared by the tests: a first run in which one run fails (its model directory is blocked by a file),
+a second run killed with SIGKILL in the middle of the failed run's training, and a third run that resumes it
+while the finished runs are left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from adlnmt.cli import main
+
+TINY = {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 6, "checkpoint_interval": 3, "lr": 2e-3}
+ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+DECODER = "pos -> repeat(1, res_nd({x}) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+BLOCKED = ("b", 2)  # the run made to fail first, then killed, then resumed
+
+
+def grid_file(root: Path, corpus: Path) -> Path:
+    grid = {
+        "name": "tiny",
+        "data": {"train_src": str(corpus / "train.src"), "train_tgt": str(corpus / "train.tgt"),
+                 "valid_src": str(corpus / "valid.src"), "valid_tgt": str(corpus / "valid.tgt"), "vocab_size": 150},
+        "test": [{"name": "test", "src": str(corpus / "test.src"), "ref": str(corpus / "test.tgt")}],
+        "metrics": ["bleu", "chrf"],
+        "seeds": [1, 2],
+        "baseline": "a",
+        "bootstrap_resamples": 200,
+        "length_buckets": [5, 8],
+        "translate": {"beam": 2},
+        "train": TINY,
+        "variants": [
+            {"name": "a", "encoder": ENCODER, "decoder": DECODER.format(x="mh_dot_self_att")},
+            # longer (and quicker checkpoints), so that the kill below lands in the middle of its training
+            {"name": "b", "encoder": ENCODER, "decoder": DECODER.format(x="aan"),
+             "train": {"max_updates": 40, "valid_bleu": False}},
+        ],
+    }  # fmt: skip
+    path = root / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid), encoding="utf-8")
+    return path
+
+
+def run_dir(out: Path, variant: str, seed: int) -> Path:
+    return out / "runs" / variant / f"seed-{seed}"
+
+
+def experiment(*argv: str) -> tuple[int, str]:
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        status = main(["experiment", *argv])
+    return status, output.getvalue()
+
+
+def stamps(out: Path) -> dict[str, int]:
+    """Modification times of what training and evaluation write, for every run but the blocked one."""
+    found = {}
+    for variant, seed in (("a", 1), ("a", 2), ("b", 1)):
+        directory = run_dir(out, variant, seed)
+        for name in ("model/state.pt", "model/best.safetensors", "model/metrics.jsonl", "result.json", "hyp/test.txt"):
+            found[f"{variant}/{seed}/{name}"] = (directory / name).stat().st_mtime_ns
+    return found
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module")
+def sequence(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    root = tmp_path_factory.mktemp("experiment")
+    out = root / "out"
+    args = (str(grid_file(root, demo_data / "corpus")), "--out", str(out), "--threads", "1")
+    blocked = run_dir(out, *BLOCKED)
+    blocked.mkdir(parents=True)
+    (blocked / "model").write_text("not a directory")  # the trainer cannot create its model directory: it fails
+    s = SimpleNamespace(out=out, args=args, blocked=blocked)
+    s.first_status, s.first_stdout = experiment(*args, "--jobs", "2")
+    s.first_csv = read_csv(out / "results.csv")
+    s.first_table = (out / "results.md").read_text(encoding="utf-8")
+    s.first_report = (out / "report.md").read_text(encoding="utf-8")
+    s.stamps = stamps(out)
+    (blocked / "model").unlink()
+    # Second attempt, killed (with its worker) once the blocked run has saved its first checkpoint.
+    command = [sys.executable, "-m", "adlnmt", "experiment", *args]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (blocked / "model" / "state.pt").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    s.killed_trained = (blocked / "trained.json").exists()
+    s.final_status, s.final_stdout = experiment(*args, "--jobs", "2")
+    s.final_stamps = stamps(out)
+    return s
+
+
+def test_a_failed_run_is_reported_and_the_others_finish(sequence: SimpleNamespace) -> None:
+    assert sequence.first_status == 1
+    assert re.search(r"FAILED \[\d/4\] b seed 2 \(exit status 2\)", sequence.first_stdout)
+    assert "1 run(s) failed: b seed 2" in sequence.first_stdout
+    assert [(row["variant"], row["seeds_finished"]) for row in sequence.first_csv] == [("a", "2"), ("b", "1")]
+    assert "- b seed 2: failed or interrupted; log" in sequence.first_report
+    b_row = next(line for line in sequence.first_table.splitlines() if line.startswith("| b |"))
+    assert "| 1/2 |" in b_row and "±" not in b_row.split("|")[4]  # one seed: the mean alone
+
+
+def test_a_killed_run_resumes_and_finished_runs_are_not_trained_again(sequence: SimpleNamespace) -> None:
+    assert not sequence.killed_trained, "the kill should land during training"
+    assert sequence.final_status == 0
+    assert "3 finished (skipped), 1 to run" in sequence.final_stdout
+    assert sequence.final_stamps == sequence.stamps
+    for variant, seed in (("a", 1), ("a", 2), ("b", 1)):
+        assert (run_dir(sequence.out, variant, seed) / "log.txt").read_text().count("\n=== ") == 1
+    log = (sequence.blocked / "log.txt").read_text()
+    assert log.count("\n=== ") == 3 and "resuming at update" in log
+    assert json.loads((sequence.blocked / "result.json").read_text())["updates"] == 40
+
+
+def test_the_table_is_the_mean_and_sample_std_of_the_runs(sequence: SimpleNamespace) -> None:
+    rows = read_csv(sequence.out / "results.csv")
+    finished = [(row["variant"], row["seeds_finished"], row["seeds_total"]) for row in rows]
+    assert finished == [("a", "2", "2"), ("b", "2", "2")]
+    for row in rows:
+        results = [json.loads((run_dir(sequence.out, row["variant"], seed) / "result.json").read_text())
+                   for seed in (1, 2)]  # fmt: skip
+        assert int(row["parameters"]) == results[0]["parameters"] > 0
+        for metric in ("bleu", "chrf"):
+            values = [r["tests"]["test"]["scores"][metric] for r in results]
+            assert float(row[f"test.{metric}.mean"]) == pytest.approx(statistics.fmean(values), rel=1e-5)
+            assert float(row[f"test.{metric}.std"]) == pytest.approx(statistics.stdev(values), rel=1e-5, abs=1e-9)
+        assert float(row["updates.mean"]) == statistics.fmean(r["updates"] for r in results)
+        assert float(row["test.sentences_per_s.mean"]) > 0
+    assert rows[0]["test.bleu.p_max"] == ""  # the baseline is not tested against itself
+    assert 0 <= float(rows[1]["test.bleu.p_max"]) <= 1
+    lines = [line for line in (sequence.out / "results.md").read_text().splitlines() if line.startswith("|")]
+    assert len(lines) == 4 and len({line.count("|") for line in lines}) == 1
+    assert lines[0].startswith("| variant | seeds | params | BLEU | chrF | valid ppl |")
+    assert lines[2].startswith("| a (baseline) | 2/2 |") and " ± " in lines[2]
+    assert lines[2] in sequence.final_stdout  # the table is printed at the end
+    assert len(read_csv(sequence.out / "runs.csv")) == 4
+
+
+def test_plots_and_the_report(sequence: SimpleNamespace) -> None:
+    report = (sequence.out / "report.md").read_text()
+    for name in ("curves.png", "length-test.png", "speed-test.png"):
+        assert (sequence.out / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"(plots/{name})" in report
+    assert "## Paired bootstrap against a" in report and "Unfinished" not in report
+    result = json.loads((run_dir(sequence.out, "a", 1) / "result.json").read_text())
+    buckets = result["tests"]["test"]["buckets"]
+    assert [b["label"] for b in buckets] == ["1-5", "6-8", "9+"]
+    assert sum(b["sentences"] for b in buckets) == result["tests"]["test"]["sentences"] == 60
+    assert all(b["ms_per_sentence"] > 0 for b in buckets if b["sentences"])
+    assert [r["update"] for r in result["curve"]] == [3, 6]
+
+
+def test_report_only_and_dry_run_change_no_run(sequence: SimpleNamespace) -> None:
+    status, stdout = experiment(*sequence.args, "--report-only")
+    assert status == 0 and "| b | 2/2 |" in stdout
+    status, stdout = experiment(*sequence.args, "--dry-run")
+    assert status == 0 and "seed 1 finished, seed 2 finished" in stdout
+    assert stamps(sequence.out) == sequence.stamps

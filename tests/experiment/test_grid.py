@@ -1,0 +1,134 @@
+"""Grid files: validation errors name the file and the key; every shipped grid parses at every scale."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from adlnmt.cli import main
+from adlnmt.errors import UserError
+from adlnmt.experiment.grid import load_grid, scale_names, slugify
+from adlnmt.experiment.worker import bucket_labels, bucket_of
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+SHIPPED = sorted(EXPERIMENTS.glob("*.yaml"))
+ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+DECODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+
+
+def base_grid() -> dict:
+    return {
+        "name": "g",
+        "data": "data",
+        "test": [{"name": "test", "src": "t.src", "ref": "t.tgt"}],
+        "train": {"d_model": 32, "heads": 4, "max_updates": 5},
+        "scales": {"small": {"train": {"max_updates": 2}}, "full": {}},
+        "variants": [{"name": "a", "encoder": ENCODER, "decoder": DECODER}, {"name": "b", "preset": "transformer"}],
+        "baseline": "a",
+    }
+
+
+def write(tmp_path: Path, grid: dict) -> Path:
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def error(tmp_path: Path, grid: dict, scale: str | None = None) -> str:
+    path = write(tmp_path, grid)
+    with pytest.raises(UserError) as caught:
+        load_grid(path, scale)
+    message = str(caught.value)
+    assert message.startswith(str(path))
+    return message
+
+
+def test_a_valid_grid_resolves_scales_and_paths(tmp_path: Path) -> None:
+    grid = base_grid()
+    grid["variants"][1]["train"] = {"dropout": 0.3, "lr": "1e-3"}  # YAML 1.1 reads 1e-3 as a string
+    grid["variants"][1]["scales"] = {"small": {"train": {"d_model": 64}}}
+    path = write(tmp_path, grid)
+    full, small = load_grid(path), load_grid(path, "small")
+    assert full.scale == "full" and small.scale == "small"
+    assert full.variant("a").train["max_updates"] == 5 and small.variant("a").train["max_updates"] == 2
+    assert small.variant("b").train == {"d_model": 64, "heads": 4, "max_updates": 2, "dropout": 0.3, "lr": 1e-3,
+                                        "preset": "transformer"}  # fmt: skip
+    assert full.variant("b").train["d_model"] == 32
+    assert full.tests[0].src == (tmp_path / "t.src").resolve()
+    assert full.variants[0].data.prepared == (tmp_path / "data").resolve()
+    assert full.translate["beam"] == 5 and full.metrics == ("bleu", "chrf") and full.seeds == (1,)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda g: g.update(variantz=[]), "variantz: unknown key (did you mean 'variants'?)"),
+        (lambda g: g["train"].update(d_modle=8), "train.d_modle: unknown training option (did you mean 'd_model'?)"),
+        (lambda g: g["train"].update(max_updates="ten"), "train.max_updates: expected int, got str 'ten'"),
+        (lambda g: g["train"].update(seed=3), "train.seed: set by the experiment (from 'seeds')"),
+        (lambda g: g["train"].update(lr_schedule="cosine"), "train.lr_schedule: 'cosine' is not one of"),
+        (lambda g: g["train"].update(preset="transformer"), "train.preset: the architecture belongs to a variant"),
+        (lambda g: g["variants"][1].pop("preset"), "variants[1] ('b'): give either 'preset' or both 'encoder'"),
+        (lambda g: g["variants"][0].pop("decoder"), "variants[0] ('a'): give either 'preset' or both"),
+        (lambda g: g["variants"][0].pop("name"), "variants[0]: missing 'name'"),
+        (lambda g: g["variants"][0].update(trian={}), "variants[0] ('a').trian: unknown key (did you mean 'train'?)"),
+        (lambda g: g["variants"][1].update(name="a"), "'a' and 'a' have the same name"),
+        (lambda g: g["variants"][1].update(preset="transformr"), "variants[1] ('b'): unknown preset 'transformr'"),
+        (lambda g: g["variants"][0].update(encoder="pos -> nrom"), "variants[0] ('a'): ADL error in encoder"),
+        (lambda g: g["variants"][1].update(train={"d_ff": 33}), "variants[1] ('b'): --d-ff (33) must be a multiple"),
+        (lambda g: g["variants"][1].update(data={"vocab_size": 10}), "variants[1] ('b').data: per-variant prepare"),
+        (lambda g: g.update(baseline="c"), "baseline: unknown variant"),
+        (lambda g: g.update(metrics=["bleu", "rouge"]), "metrics: unknown metric 'rouge'"),
+        (lambda g: g.update(seeds=[1, 1]), "seeds: values must be distinct"),
+        (lambda g: g.update(length_buckets=[20, 10]), "length_buckets: values must be distinct and increasing"),
+        (lambda g: g.update(translate={"beam": 0}), "translate.beam: must be at least 1"),
+        (lambda g: g.update(translate={"average": {"first": 3}}), "translate.average: expected {last: N}"),
+        (lambda g: g["test"][0].pop("ref"), "test[0]: missing 'ref'"),
+        (lambda g: g["scales"].update(tiny={"trian": {}}), "scales.tiny.trian: unknown key"),
+        (lambda g: g.pop("data"), "missing 'data'"),
+    ],
+)
+def test_errors_name_the_file_and_the_key(tmp_path: Path, change, expected: str) -> None:
+    grid = base_grid()
+    change(grid)
+    assert expected in error(tmp_path, grid)
+
+
+def test_an_unknown_scale_is_an_error(tmp_path: Path) -> None:
+    assert "no scale 'tiny' in this grid (scales: small, full)" in error(tmp_path, base_grid(), "tiny")
+    grid = base_grid()
+    grid["scales"] = {"small": {}, "medium": {}}
+    assert "choose one with --scale (small, medium)" in error(tmp_path, grid)
+
+
+def test_the_command_exits_2_with_the_message(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    grid = base_grid()
+    grid["train"]["batch_tokens"] = -1
+    path = write(tmp_path, grid)
+    assert main(["experiment", str(path), "--dry-run"]) == 2
+    assert f"error: {path}: variants[0] ('a'): --batch-tokens must be >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_every_shipped_grid_parses_at_every_scale(path: Path) -> None:
+    scales = scale_names(path)
+    assert set(scales) == {"small", "full"}
+    small, full = load_grid(path, "small"), load_grid(path)  # full is the default scale
+    assert full.scale == "full" and full.baseline is not None and len(full.seeds) >= 2
+    for variant in small.variants:  # small runs are capped by updates, never by minutes
+        assert variant.train["max_updates"] > 0 and not variant.train.get("max_minutes")
+        assert variant.train["d_model"] <= 256
+    for variant in full.variants:
+        assert "max_minutes" not in variant.train
+        assert variant.train.get("d_model", 512) >= 256
+    for test in full.tests:  # the corpus itself is only read when the grid runs
+        assert test.src.name.endswith(".gz") and "multi30k" in str(test.src)
+
+
+def test_slugs_and_length_buckets() -> None:
+    assert slugify("+ multi-att-1h") == "multi-att-1h"
+    assert slugify("self-att/RNN") == "self-att-RNN"
+    assert bucket_labels([10, 20]) == ["1-10", "11-20", "21+"]
+    assert [bucket_of(n, [10, 20]) for n in (0, 1, 10, 11, 20, 21, 99)] == [0, 0, 0, 1, 1, 2, 2]

@@ -1,0 +1,53 @@
+"""The runner's checks before anything trains: test sets and prepared data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from adlnmt.errors import UserError
+from adlnmt.experiment.grid import load_grid
+from adlnmt.experiment.runner import check_inputs, plan_runs, prepare_data
+
+
+def grid_at(tmp_path: Path, corpus: Path, vocab_size: int, ref: str = "test.tgt") -> Path:
+    files = {f"{split}_{side}": str(corpus / f"{split}.{ext}")
+             for split in ("train", "valid") for side, ext in (("src", "src"), ("tgt", "tgt"))}  # fmt: skip
+    grid = {
+        "name": "g",
+        "data": {**files, "vocab_size": vocab_size},
+        "test": [{"name": "test", "src": str(corpus / "test.src"), "ref": str(corpus / ref)}],
+        "train": {"d_model": 32, "heads": 4},
+        "variants": [
+            {"name": "a", "preset": "transformer-small"},
+            {"name": "b", "preset": "comet-source-markers", "data": {"source_markers": True}},
+        ],
+    }
+    path = tmp_path / f"grid-{vocab_size}.yaml"
+    path.write_text(yaml.safe_dump(grid), encoding="utf-8")
+    return path
+
+
+def test_data_is_prepared_once_per_set_of_options_and_checked(demo_data: Path, tmp_path: Path) -> None:
+    grid = load_grid(grid_at(tmp_path, demo_data / "corpus", 150))
+    out = tmp_path / "out"
+    dirs = prepare_data(grid, out, log=lambda _: None)
+    assert dirs == {"default": out / "data" / "default", "source_markers-true": out / "data" / "source_markers-true"}
+    manifest = (dirs["default"] / "manifest.json").read_text()
+    assert prepare_data(grid, out, log=pytest.fail) == dirs  # reused, not prepared again
+    assert (dirs["default"] / "manifest.json").read_text() == manifest
+    assert [(run.variant.name, run.seed, run.dir.relative_to(out).as_posix()) for run in plan_runs(grid, out)] == [
+        ("a", 1, "runs/a/seed-1"), ("b", 1, "runs/b/seed-1")]  # fmt: skip
+    other = load_grid(grid_at(tmp_path, demo_data / "corpus", 120))
+    with pytest.raises(UserError, match=r"data/default was prepared with other vocab_size than .*grid-120.yaml"):
+        prepare_data(other, out, log=lambda _: None)
+
+
+def test_a_test_set_with_misaligned_files_is_an_error(demo_data: Path, tmp_path: Path) -> None:
+    check_inputs(load_grid(grid_at(tmp_path, demo_data / "corpus", 150)))
+    (tmp_path / "short.tgt").write_text("one line\n")
+    grid = load_grid(grid_at(tmp_path, demo_data / "corpus", 150, ref=str(tmp_path / "short.tgt")))
+    with pytest.raises(UserError, match=r"test set 'test': .*test.src has 60 lines but .*short.tgt has 1"):
+        check_inputs(grid)
