@@ -30,12 +30,21 @@ def test_cli_flags_override_yaml(tmp_path: Path) -> None:
     assert (config.d_model, config.heads, config.var, config.valid_bleu) == (64, 4, ["X=3"], False)
 
 
+def test_yaml_numbers_without_a_dot_are_numbers(tmp_path: Path) -> None:
+    yaml_file = tmp_path / "c.yaml"
+    yaml_file.write_text("data: d\nmodel: m\nlr: 1e-3\nadam_eps: 1e-9\nlr_decay: 1\n")  # YAML: '1e-3' is a string
+    config = parse(["--config", str(yaml_file)])
+    assert (config.lr, config.adam_eps, config.lr_decay) == (1e-3, 1e-9, 1.0)
+    assert isinstance(config.lr, float)
+
+
 @pytest.mark.parametrize(
     ("yaml_text", "message"),
     [
         ("data: d\nmodel: a: b\n", "c.yaml:2"),
         ("nonsense_option: 1\n", "unknown option 'nonsense_option'"),
         ("- 1\n", "mapping"),
+        ("lr: fast\n", "option 'lr' expects a number, got 'fast'"),
     ],
 )
 def test_bad_yaml_is_a_located_error(tmp_path: Path, yaml_text: str, message: str) -> None:

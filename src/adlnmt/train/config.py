@@ -199,5 +199,20 @@ def load_yaml(path: Path) -> dict[str, Any]:
             raise UserError(f"{path}: unknown option '{key}'")
         if name == "var" and isinstance(value, dict):
             value = [f"{k}={v}" for k, v in value.items()]
-        values[name] = [str(v) for v in value] if name == "var" and isinstance(value, list) else value
+        if name == "var" and isinstance(value, list):
+            value = [str(v) for v in value]
+        values[name] = _number(path, key, value, str(known[name].type))
     return values
+
+
+def _number(path: Path, key: str, value: Any, annotation: str) -> Any:
+    """YAML reads ``1e-3`` (no dot) as a string: numbers of float/int options are converted, with a located
+    error when they are not numbers."""
+    wanted = float if annotation.startswith("float") else int if annotation.startswith("int") else None
+    if wanted is None or not isinstance(value, str):
+        return value
+    try:
+        return wanted(value)
+    except ValueError:
+        kind = "a number" if wanted is float else "an integer"
+        raise UserError(f"{path}: option '{key}' expects {kind}, got '{value}'") from None
