@@ -11,7 +11,15 @@ import torch
 import adlnmt
 from adlnmt.cli import main
 from adlnmt.data.vocab import BOS, EOS
-from adlnmt.search import beam_batch, best_continuations, greedy_batch, length_penalty, pad_batch, translate_ids
+from adlnmt.search import (
+    beam_batch,
+    best_continuations,
+    greedy_batch,
+    length_penalty,
+    pad_batch,
+    rows_in_place,
+    translate_ids,
+)
 from adlnmt.speedups import OFF, SPEEDUPS, speedups_off
 from adlnmt.translator import Translator
 
@@ -109,6 +117,18 @@ def test_every_speedup_leaves_the_output_unchanged(trained, demo_data: Path, fam
                 assert search(beam) == expected, f"{name} off changes the {family} output (beam {beam})"
         with speedups_off():
             assert search(beam, incremental=False) == expected
+
+
+def test_rows_in_place_keeps_a_child_in_every_parents_row() -> None:
+    generator = torch.Generator().manual_seed(1)
+    for k in (1, 2, 5, 12):
+        origin = torch.randint(0, k, (200, k), generator=generator)
+        order = rows_in_place(origin)
+        assert torch.equal(order.sort(dim=1).values, torch.arange(k).expand(200, k))  # a permutation
+        laid_out = origin.gather(1, order)  # parent of the continuation in each slot
+        for parents, placed in zip(origin.tolist(), laid_out.tolist(), strict=True):
+            assert all(placed[p] == p for p in set(parents))  # each parent's row holds one of its children
+            assert sorted(placed) == sorted(parents)
 
 
 def test_block_topk_equals_full_topk() -> None:

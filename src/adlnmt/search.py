@@ -126,6 +126,21 @@ def best_continuations(scores: Tensor, log_probs: Tensor, count: int) -> tuple[T
     return values, best.gather(1, within // size) * size + within % size
 
 
+def rows_in_place(origin: Tensor) -> Tensor:
+    """The order [B, k] in which to lay out each sentence's k continuations (their parent beams ``origin``
+    [B, k], in score order) so that the first child of every parent takes its parent's row: a beam reorder
+    then copies only the other rows (``GrowingTensor.reorder``). Slot s gets continuation order[b, s]."""
+    batch, k = origin.shape
+    beams = torch.arange(k, device=origin.device)
+    same_parent = origin.unsqueeze(2) == origin.unsqueeze(1)  # [B, c, c']
+    first = ~(same_parent & (beams.unsqueeze(1) > beams)).any(-1)  # [B, c]: no earlier sibling
+    taken = ((origin.unsqueeze(1) == beams.view(1, k, 1)) & first.unsqueeze(1)).any(-1)  # [B, slot]
+    free_slots = (taken.long() * k + beams).sort(dim=1).values % k  # free slots first, ascending
+    rank = (~first).long().cumsum(1) - 1  # among the later siblings
+    slot = torch.where(first, origin, free_slots.gather(1, rank.clamp(min=0)))  # [B, c]
+    return torch.empty_like(origin).scatter_(1, slot, beams.expand(batch, k))
+
+
 @torch.inference_mode()
 def beam_batch(
     model: Seq2Seq,
@@ -192,9 +207,12 @@ def beam_batch(
         # The k best candidates that do not end continue.
         goes_on = ~words.eq(EOS)
         chosen = goes_on & (goes_on.cumsum(1) <= k)  # [B_act, 2k], exactly k per sentence
-        scores = top_scores[chosen].view(active, k)
-        parents = rows[chosen]  # [N]
-        tokens = words[chosen]
+        slots = rows_in_place(origin[chosen].view(active, k)) if SPEEDUPS.rows_in_place else None
+        scores, parents, tokens = (
+            x[chosen].view(active, k) if slots is None else x[chosen].view(active, k).gather(1, slots)
+            for x in (top_scores, rows, words)
+        )
+        parents, tokens = parents.flatten(), tokens.flatten()  # [N]
         stepper.reorder(parents)
         history = torch.cat([history[parents], tokens.unsqueeze(1)], dim=1)
         aligned = aligned[parents]

@@ -21,10 +21,13 @@ class Speedups:
     # Key/value caches grow inside preallocated buffers (see layers.base.GrowingTensor) instead of by
     # torch.cat, and beam reorders gather into a spare buffer.
     preallocate: bool = True
+    # Beam search lays out each sentence's continuations so that every parent's first child keeps the
+    # parent's row; with preallocated caches a reorder then copies only the rows that changed.
+    rows_in_place: bool = True
 
 
 SPEEDUPS = Speedups()
-OFF = {"topk_block": 0, "preallocate": False}  # each optimisation's "switched off" value
+OFF = {"topk_block": 0, "preallocate": False, "rows_in_place": False}  # each optimisation's "switched off" value
 
 
 @contextmanager

@@ -56,11 +56,11 @@ def test_growing_tensor_appends_reorders_and_selects(preallocate: bool) -> None:
         assert cache.preallocated == preallocate
         torch.testing.assert_close(cache.view, reference)
         index = torch.tensor([1, 0, 0, 3, 5, 5])
-        cache.gather(index, keep_buffer=True)  # beam reorder
+        cache.reorder(index, index.ne(torch.arange(6)).nonzero().squeeze(1))  # beam reorder
         torch.testing.assert_close(cache.view, reference[index])
         extra = torch.randn(6, 2, 40, 4)  # grows past the first buffer
         whole = cache.append(extra)
         torch.testing.assert_close(whole, torch.cat([reference[index], extra], dim=2))
         keep = torch.tensor([2, 4])
-        cache.gather(keep, keep_buffer=False)  # finished sentences leave
+        cache.select(keep)  # finished sentences leave
         torch.testing.assert_close(cache.view, torch.cat([reference[index], extra], dim=2)[keep])

@@ -66,24 +66,23 @@ class GrowingTensor:
     """A tensor [B, ..., T, ...] that grows by appending along ``dim`` (a key/value cache).
 
     With ``SPEEDUPS.preallocate`` and no autograd (in-place writes would break backward) it lives in a
-    buffer with room for more positions (doubled when full) and a spare buffer of the same size, so an
-    append writes only the new positions and a beam reorder is one gather into the spare; otherwise
-    every append is a ``torch.cat``.
+    buffer with room for more positions (doubled when full): an append writes only the new positions
+    and a beam reorder copies only the rows whose hypothesis changed. Otherwise every append is a
+    ``torch.cat`` and every reorder a gather of all rows.
     """
 
     def __init__(self, value: Tensor, dim: int) -> None:
         self.dim = dim
         self.length = value.size(dim)
         self.buffer = value
-        self.spare: Tensor | None = None
         self.preallocated = SPEEDUPS.preallocate and not torch.is_grad_enabled()
         if self.preallocated:
-            self.buffer = self._allocate(value, max(16, 2 * self.length))
+            self.buffer = self._allocate(value, value.size(0), max(16, 2 * self.length))
             self.view.copy_(value)
 
-    def _allocate(self, like: Tensor, capacity: int) -> Tensor:
+    def _allocate(self, like: Tensor, rows: int, capacity: int) -> Tensor:
         shape = list(like.shape)
-        shape[self.dim] = capacity
+        shape[0], shape[self.dim] = rows, capacity
         return like.new_empty(shape)
 
     @property
@@ -99,26 +98,31 @@ class GrowingTensor:
             return self.buffer
         new_length = self.length + value.size(self.dim)
         if new_length > self.buffer.size(self.dim):
-            grown = self._allocate(self.buffer, 2 * new_length)
+            grown = self._allocate(self.buffer, self.buffer.size(0), 2 * new_length)
             grown.narrow(self.dim, 0, self.length).copy_(self.view)
-            self.buffer, self.spare = grown, None
+            self.buffer = grown
         self.buffer.narrow(self.dim, self.length, value.size(self.dim)).copy_(value)
         self.length = new_length
         return self.view
 
-    def gather(self, index: Tensor, keep_buffer: bool) -> None:
-        """Rows ``index`` become the batch; a same-sized batch (beam reorder) reuses the spare buffer."""
+    def reorder(self, index: Tensor, moved: Tensor) -> None:
+        """Row i becomes old row ``index[i]`` (same batch size); preallocated: in place, copying only the
+        ``moved`` rows (those with index[i] ≠ i)."""
         if not self.preallocated:
             self.buffer = self.buffer.index_select(0, index)
             return
-        if keep_buffer and self.spare is not None and self.spare.size(0) == index.numel():
-            target = self.spare
-        else:
-            shape = list(self.buffer.shape)
-            shape[0] = index.numel()
-            target = self.buffer.new_empty(shape)
+        if moved.numel():
+            view = self.view
+            view.index_copy_(0, moved, view.index_select(0, index[moved]))  # the select copies first: no aliasing
+
+    def select(self, index: Tensor) -> None:
+        """Rows ``index`` become the batch (any size)."""
+        if not self.preallocated:
+            self.buffer = self.buffer.index_select(0, index)
+            return
+        target = self._allocate(self.buffer, index.numel(), self.buffer.size(self.dim))
         torch.index_select(self.view, 0, index, out=target.narrow(self.dim, 0, self.length))
-        self.buffer, self.spare = target, (self.buffer if keep_buffer else None)
+        self.buffer = target
 
 
 class DecoderState:
@@ -158,16 +162,16 @@ class DecoderState:
     def reorder(self, index: Tensor) -> None:
         """Beam search: row i becomes old row ``index[i]``; ``index`` must stay within each
         sentence's hypotheses, so static (per-sentence) entries need no gather."""
-        self._gather_dynamic(index, keep_buffers=True)
-
-    def _gather_dynamic(self, index: Tensor, keep_buffers: bool) -> None:
         self.dynamic = {k: v.index_select(0, index) for k, v in self.dynamic.items()}
+        moved = index.ne(torch.arange(index.numel(), device=index.device)).nonzero().squeeze(1)
         for entry in self.growing.values():
-            entry.gather(index, keep_buffers)
+            entry.reorder(index, moved)
 
     def select(self, index: Tensor) -> None:
         """Any change of batch rows (dropping finished sentences, expanding to beams)."""
-        self._gather_dynamic(index, keep_buffers=False)
+        self.dynamic = {k: v.index_select(0, index) for k, v in self.dynamic.items()}
+        for entry in self.growing.values():
+            entry.select(index)
         self.static = {k: v.index_select(0, index) for k, v in self.static.items()}
         self.batch_size = int(index.numel())
 
