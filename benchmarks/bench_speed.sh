@@ -3,7 +3,7 @@
 #
 #   benchmarks/bench_speed.sh decode    # every ADL Table 5 decoder + the AAN variants + the Transformer,
 #                                       # beams 1,4,8,12,16,20, cached and uncached
-#   benchmarks/bench_speed.sh lengths   # AAN vs Transformer: ms/sentence by output length 10..200
+#   benchmarks/bench_speed.sh lengths   # AAN (with/without FFN) vs post-norm Transformer: ms/sentence by length
 #   benchmarks/bench_speed.sh train     # updates/s, target tokens/s, peak memory per preset
 #   benchmarks/bench_speed.sh all       # the three, one after the other
 #
@@ -25,13 +25,15 @@ EXTRA=${EXTRA:-}
 
 decode() {
     # shellcheck disable=SC2086
-    "$ADLNMT" bench decode --preset @table5 @aan $SIZE --threads "$THREADS" --sentences "$SENTENCES" \
+    "$ADLNMT" bench decode --preset @table5 @aan $SIZE --baseline transformer-postnorm --threads "$THREADS" \
+        --sentences "$SENTENCES" \
         --beams 1,4,8,12,16,20 --uncached --no-sweep --out "$OUT/decode" $EXTRA
 }
 
 lengths() {
     # shellcheck disable=SC2086
-    "$ADLNMT" bench decode --preset transformer-aan transformer $SIZE --threads "$THREADS" --no-table \
+    "$ADLNMT" bench decode --preset transformer-aan transformer-aan-noffn transformer-postnorm $SIZE \
+        --baseline transformer-postnorm --threads "$THREADS" --no-table \
         --lengths 10,25,50,100,200 --sweep-beams 1,4 --sweep-sentences "$SWEEP_SENTENCES" --uncached \
         --out "$OUT/lengths" $EXTRA
 }

@@ -50,7 +50,8 @@ def test_preset_groups_expand_in_order_without_repeats() -> None:
         for name in members:
             get_preset(name)
     assert expand_presets(["transformer,@aan", "t5-rnn-rnn", "transformer"]) == [
-        "transformer", "transformer-aan", "transformer-aan-noffn", "transformer-aan-nogate", "t5-rnn-rnn"]  # fmt: skip
+        "transformer", "transformer-aan", "transformer-aan-noffn", "transformer-aan-nogate", "transformer-postnorm",
+        "t5-rnn-rnn"]  # fmt: skip
     assert len(expand_presets(["@table5"])) == 9
     with pytest.raises(UserError, match="unknown preset 'nope'"):
         expand_presets(["nope"])

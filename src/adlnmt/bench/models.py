@@ -31,8 +31,8 @@ PRESET_GROUPS: dict[str, tuple[str, ...]] = {
         "t5-self-att-combined",
         "t5-self-att-none",
     ),
-    # The AAN paper's decoder variants and the Transformer they replace the self-attention of.
-    "@aan": ("transformer-aan", "transformer-aan-noffn", "transformer-aan-nogate", "transformer"),
+    # The AAN paper's decoder variants and the post-norm Transformer whose self-attention they replace.
+    "@aan": ("transformer-aan", "transformer-aan-noffn", "transformer-aan-nogate", "transformer-postnorm"),
 }
 
 SYNTHETIC_LENGTHS = (6, 20)  # default synthetic sentences: uniformly 6..20 words (mean 13, like Multi30k)
