@@ -13,6 +13,7 @@ attention layer and head of the decoder, [|Y| + 1, S] (rows for each token and E
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -98,6 +99,7 @@ def bar_eos(log_probs: Tensor, rows: Tensor) -> None:
     log_probs[:, EOS].masked_fill_(rows, float("-inf"))
 
 
+@functools.cache
 def block_size(vocab: int, largest: int) -> int:
     """The largest divisor of ``vocab`` that is at most ``largest`` (0 when below 8: not worth blocks)."""
     return next((d for d in range(min(largest, vocab), 7, -1) if vocab % d == 0), 0)

@@ -163,6 +163,8 @@ class DecoderState:
         """Beam search: row i becomes old row ``index[i]``; ``index`` must stay within each
         sentence's hypotheses, so static (per-sentence) entries need no gather."""
         self.dynamic = {k: v.index_select(0, index) for k, v in self.dynamic.items()}
+        if not self.growing:
+            return
         moved = index.ne(torch.arange(index.numel(), device=index.device)).nonzero().squeeze(1)
         for entry in self.growing.values():
             entry.reorder(index, moved)
