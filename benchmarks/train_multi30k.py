@@ -55,6 +55,8 @@ def main() -> int:
     parser.add_argument("--batch-tokens", type=int, default=4000)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--warmup", type=int, default=800)
+    parser.add_argument("--max-updates", type=int, default=0, help="stop after this many updates (0: budget only)")
+    parser.add_argument("--precision", default="fp32", help="fp32, or bf16 autocast (AMX/AVX-512 bf16 CPUs, CUDA)")
     parser.add_argument("--beam", type=int, default=5, help="beam size for the test translation (1 = greedy)")
     args = parser.parse_args()
     if not CORPUS.is_dir():
@@ -72,7 +74,8 @@ def main() -> int:
          "--d-model", "256", "--heads", "4", "--d-ff", "1024", "--dropout", "0.1", "--label-smoothing", "0.1",
          "--batch-tokens", str(args.batch_tokens), "--lr", str(args.lr), "--lr-schedule", "inverse-sqrt",
          "--warmup", str(args.warmup), "--max-minutes", str(args.minutes), "--checkpoint-interval", "500",
-         "--patience", "0", "--threads", str(args.threads), "--no-progress"])  # fmt: skip
+         "--patience", "0", "--threads", str(args.threads), "--no-progress", "--precision", args.precision,
+         "--max-updates", str(args.max_updates)])  # fmt: skip
     train_wall = time.monotonic() - start
     peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     hyp = args.out / "test_2016_flickr.hyp.en"
@@ -84,6 +87,7 @@ def main() -> int:
     log = [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines()]
     results = {
         "machine": {"cpu": cpu_model(), "python": platform.python_version(), "threads": args.threads},
+        "precision": args.precision,
         "budget_minutes": args.minutes,
         "train_wall_minutes": train_wall / 60,
         "updates": log[-1]["update"],

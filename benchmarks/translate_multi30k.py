@@ -32,6 +32,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--beams", default="1,5")
+    parser.add_argument("--workers", type=int, default=1, help="forked 1-thread decoding processes (see --workers)")
+    parser.add_argument("--precision", default="fp32", help="fp32, bf16 or int8 on the CPU (see adlnmt translate)")
     args = parser.parse_args()
     if not (args.model / "config.json").exists() or not (RAW / "test_2016_flickr.de").exists():
         print(f"skipped: run benchmarks/train_multi30k.py first (no model at {args.model})")
@@ -39,11 +41,12 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     sources = read_lines(RAW / "test_2016_flickr.de")
     references = read_lines(RAW / "test_2016_flickr.en")
-    translator = Translator.load(args.model, args.checkpoint)
-    results = {"threads": args.threads, "torch": torch.__version__, "sentences": len(sources), "runs": {}}
+    translator = Translator.load(args.model, args.checkpoint, precision=args.precision)
+    results = {"threads": args.threads, "precision": args.precision, "workers": args.workers,
+               "torch": torch.__version__, "sentences": len(sources), "runs": {}}  # fmt: skip
     for beam in (int(b) for b in args.beams.split(",")):
         start = time.perf_counter()
-        found = translator.search(sources, beam=beam, batch_size=args.batch_size)
+        found = translator.search(sources, beam=beam, batch_size=args.batch_size, workers=args.workers)
         seconds = time.perf_counter() - start
         hypotheses = [hyps[0].text if hyps else "" for hyps in found]
         tokens = sum(len(hyps[0].pieces) + 1 for hyps in found if hyps)

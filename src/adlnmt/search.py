@@ -21,9 +21,11 @@ import torch
 from torch import Tensor
 
 from adlnmt.data.vocab import BOS, EOS, PAD
+from adlnmt.errors import UserError
 from adlnmt.layers.base import SourceMemory
 from adlnmt.model import Seq2Seq
 from adlnmt.speedups import SPEEDUPS
+from adlnmt.workers import in_workers
 
 
 @dataclass
@@ -290,30 +292,40 @@ def translate_ids(
     alignments: bool = False,
     device: torch.device | str = "cpu",
     exact_lengths: Sequence[int] | None = None,
+    workers: int = 1,
 ) -> list[list[Hypothesis]]:
     """Search for encoded ``sources`` (each ending with EOS), in input order: ``nbest`` hypotheses each
     (greedy when beam = 1), at most ``max_len_ratio · |source| + max_len_extra`` tokens long, or exactly
-    ``exact_lengths[i]`` tokens long when given (speed measurements with untrained models)."""
+    ``exact_lengths[i]`` tokens long when given (speed measurements with untrained models).
+
+    Sentences are sorted by length into batches of ``batch_size``; ``workers > 1`` searches the batches in that
+    many forked single-thread processes (CPU only; :mod:`adlnmt.workers`), with the same batches and results."""
     if beam < 1 or not 1 <= nbest <= beam:
         raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
+    if workers > 1 and torch.device(device).type != "cpu":
+        raise UserError(f"worker processes are for the CPU; with device {device} use 1 worker")
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+    def search(number: int) -> list[list[Hypothesis]]:
+        rows = batches[number]
+        src = pad_batch([sources[i] for i in rows], device)
+        lengths = torch.tensor([len(sources[i]) for i in rows])
+        max_len = (lengths.float() * max_len_ratio).long() + max_len_extra
+        min_len = None
+        if exact_lengths is not None:
+            max_len = min_len = torch.tensor([exact_lengths[i] for i in rows])
+        if beam == 1:
+            return [[h] for h in greedy_batch(model, src, max_len, incremental, alignments, min_len)]
+        return beam_batch(model, src, max_len, beam, nbest, alpha, incremental, alignments, min_len)
+
     results: list[list[Hypothesis]] = [[] for _ in sources]
     was_training = model.training
     model.eval()
     try:
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            src = pad_batch([sources[i] for i in rows], device)
-            lengths = torch.tensor([len(sources[i]) for i in rows])
-            max_len = (lengths.float() * max_len_ratio).long() + max_len_extra
-            min_len = None
-            if exact_lengths is not None:
-                max_len = min_len = torch.tensor([exact_lengths[i] for i in rows])
-            if beam == 1:
-                found = [[h] for h in greedy_batch(model, src, max_len, incremental, alignments, min_len)]
-            else:
-                found = beam_batch(model, src, max_len, beam, nbest, alpha, incremental, alignments, min_len)
-            for row, hyps in zip(rows, found, strict=True):
+        longest_first = list(reversed(range(len(batches))))
+        for number, found in zip(longest_first, in_workers(search, longest_first, workers), strict=True):
+            for row, hyps in zip(batches[number], found, strict=True):
                 results[row] = hyps
     finally:
         model.train(was_training)

@@ -115,12 +115,15 @@ class Translator:
         max_len_ratio: float = 2.0,
         alignments: bool = False,
         incremental: bool = True,
+        workers: int = 1,
     ) -> list[list[Translation]]:
-        """``nbest`` translations per input line, best first, in input order; an empty line gets none."""
+        """``nbest`` translations per input line, best first, in input order; an empty line gets none.
+        ``workers``: forked single-thread CPU processes sharing the batches (see :mod:`adlnmt.workers`)."""
         rows = [i for i, line in enumerate(lines) if line.strip()]
         sources = [self.encode(lines[i], i + 1) for i in rows]
         found = translate_ids(self.model, sources, beam, nbest, batch_size, length_penalty, max_len_ratio,
-                              incremental=incremental, alignments=alignments, device=self.device)  # fmt: skip
+                              incremental=incremental, alignments=alignments, device=self.device,
+                              workers=workers)  # fmt: skip
         results: list[list[Translation]] = [[] for _ in lines]
         vocab = self.data.tgt_vocab
         for row, hyps in zip(rows, found, strict=True):

@@ -208,6 +208,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         split = random_pairs(args.warmup_updates + args.updates, args.batch_tokens, args.vocab, args.seed)
         src_vocab = tgt_vocab = args.vocab
     device, machine, out = _setup(args)
+    if args.precision == "fp16" and device.type != "cuda":
+        raise UserError("--precision fp16 needs a CUDA device; on the CPU use bf16 (or fp32)")
     batches = prepared_batches(split, args.batch_tokens, args.warmup_updates + args.updates, args.seed, device)
     rows: list[dict[str, Any]] = []
     for name, config in configs.items():
@@ -279,6 +281,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--batch-tokens", type=_positive_int, default=4000, help="padded tokens per batch (4000)")
     train.add_argument("--updates", type=_positive_int, default=20, help="timed updates (default 20)")
     train.add_argument("--warmup-updates", type=_int_at_least(0), default=3, help="untimed updates first (default 3)")
-    train.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32", help="autocast on CUDA")
+    train.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                       help="autocast as in adlnmt train (bf16: CUDA or CPU; fp16: CUDA only)")  # fmt: skip
     _common_arguments(train)
     train.set_defaults(func=cmd_train)

@@ -18,16 +18,23 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    import torch
+
     from adlnmt.data.corpus import decode_lines
     from adlnmt.metrics import read_lines
     from adlnmt.translator import Translator
 
     if args.beam < 1 or not 1 <= args.nbest <= args.beam:
         raise UserError(f"need --beam >= 1 and 1 <= --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
+    if args.workers < 1 or args.threads < 0:
+        raise UserError(f"need --workers >= 1 and --threads >= 0, got {args.workers} and {args.threads}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     translator = Translator.load(args.model, args.checkpoint, args.device, args.precision)
     lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
     found = translator.search(lines, args.beam, args.nbest, args.batch_size, args.length_penalty,
-                              args.max_len_ratio, args.alignments, incremental=not args.uncached)  # fmt: skip
+                              args.max_len_ratio, args.alignments, incremental=not args.uncached,
+                              workers=args.workers)  # fmt: skip
     if args.nbest > 1 or args.alignments:
         records = ({"line": i + 1, "hypotheses": [t.to_dict() for t in hyps]} for i, hyps in enumerate(found))
         text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
@@ -81,6 +88,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     translate.add_argument("--uncached", action="store_true", help="re-feed the whole prefix every step (slow)")
     translate.add_argument("--device", default="cpu", help="cpu or cuda")
+    translate.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
+    translate.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="CPU: decode the batches in N forked processes of 1 thread each (fastest with N = cores; default 1)",
+    )
     translate.add_argument(
         "--precision",
         default="fp32",

@@ -69,7 +69,7 @@ class TrainConfig:
     )
     seed: int = option(1, "random seed (initialisation, dropout, batch order)")
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    precision: str = option("fp32", "fp32, or bf16/fp16 autocast on CUDA", choices=("fp32", "bf16", "fp16"))
+    precision: str = option("fp32", "fp32, or bf16/fp16 autocast (fp16: CUDA only)", choices=("fp32", "bf16", "fp16"))
     threads: int = option(0, "CPU threads for torch (0 = torch's default)")
     on_nan: str = option("skip", "non-finite loss: skip the update or stop", choices=("skip", "stop"))
     progress: bool = option(True, "show a progress bar (when stderr is a terminal)", flag=True, negatable=True)

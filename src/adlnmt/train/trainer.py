@@ -94,6 +94,8 @@ class Trainer:
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
         if config.threads > 0:
             torch.set_num_threads(config.threads)
+        if config.precision == "fp16" and self.device.type != "cuda":
+            raise UserError("--precision fp16 needs a CUDA device; on the CPU use bf16 (or fp32)")
         self.main = self.rank == 0
         if not config.data or not config.model:
             raise UserError("train needs --data DIR and --model DIR")
@@ -198,7 +200,8 @@ class Trainer:
         )
 
     def _amp_dtype(self) -> torch.dtype | None:
-        if self.device.type != "cuda" or self.config.precision == "fp32":
+        """Autocast dtype: bf16 (CUDA, or a CPU with AMX/AVX-512 bf16) or fp16 (CUDA); None for fp32."""
+        if self.config.precision == "fp32":
             return None
         return torch.bfloat16 if self.config.precision == "bf16" else torch.float16
 
