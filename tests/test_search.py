@@ -11,6 +11,7 @@ import torch
 import adlnmt
 from adlnmt.cli import main
 from adlnmt.data.vocab import BOS, EOS
+from adlnmt.errors import UserError
 from adlnmt.search import (
     beam_batch,
     best_continuations,
@@ -184,6 +185,22 @@ def test_batching_does_not_change_results(trained, demo_data: Path) -> None:
     assert [h[0].tokens for h in together] == [h[0].tokens for h in alone]
 
 
+@pytest.mark.parametrize("family", ["transformer", "rnn"])
+def test_worker_processes_give_the_same_results(trained, demo_data: Path, family: str) -> None:
+    translator = trained[family]
+    srcs = sources(translator, demo_data, 20)
+    for beam in (1, 4):
+        alone = translate_ids(translator.model, srcs, beam=beam, nbest=2 if beam > 1 else 1, batch_size=3, alpha=1.0,
+                              alignments=True)  # fmt: skip
+        shared = translate_ids(translator.model, srcs, beam=beam, nbest=2 if beam > 1 else 1, batch_size=3, alpha=1.0,
+                               alignments=True, workers=2)  # fmt: skip
+        for a, b in zip(alone, shared, strict=True):
+            assert [(h.tokens, h.score) for h in a] == [(h.tokens, h.score) for h in b]
+            assert all(torch.equal(x.alignment, y.alignment) for x, y in zip(a, b, strict=True))
+    with pytest.raises(UserError, match="worker processes are for the CPU"):
+        translate_ids(translator.model, srcs, workers=2, device="meta")
+
+
 @pytest.mark.parametrize("beam", [1, 3])
 def test_alignments_are_attention_distributions(trained, demo_data: Path, beam: int) -> None:
     translator = trained["transformer"]
@@ -271,3 +288,16 @@ def test_translate_score_and_average_commands(trained, demo_data: Path, tmp_path
     (tmp_path / "short.txt").write_text("one line\n")
     assert main(["score", "--hyp", str(hyp), "--ref", str(tmp_path / "short.txt")]) == 2
     assert "has 3 lines but" in capsys.readouterr().err
+
+
+def test_translate_with_workers_writes_the_same_lines(trained, demo_data: Path, tmp_path: Path, capsys) -> None:
+    model_dir = trained["cnn"].model_dir
+    source = tmp_path / "in.txt"
+    lines = (demo_data / "corpus" / "test.src").read_text().splitlines()[:30]
+    source.write_text("\n".join([*lines[:10], "", *lines[10:]]) + "\n")
+    alone, shared = tmp_path / "alone.txt", tmp_path / "shared.txt"
+    assert translate_file(model_dir, source, alone, "--batch-size", "4") == 0
+    assert translate_file(model_dir, source, shared, "--batch-size", "4", "--workers", "2", "--threads", "1") == 0
+    assert shared.read_text() == alone.read_text() and len(shared.read_text().splitlines()) == 31
+    assert translate_file(model_dir, source, shared, "--workers", "0") == 2
+    assert "need --workers >= 1" in capsys.readouterr().err

@@ -127,9 +127,12 @@ class Seq2Seq(nn.Module):
 
     # --- teacher-forced training pass ---------------------------------------------------------------
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """src [B, S], tgt_in [B, T] (bos y_1 … y_{T−1}) → logits [B, T, V_tgt]."""
-        return self.decode_full(tgt_in, self.encode(src))
+    def forward(self, src: Tensor, tgt_in: Tensor, project: bool = True) -> Tensor:
+        """src [B, S], tgt_in [B, T] (bos y_1 … y_{T−1}) → logits [B, T, V_tgt]; with ``project=False`` the
+        decoder's output states [B, T, d_out] before the output projection (for a fused loss; not with input
+        feeding, whose decoder needs the projection at every step)."""
+        memory = self.encode(src)
+        return self.decode_full(tgt_in, memory) if project else self.decoder_states(tgt_in, memory)
 
     def decode_full(self, tgt_in: Tensor, memory: SourceMemory, attention: list[Tensor] | None = None) -> Tensor:
         """The decoder on a whole (teacher-forced or re-fed) prefix: tgt_in [B, T] → logits [B, T, V_tgt]."""
@@ -138,8 +141,14 @@ class Seq2Seq(nn.Module):
             state = self.init_state(memory)
             steps = [self.decode_step(tgt_in[:, t], memory, state, attention) for t in range(tgt_in.size(1))]
             return torch.stack(steps, dim=1)
+        return self.output(self.decoder_states(tgt_in, memory, attention))
+
+    def decoder_states(self, tgt_in: Tensor, memory: SourceMemory, attention: list[Tensor] | None = None) -> Tensor:
+        """tgt_in [B, T] → the decoder chain's output [B, T, d_out] (no input feeding)."""
+        if self.config.input_feeding:
+            raise ValueError("an input-feeding decoder has no states apart from its output projection")
         ctx = Context(mask=tgt_in.ne(self.config.pad_id), memory=memory, attention=attention)
-        return self.output(self.decoder(self.tgt_embed(tgt_in), ctx))
+        return self.decoder(self.tgt_embed(tgt_in), ctx)
 
     # --- incremental decoding ---------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""Decoding optimisations that must not change any output, each with a switch so that tests can prove
-it (token-identical search results with the switch off) and benchmarks can measure it.
+"""Optimisations that must not change results, each with a switch so that tests can prove it (token-identical
+search results, or equal losses and gradients up to float rounding, with the switch off) and benchmarks can
+measure it.
 
 ``SPEEDUPS`` is read at call time by the search and the layers; :func:`speedups_off` switches some
 off for the duration of a ``with`` block.
@@ -24,10 +25,14 @@ class Speedups:
     # Beam search lays out each sentence's continuations so that every parent's first child keeps the
     # parent's row; with preallocated caches a reorder then copies only the rows that changed.
     rows_in_place: bool = True
+    # Training: the output projection and the label-smoothed cross-entropy fused and chunked
+    # (train.loss.projected_cross_entropy) instead of full [N, V] logits and F.cross_entropy.
+    fused_loss: bool = True
 
 
 SPEEDUPS = Speedups()
-OFF = {"topk_block": 0, "preallocate": False, "rows_in_place": False}  # each optimisation's "switched off" value
+# each optimisation's "switched off" value
+OFF = {"topk_block": 0, "preallocate": False, "rows_in_place": False, "fused_loss": False}
 
 
 @contextmanager

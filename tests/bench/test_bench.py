@@ -90,6 +90,12 @@ def test_decode_trained_model(trained_model: Path, demo_data: Path, tmp_path: Pa
     assert_positive(rows, ("seconds", "sentences_per_s", "ms_per_sentence", "peak_mb"))
     lengths = read_csv(out / "length.csv")
     assert [(r["length"], r["beam"], r["target_tokens"]) for r in lengths] == [("4", "2", "8")] * 2
+    assert (
+        main([*argv[:-2], "--no-sweep", "--workers", "2", "--batch-size", "2", "--out", str(tmp_path / "workers")]) == 0
+    )
+    in_workers = read_csv(tmp_path / "workers" / "decode.csv")
+    assert [r["target_tokens"] for r in in_workers] == [r["target_tokens"] for r in rows]
+    assert_positive(in_workers, RATES)
 
 
 def test_decode_sweep_only_and_decode_table_only(tmp_path: Path) -> None:

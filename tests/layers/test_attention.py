@@ -17,6 +17,7 @@ from adlnmt.layers.attention import (
     MhDotSrcAtt,
     MlpSrcAtt,
     SourceAttention,
+    fused_attention,
     masked_softmax,
     nonempty_rows,
 )
@@ -442,3 +443,20 @@ def test_block_sources_need_encoder_blocks(text: str, encoder: BlockInfo | None,
     with pytest.raises(ADLError, match=message) as err:
         build_chain(text, Side.DECODER, D, encoder=encoder, encoder_width=D)
     assert err.value.column == text.index("source=")
+
+
+def test_fused_attention_trains_bf16_in_fp32_on_the_cpu() -> None:
+    """Under CPU bf16 autocast with gradients the kernel runs in fp32 (its bf16 backward is slow): bf16 result,
+    and gradients equal to the fp32 ones computed from the same bf16-rounded inputs."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 7, 8).bfloat16().requires_grad_() for _ in range(3))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = fused_attention(q, k, v, is_causal=True, scale=0.3)
+    assert out.dtype == torch.bfloat16
+    out.float().square().sum().backward()
+    reference = [x.detach().float().requires_grad_() for x in (q, k, v)]
+    expected = torch.nn.functional.scaled_dot_product_attention(*reference, is_causal=True, scale=0.3)
+    expected.bfloat16().float().square().sum().backward()
+    assert torch.equal(out, expected.bfloat16())
+    for got, want in zip((q, k, v), reference, strict=True):
+        assert torch.allclose(got.grad.float(), want.grad.bfloat16().float(), rtol=1e-2, atol=1e-2)

@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 
 from adlnmt.cli import main
 from adlnmt.errors import UserError
+from adlnmt.speedups import speedups_off
 from adlnmt.train.trainer import TrainingError
 
 from .conftest import TINY_MODEL
@@ -52,6 +53,29 @@ def test_training_writes_checkpoints_and_the_loss_goes_down(demo_data: Path, tmp
     assert len(outputs) == 6 and outputs[3] == "" and outputs[5] == ""
 
 
+def test_bf16_autocast_trains_on_the_cpu(demo_data: Path, tmp_path: Path, capsys) -> None:
+    common = ["--max-updates", "20", "--checkpoint-interval", "10", "--lr", "2e-3", "--no-valid-bleu"]
+    assert main(train_args(demo_data / "data", tmp_path / "fp32", *common)) == 0
+    assert main(train_args(demo_data / "data", tmp_path / "bf16", *common, "--precision", "bf16")) == 0
+    fp32, bf16 = records(tmp_path / "fp32"), records(tmp_path / "bf16")
+    assert bf16[-1]["train_loss"] < bf16[0]["train_loss"]
+    assert bf16[-1]["train_loss"] != fp32[-1]["train_loss"]  # autocast did run in bf16 ...
+    assert bf16[-1]["valid_ppl"] == pytest.approx(fp32[-1]["valid_ppl"], rel=0.1)  # ... and learnt as much
+    assert main(train_args(demo_data / "data", tmp_path / "fp16", *common, "--precision", "fp16")) == 2
+    assert "--precision fp16 needs a CUDA device" in capsys.readouterr().err
+
+
+def test_the_fused_loss_trains_like_the_unfused_one(demo_data: Path, tmp_path: Path) -> None:
+    common = ["--max-updates", "10", "--checkpoint-interval", "5", "--lr", "2e-3", "--no-valid-bleu"]
+    assert main(train_args(demo_data / "data", tmp_path / "fused", *common)) == 0
+    with speedups_off("fused_loss"):
+        assert main(train_args(demo_data / "data", tmp_path / "plain", *common)) == 0
+    fused, plain = records(tmp_path / "fused"), records(tmp_path / "plain")
+    for a, b in zip(fused, plain, strict=True):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
+        assert a["valid_ppl"] == pytest.approx(b["valid_ppl"], rel=1e-4)
+
+
 def test_rerunning_a_finished_run_trains_nothing_more(demo_data: Path, tmp_path: Path) -> None:
     argv = train_args(demo_data / "data", tmp_path / "m", "--max-updates", "10", "--checkpoint-interval", "10",
                       "--no-valid-bleu")  # fmt: skip
@@ -82,8 +106,8 @@ def test_non_finite_loss_is_reported_with_the_update(demo_data: Path, tmp_path: 
 
     original = Seq2Seq.forward
 
-    def poisoned(self, src, tgt_in):
-        return original(self, src, tgt_in) * float("nan")
+    def poisoned(self, src, tgt_in, **options):
+        return original(self, src, tgt_in, **options) * float("nan")
 
     monkeypatch.setattr(Seq2Seq, "forward", poisoned)
     with pytest.raises(TrainingError, match="update 1: non-finite loss"):

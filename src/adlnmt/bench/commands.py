@@ -134,6 +134,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         beams=beams,
         modes=["cached", "uncached"] if args.uncached else ["cached"],
         batch_size=args.batch_size,
+        workers=args.workers,
         repeat=args.repeat,
         device=device,
         length_penalty=args.length_penalty,
@@ -259,12 +260,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     what.add_argument("--beams", default=DEFAULT_BEAMS, help=f"beam sizes, 1 = greedy (default {DEFAULT_BEAMS})")
     what.add_argument("--uncached", action="store_true", help="also run uncached: the whole prefix re-fed every step")
     what.add_argument("--batch-size", type=_positive_int, default=64, help="sentences per batch (default 64)")
+    what.add_argument("--workers", type=_positive_int, default=1,
+                      help="CPU: N forked 1-thread processes search the batches (default 1)")  # fmt: skip
     what.add_argument("--repeat", type=_positive_int, default=1, help="timed runs per row, fastest kept (default 1)")
     what.add_argument("--length-penalty", type=float, default=1.0, help="GNMT α for --model search (default 1.0)")
     what.add_argument("--precision", choices=("fp32", "bf16", "fp16", "int8"), default="fp32",
                       help="inference precision as in adlnmt translate (int8: CPU dynamic quantisation)")  # fmt: skip
     what.add_argument("--speedups-off", metavar="NAME,...",
-                      help="optimisations to switch off, to measure them (topk_block, preallocate)")  # fmt: skip
+                      help="optimisations to switch off (topk_block, preallocate, rows_in_place)")  # fmt: skip
     what.add_argument("--baseline", help="decoder the 'x base' ratios compare with (default transformer, or the first)")
     sweep = decode.add_argument_group("length sweep")
     sweep.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"output lengths (default {DEFAULT_LENGTHS})")

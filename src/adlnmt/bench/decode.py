@@ -9,8 +9,10 @@ tokens as its source has words; a trained model (``--model``) decodes the encode
 
 Timed: ``translate_ids`` over all sentences (length-sorted batches, encoder, search) after a short warm-up (the
 first few sentences, at most 16 tokens when lengths are forced); sentencepiece and detokenisation are not.
-Target tokens are those of the best hypothesis, EOS excluded. Modes: ``cached`` (incremental decoding, one
-cached step per token) and ``uncached`` (the whole prefix re-fed every step, the AAN paper's baseline regime).
+Target tokens are those of the best hypothesis, EOS excluded. Modes: ``cached`` (incremental decoding, one cached
+step per token) and ``uncached`` (the whole prefix re-fed every step, the AAN paper's baseline regime). With
+``workers`` > 1 that many forked single-thread processes search the batches (the fork is inside the timed block;
+the warm-up runs in this process).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class DecodeSettings:
     sweep_beams: list[int]
     sweep_sentences: int
     seed: int
+    workers: int = 1  # forked single-thread decoding processes (adlnmt.workers)
 
 
 def preset_decoder(
@@ -85,7 +88,7 @@ def measure(
         lengths = None if exact is None else [min(n, longest or n) for n in exact[:count]]
         return translate_ids(model, sources[:count], beam=beam, batch_size=settings.batch_size,
                              alpha=settings.length_penalty, incremental=MODES[mode], device=settings.device,
-                             exact_lengths=lengths)  # fmt: skip
+                             exact_lengths=lengths, workers=settings.workers)  # fmt: skip
 
     search(WARMUP_SENTENCES, WARMUP_LENGTH)
     timing = timed(lambda: search(len(sources)), settings.device, settings.repeat)

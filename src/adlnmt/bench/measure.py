@@ -1,11 +1,12 @@
 """Timing and peak memory of one measured block.
 
-Memory on the CPU is the process's resident set (RSS), sampled from ``/proc/self/statm`` every 5 ms by a
-background thread while the block runs: ``peak_mb`` is the largest sample (model weights, Python and torch
-included), ``added_mb`` the peak minus the RSS when the block started (what the measured work itself needed on
-top). Freed heap memory is handed back to the OS first (glibc ``malloc_trim``), so that a block does not start
-with what an earlier one left resident. Where ``/proc`` is absent the lifetime peak ``ru_maxrss`` stands in (it
-only ever grows, so ``added_mb`` is then what this block raised it by). On CUDA:
+Memory on the CPU is the process's resident set (RSS), sampled from ``/proc/self/statm`` every 5 ms by a background
+thread while the block runs, plus the anonymous resident memory of its child processes (forked decoding workers; an
+upper bound, as pages a child still shares copy-on-write with the parent count twice): ``peak_mb`` is the largest
+sample (model weights, Python and torch included), ``added_mb`` the peak minus the RSS when the block started (what
+the measured work itself needed on top). Freed heap memory is handed back to the OS first (glibc ``malloc_trim``),
+so that a block does not start with what an earlier one left resident. Where ``/proc`` is absent the lifetime peak
+``ru_maxrss`` stands in (it only ever grows, so ``added_mb`` is then what this block raised it by). On CUDA:
 ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats`` (tensors only, not the allocator's cache),
 and the same difference.
 """
@@ -37,7 +38,7 @@ def memory_method(device: torch.device) -> str:
     if device.type == "cuda":
         return "cuda max_memory_allocated (tensors), MB"
     if STATM.is_file():
-        return "peak RSS sampled every 5 ms from /proc/self/statm, MB"
+        return "peak RSS (+ workers' anonymous RSS) sampled every 5 ms from /proc/<pid>/statm, MB"
     return "ru_maxrss (lifetime peak RSS), MB"
 
 
@@ -52,7 +53,17 @@ MALLOC_TRIM = _libc_malloc_trim()
 
 
 def _rss_bytes() -> int:
-    return int(STATM.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    """This process's RSS + its children's resident pages that are not file-backed (statm: resident − shared)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = int(STATM.read_text().split()[1]) * page
+    children = Path(f"/proc/self/task/{os.getpid()}/children")  # the main thread's (it forks the workers)
+    for child in children.read_text().split() if children.is_file() else []:
+        try:
+            fields = Path(f"/proc/{child}/statm").read_text().split()
+        except OSError:  # the child has just exited
+            continue
+        total += (int(fields[1]) - int(fields[2])) * page
+    return total
 
 
 def _max_rss_bytes() -> int:

@@ -26,8 +26,10 @@ from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
 from adlnmt.model import Seq2Seq
 from adlnmt.search import greedy
+from adlnmt.speedups import SPEEDUPS
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
+from adlnmt.train.loss import projected_cross_entropy
 from adlnmt.train.schedule import Schedule
 
 # Options that may change when a run is resumed (how long and where it runs, not what it computes).
@@ -188,11 +190,18 @@ class Trainer:
     # --- one update -------------------------------------------------------------------------------
 
     def _loss(self, batch: Batch) -> Tensor:
-        """Summed label-smoothed cross-entropy of a batch."""
+        """Summed label-smoothed cross-entropy of a batch (fused with the output projection, see
+        :mod:`adlnmt.train.loss`, unless switched off or the decoder uses input feeding)."""
+        fused = SPEEDUPS.fused_loss and not self.model.config.input_feeding
         with torch.autocast(self.device.type, dtype=self._amp_dtype(), enabled=self._amp_dtype() is not None):
-            logits = self.network(batch.src, batch.tgt_in)  # [B, T, V]
+            out = self.network(batch.src, batch.tgt_in, project=not fused)  # [B, T, d_out] or logits [B, T, V]
+            if fused:
+                projection = self.model.output
+                return projected_cross_entropy(
+                    out, projection.weight, projection.bias, batch.tgt_out, self.config.label_smoothing
+                )
         return F.cross_entropy(
-            logits.float().flatten(0, 1),
+            out.float().flatten(0, 1),
             batch.tgt_out.flatten(),
             ignore_index=PAD,
             label_smoothing=self.config.label_smoothing,

@@ -1,0 +1,99 @@
+"""The training loss: label-smoothed cross-entropy of the output projection, fused and chunked.
+
+``projected_cross_entropy(hidden, weight, bias, targets, smoothing)`` equals
+``F.cross_entropy(F.linear(hidden, weight, bias), targets, ignore_index=PAD, label_smoothing=smoothing,
+reduction="sum")`` — per non-padding row, (1 − ε)·(−log p_y) + ε·(−Σ_v log p_v) / V — but never holds the
+[N, V] logits: rows go through in chunks, and each chunk's gradients (softmax − smoothed one-hot, then the two
+matrix products of the projection's backward) are computed right away and kept for ``backward``. That saves
+the full-size log-softmax passes and a few hundred MB per batch; the arithmetic is the same three matrix
+products, and each chunk makes four passes over its [c, V] logits (max, sum, softmax, column sums for the bias).
+The matrix products run in the dtype of ``hidden`` (bf16 under autocast), softmax and loss in fp32.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from adlnmt.data.vocab import PAD
+
+CHUNK_ROWS = 1024  # rows of logits at a time: [1024, V] fp32 (32 MB for V = 8k)
+
+
+class _ProjectedCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        hidden: Tensor,  # [N, d]
+        weight: Tensor,  # [V, d]
+        bias: Tensor | None,  # [V]
+        targets: Tensor,  # [N]
+        smoothing: float,
+        chunk_rows: int,
+    ) -> Tensor:
+        vocab, compute = weight.size(0), hidden.dtype
+        with torch.autocast(hidden.device.type, enabled=False):
+            w = weight.to(compute)
+            grad_hidden = torch.empty_like(hidden)
+            grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+            grad_bias = None if bias is None else torch.zeros(vocab, dtype=torch.float32, device=bias.device)
+            total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+            for start in range(0, hidden.size(0), chunk_rows):
+                h, y = hidden[start : start + chunk_rows], targets[start : start + chunk_rows].unsqueeze(1)  # [c, 1]
+                logits = (h @ w.T).float()  # [c, V]
+                if bias is not None:
+                    logits += bias
+                # log-sum-exp without a full-size temporary: lse = max − log softmax(max) (softmax(max) ≥ 1 / V).
+                top, best = logits.max(dim=-1, keepdim=True)  # [c, 1]
+                logit_sum = logits.sum(dim=-1, keepdim=True)
+                target_logit = logits.gather(1, y)
+                probs = torch.softmax(logits, dim=-1)  # d loss / d logits before the smoothing terms
+                del logits
+                lse = top - probs.gather(1, best).log()
+                keep = y.ne(PAD)  # [c, 1]
+                # per row: −(1 − ε)·log p_y − (ε / V)·Σ_v log p_v, with Σ_v log p_v = Σ_v logit_v − V·lse
+                rows = (1 - smoothing) * (target_logit - lse) + (smoothing / vocab) * (logit_sum - vocab * lse)
+                total -= rows.masked_fill(~keep, 0.0).sum()
+                # d loss / d logits = probs − (1 − ε)·onehot(y) − ε / V on kept rows: the two constant terms are
+                # applied to the products below (cheap) instead of to the [c, V] matrix.
+                pad_rows = (~keep).squeeze(1).nonzero().squeeze(1)
+                probs.index_fill_(0, pad_rows, 0.0)
+                hk = h.masked_fill(~keep, 0) if len(pad_rows) else h  # [c, d]
+                grad = probs.to(compute)
+                # d loss / d h = probs·W − (1 − ε)·W[y] − (ε / V)·Σ_v W_v
+                block = grad_hidden[start : start + chunk_rows]
+                torch.matmul(grad, w, out=block)
+                block -= (1 - smoothing) * w[y.squeeze(1)] + (smoothing / vocab) * w.sum(0)
+                block.masked_fill_(~keep, 0)
+                # d loss / d W = probsᵀ·h − (1 − ε)·Σ_{rows with y = v} h − (ε / V)·Σ_rows h
+                grad_weight += (grad.T @ hk).float()
+                grad_weight.index_add_(0, y.squeeze(1), hk.float(), alpha=smoothing - 1)
+                grad_weight -= (smoothing / vocab) * hk.float().sum(0)
+                if grad_bias is not None:
+                    grad_bias += probs.sum(0)
+                    grad_bias.index_add_(0, y.squeeze(1), keep.squeeze(1).float(), alpha=smoothing - 1)
+                    grad_bias -= (smoothing / vocab) * keep.sum()
+        ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
+        ctx.weight_dtype = weight.dtype
+        return total
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad_total: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        grad_hidden, grad_weight, grad_bias = ctx.saved_tensors
+        return (
+            grad_hidden * grad_total.to(grad_hidden.dtype),
+            (grad_weight * grad_total).to(ctx.weight_dtype),
+            None if grad_bias is None else grad_bias * grad_total,
+            None,
+            None,
+            None,
+        )
+
+
+def projected_cross_entropy(
+    hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, smoothing: float = 0.0,
+    chunk_rows: int = CHUNK_ROWS,
+) -> Tensor:  # fmt: skip
+    """Summed label-smoothed cross-entropy of ``hidden @ weight.T + bias`` against ``targets`` (PAD rows
+    ignored): hidden [..., d], targets [...] → a scalar. See the module docstring."""
+    return _ProjectedCrossEntropy.apply(hidden.flatten(0, -2), weight, bias, targets.flatten(), smoothing, chunk_rows)
