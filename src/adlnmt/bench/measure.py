@@ -1,19 +1,18 @@
 """Timing and peak memory of one measured block.
 
 Memory on the CPU is the process's resident set (RSS), sampled from ``/proc/self/statm`` every 5 ms by a background
-thread while the block runs, plus the anonymous resident memory of its child processes (forked decoding workers; an
-upper bound, as pages a child still shares copy-on-write with the parent count twice): ``peak_mb`` is the largest
-sample (model weights, Python and torch included), ``added_mb`` the peak minus the RSS when the block started (what
-the measured work itself needed on top). Freed heap memory is handed back to the OS first (glibc ``malloc_trim``),
-so that a block does not start with what an earlier one left resident. Where ``/proc`` is absent the lifetime peak
-``ru_maxrss`` stands in (it only ever grows, so ``added_mb`` is then what this block raised it by). On CUDA:
-``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats`` (tensors only, not the allocator's cache),
-and the same difference.
+thread while the block runs; while it has child processes (forked decoding workers) the proportional set sizes
+(PSS) of it and them, summed, every 100 ms instead, so that pages shared copy-on-write count once: ``peak_mb`` is
+the largest sample (model weights, Python and torch included), ``added_mb`` the peak minus the RSS when the block
+started (what the measured work itself needed on top). Freed heap memory is handed back to the OS first (glibc
+``malloc_trim``), so that a block does not start with what an earlier one left resident. Where ``/proc`` is absent
+the lifetime peak ``ru_maxrss`` stands in (it only ever grows, so ``added_mb`` is then what this block raised it
+by). On CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats`` (tensors only, not the
+allocator's cache), and the same difference.
 """
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import os
 import sys
@@ -27,10 +26,13 @@ from typing import Generic, TypeVar
 
 import torch
 
+from adlnmt.memory import release_heap
+
 T = TypeVar("T")
 MB = 1024 * 1024
 STATM = Path("/proc/self/statm")
 SAMPLE_SECONDS = 0.005
+SAMPLE_SECONDS_WITH_WORKERS = 0.1
 
 
 def memory_method(device: torch.device) -> str:
@@ -38,32 +40,33 @@ def memory_method(device: torch.device) -> str:
     if device.type == "cuda":
         return "cuda max_memory_allocated (tensors), MB"
     if STATM.is_file():
-        return "peak RSS (+ workers' anonymous RSS) sampled every 5 ms from /proc/<pid>/statm, MB"
+        return "peak RSS sampled every 5 ms from /proc/self/statm (with workers: PSS summed, every 100 ms), MB"
     return "ru_maxrss (lifetime peak RSS), MB"
 
 
-def _libc_malloc_trim() -> Callable[[int], int] | None:
+def _children() -> list[str]:
+    """Process ids of the main thread's children (it forks the decoding workers)."""
+    path = Path(f"/proc/self/task/{os.getpid()}/children")
+    return path.read_text().split() if path.is_file() else []
+
+
+def _pss_bytes(pid: str) -> int:
+    """Proportional set size: private pages + each shared page divided by its sharers (0 once exited)."""
     try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError, TypeError):  # not glibc
-        return None
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
-MALLOC_TRIM = _libc_malloc_trim()
-
-
-def _rss_bytes() -> int:
-    """This process's RSS + its children's resident pages that are not file-backed (statm: resident − shared)."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    total = int(STATM.read_text().split()[1]) * page
-    children = Path(f"/proc/self/task/{os.getpid()}/children")  # the main thread's (it forks the workers)
-    for child in children.read_text().split() if children.is_file() else []:
-        try:
-            fields = Path(f"/proc/{child}/statm").read_text().split()
-        except OSError:  # the child has just exited
-            continue
-        total += (int(fields[1]) - int(fields[2])) * page
-    return total
+def _resident_bytes(children: list[str]) -> int:
+    """This process's RSS; with children, the PSS summed over it and them (pages shared copy-on-write after the
+    fork count once in all)."""
+    if children:
+        return sum(_pss_bytes(pid) for pid in ["self", *children])
+    return int(STATM.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _max_rss_bytes() -> int:
@@ -88,10 +91,11 @@ class PeakMemory:
     def _sample(self) -> int:
         if self.device.type == "cuda":
             return torch.cuda.max_memory_allocated(self.device)
-        return _rss_bytes() if STATM.is_file() else _max_rss_bytes()
+        return _resident_bytes(_children()) if STATM.is_file() else _max_rss_bytes()
 
     def _watch(self) -> None:
-        while not self._stop.wait(SAMPLE_SECONDS):
+        # Reading smaps_rollup takes ~2 ms per process: with workers, sample less often to leave them the CPU.
+        while not self._stop.wait(SAMPLE_SECONDS_WITH_WORKERS if _children() else SAMPLE_SECONDS):
             self._peak = max(self._peak, self._sample())
 
     def __enter__(self) -> PeakMemory:
@@ -100,8 +104,7 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._start = torch.cuda.memory_allocated(self.device)
         else:
-            if MALLOC_TRIM is not None:
-                MALLOC_TRIM(0)
+            release_heap()
             self._start = self._sample()
             if STATM.is_file():
                 self._thread = threading.Thread(target=self._watch, daemon=True)

@@ -24,6 +24,7 @@ from tqdm import tqdm
 from adlnmt.data.dataset import Batch, DataDir, collate, make_batches, shard
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
+from adlnmt.memory import limit_onednn_cache, release_heap
 from adlnmt.model import Seq2Seq
 from adlnmt.search import greedy
 from adlnmt.speedups import SPEEDUPS
@@ -31,6 +32,8 @@ from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.loss import projected_cross_entropy
 from adlnmt.train.schedule import Schedule
+
+HEAP_RELEASE_UPDATES = 10  # on the CPU, hand freed heap back to the OS this often (adlnmt.memory)
 
 # Options that may change when a run is resumed (how long and where it runs, not what it computes).
 RESUMABLE_CHANGES = {
@@ -98,6 +101,8 @@ class Trainer:
             torch.set_num_threads(config.threads)
         if config.precision == "fp16" and self.device.type != "cuda":
             raise UserError("--precision fp16 needs a CUDA device; on the CPU use bf16 (or fp32)")
+        if config.precision == "bf16" and self.device.type == "cpu":
+            limit_onednn_cache()
         self.main = self.rank == 0
         if not config.data or not config.model:
             raise UserError("train needs --data DIR and --model DIR")
@@ -355,6 +360,8 @@ class Trainer:
                 loss, tokens = self._update([collate(self.train_split, ix).to(self.device) for ix in group])
                 p.batch_in_epoch += len(group)
                 p.update += 1
+                if p.update % HEAP_RELEASE_UPDATES == 0 and self.device.type == "cpu":
+                    release_heap()
                 p.train_seconds = session_base + time.monotonic() - session_start
                 if not math.isnan(loss):
                     window_loss += loss * tokens
