@@ -209,8 +209,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         split = random_pairs(args.warmup_updates + args.updates, args.batch_tokens, args.vocab, args.seed)
         src_vocab = tgt_vocab = args.vocab
     device, machine, out = _setup(args)
-    if args.precision == "fp16" and device.type != "cuda":
-        raise UserError("--precision fp16 needs a CUDA device; on the CPU use bf16 (or fp32)")
     batches = prepared_batches(split, args.batch_tokens, args.warmup_updates + args.updates, args.seed, device)
     rows: list[dict[str, Any]] = []
     for name, config in configs.items():

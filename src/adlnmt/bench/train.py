@@ -20,11 +20,10 @@ from adlnmt.bench.measure import timed
 from adlnmt.bench.models import FIRST_WORD_ID, SYNTHETIC_LENGTHS, synthetic_lengths
 from adlnmt.data.dataset import Batch, Split, collate, make_batches
 from adlnmt.data.vocab import EOS
-from adlnmt.memory import limit_onednn_cache, release_heap
 from adlnmt.model import Seq2Seq
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.schedule import Schedule
-from adlnmt.train.trainer import HEAP_RELEASE_UPDATES, Progress, Trainer, make_optimizer
+from adlnmt.train.trainer import Progress, Trainer, make_optimizer, precision_setup
 
 
 class Updater(Trainer):
@@ -39,16 +38,12 @@ class Updater(Trainer):
         self.optimizer = make_optimizer(model, config, device)
         self.schedule = Schedule(config)
         self.progress = Progress()
-        self.scaler = torch.amp.GradScaler("cuda", enabled=config.precision == "fp16" and device.type == "cuda")
-        if config.precision == "bf16" and device.type == "cpu":
-            limit_onednn_cache()
+        self.scaler = precision_setup(config.precision, device)
 
     def update(self, batch: Batch) -> float:
-        """One optimizer update; the loss per target token (with the trainer's periodic heap release)."""
+        """One optimizer update; the loss per target token."""
         loss, _ = self._update([batch])
         self.progress.update += 1
-        if self.progress.update % HEAP_RELEASE_UPDATES == 0 and self.device.type == "cpu":
-            release_heap()
         return loss
 
 

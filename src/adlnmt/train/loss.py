@@ -34,6 +34,7 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
         vocab, compute = weight.size(0), hidden.dtype
         with torch.autocast(hidden.device.type, enabled=False):
             w = weight.to(compute)
+            w_sum = w.sum(0)  # [d]: Σ_v W_v, for the smoothing term of d loss / d h
             grad_hidden = torch.empty_like(hidden)
             grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
             grad_bias = None if bias is None else torch.zeros(vocab, dtype=torch.float32, device=bias.device)
@@ -63,7 +64,7 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
                 # d loss / d h = probs·W − (1 − ε)·W[y] − (ε / V)·Σ_v W_v
                 block = grad_hidden[start : start + chunk_rows]
                 torch.matmul(grad, w, out=block)
-                block -= (1 - smoothing) * w[y.squeeze(1)] + (smoothing / vocab) * w.sum(0)
+                block -= (1 - smoothing) * w[y.squeeze(1)] + (smoothing / vocab) * w_sum
                 block.masked_fill_(~keep, 0)
                 # d loss / d W = probsᵀ·h − (1 − ε)·Σ_{rows with y = v} h − (ε / V)·Σ_rows h
                 grad_weight += (grad.T @ hk).float()
