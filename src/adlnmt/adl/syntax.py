@@ -114,3 +114,26 @@ def rename_layers(chain: Chain, names: dict[str, str]) -> Chain:
         for node in chain.layers
     )
     return Chain(layers, chain.col)
+
+
+def scale_repeats(chain: Chain, factor: float) -> Chain:
+    """The same tree with every ``repeat(n, …)`` count scaled to ``max(1, floor(n · factor))`` (6 → 3, 5 → 2 and
+    2 → 1 for 0.5): a shallower version of a published architecture, nested chains included."""
+
+    def value(v: Value) -> Value:
+        if isinstance(v, Chain):
+            return scale_repeats(v, factor)
+        if isinstance(v, ListValue):
+            return ListValue(tuple(value(item) for item in v.items), v.col)
+        return v
+
+    def layer(node: LayerNode) -> LayerNode:
+        args = [Argument(a.key, value(a.value), a.col) for a in node.args]
+        if node.name == "repeat" and args and isinstance(args[0].value, Literal) and args[0].value.kind == "int":
+            count = args[0].value
+            args[0] = Argument(
+                args[0].key, Literal("int", max(1, int(int(count.value) * factor)), count.col), args[0].col
+            )
+        return LayerNode(node.name, tuple(args), node.col)
+
+    return Chain(tuple(layer(node) for node in chain.layers), chain.col)

@@ -9,7 +9,15 @@ from pathlib import Path
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import Grid, load_grid
-from adlnmt.experiment.runner import Run, check_inputs, execute, plan_runs, prepare_data, write_spec
+from adlnmt.experiment.runner import (
+    Run,
+    check_inputs,
+    default_results,
+    execute,
+    plan_runs,
+    prepare_data,
+    write_spec,
+)
 
 
 def default_out(grid: Grid) -> Path:
@@ -18,8 +26,8 @@ def default_out(grid: Grid) -> Path:
 
 
 def status(run: Run) -> str:
-    if run.result() is not None:
-        return "finished"
+    if (folder := run.finished_in()) is not None:
+        return "finished" + (" (archived)" if folder != run.dir else "")
     return "started" if run.model_dir.exists() else "new"
 
 
@@ -56,14 +64,22 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
     grid = load_grid(args.grid, args.scale)
     out = Path(args.out) if args.out else default_out(grid)
-    runs = plan_runs(grid, out)
+    # An explicit --out keeps everything in one place; by default the archive and report go to results/.
+    results = Path(args.results) if args.results else out if args.out else default_results(grid)
+    runs = plan_runs(grid, out, results)
     selected = select(grid, runs, args.variants, args.seeds)
     if args.dry_run:
         print_plan(grid, runs, out)
         return 0
     failed: list[Run] = []
-    if args.report_only and not (out / "runs").is_dir():
-        raise UserError(f"{out}: no runs of this experiment here (give --out, or run the grid first)")
+    for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
+        run.archive_result()
+    if args.report_only and not any(run.finished_in() for run in runs):
+        raise UserError(f"{results}: no finished run of this experiment (give --results, or run the grid first)")
+    if args.rerun and not args.report_only:
+        for run in selected:
+            shutil.rmtree(run.dir, ignore_errors=True)
+            shutil.rmtree(run.archive, ignore_errors=True)
     if not args.report_only:
         check_inputs(grid)
         out.mkdir(parents=True, exist_ok=True)
@@ -77,8 +93,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
               f"(skipped), {len(pending)} to run, {args.jobs} at a time with {threads} thread(s) each; output {out}",
               flush=True)  # fmt: skip
         failed = [outcome.run for outcome in execute(pending, args.jobs, threads) if not outcome.ok]
-    table = write_report(grid, runs, out)
-    print(f"\n{table}\n\nreport: {out / 'report.md'}  (tables: results.md, results.csv, runs.csv; plots/)")
+    results.mkdir(parents=True, exist_ok=True)
+    table = write_report(grid, runs, results)
+    print(f"\n{table}\n\nreport: {results / 'report.md'}  (tables: results.md, results.csv, runs.csv; plots/)")
     if failed:
         print(f"{len(failed)} run(s) failed: {', '.join(run.label for run in failed)}; "
               "re-run the same command to resume them")  # fmt: skip
@@ -104,6 +121,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("grid", help="grid file (YAML)")
     parser.add_argument("--scale", help="one of the grid's scales, e.g. small or full (default: its default_scale)")
     parser.add_argument("--out", help="output directory (default: runs/NAME-SCALE next to the grid file)")
+    parser.add_argument(
+        "--results",
+        help="archive of finished runs (results, hypotheses) and the report, to commit (default: the --out directory "
+        "when given, else results/NAME-SCALE next to the grid file)",
+    )
+    parser.add_argument("--rerun", action="store_true", help="delete the selected runs (trained and archived) first")
     parser.add_argument("--jobs", type=_positive, default=1, help="runs at once, each its own process (default 1)")
     parser.add_argument("--threads", type=_positive, help="torch threads per run (default: CPU cores / jobs)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto: a GPU if any)")

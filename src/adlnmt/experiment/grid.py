@@ -22,7 +22,7 @@ from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants")  # fmt: skip
-SCALE_KEYS = ("description", "data", "train", "translate", "seeds")
+SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
 PREPARE_OPTIONS = {"vocab_size": int, "joint": bool, "model_type": str, "max_len": int, "max_ratio": float,
@@ -225,8 +225,32 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
         key = "-".join(f"{k}-{str(v).lower()}" for k, v in sorted(changed.items())) or data.key
         data = DataSpec(key, None, tuple(sorted(merged.items())))
     values = {**train, **model}
+    if context["repeat_scale"] != 1.0:
+        values = _shallower(reader, where, values, context["repeat_scale"])
     _check_model(reader, where, values, data)
     return Variant(name, slugify(name), values, data)
+
+
+def _shallower(reader: Reader, where: str, values: dict[str, Any], factor: float) -> dict[str, Any]:
+    """``values`` with the encoder and decoder ADL (a preset's resolved into its options) scaled by ``factor`` in
+    every ``repeat(n, …)`` count: a scale's shallower version of the published architectures."""
+    from adlnmt.adl.parser import parse
+    from adlnmt.adl.syntax import scale_repeats, to_text
+    from adlnmt.presets import get_preset
+
+    if values.get("preset"):
+        try:
+            preset = get_preset(values["preset"])
+        except UserError as err:
+            reader.fail(where, str(err))
+        values = {**preset.options, **{k: v for k, v in values.items() if k != "preset"}}
+        values.update(encoder=preset.encoder, decoder=preset.decoder)
+    for side in ("encoder", "decoder"):
+        try:
+            values[side] = to_text(scale_repeats(parse(values[side]), factor))
+        except ADLError as err:
+            reader.fail(f"{where}.{side}", err.render().rstrip())
+    return values
 
 
 def _check_model(reader: Reader, where: str, values: dict[str, Any], data: DataSpec) -> None:
@@ -318,8 +342,11 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         reader.fail("metrics", str(err))
     if not isinstance(raw.get("variants"), list) or not raw["variants"]:
         reader.fail("variants", "expected a non-empty list of variants")
+    repeat_scale = reader.typed(chosen.get("repeat_scale", 1.0), float, f"{at}.repeat_scale")
+    if not 0 < repeat_scale <= 1:
+        reader.fail(f"{at}.repeat_scale", f"must be in (0, 1], got {repeat_scale}")
     context = {"train": train, "scale": scale, "scales": tuple(reader.mapping(raw.get("scales") or {}, "scales")),
-               "data": data}  # fmt: skip
+               "data": data, "repeat_scale": repeat_scale}  # fmt: skip
     variants = tuple(_variant(reader, item, i, context) for i, item in enumerate(raw["variants"]))
     for kind in ("name", "slug"):
         seen: dict[str, str] = {}

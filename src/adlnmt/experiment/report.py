@@ -95,7 +95,7 @@ def add_significance(grid: Grid, rows: list[Row], runs: list[Run], out: Path) ->
 
     if grid.baseline is None:
         return
-    dirs = {(run.variant.name, run.seed): run.dir for run in runs}
+    dirs = {(run.variant.name, run.seed): run.finished_in() for run in runs}
     base = {r["seed"]: r for r in next(row for row in rows if row.name == grid.baseline).results}
     cache_path = out / "bootstrap.json"
     cache = read_json(cache_path) or {}

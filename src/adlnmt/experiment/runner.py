@@ -15,6 +15,11 @@ Layout of the output directory::
 A run is finished when its ``result.json`` carries the fingerprint of the current settings; re-running the
 experiment skips it. Otherwise the worker resumes: the trainer continues from its last checkpoint (or does
 nothing when ``trained.json`` matches) and translation and scoring are redone.
+
+Finished runs are archived (``result.json`` and the hypotheses, no weights) under the results directory, by
+default ``results/<name>-<scale>/`` next to the grid file, which is meant to be committed: the fingerprints do not
+depend on where the repository or the output directory lies, so a fresh clone treats an archived run whose
+fingerprint matches as finished and rebuilds the tables from the archive.
 """
 
 from __future__ import annotations
@@ -64,7 +69,10 @@ def fingerprint(value: Any) -> str:
 class Run:
     variant: Variant
     seed: int
-    dir: Path
+    dir: Path  # where it trains (model, logs): the output directory
+    archive: Path  # where its finished result is kept: the results directory
+    train_fingerprint: str  # what changes the trained model
+    fingerprint: str  # ... and what changes its evaluation
 
     @property
     def label(self) -> str:
@@ -78,13 +86,30 @@ class Run:
     def log(self) -> Path:
         return self.dir / "log.txt"
 
+    def finished_in(self) -> Path | None:
+        """The archive, else the run directory, when it holds a result of the current settings."""
+        for folder in (self.archive, self.dir):
+            result = read_json(folder / "result.json")
+            if result is not None and result.get("fingerprint") == self.fingerprint:
+                return folder
+        return None
+
     def result(self) -> dict[str, Any] | None:
         """The stored result when the run finished with its current settings."""
+        folder = self.finished_in()
+        return read_json(folder / "result.json") if folder is not None else None
+
+    def archive_result(self) -> None:
+        """Copy a finished result and its hypotheses from the run directory into the archive (no weights)."""
         result = read_json(self.dir / "result.json")
-        spec = read_json(self.dir / "run.json")
-        if result is None or spec is None or result.get("fingerprint") != spec.get("fingerprint"):
-            return None
-        return result
+        if result is None or result.get("fingerprint") != self.fingerprint or self.finished_in() == self.archive:
+            return
+        for test in result["tests"].values():
+            hypotheses = (self.dir / test["hypotheses"]).read_text(encoding="utf-8")
+            target = self.archive / test["hypotheses"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, lambda tmp, text=hypotheses: tmp.write_text(text, encoding="utf-8"))
+        write_json(self.archive / "result.json", result)  # last: the archived run is complete
 
 
 # --- inputs and data -------------------------------------------------------------------------------------------
@@ -137,20 +162,49 @@ def prepare_data(grid: Grid, out: Path, log: Callable[[str], None] = print) -> d
 # --- runs ------------------------------------------------------------------------------------------------------
 
 
-def plan_runs(grid: Grid, out: Path) -> list[Run]:
-    return [Run(v, seed, out / "runs" / v.slug / f"seed-{seed}") for v in grid.variants for seed in grid.seeds]
+def default_results(grid: Grid) -> Path:
+    """``results/<name>-<scale>`` next to the grid file: the archive of finished runs and the report."""
+    return grid.path.parent / "results" / (f"{grid.name}-{grid.scale}" if grid.scale else grid.name)
+
+
+def _portable(path: Path, grid: Grid) -> str:
+    """A path as fingerprints see it: relative to the grid file's folder, the same in every clone."""
+    return Path(os.path.relpath(Path(path).resolve(), grid.path.parent.resolve())).as_posix()
+
+
+def _evaluation(grid: Grid) -> dict[str, Any]:
+    return {
+        "tests": [{"name": t.name, "src": _portable(t.src, grid), "ref": _portable(t.ref, grid)} for t in grid.tests],
+        "metrics": list(grid.metrics),
+        "translate": grid.translate,
+        "length_buckets": list(grid.length_buckets),
+    }
+
+
+def fingerprints(grid: Grid, variant: Variant, seed: int) -> tuple[str, str]:
+    """(training, whole-run) fingerprints: the options, the data it is prepared from, the seed, the evaluation."""
+    data = variant.data
+    source = {k: _portable(v, grid) if isinstance(v, Path) else v for k, v in data.arguments().items()}
+    if data.prepared is not None:
+        source = {"prepared": _portable(data.prepared, grid)}
+    train = {k: v for k, v in variant.train.items() if k not in NOT_FINGERPRINTED}
+    train_print = fingerprint({**train, "data": source, "seed": seed})
+    return train_print, fingerprint([train_print, _evaluation(grid)])
+
+
+def plan_runs(grid: Grid, out: Path, results: Path | None = None) -> list[Run]:
+    results = results if results is not None else default_results(grid)
+    runs = []
+    for variant in grid.variants:
+        for seed in grid.seeds:
+            where = Path("runs") / variant.slug / f"seed-{seed}"
+            runs.append(Run(variant, seed, out / where, results / where, *fingerprints(grid, variant, seed)))
+    return runs
 
 
 def write_spec(grid: Grid, run: Run, data_dir: Path, device: str, threads: int) -> None:
     """run.json and train.yaml of ``run``; the fingerprints cover everything that changes its result."""
     train = {**run.variant.train, "data": str(data_dir), "model": str(run.model_dir), "seed": run.seed}
-    train_print = fingerprint({k: v for k, v in train.items() if k not in NOT_FINGERPRINTED})
-    evaluation = {
-        "tests": [{"name": t.name, "src": str(t.src), "ref": str(t.ref)} for t in grid.tests],
-        "metrics": list(grid.metrics),
-        "translate": grid.translate,
-        "length_buckets": list(grid.length_buckets),
-    }
     spec = {
         "experiment": grid.name,
         "scale": grid.scale,
@@ -158,9 +212,10 @@ def write_spec(grid: Grid, run: Run, data_dir: Path, device: str, threads: int) 
         "seed": run.seed,
         "threads": threads,
         "device": device,
-        "train_fingerprint": train_print,
-        "fingerprint": fingerprint([train_print, evaluation]),
-        **evaluation,
+        "train_fingerprint": run.train_fingerprint,
+        "fingerprint": run.fingerprint,
+        **_evaluation(grid),
+        "tests": [{"name": t.name, "src": str(t.src), "ref": str(t.ref)} for t in grid.tests],
     }
     run.dir.mkdir(parents=True, exist_ok=True)
     options = {**train, "device": device, "threads": threads, "progress": False}
@@ -198,6 +253,8 @@ def _attempt(run: Run, threads: int) -> Outcome:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
         log.flush()
         returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+    if returncode == 0:
+        run.archive_result()
     return Outcome(run, returncode, time.monotonic() - start, run.result() if returncode == 0 else None)
 
 

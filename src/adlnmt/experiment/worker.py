@@ -105,10 +105,29 @@ def evaluate_test(translator: Any, test: dict[str, str], spec: dict[str, Any], o
     }
 
 
+def code_version() -> dict[str, Any]:
+    """The git commit of the code that runs (and whether its tracked files differ from it), where it is a clone."""
+    import subprocess
+
+    import adlnmt
+
+    source = Path(adlnmt.__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        done = subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    return {"git_commit": commit, "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit
+            else None, "adlnmt": adlnmt.__version__}  # fmt: skip
+
+
 def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
-    """Everything result.json holds: sizes, training summary and curve, and each test set's scores and speed."""
+    """Everything result.json holds: sizes, training summary and curve, each test set's scores and speed, and the
+    provenance (code version, machine, wall-clock)."""
     import torch
 
+    from adlnmt.bench.machine import machine_record
     from adlnmt.train.trainer import pick_device
     from adlnmt.translator import Translator
 
@@ -124,6 +143,8 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     device = str(pick_device(spec["device"], 0))
     translator = Translator.load(model_dir, checkpoint, device)
     curve_keys = ("update", "epoch", "train_loss", "valid_ppl", "valid_bleu", "train_minutes", "tokens_per_s")
+    started = time.perf_counter()
+    tests = {test["name"]: evaluate_test(translator, test, spec, run_dir) for test in spec["tests"]}
     return {
         "fingerprint": spec["fingerprint"],
         "experiment": spec["experiment"],
@@ -144,7 +165,15 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
         "device": device,
         "threads": spec["threads"],
         "curve": [{key: r[key] for key in curve_keys if key in r} for r in records],
-        "tests": {test["name"]: evaluate_test(translator, test, spec, run_dir) for test in spec["tests"]},
+        "tests": tests,
+        "provenance": {
+            **code_version(),
+            "adl": stored["canonical"],
+            "precision": stored["train"]["precision"],
+            "machine": machine_record(torch.device(device)),
+            "train_minutes": last["train_minutes"],
+            "evaluate_minutes": (time.perf_counter() - started) / 60,
+        },
     }
 
 
