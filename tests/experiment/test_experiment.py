@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -45,6 +46,8 @@ def grid_file(root: Path, corpus: Path) -> Path:
         "length_buckets": [5, 8],
         "translate": {"beam": 2},
         "train": TINY,
+        "claims": [{"quote": "a beats b", "where": "§1", "better": ["a", "b"]},
+                   {"quote": "b replaces a with little loss", "close": ["b", "a"], "tolerance": 100}],
         "variants": [
             {"name": "a", "encoder": ENCODER, "decoder": DECODER.format(x="mh_dot_self_att")},
             # longer (and quicker checkpoints), so that the kill below lands in the middle of its training
@@ -178,3 +181,38 @@ def test_report_only_and_dry_run_change_no_run(sequence: SimpleNamespace) -> Non
     status, stdout = experiment(*sequence.args, "--dry-run")
     assert status == 0 and "seed 1 finished, seed 2 finished" in stdout
     assert stamps(sequence.out) == sequence.stamps
+
+
+def test_claims_are_judged_from_the_runs(sequence: SimpleNamespace) -> None:
+    lines = [line for line in (sequence.out / "claims.md").read_text().splitlines() if line.startswith("| “")]
+    assert len(lines) == 2
+    assert lines[0].startswith("| “a beats b” (§1) | a > b | bleu test |")
+    assert lines[0].endswith(("| **holds** |", "| **does not hold** |", "| **inconclusive at this scale** |"))
+    assert "| b ≥ a − 100 |" in lines[1] and lines[1].endswith("| **holds** |")  # 100 BLEU of tolerance
+    assert "claims: " in sequence.final_stdout
+
+
+def test_a_fresh_clone_skips_the_archived_runs_and_rebuilds_the_report(
+    sequence: SimpleNamespace, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    grid = Path(sequence.args[0])
+    archive = grid.parent / "results" / "tiny"  # the default archive of this grid (no scale)
+    status, _ = experiment(*sequence.args, "--results", str(archive), "--report-only")  # archives finished runs
+    assert status == 0 and len(list(archive.glob("runs/*/seed-*/result.json"))) == 4
+    assert not list(archive.rglob("*.safetensors")) and (archive / "runs/a/seed-1/hyp/test.txt").is_file()
+    clone = tmp_path_factory.mktemp("clone")  # as deep as the original: the corpus is at the same relative path
+    shutil.copyfile(grid, clone / "grid.yaml")
+    shutil.copytree(archive, clone / "results" / "tiny")
+    status, stdout = experiment(str(clone / "grid.yaml"), "--report-only")
+    assert status == 0 and "| b | 2/2 |" in stdout
+    assert (clone / "results/tiny/results.md").read_text() == (archive / "results.md").read_text()
+    status, stdout = experiment(str(clone / "grid.yaml"), "--dry-run")
+    assert stdout.count("finished (archived)") == 4
+    status, stdout = experiment(str(clone / "grid.yaml"), "--threads", "1")
+    assert status == 0 and "4 finished (skipped), 0 to run" in stdout and not (clone / "runs" / "runs").exists()
+    before = (clone / "results/tiny/runs/a/seed-1/result.json").stat().st_mtime_ns
+    status, stdout = experiment(
+        str(clone / "grid.yaml"), "--threads", "1", "--rerun", "--variants", "a", "--seeds", "1"
+    )
+    assert status == 0 and "1 runs, 0 finished (skipped), 1 to run" in stdout
+    assert (clone / "results/tiny/runs/a/seed-1/result.json").stat().st_mtime_ns > before

@@ -114,7 +114,7 @@ def test_the_command_exits_2_with_the_message(tmp_path: Path, capsys: pytest.Cap
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_every_shipped_grid_parses_at_every_scale(path: Path) -> None:
     scales = scale_names(path)
-    assert set(scales) == {"small", "full"}
+    assert set(scales) == {"small", "cpu", "full"}
     small, full = load_grid(path, "small"), load_grid(path)  # full is the default scale
     assert full.scale == "full" and full.baseline is not None and len(full.seeds) >= 2
     for variant in small.variants:  # small runs are capped by updates, never by minutes
@@ -123,6 +123,9 @@ def test_every_shipped_grid_parses_at_every_scale(path: Path) -> None:
     for variant in full.variants:
         assert "max_minutes" not in variant.train
         assert variant.train.get("d_model", 512) >= 256
+    for variant in load_grid(path, "cpu").variants:  # cpu runs stop when validation perplexity has converged
+        assert variant.train["patience"] > 0 and variant.train.get("early_stop_metric", "ppl") == "ppl"
+        assert variant.train["max_updates"] > 0 and variant.train["precision"] == "bf16"
     for test in full.tests:  # the corpus itself is only read when the grid runs
         assert test.src.name.endswith(".gz") and "multi30k" in str(test.src)
 
@@ -132,3 +135,34 @@ def test_slugs_and_length_buckets() -> None:
     assert slugify("self-att/RNN") == "self-att-RNN"
     assert bucket_labels([10, 20]) == ["1-10", "11-20", "21+"]
     assert [bucket_of(n, [10, 20]) for n in (0, 1, 10, 11, 20, 21, 99)] == [0, 0, 0, 1, 1, 2, 2]
+
+
+def test_repeat_scale_makes_the_published_strings_shallower(tmp_path: Path) -> None:
+    grid = base_grid()
+    grid["scales"]["half"] = {"repeat_scale": 0.5}
+    grid["baseline"] = "combined"
+    grid["variants"] = [{"name": "combined", "preset": "t5-self-att-combined"}, {"name": "rnn", "preset": "t5-rnn-rnn"},
+                        {"name": "rnmt", "preset": "rnmt"}]  # fmt: skip
+    path = write(tmp_path, grid)
+    full, half = load_grid(path, "full"), load_grid(path, "half")
+    assert full.variant("combined").train["preset"] == "t5-self-att-combined"
+    combined, rnn, rnmt = (half.variant(n).train for n in ("combined", "rnn", "rnmt"))
+    assert "preset" not in combined and combined["decoder"].startswith("pos -> repeat(1, res(norm -> mh_dot_self_att)")
+    assert "repeat(2, res(norm -> rnn" in rnn["encoder"] and "repeat(3, res(norm -> rnn" in rnn["decoder"]
+    assert rnmt["input_feeding"] is True and "repeat(2, res_d(rnn))" in rnmt["encoder"]  # the preset's options stay
+    assert combined["d_model"] == 32  # the grid's options win over the preset's size
+    grid["scales"]["half"] = {"repeat_scale": 2}
+    assert "scales.half.repeat_scale: must be in (0, 1]" in error(tmp_path, grid, "half")
+
+
+def test_claims_are_checked(tmp_path: Path) -> None:
+    grid = base_grid()
+    grid["claims"] = [{"quote": "q", "better": ["a", "c"]}]
+    assert "claims[0].better: unknown variant" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": "q", "better": ["a", "b"], "close": ["a", "b"]}]
+    assert "claims[0]: give 'quote' and one of" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": "q", "close": ["a", "b"], "tolerance": 0.5, "metric": "ter"}]
+    assert "claims[0].metric: unknown metric" in error(tmp_path, grid)
+    grid["claims"][0]["metric"] = "bleu"
+    (claim,) = load_grid(write(tmp_path, grid)).claims
+    assert (claim.kind, claim.first, claim.second, claim.tolerance, claim.test) == ("close", "a", "b", 0.5, "test")

@@ -51,3 +51,25 @@ def test_a_test_set_with_misaligned_files_is_an_error(demo_data: Path, tmp_path:
     grid = load_grid(grid_at(tmp_path, demo_data / "corpus", 150, ref=str(tmp_path / "short.tgt")))
     with pytest.raises(UserError, match=r"test set 'test': .*test.src has 60 lines but .*short.tgt has 1"):
         check_inputs(grid)
+
+
+def test_fingerprints_do_not_depend_on_where_the_tree_lies(tmp_path: Path) -> None:
+    for name in ("first", "second/deeper"):
+        root = tmp_path / name
+        (root / "corpus").mkdir(parents=True)
+        for file in ("a.src", "a.tgt", "t.src", "t.tgt"):
+            (root / "corpus" / file).write_text("x\n")
+        grid = {"name": "g", "test": [{"name": "t", "src": "corpus/t.src", "ref": "corpus/t.tgt"}],
+                "data": {"train_src": "corpus/a.src", "train_tgt": "corpus/a.tgt", "valid_src": "corpus/a.src",
+                         "valid_tgt": "corpus/a.tgt"},
+                "train": {"d_model": 32, "heads": 4},
+                "variants": [{"name": "a", "preset": "transformer-small"}]}  # fmt: skip
+        (root / "grid.yaml").write_text(yaml.safe_dump(grid))
+    first, second = (plan_runs(load_grid(tmp_path / n / "grid.yaml"), tmp_path / n / "out") for n in
+                     ("first", "second/deeper"))  # fmt: skip
+    assert [r.fingerprint for r in first] == [r.fingerprint for r in second]
+    assert first[0].archive == tmp_path / "first" / "results" / "g" / "runs" / "a" / "seed-1"
+    grid["train"]["dropout"] = 0.3
+    (tmp_path / "first" / "grid.yaml").write_text(yaml.safe_dump(grid))
+    changed = plan_runs(load_grid(tmp_path / "first" / "grid.yaml"), tmp_path / "out")
+    assert changed[0].fingerprint != first[0].fingerprint

@@ -60,6 +60,7 @@ def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None)
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
+    from adlnmt.experiment.claims import write_claims
     from adlnmt.experiment.report import write_report
 
     grid = load_grid(args.grid, args.scale)
@@ -95,6 +96,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         failed = [outcome.run for outcome in execute(pending, args.jobs, threads) if not outcome.ok]
     results.mkdir(parents=True, exist_ok=True)
     table = write_report(grid, runs, results)
+    if judgements := write_claims(grid, runs, results):
+        verdicts = [j.verdict for j in judgements]
+        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
+        print(f"claims: {counts} ({results / 'claims.md'})")
     print(f"\n{table}\n\nreport: {results / 'report.md'}  (tables: results.md, results.csv, runs.csv; plots/)")
     if failed:
         print(f"{len(failed)} run(s) failed: {', '.join(run.label for run in failed)}; "

@@ -21,7 +21,8 @@ from adlnmt.metrics import parse_metrics
 from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
-            "baseline", "bootstrap_resamples", "scales", "default_scale", "variants")  # fmt: skip
+            "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims")  # fmt: skip
+CLAIM_KEYS = ("quote", "where", "better", "close", "tolerance", "metric", "test")
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
@@ -72,6 +73,21 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """A claim of the paper about two rows: ``first`` is better than ``second`` (kind ``better``), or at most
+    ``tolerance`` points worse (kind ``close``), on ``metric`` of test set ``test``."""
+
+    quote: str
+    where: str  # e.g. "§4.4"
+    kind: str  # better | close
+    first: str
+    second: str
+    tolerance: float
+    metric: str
+    test: str
+
+
+@dataclass(frozen=True)
 class Grid:
     path: Path
     name: str
@@ -86,6 +102,7 @@ class Grid:
     length_buckets: tuple[int, ...]
     baseline: str | None
     bootstrap_resamples: int
+    claims: tuple[Claim, ...] = ()
 
     def variant(self, name: str) -> Variant:
         return next(v for v in self.variants if v.name == name)
@@ -270,6 +287,37 @@ def _check_model(reader: Reader, where: str, values: dict[str, Any], data: DataS
         reader.fail(where, str(err))
 
 
+def _claims(reader: Reader, value: Any, variants: tuple[Variant, ...], metrics: tuple[str, ...],
+            tests: tuple[TestSet, ...]) -> tuple[Claim, ...]:  # fmt: skip
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        reader.fail("claims", "expected a list of claims")
+    names, claims = [v.name for v in variants], []
+    for i, item in enumerate(value):
+        where = f"claims[{i}]"
+        block = reader.mapping(item, where, CLAIM_KEYS)
+        kinds = [kind for kind in ("better", "close") if kind in block]
+        if len(kinds) != 1 or "quote" not in block:
+            reader.fail(where, "give 'quote' and one of 'better: [A, B]' or 'close: [A, B]' (with 'tolerance')")
+        pair = block[kinds[0]]
+        if not isinstance(pair, list) or len(pair) != 2:
+            reader.fail(f"{where}.{kinds[0]}", f"expected two variant names [A, B], got {pair!r}")
+        for name in pair:
+            if name not in names:
+                reader.unknown(f"{where}.{kinds[0]}", str(name), names, "variant")
+        metric = str(block.get("metric", metrics[0]))
+        if metric not in metrics:
+            reader.unknown(f"{where}.metric", metric, list(metrics), "metric")
+        test = str(block.get("test", tests[0].name))
+        if test not in {t.name for t in tests}:
+            reader.unknown(f"{where}.test", test, [t.name for t in tests], "test set")
+        tolerance = reader.typed(block.get("tolerance", 0.0), float, f"{where}.tolerance")
+        claims.append(Claim(str(block["quote"]).strip(), str(block.get("where", "")), kinds[0], pair[0], pair[1],
+                            tolerance, metric, test))  # fmt: skip
+    return tuple(claims)
+
+
 # --- the grid --------------------------------------------------------------------------------------------------
 
 
@@ -361,6 +409,7 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     resamples = reader.typed(raw.get("bootstrap_resamples", 1000), int, "bootstrap_resamples")
     if resamples < 1:
         reader.fail("bootstrap_resamples", "must be at least 1")
+    tests = _tests(reader, raw["test"])
     return Grid(
         path=path,
         name=name,
@@ -369,7 +418,7 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         scale_description=str(chosen.get("description") or "").strip(),
         variants=variants,
         seeds=reader.positive_ints(seeds_value, seeds_where),
-        tests=_tests(reader, raw["test"]),
+        tests=tests,
         metrics=metrics,
         translate=_translate(
             reader, [(raw.get("translate"), "translate"), (chosen.get("translate"), f"{at}.translate")]
@@ -377,4 +426,5 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         length_buckets=reader.positive_ints(raw.get("length_buckets", [10, 20, 30]), "length_buckets", increasing=True),
         baseline=baseline,
         bootstrap_resamples=resamples,
+        claims=_claims(reader, raw.get("claims"), variants, metrics, tests),
     )

@@ -1,0 +1,147 @@
+"""The paper's claims about a grid's rows, judged on the finished runs: ``claims.md``.
+
+A claim compares two rows A and B on one metric of one test set (grid key ``claims``):
+
+- ``better: [A, B]`` holds when A's mean is higher and every seed pair (the same seed in both rows) is significantly
+  better for A by sacreBLEU's paired bootstrap (p < 0.05); it does not hold when every seed pair is significant for
+  B; otherwise it is inconclusive at this scale;
+- ``close: [A, B]`` with ``tolerance: t`` ("A can replace B with little loss") holds when A's mean is at most t
+  below B's; it does not hold when A is more than t below and every seed pair is significant for B; otherwise
+  inconclusive.
+
+The verdicts are computed from the results every time the report is written, never typed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adlnmt.experiment.grid import Claim, Grid
+from adlnmt.experiment.report import SIGNIFICANT, mean_std
+from adlnmt.experiment.runner import Run, fingerprint, read_json, write_json
+
+HOLDS, FAILS, OPEN, MISSING = "holds", "does not hold", "inconclusive at this scale", "not run yet"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    claim: Claim
+    seeds: tuple[int, ...]  # seeds both rows finished
+    first: tuple[float | None, float | None]  # mean, std of A
+    second: tuple[float | None, float | None]
+    p_values: dict[int, float]  # seed → p of the paired bootstrap
+    winners: dict[int, str]  # seed → "a" (A better), "b" or "tie"
+    verdict: str
+
+    @property
+    def difference(self) -> float | None:
+        a, b = self.first[0], self.second[0]
+        return a - b if a is not None and b is not None else None
+
+
+def verdict(claim: Claim, difference: float | None, significant_for: set[str]) -> str:
+    """The rule of the module docstring; ``significant_for`` holds "a"/"b" when every seed pair is significant."""
+    if difference is None:
+        return MISSING
+    if claim.kind == "better":
+        return HOLDS if difference > 0 and "a" in significant_for else FAILS if "b" in significant_for else OPEN
+    if difference >= -claim.tolerance:
+        return HOLDS
+    return FAILS if "b" in significant_for else OPEN
+
+
+class Judge:
+    """Judges claims on the finished runs, with paired bootstrap results cached in ``bootstrap.json``."""
+
+    def __init__(self, grid: Grid, runs: list[Run], out: Path) -> None:
+        self.grid = grid
+        self.finished = {(run.variant.name, run.seed): run for run in runs if run.finished_in() is not None}
+        self.cache_path = out / "bootstrap.json"
+        self.cache: dict[str, Any] = read_json(self.cache_path) or {}
+
+    def _hypotheses(self, run: Run, test: str) -> list[str]:
+        from adlnmt.metrics import read_lines
+
+        folder = run.finished_in()
+        result = read_json(folder / "result.json")
+        return read_lines(folder / result["tests"][test]["hypotheses"])
+
+    def _bootstrap(self, first: Run, second: Run, claim: Claim) -> dict[str, Any]:
+        """sacreBLEU's paired bootstrap with B as the baseline system and A as the system (cached)."""
+        from adlnmt.metrics import paired_bootstrap, read_lines
+
+        reference = read_lines(next(t.ref for t in self.grid.tests if t.name == claim.test))
+        b, a = self._hypotheses(second, claim.test), self._hypotheses(first, claim.test)
+        key = fingerprint([b, a, reference, self.grid.metrics, self.grid.bootstrap_resamples])
+        if key not in self.cache:
+            tested = paired_bootstrap(b, a, reference, self.grid.metrics, self.grid.bootstrap_resamples)
+            self.cache[key] = tested["metrics"]
+        return self.cache[key][claim.metric]
+
+    def scores(self, variant: str, claim: Claim, seeds: tuple[int, ...]) -> list[float]:
+        return [self.finished[(variant, s)].result()["tests"][claim.test]["scores"][claim.metric] for s in seeds]
+
+    def judge(self, claim: Claim) -> Judgement:
+        seeds = tuple(s for s in self.grid.seeds if (claim.first, s) in self.finished and (claim.second, s) in
+                      self.finished)  # fmt: skip
+        p_values, winners = {}, {}
+        for seed in seeds:
+            tested = self._bootstrap(self.finished[(claim.first, seed)], self.finished[(claim.second, seed)], claim)
+            p_values[seed] = tested["p_value"]
+            winners[seed] = {"b": "a", "a": "b"}.get(tested["better"], "tie")  # the test's "b" is the claim's A
+        first = mean_std(self.scores(claim.first, claim, seeds))
+        second = mean_std(self.scores(claim.second, claim, seeds))
+        significant = {w for w in ("a", "b") if seeds and all(winners[s] == w and p_values[s] < SIGNIFICANT
+                                                                  for s in seeds)}  # fmt: skip
+        difference = first[0] - second[0] if seeds else None
+        return Judgement(claim, seeds, first, second, p_values, winners, verdict(claim, difference, significant))
+
+    def save(self) -> None:
+        write_json(self.cache_path, self.cache)
+
+
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _line(j: Judgement) -> str:
+    claim = j.claim
+    relation = f"{claim.first} > {claim.second}" if claim.kind == "better" else \
+        f"{claim.first} ≥ {claim.second} − {claim.tolerance:g}"  # fmt: skip
+    scores = f"{_number(j.first[0])} ± {_number(j.first[1])} vs {_number(j.second[0])} ± {_number(j.second[1])}"
+    p_values = ", ".join(f"{j.p_values[s]:.3f} ({'A' if j.winners[s] == 'a' else 'B' if j.winners[s] == 'b' else '='})"
+                         for s in j.seeds) or "–"  # fmt: skip
+    where = f" ({claim.where})" if claim.where else ""
+    difference = "–" if j.difference is None else f"{j.difference:+.2f}"
+    return (f"| “{claim.quote}”{where} | {relation} | {claim.metric} {claim.test} | {scores} | {difference} | "
+            f"{p_values} | **{j.verdict}** |")  # fmt: skip
+
+
+def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
+    """Judge every claim of the grid and write ``claims.md`` under ``out`` (nothing when the grid has none)."""
+    if not grid.claims:
+        return []
+    judge = Judge(grid, runs, out)
+    judgements = [judge.judge(claim) for claim in grid.claims]
+    judge.save()
+    title = grid.name + (f" (scale {grid.scale})" if grid.scale else "")
+    lines = [
+        f"# Claims of the paper, judged on {title}",
+        "",
+        grid.description,
+        "",
+        "Scores: mean ± sample standard deviation over the seeds both rows finished; A − B: difference of the means; "
+        f"p: sacreBLEU's paired bootstrap ({grid.bootstrap_resamples} resamples) of A against B for each seed, with "
+        "the better system in brackets. *better* holds when A is higher and every seed is significant (p < "
+        f"{SIGNIFICANT}) for A, and does not hold when every seed is significant for B; *close* (A ≥ B − tolerance) "
+        "holds when A's mean is within the tolerance, and does not hold when A is further below with every seed "
+        "significant for B. Anything else: inconclusive at this scale.",
+        "",
+        "| claim | tested as (A vs B) | metric | A vs B | A − B | p per seed | verdict |",
+        "|---|---|---|---|---:|---|---|",
+        *(_line(j) for j in judgements),
+    ]
+    (out / "claims.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return judgements
