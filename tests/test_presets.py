@@ -11,7 +11,7 @@ import torch
 from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.model import Seq2Seq
-from adlnmt.presets import ALIASES, PRESETS, get_preset
+from adlnmt.presets import ALIASES, PAPERS, PRESETS, get_preset
 from adlnmt.train.config import build_config
 
 TINY = {"d_model": 16, "heads": 4, "d_ff": 32}
@@ -156,6 +156,12 @@ def test_architectures_lists_every_preset(capsys: pytest.CaptureFixture[str]) ->
     for name, preset in PRESETS.items():
         line = next(line for line in out.splitlines() if line.startswith(name + " "))
         assert preset.source in line
+
+
+def test_sources_cite_papers_by_name() -> None:
+    for preset in PRESETS.values():
+        if preset.name != "transformer-small":  # our benchmark size, from no paper
+            assert preset.source.startswith(tuple(f"{citation} " for citation in PAPERS.values())), preset.source
 
 
 def test_describe_a_preset(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,5 @@
 """Translation metrics on detokenised text: sacreBLEU's BLEU, chrF and TER (with their signatures), the mean of
-add-1 smoothed sentence BLEU (the COMET paper's metric, seed 001 §4.3), METEOR through NLTK (exact + Porter-stem
+add-1 smoothed sentence BLEU (the metric of COMET (Wang) §4.3), METEOR through NLTK (exact + Porter-stem
 matching only: WordNet data is never downloaded), and sacreBLEU's paired bootstrap test between two systems.
 """
 
@@ -28,7 +28,7 @@ LABELS = {
     "chrf": "chrF (sacreBLEU chrF2)",
     "ter": "TER (sacreBLEU; lower is better)",
     "meteor": "METEOR (NLTK, exact+stem matching; WordNet synonyms not available offline)",
-    "sentbleu": "sentBLEU (mean of add-1 smoothed sentence BLEU, 001 §4.3)",
+    "sentbleu": "sentBLEU (mean of add-1 smoothed sentence BLEU, COMET (Wang) §4.3)",
 }
 LOWER_IS_BETTER = frozenset({"ter"})
 METEOR_PARAMS = {"alpha": 0.9, "beta": 3.0, "gamma": 0.5}  # NLTK's defaults (Lavie & Agarwal 2007)

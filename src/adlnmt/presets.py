@@ -1,4 +1,4 @@
-"""Every architecture of the seed papers as a named preset, with the table/row it reproduces.
+"""Every architecture of the papers adlnmt implements as a named preset, with the table/row it reproduces.
 
 A preset is an encoder ADL, a decoder ADL and model options at the paper's default size (``d_model``,
 ``heads``, ``d_ff``, input feeding ...); command-line flags override the options. Rows of the ADL paper
@@ -20,12 +20,25 @@ class Preset:
     name: str
     encoder: str
     decoder: str
-    source: str  # seed document and table/row
+    source: str  # the paper (``cite``) and its table/row
     description: str
     family: str  # transformer | rnn | cnn | comet | aan | mixed
     options: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields at the paper's size
     aliases: tuple[str, ...] = ()
     data: str = ""  # what `adlnmt prepare` needs for this preset, if anything
+
+
+PAPERS: dict[str, str] = {
+    "adl": "ADL (Domhan 2018)",  # How Much Attention Do You Need? A Granular Analysis of NMT Architectures
+    "comet": "COMET (Wang)",  # Improved Transformer Architecture for Sequence to Sequence Translation
+    "aan": "AAN (Zhang et al. 2018)",  # Accelerating Neural Transformer via an Average Attention Network
+    "notes": "NMT lecture notes",  # 9 Neural MT 3: Other Non-RNN Architectures
+}
+
+
+def cite(paper: str, where: str) -> str:
+    """Citation of a place in a paper by its key in ``PAPERS``, e.g. ``cite("aan", "Table 2")``."""
+    return f"{PAPERS[paper]} {where}"
 
 
 ADL_SIZE = {"d_model": 512, "heads": 8, "d_ff": 2048}  # the ADL paper's base size (FF_NUM_HIDDEN = 2048)
@@ -47,24 +60,23 @@ COMET_DECODER = POSTNORM_DECODER.format(n=3, x="mh_dot_self_att", ff=COMET_FF)
 
 
 def _paper_row(
-    name: str, enc: str, dec: str, source: str, description: str, family: str, aliases: tuple[str, ...] = ()
+    name: str, enc: str, dec: str, row: str, description: str, family: str, aliases: tuple[str, ...] = ()
 ) -> Preset:
-    return Preset(
-        name, ENCODERS[enc], DECODERS[dec], f"000 {source} ({enc}/{dec})", description, family, ADL_SIZE, aliases
-    )
+    source = cite("adl", f"{row} ({enc}/{dec})")
+    return Preset(name, ENCODERS[enc], DECODERS[dec], source, description, family, ADL_SIZE, aliases)
 
 
-def _comet(name: str, conv_args: str, source: str, description: str, decoder: str = "", data: str = "") -> Preset:
-    encoder = COMET_ENCODER.format(args=conv_args)
-    return Preset(name, encoder, decoder or COMET_DECODER, f"001 {source}", description, "comet", COMET_SIZE, data=data)
+def _comet(name: str, conv_args: str, row: str, description: str, decoder: str = "", data: str = "") -> Preset:
+    encoder, source = COMET_ENCODER.format(args=conv_args), cite("comet", row)
+    return Preset(name, encoder, decoder or COMET_DECODER, source, description, "comet", COMET_SIZE, data=data)
 
 
-def _aan(name: str, aan: str, source: str, description: str) -> Preset:
+def _aan(name: str, aan: str, row: str, description: str) -> Preset:
     return Preset(
         name,
         POSTNORM_ENCODER.format(n=6, ff="ffl"),
         POSTNORM_DECODER.format(n=6, x=aan, ff="ffl"),
-        f"004 {source}",
+        cite("aan", row),
         description,
         "aan",
         AAN_SIZE,
@@ -82,7 +94,7 @@ _PRESETS = [
         "rnmt",
         RNMT_ENCODER,
         RNMT_DECODER,
-        "000 §2.4; Table 3 RNMT",
+        cite("adl", "§2.4; Table 3 RNMT"),
         "bi-RNN + residual RNN encoder, Luong decoder concat(id, mlp_att) -> ff, input feeding",
         "rnn",
         {**ADL_SIZE, "input_feeding": True},
@@ -92,7 +104,7 @@ _PRESETS = [
         "rnmt-no-input-feeding",
         RNMT_ENCODER,
         RNMT_DECODER,
-        "000 §2.4; Table 3 RNMT - input feeding",
+        cite("adl", "§2.4; Table 3 RNMT - input feeding"),
         "RNMT without input feeding",
         "rnn",
         ADL_SIZE,
@@ -102,7 +114,7 @@ _PRESETS = [
         "convs2s",
         "pos -> repeat(6, res(cnn(act=glu) -> dropout))",
         "pos -> repeat(6, res(dropout -> cnn(act=glu) -> dropout -> res(dot_src_att(s=1))))",
-        "000 §2.4 ConvS2S",
+        cite("adl", "§2.4 ConvS2S"),
         "GLU convolutions, unscaled single-head dot source attention per block",
         "cnn",
         ADL_SIZE,
@@ -111,7 +123,7 @@ _PRESETS = [
         "transformer",
         PRENORM_ENCODER.format(n=6),
         PRENORM_DECODER.format(n=6, x="mh_dot_self_att"),
-        "000 §2.4 Transformer",
+        cite("adl", "§2.4 Transformer"),
         "pre-norm residual blocks (tensor2tensor)",
         "transformer",
         ADL_SIZE,
@@ -120,7 +132,7 @@ _PRESETS = [
         "transformer-postnorm",
         POSTNORM_ENCODER.format(n=6, ff="ffl"),
         POSTNORM_DECODER.format(n=6, x="mh_dot_self_att", ff="ffl"),
-        "004 Table 2 Transformer; 000 §2.4",
+        cite("aan", "Table 2 Transformer") + "; " + cite("adl", "§2.4"),
         "original post-norm residual structure (the AAN paper's baseline)",
         "transformer",
         AAN_SIZE,
@@ -148,7 +160,7 @@ _PRESETS = [
         "t2-increasing",
         ENCODERS["E1"],
         _source_variant("increasing"),
-        "000 Table 2 increasing (E1/D1)",
+        cite("adl", "Table 2 increasing (E1/D1)"),
         "decoder block i attends to encoder block i",
         "transformer",
         ADL_SIZE,
@@ -157,7 +169,7 @@ _PRESETS = [
         "t2-decreasing",
         ENCODERS["E1"],
         _source_variant("decreasing"),
-        "000 Table 2 decreasing (E1/D1)",
+        cite("adl", "Table 2 decreasing (E1/D1)"),
         "decoder block i attends to encoder block n-1-i",
         "transformer",
         ADL_SIZE,
@@ -220,7 +232,7 @@ _PRESETS = [
         "decoder without self-attention (source attention and ff only)",
         "mixed",
     ),
-    # --- COMET (001) Table 1 -----------------------------------------------------------------------
+    # --- COMET Table 1 -----------------------------------------------------------------------------
     _comet("comet", "", "§3, Table 1 COMET", "post-norm self-attention + gated dilated conv unit encoder, N=3"),
     _comet("comet-temporal-conv", "", "§5.2, Table 1 Temporal Convolutions",
            "decoder feed-forward replaced by a causal conv unit (layer norm: batch norm would leak the future)",
@@ -231,19 +243,20 @@ _PRESETS = [
            "4 gated convolutions (F_4: 8 features, dilation 4; the paper gives no width)"),
     _comet("comet-source-markers", "", "§5.4, Table 1 Source EOS/SOS", "COMET on sources wrapped in SOS ... EOS",
            data="prepare --source-markers"),
-    Preset("comet-transformer", POSTNORM_ENCODER.format(n=3, ff=COMET_FF), COMET_DECODER, "001 Table 1 Transformer",
+    Preset("comet-transformer", POSTNORM_ENCODER.format(n=3, ff=COMET_FF), COMET_DECODER,
+           cite("comet", "Table 1 Transformer"),
            "the COMET paper's post-norm Transformer baseline, N=3, d_m=256, d_ff=2048", "transformer", COMET_SIZE),
-    # --- AAN (004) --------------------------------------------------------------------------------
+    # --- AAN Table 2 -------------------------------------------------------------------------------
     _aan("transformer-aan", "aan", "§4, Table 2 AAN", "post-norm Transformer, decoder self-attention → AAN"),
     _aan("transformer-aan-noffn", "aan(ffn=false)", "Table 2 AAN w/o FFN", "AAN without its feed-forward network"),
     _aan("transformer-aan-nogate", "aan(gate=false)", "Table 2 AAN w/o gate", "AAN without its input/forget gate"),
-    # --- Lecture notes (003) ----------------------------------------------------------------------
+    # --- NMT lecture notes §9 ---------------------------------------------------------------------
     Preset(
         "cnn-dilated",
         "pos -> res_nd(cnn(act=relu, dilation=1)) -> res_nd(cnn(act=relu, dilation=2)) "
         "-> res_nd(cnn(act=relu, dilation=4)) -> res_nd(cnn(act=relu, dilation=8)) -> res_nd(ffl) -> norm",
         PRENORM_DECODER.format(n=6, x="mh_dot_self_att"),
-        "003 (dilated CNN encoders)",
+        cite("notes", "§9.2 (dilated CNN encoders)"),
         "pure CNN encoder with dilations 1, 2, 4, 8 (receptive field 31), Transformer decoder",
         "cnn",
         ADL_SIZE,
