@@ -7,7 +7,8 @@ paper's ``l`` zeros for k = 3) and padding positions are zeroed before each conv
 sees exactly the zeros it would see alone; batch norm takes its statistics over real positions only.
 Decoder ("temporal convolutions", §5.2): every convolution is causal (``(k−1)·dilation`` zeros on the
 left); in incremental mode each convolution keeps the last ``(k−1)·dilation`` inputs it read as a
-state entry, so a step processes one position.
+state entry, so a step processes one position. Each convolution's padding and window is a
+:class:`~adlnmt.layers.window.ConvWindow`.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, Side, register
-from adlnmt.layers.base import Context, FastDropout, Layer, masked_fill_padding
+from adlnmt.layers.base import Context, FastDropout, Layer
 from adlnmt.layers.basic import FeedForward
 from adlnmt.layers.norm import BATCH_STATS_REASON, MaskedBatchNorm
+from adlnmt.layers.window import ConvWindow
 
 if TYPE_CHECKING:
     from adlnmt.adl.builder import BuildContext
@@ -30,30 +32,16 @@ DEFAULT_FEATURES = (64, 32, 16)  # §3.1; the §5.4 4-layer variant is [64, 32, 
 DEFAULT_D_FF = {"ffn1": 512, "ffn2": 1024}  # §5.3
 
 
-def dilated_window(x: Tensor, reach: int, left: int, history: Tensor | None = None) -> Tensor:
-    """The inputs a dilated convolution of reach (k−1)·l reads to give one output per position of ``x``.
-
-    ``x`` [B, T, C] → [B, T + reach, C]: ``left`` positions before ``x`` (``history`` [B, left, C], the
-    previous inputs of an incremental decode, or zeros) and ``reach − left`` zeros after it. Causal:
-    left = reach; centred: left = ⌊(k−1)/2⌋·l, so the taps stay on the dilation grid around each
-    position (an even kernel reaches one tap further right than left).
-    """
-    before = x.new_zeros(x.size(0), left, x.size(2)) if history is None else history
-    return torch.cat([before, x, x.new_zeros(x.size(0), reach - left, x.size(2))], dim=1)
-
-
 class GatedConv(nn.Module):
     """g_{c_in,n_f,l}(x) = tanh(k_f *_l x) ⊗ σ(k_σ *_l x), one Conv1d giving both halves (2·n_f outputs)."""
 
     def __init__(self, c_in: int, n_f: int, kernel: int, dilation: int, causal: bool) -> None:
         super().__init__()
         self.conv = nn.Conv1d(c_in, 2 * n_f, kernel, dilation=dilation)
-        self.reach = (kernel - 1) * dilation  # input positions the kernel reads besides the output's own
-        self.left = self.reach if causal else (kernel - 1) // 2 * dilation  # how many of them come before
+        self.window = ConvWindow(c_in, kernel, dilation, causal)
 
-    def forward(self, x: Tensor, history: Tensor | None = None) -> Tensor:
-        # x: [B, T, C_in]; history: [B, left, C_in] previous inputs (incremental), zeros when None
-        window = dilated_window(x, self.reach, self.left, history)  # [B, T + reach, C_in]
+    def forward(self, window: Tensor) -> Tensor:
+        """[B, T + reach, C_in] (a padded sequence or a step's window) → [B, T, n_f]."""
         h = self.conv(window.transpose(1, 2)).transpose(1, 2)  # [B, T, 2·n_f]
         f, s = h.chunk(2, dim=-1)  # [B, T, n_f] each
         return torch.tanh(f) * torch.sigmoid(s)
@@ -138,14 +126,12 @@ class CometConv(Layer):
         maps: list[Tensor] = []
         h = x
         for i, conv in enumerate(self.convs):
-            history = None
             if incremental:
                 assert ctx.state is not None
-                history = ctx.state.get(self, f"window{i}")  # [B, reach, C_in]: inputs before this position
-                ctx.state.set(self, f"window{i}", torch.cat([history, h], dim=1)[:, 1:])  # slide by one
+                window = conv.window.slide(h, ctx.state, self, f"window{i}")  # [B, reach + 1, C_in]
             else:
-                h = masked_fill_padding(h, ctx.mask)  # padding content never reaches a real position
-            h = self.normalize(i, conv(h, history), ctx.mask)  # [B, T, n_i]
+                window = conv.window.pad(h, ctx.mask)  # [B, T + reach, C_in]
+            h = self.normalize(i, conv(window), ctx.mask)  # [B, T, n_i]
             maps.append(h)
         return maps
 
@@ -155,9 +141,7 @@ class CometConv(Layer):
     def init_state(self, ctx: Context) -> None:
         assert ctx.state is not None
         for i, conv in enumerate(self.convs):
-            weight = conv.conv.weight
-            window = weight.new_zeros(ctx.state.batch_size, conv.reach, weight.size(1))  # [B, reach, C_in]
-            ctx.state.set(self, f"window{i}", window)
+            conv.window.init_state(ctx.state, self, f"window{i}", conv.conv.weight)  # [B, reach, C_in]
 
     def step(self, x: Tensor, ctx: Context) -> Tensor:
         return self.combine(self.feature_maps(x, ctx, incremental=True), x)  # x: [B, 1, d] → [B, 1, d]
