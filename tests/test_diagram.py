@@ -32,7 +32,8 @@ TINY = {"d_model": 16, "heads": 4, "d_ff": 32}
 RESIDUALS = {"res", "res_d", "res_nd", "highway"}
 needs_graphviz = pytest.mark.skipif(
     shutil.which("dot") is None or importlib.util.find_spec("graphviz") is None,
-    reason="Graphviz's `dot` is not installed (apt-get install graphviz; `make install` does it as root)",
+    reason="Graphviz is not installed: its `dot` program (apt-get install graphviz; `make install` does it as root) "
+    "or the Python package (pip install 'adlnmt[diagram]')",
 )
 
 
