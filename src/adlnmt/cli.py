@@ -50,7 +50,13 @@ def _model(args: argparse.Namespace, device: str = "meta"):
 def cmd_describe(args: argparse.Namespace) -> int:
     from adlnmt.describe import describe
 
-    print(describe(_model(args)))
+    model = _model(args)
+    if args.diagram:
+        from adlnmt.diagram import write_diagram
+
+        write_diagram(model, args.diagram)
+        print(f"diagram written to {args.diagram}", file=sys.stderr)
+    print(describe(model))
     return 0
 
 
@@ -85,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     describe = commands.add_parser("describe", help="canonical ADL, layer tree, widths and parameter counts")
     _model_arguments(describe)
+    describe.add_argument(
+        "--diagram", metavar="PATH", help="also draw the architecture to PATH.svg, or PATH.html (a page embedding it)"
+    )
     describe.set_defaults(func=cmd_describe)
     layers = commands.add_parser("layers", help="list every ADL layer with its arguments")
     layers.set_defaults(func=cmd_layers)

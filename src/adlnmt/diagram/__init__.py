@@ -1,0 +1,79 @@
+"""Architecture diagrams drawn from ADL: SVG (laid out by Graphviz's ``dot``) and a page embedding it.
+
+:mod:`adlnmt.diagram.dot` turns a built model into a DOT graph; this module renders it. Entry points:
+``diagram_svg(encoder, decoder, options, variables)`` for two ADL chains, ``model_dir_svg(model_dir)``
+for a trained model, ``model_svg(model)`` / ``diagram_html(model)`` / ``write_diagram(model, path)``
+for a model already built (``adlnmt describe --diagram``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from adlnmt.adl.builder import ModelOptions
+from adlnmt.diagram.dot import FONT, INSTALL_HINT, load_graphviz, model_graph
+from adlnmt.errors import UserError
+from adlnmt.model import ModelConfig, Seq2Seq
+
+__all__ = ["diagram_html", "diagram_svg", "model_dir_svg", "model_graph", "model_svg", "write_diagram"]
+
+
+def model_svg(model: Seq2Seq) -> str:
+    """The diagram of a built model as SVG text."""
+    graph = model_graph(model)
+    try:
+        return graph.pipe(format="svg", encoding="utf-8")
+    except load_graphviz().ExecutableNotFound:
+        raise UserError(INSTALL_HINT) from None
+
+
+def _meta_model(config: ModelConfig) -> Seq2Seq:
+    """The model on PyTorch's meta device: shapes and parameter counts, no memory."""
+    with torch.device("meta"):
+        return Seq2Seq(config)
+
+
+def diagram_svg(
+    encoder: str, decoder: str, options: ModelOptions | None = None, variables: Mapping[str, str] | None = None
+) -> str:
+    """The diagram of two ADL chains (``$NAME`` s from ``variables``) at the given model options, as SVG."""
+    config = ModelConfig(encoder, decoder, **asdict(options or ModelOptions()), variables=dict(variables or {}))
+    return model_svg(_meta_model(config))
+
+
+def model_dir_svg(model_dir: str | Path) -> str:
+    """The diagram of a trained model from its directory's ``config.json`` (no weights are read)."""
+    config_path = Path(model_dir) / "config.json"
+    if not config_path.is_file():
+        raise UserError(f"{model_dir}: not a model directory (no config.json)")
+    stored = json.loads(config_path.read_text(encoding="utf-8"))
+    return model_svg(_meta_model(ModelConfig(**stored["model"])))
+
+
+def diagram_html(model: Seq2Seq) -> str:
+    """A self-contained page: the canonical ADL of both sides over the inline SVG diagram."""
+    svg = model_svg(model)
+    adl = f"encoder: {html.escape(model.canonical_encoder)}\ndecoder: {html.escape(model.canonical_decoder)}"
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>adlnmt architecture</title>\n'
+        f"<style>body {{ font-family: {FONT}; margin: 1.5em; }} pre {{ white-space: pre-wrap; }}</style>\n"
+        f"</head>\n<body>\n<pre>{adl}</pre>\n{svg[svg.index('<svg') :]}</body>\n</html>\n"
+    )
+
+
+WRITERS: dict[str, Callable[[Seq2Seq], str]] = {".svg": model_svg, ".html": diagram_html}
+
+
+def write_diagram(model: Seq2Seq, path: str | Path) -> None:
+    """Write the diagram to ``path``: SVG for ``.svg``, a page embedding it for ``.html``."""
+    path = Path(path)
+    writer = WRITERS.get(path.suffix.lower())
+    if writer is None:
+        raise UserError(f"{path}: a diagram is written as .svg or .html, not '{path.suffix or 'no suffix'}'")
+    path.write_text(writer(model), encoding="utf-8")
