@@ -17,6 +17,8 @@ from typing import Any
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.runner import read_json, write_json
+from adlnmt.search import SearchOptions
+from adlnmt.translator import Translator
 
 
 def bucket_labels(bounds: list[int]) -> list[str]:
@@ -54,18 +56,18 @@ def choose_weights(model_dir: Path, translate: dict[str, Any], records: list[dic
 
 
 def translate_by_length(
-    translator: Any, sources: list[str], bounds: list[int], search: dict[str, Any]
+    translator: Translator, sources: list[str], bounds: list[int], options: SearchOptions
 ) -> tuple[list[str], int, list[dict[str, Any]]]:
     """Translate ``sources`` one length bucket at a time: hypotheses in input order, target tokens decoded (pieces
     + EOS) and, per bucket, its label, rows and seconds."""
     groups: list[list[int]] = [[] for _ in range(len(bounds) + 1)]
     for i, line in enumerate(sources):
         groups[bucket_of(len(line.split()), bounds)].append(i)
-    translator.search([next((s for s in sources if s.strip()), "a")], nbest=1, **search)  # warm-up, not timed
+    translator.search([next((s for s in sources if s.strip()), "a")], options)  # warm-up, not timed
     hypotheses, tokens, buckets = [""] * len(sources), 0, []
     for label, rows in zip(bucket_labels(bounds), groups, strict=True):
         start = time.perf_counter()
-        found = translator.search([sources[i] for i in rows], nbest=1, **search) if rows else []
+        found = translator.search([sources[i] for i in rows], options) if rows else []
         buckets.append({"label": label, "rows": rows, "seconds": time.perf_counter() - start})
         for row, hyps in zip(rows, found, strict=True):
             hypotheses[row] = hyps[0].text if hyps else ""
@@ -73,16 +75,18 @@ def translate_by_length(
     return hypotheses, tokens, buckets
 
 
-def evaluate_test(translator: Any, test: dict[str, str], spec: dict[str, Any], out: Path) -> dict[str, Any]:
+def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, Any], out: Path) -> dict[str, Any]:
     """Translate one test set (timed by length bucket), write the hypotheses, score the whole and each bucket."""
     from adlnmt.metrics import read_lines, score
 
-    options, metrics = spec["translate"], spec["metrics"]
-    search = {key: options[key] for key in ("beam", "batch_size", "max_len_ratio", "length_penalty")}
+    translate, metrics = spec["translate"], spec["metrics"]
+    options = SearchOptions(
+        **{key: translate[key] for key in ("beam", "batch_size", "max_len_ratio", "length_penalty")}
+    )
     sources, references = read_lines(test["src"]), read_lines(test["ref"])
     if len(sources) != len(references):
         raise UserError(f"{test['src']} has {len(sources)} lines but {test['ref']} has {len(references)}")
-    hypotheses, tokens, buckets = translate_by_length(translator, sources, spec["length_buckets"], search)
+    hypotheses, tokens, buckets = translate_by_length(translator, sources, spec["length_buckets"], options)
     hyp_path = out / "hyp" / f"{test['name']}.txt"
     hyp_path.parent.mkdir(parents=True, exist_ok=True)
     hyp_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
@@ -110,7 +114,6 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from adlnmt.train.trainer import pick_device
-    from adlnmt.translator import Translator
 
     torch.set_num_threads(spec["threads"])
     model_dir = run_dir / "model"
