@@ -1,6 +1,6 @@
 """One run of an experiment in its own process: ``python -m adlnmt.experiment.worker RUN_DIR``.
 
-Trains with ``adlnmt train --config RUN_DIR/train.yaml`` (which resumes an interrupted run exactly), marks the
+Trains as ``adlnmt train --config RUN_DIR/train.yaml`` does (which resumes an interrupted run exactly), marks the
 training complete in ``trained.json``, translates every test set with the grid's decoding options, scores it and
 writes ``result.json`` last. Test sentences are translated one source-length bucket at a time, so the decoding
 time per sentence by length (AAN Fig. 7) comes from the same pass that produces the hypotheses.
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
+from adlnmt.exits import exit_status
 from adlnmt.experiment.runner import read_json, write_json
 from adlnmt.search import SearchOptions
 from adlnmt.translator import Translator
@@ -162,25 +163,31 @@ def main(argv: list[str] | None = None) -> int:
         return run(run_dir)
 
 
-def run(run_dir: Path) -> int:
-    """Train unless trained.json matches, then evaluate and write result.json; the exit status of the run."""
-    from adlnmt.cli import main as adlnmt
+def train(run_dir: Path) -> None:
+    """Train the run's model on ``RUN_DIR/train.yaml`` as ``adlnmt train --config`` does (an interrupted training
+    resumes exactly)."""
+    from adlnmt.train.config import build_config, load_yaml
+    from adlnmt.train.trainer import Trainer
 
+    config = run_dir / "train.yaml"
+    print(f"training: adlnmt train --config {config}", file=sys.stderr, flush=True)
+    Trainer(build_config(load_yaml(config))).train()
+
+
+def run(run_dir: Path) -> int:
+    """:func:`train_and_evaluate` → the exit status of the run (2 for a user error, with its message)."""
+    return exit_status(lambda: train_and_evaluate(run_dir))
+
+
+def train_and_evaluate(run_dir: Path) -> int:
+    """Train unless trained.json matches, then evaluate and write result.json."""
     spec = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     trained = read_json(run_dir / "trained.json") or {}
     if trained.get("fingerprint") != spec["train_fingerprint"]:
-        print(f"training: adlnmt train --config {run_dir / 'train.yaml'}", file=sys.stderr, flush=True)
-        status = adlnmt(["train", "--config", str(run_dir / "train.yaml")])
-        if status:
-            return status
+        train(run_dir)
         write_json(run_dir / "trained.json", {"fingerprint": spec["train_fingerprint"]})
     print("translating and scoring the test sets", file=sys.stderr, flush=True)
-    try:
-        result = evaluate(run_dir, spec)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    write_json(run_dir / "result.json", result)
+    write_json(run_dir / "result.json", evaluate(run_dir, spec))
     print("finished", file=sys.stderr)
     return 0
 
