@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from adlnmt.metrics import format_report, read_lines, score
+from adlnmt.search import SearchOptions
 from adlnmt.translator import Translator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +47,7 @@ def main() -> int:
                "torch": torch.__version__, "sentences": len(sources), "runs": {}}  # fmt: skip
     for beam in (int(b) for b in args.beams.split(",")):
         start = time.perf_counter()
-        found = translator.search(sources, beam=beam, batch_size=args.batch_size, workers=args.workers)
+        found = translator.search(sources, SearchOptions(beam=beam, batch_size=args.batch_size, workers=args.workers))
         seconds = time.perf_counter() - start
         hypotheses = [hyps[0].text if hyps else "" for hyps in found]
         tokens = sum(len(hyps[0].pieces) + 1 for hyps in found if hyps)

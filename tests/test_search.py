@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from adlnmt.cli import main
 from adlnmt.data.vocab import BOS, EOS
 from adlnmt.errors import UserError
 from adlnmt.search import (
+    SearchOptions,
     beam_batch,
     best_continuations,
     greedy_batch,
@@ -93,8 +95,10 @@ def test_incremental_search_equals_refeeding_the_prefix(trained, demo_data: Path
     translator = trained[family]
     srcs = sources(translator, demo_data)
     for beam in (1, 4):
-        cached = translate_ids(translator.model, srcs, beam=beam, nbest=beam, batch_size=5, alpha=1.0)
-        refed = translate_ids(translator.model, srcs, beam=beam, nbest=beam, batch_size=5, alpha=1.0, incremental=False)
+        cached = translate_ids(translator.model, srcs, SearchOptions(beam=beam, nbest=beam, batch_size=5))
+        refed = translate_ids(
+            translator.model, srcs, SearchOptions(beam=beam, nbest=beam, batch_size=5, incremental=False)
+        )
         for a, b in zip(cached, refed, strict=True):
             assert [h.tokens for h in a] == [h.tokens for h in b]
             assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
@@ -108,7 +112,8 @@ def test_every_speedup_leaves_the_output_unchanged(trained, demo_data: Path, fam
     monkeypatch.setattr(SPEEDUPS, "topk_block", 16)  # blocks of 15 words in the 150-word test vocabulary
 
     def search(beam: int, incremental: bool = True) -> list[list[list[int]]]:
-        found = translate_ids(translator.model, srcs, beam, beam, batch_size=6, alpha=1.0, incremental=incremental)
+        options = SearchOptions(beam=beam, nbest=beam, batch_size=6, incremental=incremental)
+        found = translate_ids(translator.model, srcs, options)
         return [[h.tokens for h in hyps] for hyps in found]
 
     for beam in (1, 5):
@@ -149,8 +154,8 @@ def test_beam_one_equals_greedy(trained, demo_data: Path, family: str) -> None:
     translator = trained[family]
     src = pad_batch(sources(translator, demo_data))
     max_len = torch.full((src.size(0),), 30)
-    greedy = greedy_batch(translator.model.eval(), src, max_len)
-    beam = beam_batch(translator.model, src, max_len, beam=1, alpha=0.0)
+    greedy = greedy_batch(translator.model.eval(), src, max_len, SearchOptions(beam=1))
+    beam = beam_batch(translator.model, src, max_len, SearchOptions(beam=1, length_penalty=0.0))
     assert [g.tokens for g in greedy] == [b[0].tokens for b in beam]
     assert [g.log_prob for g in greedy] == pytest.approx([b[0].log_prob for b in beam], abs=1e-4)
 
@@ -160,7 +165,9 @@ def test_beam_scores_are_the_models_forced_decoding_scores(trained, demo_data: P
     translator = trained[family]
     srcs = sources(translator, demo_data, 6)
     alpha = 0.6
-    for source, hyps in zip(srcs, translate_ids(translator.model, srcs, beam=5, nbest=5, alpha=alpha), strict=True):
+    for source, hyps in zip(
+        srcs, translate_ids(translator.model, srcs, SearchOptions(beam=5, nbest=5, length_penalty=alpha)), strict=True
+    ):
         assert 1 <= len(hyps) <= 5
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)  # n-best order
         assert len({tuple(h.tokens) for h in hyps}) == len(hyps)  # distinct
@@ -172,16 +179,16 @@ def test_beam_scores_are_the_models_forced_decoding_scores(trained, demo_data: P
 def test_beam_search_finds_at_least_the_greedy_score(trained, demo_data: Path) -> None:
     translator = trained["transformer"]
     srcs = sources(translator, demo_data)
-    greedy = translate_ids(translator.model, srcs, beam=1)
-    beam = translate_ids(translator.model, srcs, beam=8, alpha=0.0)
+    greedy = translate_ids(translator.model, srcs, SearchOptions(beam=1))
+    beam = translate_ids(translator.model, srcs, SearchOptions(beam=8, length_penalty=0.0))
     assert sum(b[0].log_prob >= g[0].log_prob - 1e-4 for g, b in zip(greedy, beam, strict=True)) >= len(srcs) - 1
 
 
 def test_batching_does_not_change_results(trained, demo_data: Path) -> None:
     translator = trained["aan"]
     srcs = sources(translator, demo_data)
-    together = translate_ids(translator.model, srcs, beam=3, batch_size=64)
-    alone = [translate_ids(translator.model, [s], beam=3)[0] for s in srcs]
+    together = translate_ids(translator.model, srcs, SearchOptions(beam=3, length_penalty=0.0))
+    alone = [translate_ids(translator.model, [s], SearchOptions(beam=3, length_penalty=0.0))[0] for s in srcs]
     assert [h[0].tokens for h in together] == [h[0].tokens for h in alone]
 
 
@@ -190,22 +197,25 @@ def test_worker_processes_give_the_same_results(trained, demo_data: Path, family
     translator = trained[family]
     srcs = sources(translator, demo_data, 20)
     for beam in (1, 4):
-        alone = translate_ids(translator.model, srcs, beam=beam, nbest=2 if beam > 1 else 1, batch_size=3, alpha=1.0,
-                              alignments=True)  # fmt: skip
-        shared = translate_ids(translator.model, srcs, beam=beam, nbest=2 if beam > 1 else 1, batch_size=3, alpha=1.0,
-                               alignments=True, workers=2)  # fmt: skip
+        options = SearchOptions(beam=beam, nbest=2 if beam > 1 else 1, batch_size=3, alignments=True)
+        alone = translate_ids(translator.model, srcs, options)
+        shared = translate_ids(translator.model, srcs, replace(options, workers=2))
         for a, b in zip(alone, shared, strict=True):
             assert [(h.tokens, h.score) for h in a] == [(h.tokens, h.score) for h in b]
             assert all(torch.equal(x.alignment, y.alignment) for x, y in zip(a, b, strict=True))
     with pytest.raises(UserError, match="worker processes are for the CPU"):
-        translate_ids(translator.model, srcs, workers=2, device="meta")
+        translate_ids(translator.model, srcs, SearchOptions(beam=1, workers=2), device="meta")
 
 
 @pytest.mark.parametrize("beam", [1, 3])
 def test_alignments_are_attention_distributions(trained, demo_data: Path, beam: int) -> None:
     translator = trained["transformer"]
     srcs = sources(translator, demo_data, 5)
-    for source, hyps in zip(srcs, translate_ids(translator.model, srcs, beam=beam, alignments=True), strict=True):
+    for source, hyps in zip(
+        srcs,
+        translate_ids(translator.model, srcs, SearchOptions(beam=beam, length_penalty=0.0, alignments=True)),
+        strict=True,
+    ):
         alignment = hyps[0].alignment
         assert alignment.shape == (len(hyps[0].tokens) + 1, len(source))
         assert torch.allclose(alignment.sum(1), torch.ones(alignment.size(0)), atol=1e-4)
@@ -215,9 +225,10 @@ def test_alignments_are_attention_distributions(trained, demo_data: Path, beam: 
 def test_max_length_is_respected(trained, demo_data: Path) -> None:
     translator = trained["none"]
     src = pad_batch(sources(translator, demo_data, 4))
-    for hyps in beam_batch(translator.model, src, torch.tensor([0, 1, 2, 3]), beam=3, nbest=3):
+    for hyps in beam_batch(translator.model, src, torch.tensor([0, 1, 2, 3]), SearchOptions(beam=3, nbest=3)):
         assert hyps  # a forced EOS still gives hypotheses
-    lengths = [len(h[0].tokens) for h in beam_batch(translator.model, src, torch.tensor([0, 1, 2, 3]), beam=3)]
+    found = beam_batch(translator.model, src, torch.tensor([0, 1, 2, 3]), SearchOptions(beam=3, length_penalty=0.0))
+    lengths = [len(h[0].tokens) for h in found]
     assert all(n <= limit for n, limit in zip(lengths, [0, 1, 2, 3], strict=True))
 
 
@@ -225,8 +236,8 @@ def test_max_length_is_respected(trained, demo_data: Path) -> None:
 def test_exact_lengths_force_the_output_length(trained, demo_data: Path, beam: int) -> None:
     translator = trained["transformer"]
     wanted = [1, 3, 17, 40]
-    found = translate_ids(translator.model, sources(translator, demo_data, 4), beam=beam, nbest=beam,
-                          exact_lengths=wanted)  # fmt: skip
+    options = SearchOptions(beam=beam, nbest=beam, length_penalty=0.0)
+    found = translate_ids(translator.model, sources(translator, demo_data, 4), options, exact_lengths=wanted)
     for hyps, length in zip(found, wanted, strict=True):
         assert len(hyps) == beam
         assert all(len(h.tokens) == length and EOS not in h.tokens for h in hyps)
@@ -237,7 +248,7 @@ def test_reduced_precisions_translate_every_line(trained, demo_data: Path, tmp_p
     model_dir = trained["transformer"].model_dir
     source = tmp_path / "in.txt"
     source.write_text("\n".join((demo_data / "corpus" / "test.src").read_text().splitlines()[:6]) + "\n")
-    reference = trained["transformer"].translate(source.read_text().splitlines(), beam=3)
+    reference = trained["transformer"].translate(source.read_text().splitlines(), SearchOptions(beam=3))
     for precision in ("int8", "bf16"):
         output = tmp_path / f"{precision}.txt"
         argv = ["translate", "--model", str(model_dir), "--input", str(source), "--output", str(output)]
@@ -251,10 +262,10 @@ def test_reduced_precisions_translate_every_line(trained, demo_data: Path, tmp_p
 def test_translator_keeps_lines_aligned(trained, capsys: pytest.CaptureFixture[str]) -> None:
     translator = trained["transformer"]
     lines = ["the dog sees a cat", "", "☃ ☃ unseen ✈ characters", "the cat " * 400, "   "]
-    outputs = translator.translate(lines, beam=3)
+    outputs = translator.translate(lines, SearchOptions(beam=3))
     assert len(outputs) == 5 and outputs[1] == "" and outputs[4] == ""
     assert "line 4" in capsys.readouterr().err  # the long line was truncated with a warning
-    found = translator.search(lines, beam=4, nbest=3)
+    found = translator.search(lines, SearchOptions(beam=4, nbest=3))
     assert [len(h) for h in found] == [3, 0, 3, 3, 0]
     assert all(math.isfinite(t.score) for hyps in found for t in hyps)
 

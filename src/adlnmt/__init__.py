@@ -1,12 +1,13 @@
 """adlnmt: NMT architectures as sentences of an Architecture Definition Language.
 
-``from adlnmt import Translator`` gives the translation API (imported lazily, so ``import adlnmt`` stays cheap).
+``from adlnmt import Translator, SearchOptions`` gives the translation API (imported lazily, so ``import adlnmt``
+stays cheap).
 """
 
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Translator"]
+__all__ = ["SearchOptions", "Translator"]
 
 
 def __getattr__(name: str) -> Any:
@@ -14,4 +15,8 @@ def __getattr__(name: str) -> Any:
         from adlnmt.translator import Translator
 
         return Translator
+    if name == "SearchOptions":
+        from adlnmt.search import SearchOptions
+
+        return SearchOptions
     raise AttributeError(f"module 'adlnmt' has no attribute {name!r}")

@@ -6,8 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from adlnmt.adl.errors import ADLError
-from adlnmt.errors import UserError
+from adlnmt.exits import exit_status
 
 
 def _model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,23 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except ADLError as err:
-        print(err.render().rstrip(), file=sys.stderr)
-        return 2
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # e.g. `adlnmt layers | head`
-        sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        print("interrupted (a training run resumes from its last checkpoint when re-run)", file=sys.stderr)
-        return 130
-    except OSError as err:  # unwritable output, full disk ...: the user's environment, not a bug
-        print(f"error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
-        return 2
+    return exit_status(lambda: args.func(args))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Greedy and beam search, batched over sentences, on the incremental decoding protocol.
 
-Both run on a :class:`Stepper`: incremental (one cached decoder step per token, the default) or
-re-fed (the whole prefix through the decoder every step — the regime of the AAN paper's baseline,
-kept for comparisons and tests). Finished sentences leave the batch (their rows are dropped with one
-gather); sentences are sorted by length into batches and returned in input order.
+Both take their options as one :class:`SearchOptions` and share a :class:`SearchBatch` (the encoded batch, its
+length limits and the dropping of finished sentences). They run on a :class:`Stepper`: incremental (one cached
+decoder step per token, the default) or re-fed (the whole prefix through the decoder every step — the regime of
+the AAN paper's baseline, kept for comparisons and tests). Finished sentences leave the batch (their rows are
+dropped with one gather); sentences are sorted by length into batches and returned in input order.
 
 Scores: ``log_prob`` is the sum of the token log-probabilities including EOS; ``score`` divides it by
 the GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (|Y| counts EOS; α = 0 gives log_prob).
@@ -34,6 +35,38 @@ class Hypothesis:
     log_prob: float  # Σ log p(y_t | y_<t, x), EOS included
     score: float  # log_prob / lp(|tokens| + 1)
     alignment: Tensor | None = None  # [len(tokens) + 1, S_real]
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How to search: the options of ``adlnmt translate`` (same meaning and defaults), for :func:`translate_ids`,
+    :meth:`adlnmt.translator.Translator.search`, ``adlnmt bench decode`` and experiments."""
+
+    beam: int = 5
+    """Beam size k; 1 is greedy search."""
+    nbest: int = 1
+    """Hypotheses per sentence, best first; at most ``beam``."""
+    batch_size: int = 64
+    """Sentences per batch (sentences are sorted by length into batches)."""
+    length_penalty: float = 1.0
+    """GNMT α: hypotheses are ranked by log_prob / ((5 + |Y|) / 6)^α; 0 ranks by log_prob."""
+    max_len_ratio: float = 2.0
+    """The longest output is ``max_len_ratio · |source| + max_len_extra`` tokens."""
+    max_len_extra: int = 10
+    """See ``max_len_ratio``."""
+    incremental: bool = True
+    """One cached decoder step per token; False re-feeds the whole prefix every step (slow; for comparisons)."""
+    alignments: bool = False
+    """Give every hypothesis its source-attention alignment."""
+    workers: int = 1
+    """Search the batches in that many forked single-thread CPU processes (:mod:`adlnmt.workers`)."""
+
+    def __post_init__(self) -> None:
+        if self.beam < 1 or not 1 <= self.nbest <= self.beam:
+            raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={self.beam}, nbest={self.nbest}")
+
+
+DEFAULT_OPTIONS = SearchOptions()  # those of `adlnmt translate` without flags
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -145,186 +178,233 @@ def rows_in_place(origin: Tensor) -> Tensor:
     return torch.empty_like(origin).scatter_(1, slot, beams.expand(batch, k))
 
 
+class SearchBatch:
+    """What greedy and beam search share for a batch src [B, S]: the encoded sentences in a :class:`Stepper`
+    with ``k`` rows each (rows b·k … b·k + k − 1 of active sentence b), the sentences still searched, the step,
+    the length limits ``max_len`` / ``min_len`` [B], and dropping the finished sentences."""
+
+    def __init__(
+        self, model: Seq2Seq, src: Tensor, max_len: Tensor, min_len: Tensor | None, options: SearchOptions, k: int = 1
+    ) -> None:
+        memory = model.encode(src)
+        self.src_lengths: list[int] = memory.mask.sum(1).tolist()
+        if k > 1:
+            memory = memory.select(torch.arange(src.size(0), device=src.device).repeat_interleave(k))
+        self.stepper = Stepper(model, memory, options.incremental, options.alignments)
+        self.k = k
+        self.sentences = torch.arange(src.size(0), device=src.device)  # original sentence of each active one
+        self.limit = max_len.to(src.device)
+        self.floor = None if min_len is None else min_len.to(src.device)
+        self.step = 0
+
+    def per_row(self, per_sentence: Tensor) -> Tensor:
+        """[B_act] values of the active sentences → [N] values of their rows."""
+        return per_sentence if self.k == 1 else per_sentence.repeat_interleave(self.k)
+
+    def next_log_probs(self, tokens: Tensor) -> tuple[Tensor, Tensor | None]:
+        """:meth:`Stepper.step` for the rows' last tokens [N], with EOS barred before the minimum length."""
+        log_probs, alignment = self.stepper.step(tokens)  # [N, V], [N, S]
+        if self.floor is not None:
+            bar_eos(log_probs, self.per_row(self.floor[self.sentences] > self.step))
+        return log_probs, alignment
+
+    def at_limit(self) -> Tensor:
+        """[N] bool: the rows whose sentence has reached its maximum length (they may only end now)."""
+        return self.per_row(self.limit[self.sentences] <= self.step)
+
+    def drop(self, done: Tensor) -> tuple[Tensor, Tensor]:
+        """Drop the active sentences ``done`` [B_act] (bool) and their rows → the indices of the sentences and
+        of the rows that go on, for the caller's own per-sentence and per-row tensors."""
+        keep = (~done).nonzero().squeeze(1)  # [B_left]
+        rows = (keep.unsqueeze(1) * self.k + torch.arange(self.k, device=keep.device)).flatten()
+        self.sentences = self.sentences[keep]
+        self.stepper.select(rows)
+        return keep, rows
+
+
+def force_eos(log_probs: Tensor, forced: Tensor) -> Tensor:
+    """log_probs [N, V] where the rows ``forced`` [N] (bool) may only end: EOS keeps its log-probability,
+    every other word gets -inf."""
+    if not bool(forced.any()):
+        return log_probs
+    eos_only = torch.full_like(log_probs[0], float("-inf"))
+    eos_only[EOS] = 0.0
+    return torch.where(forced.unsqueeze(1), eos_only + log_probs[:, EOS : EOS + 1], log_probs)
+
+
+@dataclass
+class Beams:
+    """The k open hypotheses of every active sentence, in rows b·k … b·k + k − 1 of active sentence b."""
+
+    scores: Tensor  # [B_act, k] cumulative log-probabilities
+    tokens: Tensor  # [N] the last token of each row
+    history: Tensor  # [N, t] the tokens of each row, without BOS
+    aligned: Tensor  # [N, t, S] the alignments of each row (t = 0 without alignments)
+
+    @classmethod
+    def start(cls, src: Tensor, k: int) -> Beams:
+        """Beams for src [B, S] before the first step: only beam 0 of each sentence is alive, at BOS."""
+        batch = src.size(0)
+        scores = torch.full((batch, k), float("-inf"), device=src.device)
+        scores[:, 0] = 0.0
+        tokens = torch.full((batch * k,), BOS, dtype=torch.long, device=src.device)
+        return cls(
+            scores, tokens, tokens.new_zeros(batch * k, 0), torch.zeros(batch * k, 0, src.size(1), device=src.device)
+        )
+
+    def advance(self, scores: Tensor, parents: Tensor, tokens: Tensor) -> None:
+        """Row i continues the hypothesis of row ``parents[i]`` with ``tokens[i]``; new scores [B_act, k]."""
+        self.scores, self.tokens = scores, tokens
+        self.history = torch.cat([self.history[parents], tokens.unsqueeze(1)], dim=1)
+        self.aligned = self.aligned[parents]
+
+    def keep(self, sentences: Tensor, rows: Tensor) -> None:
+        """Keep the active sentences ``sentences`` and their rows ``rows`` (see :meth:`SearchBatch.drop`)."""
+        self.scores = self.scores[sentences]
+        self.tokens, self.history, self.aligned = self.tokens[rows], self.history[rows], self.aligned[rows]
+
+
+def continuations(top_scores: Tensor, rows: Tensor, words: Tensor, origin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The k best candidates of each sentence that do not end (of its 2k best [B_act, 2k]: their scores, rows
+    and words, and beams ``origin``) → scores [B_act, k], parent rows [N] and tokens [N] of the next step."""
+    active, k = top_scores.size(0), top_scores.size(1) // 2
+    goes_on = ~words.eq(EOS)
+    chosen = goes_on & (goes_on.cumsum(1) <= k)  # [B_act, 2k], exactly k per sentence
+    slots = rows_in_place(origin[chosen].view(active, k)) if SPEEDUPS.rows_in_place else None
+    scores, parents, tokens = (
+        x[chosen].view(active, k) if slots is None else x[chosen].view(active, k).gather(1, slots)
+        for x in (top_scores, rows, words)
+    )
+    return scores, parents.flatten(), tokens.flatten()
+
+
+def end_hypotheses(
+    finished: list[list[Hypothesis]], batch: SearchBatch, beams: Beams, candidates: tuple[Tensor, Tensor, Tensor],
+    options: SearchOptions,
+) -> None:  # fmt: skip
+    """Add to ``finished`` the hypotheses that EOS ends among the k best ``candidates`` (scores, rows, words
+    [B_act, 2k]) of each sentence, until a sentence has k."""
+    top_scores, rows, words = candidates
+    k = batch.k
+    ends = words.eq(EOS) & torch.isfinite(top_scores)
+    ends[:, k:] = False  # only EOS among the k best ends a hypothesis
+    for b, r in ends.nonzero().tolist():
+        sentence = int(batch.sentences[b])
+        if len(finished[sentence]) >= k:
+            continue
+        row = int(rows[b, r])
+        log_prob = float(top_scores[b, r])
+        score = log_prob / length_penalty(batch.step + 1, options.length_penalty)
+        alignment = beams.aligned[row, :, : batch.src_lengths[sentence]].clone() if options.alignments else None
+        finished[sentence].append(Hypothesis(beams.history[row].tolist(), log_prob, score, alignment))
+
+
 @torch.inference_mode()
 def beam_batch(
-    model: Seq2Seq,
-    src: Tensor,
-    max_len: Tensor,
-    beam: int,
-    nbest: int = 1,
-    alpha: float = 0.0,
-    incremental: bool = True,
-    alignments: bool = False,
-    min_len: Tensor | None = None,
+    model: Seq2Seq, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None
 ) -> list[list[Hypothesis]]:
-    """Beam search for a batch src [B, S]; up to ``nbest`` hypotheses per sentence, best first.
+    """Beam search for a batch src [B, S]; up to ``options.nbest`` hypotheses per sentence, best first.
 
     Each step takes the 2k best continuations of every sentence: EOS among its k best ends a
     hypothesis, the k best others continue (so the beam stays full). A sentence is done when k
     hypotheses have ended or it reaches ``max_len[b]`` tokens (EOS is forced there); EOS is barred
     before ``min_len[b]`` tokens (min_len = max_len forces an exact output length, for speed sweeps).
     """
-    batch, k = src.size(0), beam
-    memory = model.encode(src)
-    src_lengths = memory.mask.sum(1).tolist()
-    stepper = Stepper(model, memory.select(torch.arange(batch, device=src.device).repeat_interleave(k)),
-                      incremental, alignments)  # fmt: skip
-    sentences = torch.arange(batch, device=src.device)  # original sentence of each active sentence
-    scores = torch.full((batch, k), float("-inf"), device=src.device)
-    scores[:, 0] = 0.0  # [B_act, k] cumulative log-probabilities; only beam 0 is alive at first
-    tokens = torch.full((batch * k,), BOS, dtype=torch.long, device=src.device)
-    history = tokens.new_zeros(batch * k, 0)  # [N, t]
-    aligned = torch.zeros(batch * k, 0, src.size(1), device=src.device)  # [N, t, S]
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    limit = max_len.to(src.device)
-    floor = None if min_len is None else min_len.to(src.device)
-    step = 0
-    while sentences.numel() > 0:
-        log_probs, alignment = stepper.step(tokens)  # [N, V], [N, S]
-        if floor is not None:
-            bar_eos(log_probs, (floor[sentences] > step).repeat_interleave(k))
-        vocab = log_probs.size(1)
-        forced = (limit[sentences] <= step).repeat_interleave(k)  # [N]: these rows may only end now
-        if bool(forced.any()):
-            eos_only = torch.full_like(log_probs[0], float("-inf"))
-            eos_only[EOS] = 0.0
-            log_probs = torch.where(forced.unsqueeze(1), eos_only + log_probs[:, EOS : EOS + 1], log_probs)
-        active = sentences.numel()
-        top_scores, top_ids = best_continuations(scores, log_probs, min(2 * k, k * vocab))  # [B_act, 2k]
+    k = options.beam
+    batch = SearchBatch(model, src, max_len, min_len, options, k)
+    beams = Beams.start(src, k)
+    finished: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
+    while batch.sentences.numel() > 0:
+        log_probs, alignment = batch.next_log_probs(beams.tokens)  # [N, V], [N, S]
+        log_probs = force_eos(log_probs, batch.at_limit())
+        vocab, active = log_probs.size(1), batch.sentences.numel()
+        top_scores, top_ids = best_continuations(beams.scores, log_probs, min(2 * k, k * vocab))  # [B_act, 2k]
         origin = torch.div(top_ids, vocab, rounding_mode="floor")  # beam each candidate extends
         words = top_ids % vocab
         rows = origin + torch.arange(active, device=src.device).unsqueeze(1) * k  # [B_act, 2k] row indices
         if alignment is not None:
-            aligned = torch.cat([aligned, alignment.unsqueeze(1)], dim=1)  # [N, t + 1, S]
-        ends = words.eq(EOS) & torch.isfinite(top_scores)
-        ends[:, k:] = False  # only EOS among the k best ends a hypothesis
-        for b, r in ends.nonzero().tolist():
-            sentence = int(sentences[b])
-            if len(finished[sentence]) >= k:
-                continue
-            row = int(rows[b, r])
-            log_prob = float(top_scores[b, r])
-            length = step + 1
-            hyp_alignment = aligned[row, :, : src_lengths[sentence]].clone() if alignment is not None else None
-            finished[sentence].append(Hypothesis(history[row].tolist(), log_prob,
-                                                 log_prob / length_penalty(length, alpha), hyp_alignment))  # fmt: skip
-        # The k best candidates that do not end continue.
-        goes_on = ~words.eq(EOS)
-        chosen = goes_on & (goes_on.cumsum(1) <= k)  # [B_act, 2k], exactly k per sentence
-        slots = rows_in_place(origin[chosen].view(active, k)) if SPEEDUPS.rows_in_place else None
-        scores, parents, tokens = (
-            x[chosen].view(active, k) if slots is None else x[chosen].view(active, k).gather(1, slots)
-            for x in (top_scores, rows, words)
-        )
-        parents, tokens = parents.flatten(), tokens.flatten()  # [N]
-        stepper.reorder(parents)
-        history = torch.cat([history[parents], tokens.unsqueeze(1)], dim=1)
-        aligned = aligned[parents]
-        step += 1
-        done = torch.tensor([len(finished[int(s)]) >= k for s in sentences], device=src.device)
-        done |= limit[sentences] < step
+            beams.aligned = torch.cat([beams.aligned, alignment.unsqueeze(1)], dim=1)  # [N, t + 1, S]
+        end_hypotheses(finished, batch, beams, (top_scores, rows, words), options)
+        scores, parents, tokens = continuations(top_scores, rows, words, origin)
+        batch.stepper.reorder(parents)
+        beams.advance(scores, parents, tokens)
+        batch.step += 1
+        done = torch.tensor([len(finished[int(s)]) >= k for s in batch.sentences], device=src.device)
+        done |= batch.limit[batch.sentences] < batch.step
         if bool(done.any()):
-            keep = (~done).nonzero().squeeze(1)  # active sentences that go on
-            keep_rows = (keep.unsqueeze(1) * k + torch.arange(k, device=src.device)).flatten()
-            sentences, scores = sentences[keep], scores[keep]
-            tokens, history, aligned = tokens[keep_rows], history[keep_rows], aligned[keep_rows]
-            stepper.select(keep_rows)
-    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]
+            beams.keep(*batch.drop(done))
+    return [sorted(hyps, key=lambda h: h.score, reverse=True)[: options.nbest] for hyps in finished]
 
 
 @torch.inference_mode()
 def greedy_batch(
-    model: Seq2Seq,
-    src: Tensor,
-    max_len: Tensor,
-    incremental: bool = True,
-    alignments: bool = False,
-    min_len: Tensor | None = None,
+    model: Seq2Seq, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None
 ) -> list[Hypothesis]:
     """The argmax continuation of each sentence of src [B, S], ``min_len[b]`` to ``max_len[b]`` tokens long."""
-    batch = src.size(0)
-    memory = model.encode(src)
-    src_lengths = memory.mask.sum(1).tolist()
-    stepper = Stepper(model, memory, incremental, alignments)
-    alive = torch.arange(batch, device=src.device)  # original row of each active row
-    tokens = torch.full((batch,), BOS, dtype=torch.long, device=src.device)
-    outputs: list[list[int]] = [[] for _ in range(batch)]
-    log_prob = [0.0] * batch
-    rows_alignment: list[list[Tensor]] = [[] for _ in range(batch)]
-    limit = max_len.to(src.device)
-    floor = None if min_len is None else min_len.to(src.device)
-    step = 0
-    while alive.numel() > 0:
-        log_probs, alignment = stepper.step(tokens)  # [B_active, V]
-        if floor is not None:
-            bar_eos(log_probs, floor[alive] > step)
-        tokens = log_probs.argmax(-1)  # [B_active]
-        tokens = torch.where(limit[alive] <= step, torch.full_like(tokens, EOS), tokens)
+    batch = SearchBatch(model, src, max_len, min_len, options)
+    size = src.size(0)
+    tokens = torch.full((size,), BOS, dtype=torch.long, device=src.device)
+    outputs: list[list[int]] = [[] for _ in range(size)]
+    log_prob = [0.0] * size
+    rows_alignment: list[list[Tensor]] = [[] for _ in range(size)]
+    while batch.sentences.numel() > 0:
+        log_probs, alignment = batch.next_log_probs(tokens)  # [B_act, V]
+        tokens = log_probs.argmax(-1)  # [B_act]
+        tokens = torch.where(batch.at_limit(), torch.full_like(tokens, EOS), tokens)
         chosen = log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
-        for i, (row, token) in enumerate(zip(alive.tolist(), tokens.tolist(), strict=True)):
+        for i, (row, token) in enumerate(zip(batch.sentences.tolist(), tokens.tolist(), strict=True)):
             log_prob[row] += chosen[i]
             if alignment is not None:
-                rows_alignment[row].append(alignment[i, : src_lengths[row]])
+                rows_alignment[row].append(alignment[i, : batch.src_lengths[row]])
             if token != EOS:
                 outputs[row].append(token)
         finished = tokens.eq(EOS)
-        step += 1
+        batch.step += 1
         if bool(finished.any()):
-            keep = (~finished).nonzero().squeeze(1)  # [B_left]
-            alive, tokens = alive[keep], tokens[keep]
-            stepper.select(keep)
+            keep, _ = batch.drop(finished)
+            tokens = tokens[keep]
     return [
-        Hypothesis(outputs[b], log_prob[b], log_prob[b], torch.stack(rows_alignment[b]) if alignments else None)
-        for b in range(batch)
+        Hypothesis(outputs[b], log_prob[b], log_prob[b], torch.stack(rows_alignment[b]) if options.alignments else None)
+        for b in range(size)
     ]
 
 
 def translate_ids(
     model: Seq2Seq,
     sources: Sequence[Sequence[int]],
-    beam: int = 1,
-    nbest: int = 1,
-    batch_size: int = 64,
-    alpha: float = 0.0,
-    max_len_ratio: float = 2.0,
-    max_len_extra: int = 10,
-    incremental: bool = True,
-    alignments: bool = False,
+    options: SearchOptions,
     device: torch.device | str = "cpu",
     exact_lengths: Sequence[int] | None = None,
-    workers: int = 1,
 ) -> list[list[Hypothesis]]:
-    """Search for encoded ``sources`` (each ending with EOS), in input order: ``nbest`` hypotheses each
-    (greedy when beam = 1), at most ``max_len_ratio · |source| + max_len_extra`` tokens long, or exactly
-    ``exact_lengths[i]`` tokens long when given (speed measurements with untrained models).
+    """Search for encoded ``sources`` (each ending with EOS) on the model's ``device``, in input order:
+    ``options.nbest`` hypotheses each (greedy when beam = 1), at most ``max_len_ratio · |source| + max_len_extra``
+    tokens long, or exactly ``exact_lengths[i]`` tokens long when given (speed measurements with untrained models).
 
     Sentences are sorted by length into batches of ``batch_size``; ``workers > 1`` searches the batches in that
     many forked single-thread processes (CPU only; :mod:`adlnmt.workers`), with the same batches and results."""
-    if beam < 1 or not 1 <= nbest <= beam:
-        raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
-    if workers > 1 and torch.device(device).type != "cpu":
+    if options.workers > 1 and torch.device(device).type != "cpu":
         raise UserError(f"worker processes are for the CPU; with device {device} use 1 worker")
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    batches = [order[start : start + options.batch_size] for start in range(0, len(order), options.batch_size)]
 
     def search(number: int) -> list[list[Hypothesis]]:
         rows = batches[number]
         src = pad_batch([sources[i] for i in rows], device)
         lengths = torch.tensor([len(sources[i]) for i in rows])
-        max_len = (lengths.float() * max_len_ratio).long() + max_len_extra
+        max_len = (lengths.float() * options.max_len_ratio).long() + options.max_len_extra
         min_len = None
         if exact_lengths is not None:
             max_len = min_len = torch.tensor([exact_lengths[i] for i in rows])
-        if beam == 1:
-            return [[h] for h in greedy_batch(model, src, max_len, incremental, alignments, min_len)]
-        return beam_batch(model, src, max_len, beam, nbest, alpha, incremental, alignments, min_len)
+        if options.beam == 1:
+            return [[h] for h in greedy_batch(model, src, max_len, options, min_len)]
+        return beam_batch(model, src, max_len, options, min_len)
 
     results: list[list[Hypothesis]] = [[] for _ in sources]
     was_training = model.training
     model.eval()
     try:
         longest_first = list(reversed(range(len(batches))))
-        for number, found in zip(longest_first, in_workers(search, longest_first, workers), strict=True):
+        for number, found in zip(longest_first, in_workers(search, longest_first, options.workers), strict=True):
             for row, hyps in zip(batches[number], found, strict=True):
                 results[row] = hyps
     finally:
@@ -335,4 +415,5 @@ def translate_ids(
 def greedy(model: Seq2Seq, sources: Sequence[Sequence[int]], batch_size: int = 64,
            device: torch.device | str = "cpu") -> list[list[int]]:  # fmt: skip
     """Greedy token ids for encoded sources, in input order (used for validation BLEU)."""
-    return [hyps[0].tokens for hyps in translate_ids(model, sources, batch_size=batch_size, device=device)]
+    found = translate_ids(model, sources, SearchOptions(beam=1, batch_size=batch_size), device)
+    return [hyps[0].tokens for hyps in found]

@@ -15,7 +15,7 @@ from torch import nn
 from adlnmt.data.dataset import DataDir
 from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import translate_ids
+from adlnmt.search import DEFAULT_OPTIONS, SearchOptions, translate_ids
 from adlnmt.train.checkpoint import load_weights
 
 
@@ -71,7 +71,8 @@ class Translation:
 
 
 class Translator:
-    """``Translator.load("model_dir").translate(["Ein Hund läuft."], beam=5)`` → detokenised strings."""
+    """``Translator.load("model_dir").translate(["Ein Hund läuft."], SearchOptions(beam=5))`` → detokenised
+    strings."""
 
     def __init__(
         self, model: Seq2Seq, data: DataDir, max_input_len: int, device: str = "cpu", model_dir: Path | None = None
@@ -105,25 +106,11 @@ class Translator:
             print(f"warning: input line {number}: {pieces} pieces truncated to {self.max_input_len}", file=sys.stderr)
         return self.data.encode_source(line, self.max_input_len)
 
-    def search(
-        self,
-        lines: Sequence[str],
-        beam: int = 5,
-        nbest: int = 1,
-        batch_size: int = 64,
-        length_penalty: float = 1.0,
-        max_len_ratio: float = 2.0,
-        alignments: bool = False,
-        incremental: bool = True,
-        workers: int = 1,
-    ) -> list[list[Translation]]:
-        """``nbest`` translations per input line, best first, in input order; an empty line gets none.
-        ``workers``: forked single-thread CPU processes sharing the batches (see :mod:`adlnmt.workers`)."""
+    def search(self, lines: Sequence[str], options: SearchOptions = DEFAULT_OPTIONS) -> list[list[Translation]]:
+        """``options.nbest`` translations per input line, best first, in input order; an empty line gets none."""
         rows = [i for i, line in enumerate(lines) if line.strip()]
         sources = [self.encode(lines[i], i + 1) for i in rows]
-        found = translate_ids(self.model, sources, beam, nbest, batch_size, length_penalty, max_len_ratio,
-                              incremental=incremental, alignments=alignments, device=self.device,
-                              workers=workers)  # fmt: skip
+        found = translate_ids(self.model, sources, options, self.device)
         results: list[list[Translation]] = [[] for _ in lines]
         vocab = self.data.tgt_vocab
         for row, hyps in zip(rows, found, strict=True):
@@ -139,7 +126,7 @@ class Translator:
             ]
         return results
 
-    def translate(self, lines: Sequence[str], beam: int = 5, batch_size: int = 64, **options: float) -> list[str]:
+    def translate(self, lines: Sequence[str], options: SearchOptions = DEFAULT_OPTIONS) -> list[str]:
         """One detokenised translation per input line, in order; an empty line gives an empty line."""
-        found = self.search(lines, beam=beam, batch_size=batch_size, **options)
+        found = self.search(lines, options)
         return [hyps[0].text if hyps else "" for hyps in found]

@@ -101,6 +101,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from adlnmt.bench.machine import machine_summary
     from adlnmt.bench.models import expand_presets, input_lines, preset_configs, synthetic_lengths
     from adlnmt.bench.report import DECODE_COLUMNS, LENGTH_COLUMNS, plot_lengths
+    from adlnmt.search import SearchOptions
     from adlnmt.speedups import OFF, speedups_off
     from adlnmt.translator import with_precision
 
@@ -133,11 +134,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
     settings = DecodeSettings(
         beams=beams,
         modes=["cached", "uncached"] if args.uncached else ["cached"],
-        batch_size=args.batch_size,
-        workers=args.workers,
+        search=SearchOptions(batch_size=args.batch_size, length_penalty=args.length_penalty, workers=args.workers),
         repeat=args.repeat,
         device=device,
-        length_penalty=args.length_penalty,
         lengths=lengths,
         sweep_beams=sweep_beams,
         sweep_sentences=args.sweep_sentences,

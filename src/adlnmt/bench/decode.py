@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ import torch
 from adlnmt.bench.measure import timed
 from adlnmt.bench.models import preset_model, random_sources
 from adlnmt.model import Seq2Seq
-from adlnmt.search import Hypothesis, translate_ids
+from adlnmt.search import Hypothesis, SearchOptions, translate_ids
 from adlnmt.train.config import TrainConfig
 
 MODES = {"cached": True, "uncached": False}  # mode → incremental
@@ -50,15 +50,13 @@ class Decoder:
 class DecodeSettings:
     beams: list[int]
     modes: list[str]
-    batch_size: int
+    search: SearchOptions  # batch size, length penalty and workers; each row sets its beam and mode
     repeat: int
     device: torch.device
-    length_penalty: float
     lengths: list[int]  # empty: no length sweep
     sweep_beams: list[int]
     sweep_sentences: int
     seed: int
-    workers: int = 1  # forked single-thread decoding processes (adlnmt.workers)
 
 
 def preset_decoder(
@@ -83,12 +81,11 @@ def measure(
     model: Seq2Seq, sources: list[list[int]], exact: list[int] | None, beam: int, mode: str, settings: DecodeSettings
 ) -> dict[str, Any]:
     """Time one search over ``sources``: rates per second, ms per sentence and memory."""
+    options = replace(settings.search, beam=beam, incremental=MODES[mode])
 
     def search(count: int, longest: int | None = None) -> list[list[Hypothesis]]:
         lengths = None if exact is None else [min(n, longest or n) for n in exact[:count]]
-        return translate_ids(model, sources[:count], beam=beam, batch_size=settings.batch_size,
-                             alpha=settings.length_penalty, incremental=MODES[mode], device=settings.device,
-                             exact_lengths=lengths, workers=settings.workers)  # fmt: skip
+        return translate_ids(model, sources[:count], options, settings.device, lengths)
 
     search(WARMUP_SENTENCES, WARMUP_LENGTH)
     timing = timed(lambda: search(len(sources)), settings.device, settings.repeat)

@@ -8,12 +8,10 @@ import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from adlnmt.experiment.grid import Grid
-
-if TYPE_CHECKING:
-    from adlnmt.experiment.report import Row
+from adlnmt.experiment.rows import Row
 
 SHORT = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER", "meteor": "METEOR", "sentbleu": "sentBLEU"}
 

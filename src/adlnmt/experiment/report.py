@@ -13,12 +13,12 @@ import csv
 import io
 import statistics
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adlnmt.experiment.grid import Grid
 from adlnmt.experiment.plots import SHORT, make_plots
+from adlnmt.experiment.rows import Row, collect
 from adlnmt.experiment.runner import Run, fingerprint, last_lines, read_json, write_json
 
 SIGNIFICANT = 0.05
@@ -38,34 +38,6 @@ def cell(values: list[float], digits: int = 2, spread: bool = True) -> str:
     if mean is None:
         return "–"
     return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None and spread else "")
-
-
-@dataclass
-class Row:
-    """The finished runs of one variant."""
-
-    name: str
-    results: list[dict[str, Any]]
-    total: int
-    significance: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (test, metric) → test
-
-    def values(self, *path: str) -> list[Any]:
-        found = []
-        for result in self.results:
-            value: Any = result
-            for key in path:
-                value = value.get(key) if isinstance(value, dict) else None
-            found.append(value)
-        return found
-
-
-def collect(grid: Grid, runs: list[Run]) -> list[Row]:
-    by_variant = {v.name: [r for r in runs if r.variant.name == v.name] for v in grid.variants}
-    rows = []
-    for name, variant_runs in by_variant.items():
-        results = [result for run in variant_runs if (result := run.result()) is not None]
-        rows.append(Row(name, results, len(variant_runs)))
-    return rows
 
 
 # --- significance ----------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """One run of an experiment in its own process: ``python -m adlnmt.experiment.worker RUN_DIR``.
 
-Trains with ``adlnmt train --config RUN_DIR/train.yaml`` (which resumes an interrupted run exactly), marks the
+Trains as ``adlnmt train --config RUN_DIR/train.yaml`` does (which resumes an interrupted run exactly), marks the
 training complete in ``trained.json``, translates every test set with the grid's decoding options, scores it and
 writes ``result.json`` last. Test sentences are translated one source-length bucket at a time, so the decoding
 time per sentence by length (AAN Fig. 7) comes from the same pass that produces the hypotheses.
@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
+from adlnmt.exits import exit_status
 from adlnmt.experiment.runner import read_json, write_json
+from adlnmt.search import SearchOptions
+from adlnmt.translator import Translator
 
 
 def bucket_labels(bounds: list[int]) -> list[str]:
@@ -54,18 +57,18 @@ def choose_weights(model_dir: Path, translate: dict[str, Any], records: list[dic
 
 
 def translate_by_length(
-    translator: Any, sources: list[str], bounds: list[int], search: dict[str, Any]
+    translator: Translator, sources: list[str], bounds: list[int], options: SearchOptions
 ) -> tuple[list[str], int, list[dict[str, Any]]]:
     """Translate ``sources`` one length bucket at a time: hypotheses in input order, target tokens decoded (pieces
     + EOS) and, per bucket, its label, rows and seconds."""
     groups: list[list[int]] = [[] for _ in range(len(bounds) + 1)]
     for i, line in enumerate(sources):
         groups[bucket_of(len(line.split()), bounds)].append(i)
-    translator.search([next((s for s in sources if s.strip()), "a")], nbest=1, **search)  # warm-up, not timed
+    translator.search([next((s for s in sources if s.strip()), "a")], options)  # warm-up, not timed
     hypotheses, tokens, buckets = [""] * len(sources), 0, []
     for label, rows in zip(bucket_labels(bounds), groups, strict=True):
         start = time.perf_counter()
-        found = translator.search([sources[i] for i in rows], nbest=1, **search) if rows else []
+        found = translator.search([sources[i] for i in rows], options) if rows else []
         buckets.append({"label": label, "rows": rows, "seconds": time.perf_counter() - start})
         for row, hyps in zip(rows, found, strict=True):
             hypotheses[row] = hyps[0].text if hyps else ""
@@ -73,16 +76,18 @@ def translate_by_length(
     return hypotheses, tokens, buckets
 
 
-def evaluate_test(translator: Any, test: dict[str, str], spec: dict[str, Any], out: Path) -> dict[str, Any]:
+def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, Any], out: Path) -> dict[str, Any]:
     """Translate one test set (timed by length bucket), write the hypotheses, score the whole and each bucket."""
     from adlnmt.metrics import read_lines, score
 
-    options, metrics = spec["translate"], spec["metrics"]
-    search = {key: options[key] for key in ("beam", "batch_size", "max_len_ratio", "length_penalty")}
+    translate, metrics = spec["translate"], spec["metrics"]
+    options = SearchOptions(
+        **{key: translate[key] for key in ("beam", "batch_size", "max_len_ratio", "length_penalty")}
+    )
     sources, references = read_lines(test["src"]), read_lines(test["ref"])
     if len(sources) != len(references):
         raise UserError(f"{test['src']} has {len(sources)} lines but {test['ref']} has {len(references)}")
-    hypotheses, tokens, buckets = translate_by_length(translator, sources, spec["length_buckets"], search)
+    hypotheses, tokens, buckets = translate_by_length(translator, sources, spec["length_buckets"], options)
     hyp_path = out / "hyp" / f"{test['name']}.txt"
     hyp_path.parent.mkdir(parents=True, exist_ok=True)
     hyp_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
@@ -129,7 +134,6 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
 
     from adlnmt.bench.machine import machine_record
     from adlnmt.train.trainer import pick_device
-    from adlnmt.translator import Translator
 
     torch.set_num_threads(spec["threads"])
     model_dir = run_dir / "model"
@@ -188,25 +192,31 @@ def main(argv: list[str] | None = None) -> int:
         return run(run_dir)
 
 
-def run(run_dir: Path) -> int:
-    """Train unless trained.json matches, then evaluate and write result.json; the exit status of the run."""
-    from adlnmt.cli import main as adlnmt
+def train(run_dir: Path) -> None:
+    """Train the run's model on ``RUN_DIR/train.yaml`` as ``adlnmt train --config`` does (an interrupted training
+    resumes exactly)."""
+    from adlnmt.train.config import build_config, load_yaml
+    from adlnmt.train.trainer import Trainer
 
+    config = run_dir / "train.yaml"
+    print(f"training: adlnmt train --config {config}", file=sys.stderr, flush=True)
+    Trainer(build_config(load_yaml(config))).train()
+
+
+def run(run_dir: Path) -> int:
+    """:func:`train_and_evaluate` → the exit status of the run (2 for a user error, with its message)."""
+    return exit_status(lambda: train_and_evaluate(run_dir))
+
+
+def train_and_evaluate(run_dir: Path) -> int:
+    """Train unless trained.json matches, then evaluate and write result.json."""
     spec = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     trained = read_json(run_dir / "trained.json") or {}
     if trained.get("fingerprint") != spec["train_fingerprint"]:
-        print(f"training: adlnmt train --config {run_dir / 'train.yaml'}", file=sys.stderr, flush=True)
-        status = adlnmt(["train", "--config", str(run_dir / "train.yaml")])
-        if status:
-            return status
+        train(run_dir)
         write_json(run_dir / "trained.json", {"fingerprint": spec["train_fingerprint"]})
     print("translating and scoring the test sets", file=sys.stderr, flush=True)
-    try:
-        result = evaluate(run_dir, spec)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    write_json(run_dir / "result.json", result)
+    write_json(run_dir / "result.json", evaluate(run_dir, spec))
     print("finished", file=sys.stderr)
     return 0
 

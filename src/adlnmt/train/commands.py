@@ -22,6 +22,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     from adlnmt.data.corpus import decode_lines
     from adlnmt.metrics import read_lines
+    from adlnmt.search import SearchOptions
     from adlnmt.translator import Translator
 
     if args.beam < 1 or not 1 <= args.nbest <= args.beam:
@@ -32,9 +33,17 @@ def cmd_translate(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     translator = Translator.load(args.model, args.checkpoint, args.device, args.precision)
     lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
-    found = translator.search(lines, args.beam, args.nbest, args.batch_size, args.length_penalty,
-                              args.max_len_ratio, args.alignments, incremental=not args.uncached,
-                              workers=args.workers)  # fmt: skip
+    options = SearchOptions(
+        beam=args.beam,
+        nbest=args.nbest,
+        batch_size=args.batch_size,
+        length_penalty=args.length_penalty,
+        max_len_ratio=args.max_len_ratio,
+        incremental=not args.uncached,
+        alignments=args.alignments,
+        workers=args.workers,
+    )
+    found = translator.search(lines, options)
     if args.nbest > 1 or args.alignments:
         records = ({"line": i + 1, "hypotheses": [t.to_dict() for t in hyps]} for i, hyps in enumerate(found))
         text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)

@@ -1,0 +1,30 @@
+"""Exit statuses of commands: a user's error is one clear message on stderr and status 2, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from adlnmt.adl.errors import ADLError
+from adlnmt.errors import UserError
+
+
+def exit_status(command: Callable[[], int]) -> int:
+    """Run ``command`` and return its exit status; user errors, interrupts and OS errors become messages."""
+    try:
+        return command()
+    except ADLError as err:
+        print(err.render().rstrip(), file=sys.stderr)
+        return 2
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `adlnmt layers | head`
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted (a training run resumes from its last checkpoint when re-run)", file=sys.stderr)
+        return 130
+    except OSError as err:  # unwritable output, full disk ...: the user's environment, not a bug
+        print(f"error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        return 2
