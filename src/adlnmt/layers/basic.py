@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, register
-from adlnmt.layers.base import Context, FastDropout, Layer
+from adlnmt.layers.base import Context, Layer
+from adlnmt.layers.fast_dropout import FastDropout
 
 if TYPE_CHECKING:
     from adlnmt.adl.builder import BuildContext

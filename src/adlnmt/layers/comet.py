@@ -19,8 +19,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, Side, register
-from adlnmt.layers.base import Context, FastDropout, Layer, masked_fill_padding
+from adlnmt.layers.base import Context, Layer, masked_fill_padding
 from adlnmt.layers.basic import FeedForward
+from adlnmt.layers.fast_dropout import FastDropout
 from adlnmt.layers.norm import BATCH_STATS_REASON, MaskedBatchNorm
 
 if TYPE_CHECKING:

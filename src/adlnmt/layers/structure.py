@@ -12,7 +12,8 @@ import torch
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import Kind, Param, Side, register
-from adlnmt.layers.base import Context, FastDropout, Layer
+from adlnmt.layers.base import Context, Layer
+from adlnmt.layers.fast_dropout import FastDropout
 
 if TYPE_CHECKING:
     from adlnmt.adl.builder import BuildContext

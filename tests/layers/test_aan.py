@@ -12,7 +12,7 @@ from torch import Tensor
 from adlnmt.adl.builder import ModelOptions, build_chain
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.registry import Side
-from adlnmt.layers.average import AAN
+from adlnmt.layers.aan import AAN
 from adlnmt.layers.base import Context, DecoderState
 from layer_contract import build, check_contract, run_steps
 
