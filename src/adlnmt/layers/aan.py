@@ -7,17 +7,13 @@ decoding keeps the running sum as its only state (§3.3), so a step costs O(d) h
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, register
 from adlnmt.layers.base import Context, Layer
 from adlnmt.layers.basic import FeedForward
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
+from adlnmt.layers.context import BuildContext
 
 
 @register(

@@ -12,7 +12,7 @@ project the encoder states once per sentence in ``init_state`` and keep them as 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -20,9 +20,7 @@ from torch import Tensor, nn
 
 from adlnmt.adl.registry import DECODER_ONLY, FromOption, Kind, Param, Side, register
 from adlnmt.layers.base import Context, Layer
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
+from adlnmt.layers.context import BuildContext
 
 HEADS = Param("heads", Kind.INT, FromOption("heads"), low=1, high=1 << 16, doc="number of attention heads")
 SCALE = Param("s", Kind.FLOAT, None, doc="scores are divided by √s (default: the per-head width)")

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from adlnmt.adl.registry import Side
+from adlnmt.adl.registry import LayerSpec, Side
 from adlnmt.layers.growing_tensor import GrowingTensor
 
 
@@ -138,10 +139,16 @@ class Layer(nn.Module):
     ``step`` to call their children's ``step`` (``init_state`` reaches children by default).
     """
 
+    spec: ClassVar[LayerSpec | None] = None  # set by ``@register``; None for unregistered helpers (Sequence)
     out_dim: int
-    side: Side
+    side: Side | None = None  # the side it was built for (set by the builder)
     label: str = ""  # canonical ADL of this layer (set by the builder), for describe/errors
     title: str = ""  # the same without its nested chains: ``repeat(6)``, ``mh_dot_self_att(heads=8)``
+
+    @property
+    def reads_source(self) -> bool:
+        """Whether this layer attends to the encoder output (a decoder needs at least one that does)."""
+        return self.spec is not None and self.spec.source_attention
 
     def forward(self, x: Tensor, ctx: Context) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -16,10 +15,8 @@ from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, register
 from adlnmt.layers.base import Context, Layer
+from adlnmt.layers.context import BuildContext
 from adlnmt.layers.fast_dropout import FastDropout
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "relu": F.relu,

@@ -12,8 +12,6 @@ state entry, so a step processes one position.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -21,11 +19,9 @@ from torch import Tensor, nn
 from adlnmt.adl.registry import FromOption, Kind, Param, Side, register
 from adlnmt.layers.base import Context, Layer, masked_fill_padding
 from adlnmt.layers.basic import FeedForward
+from adlnmt.layers.context import BuildContext
 from adlnmt.layers.fast_dropout import FastDropout
 from adlnmt.layers.norm import BATCH_STATS_REASON, MaskedBatchNorm
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
 
 DEFAULT_FEATURES = (64, 32, 16)  # §3.1; the §5.4 4-layer variant is [64, 32, 16, 8] (F_4's 8 is our choice)
 DEFAULT_D_FF = {"ffn1": 512, "ffn2": 1024}  # §5.3

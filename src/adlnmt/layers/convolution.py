@@ -8,8 +8,6 @@ incremental decoding the last (k−1)·dilation inputs are kept as a dynamic sta
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -17,9 +15,7 @@ from torch import Tensor, nn
 from adlnmt.adl.registry import Kind, Param, Side, register
 from adlnmt.layers.base import Context, Layer, masked_fill_padding
 from adlnmt.layers.basic import ACTIVATION_NAMES, ACTIVATIONS, WIDTH, activation_input_width
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
+from adlnmt.layers.context import BuildContext
 
 
 @register(

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import ENCODER_ONLY, Kind, Param, register
 from adlnmt.layers.base import Context, Layer
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
+from adlnmt.layers.context import BuildContext
 
 BATCH_STATS_REASON = (
     "batch statistics are taken over every position of the batch, later target positions included, "

@@ -9,8 +9,6 @@ entries of the decoder state, each [B, d].
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -18,9 +16,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from adlnmt.adl.registry import ENCODER_ONLY, Kind, Param, register
 from adlnmt.layers.base import Context, Layer
 from adlnmt.layers.basic import WIDTH
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
+from adlnmt.layers.context import BuildContext
 
 CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU}
 CELL = Param("cell", Kind.WORD, "lstm", choices=tuple(CELLS), doc="recurrent cell")

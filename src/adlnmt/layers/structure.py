@@ -6,18 +6,14 @@ children's ``step`` the same way ``forward`` calls their ``forward``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import Kind, Param, Side, register
+from adlnmt.adl.syntax import Chain
 from adlnmt.layers.base import Context, Layer
+from adlnmt.layers.context import BuildContext
 from adlnmt.layers.fast_dropout import FastDropout
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
-    from adlnmt.adl.syntax import Chain
 
 CHAIN = Param("l", Kind.CHAIN, doc="the inner layer chain")
 BRANCHES = Param("l", Kind.CHAIN, variadic=True, doc="one or more layer chains")
@@ -42,7 +38,7 @@ class Sequence(Layer):
         return x
 
 
-def _inner_same_width(ctx: BuildContext, chain: Chain) -> Sequence:
+def _inner_same_width(ctx: BuildContext, chain: Chain) -> Layer:
     inner = ctx.build_chain(chain)
     if inner.out_dim != ctx.d_in:
         raise ctx.error(
