@@ -64,6 +64,7 @@ class GatedConv(nn.Module):
     Param("d_ff", Kind.INT, None, low=1, doc="hidden width of FFN_2 (default 512 for ffn1, 1024 for ffn2)"),
     Param("norm", Kind.WORD, "batch", choices=("batch", "layer", "none"), doc="norm of each feature map"),
     Param("dropout", Kind.FLOAT, FromOption("dropout"), low=0.0, high=0.99, doc="on feed-forward outputs"),
+    example="comet_conv(features=[8, 4], norm=layer)",
 )
 class CometConv(Layer):
     """comet_conv(x) = leaky_relu(W [F_1; …; F_n; x] + b), F_i = Norm(g_{·,n_i,i}(F_{i−1})), F_0 = x.

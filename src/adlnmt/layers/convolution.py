@@ -24,6 +24,7 @@ from adlnmt.layers.context import BuildContext
     Param("kernel", Kind.INT, 3, low=1, high=64, doc="kernel size k (window of k positions)"),
     Param("act", Kind.WORD, "glu", choices=ACTIVATION_NAMES, doc="non-linearity v (glu: W has 2d rows)"),
     Param("dilation", Kind.INT, 1, low=1, high=64, doc="distance between the window's taps"),
+    example="cnn(8, kernel=3, dilation=2)",
 )
 class CNN(Layer):
     """cnn(H) = v(W[h_{i-⌊k/2⌋}; …; h_{i+⌊k/2⌋}] + b); decoder: v(W[h_{t-k+1}; …; h_t] + b)."""

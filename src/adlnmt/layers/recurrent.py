@@ -33,7 +33,7 @@ def run_packed(rnn: nn.RNNBase, x: Tensor, mask: Tensor | None) -> Tensor:
     return out
 
 
-@register("rnn", WIDTH, CELL)
+@register("rnn", WIDTH, CELL, example="rnn(8, cell=gru)")
 class RNN(Layer):
     """rnn(h_t) = f_o(h_t, s_{t-1}), s_t = f_h(h_t, s_{t-1}), with an LSTM or GRU cell of width d."""
 
@@ -74,6 +74,7 @@ class RNN(Layer):
     CELL,
     sides=ENCODER_ONLY,
     side_reason="its backward direction reads later target positions",
+    example="birnn(8)",
 )
 class BiRNN(Layer):
     """birnn(h_t) = [rnn_fwd(h_t); rnn_bwd(h_t)]: one RNN forward, one in reverse, each of width d/2."""

@@ -49,7 +49,7 @@ def _inner_same_width(ctx: BuildContext, chain: Chain) -> Layer:
     return inner
 
 
-@register("res", CHAIN)
+@register("res", CHAIN, example="res(ff)")
 class Res(Layer):
     """res(h, l) = h + l(h)."""
 
@@ -65,7 +65,7 @@ class Res(Layer):
         return x + self.inner.step(x, ctx)
 
 
-@register("res_d", CHAIN)
+@register("res_d", CHAIN, example="res_d(ffl)")
 class ResD(Res):
     """res_d(h, l) = res(h, l -> dropout) = h + dropout(l(h))."""
 
@@ -80,7 +80,7 @@ class ResD(Res):
         return x + self.dropout(self.inner.step(x, ctx))
 
 
-@register("res_nd", CHAIN)
+@register("res_nd", CHAIN, example="res_nd(ff)")
 class ResND(ResD):
     """res_nd(h, l) = res(h, norm -> l -> dropout) = h + dropout(l(norm(h)))."""
 
@@ -95,7 +95,9 @@ class ResND(ResD):
         return x + self.dropout(self.inner.step(self.norm(x), ctx))
 
 
-@register("repeat", Param("n", Kind.INT, low=1, high=1000, doc="number of copies"), CHAIN)
+@register(
+    "repeat", Param("n", Kind.INT, low=1, high=1000, doc="number of copies"), CHAIN, example="repeat(2, res_nd(ffl))"
+)
 class Repeat(Layer):
     """repeat(n, l) = l_1 -> l_2 -> ... -> l_n, each copy with its own weights.
 
@@ -149,7 +151,7 @@ class _Branches(Layer):
         return self.combine([branch.step(x, ctx) for branch in self.branches])
 
 
-@register("concat", BRANCHES)
+@register("concat", BRANCHES, example="concat(linear(8), id)")
 class Concat(_Branches):
     """concat(h, l_1, ..., l_p) = [l_1(h); ...; l_p(h)] (width = sum of the branch widths)."""
 
@@ -161,7 +163,7 @@ class Concat(_Branches):
         return torch.cat(outputs, dim=-1)
 
 
-@register("parallel", BRANCHES)
+@register("parallel", BRANCHES, example="parallel(linear, ff)")
 class Parallel(_Branches):
     """parallel(h, l_1, ..., l_p) = l_1(h) + ... + l_p(h) (branches must have equal widths)."""
 
@@ -176,7 +178,7 @@ class Parallel(_Branches):
         return torch.stack(outputs).sum(0)
 
 
-@register("highway", CHAIN)
+@register("highway", CHAIN, example="highway(ff)")
 class Highway(Layer):
     """highway(h, l) = g ⊙ h + (1 − g) ⊙ l(h), with g = σ(W h + b)."""
 
