@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from adlnmt.adl.builder import BlockInfo, ModelOptions, build_chain
+from adlnmt.adl.builder import build_chain
 from adlnmt.adl.registry import Side
 from adlnmt.layers.base import Context, DecoderState, SourceMemory
+from adlnmt.layers.context import BlockInfo, ModelOptions
 
 ATOL = 1e-5
 VARIABLES = {"FF_NUM_HIDDEN": "64", "NUM_HIDDEN": "16"}

@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor, nn
 
-from adlnmt.adl.builder import ModelOptions, build_chain, canonical
+from adlnmt.adl.builder import SideChain, build_chain, canonical
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.parser import parse_assignments
 from adlnmt.adl.registry import Side
 from adlnmt.layers.base import Context, DecoderState, Layer, SourceMemory
-from adlnmt.layers.structure import Sequence
+from adlnmt.layers.context import ModelOptions
 
 
 @dataclass
@@ -64,7 +64,7 @@ class Seq2Seq(nn.Module):
         self.encoder = build_chain(config.encoder, Side.ENCODER, d, self.options, self.variables)
         decoder_in = d + (self._decoder_out_width() if config.input_feeding else 0)
         self.decoder = self._build_decoder(decoder_in)
-        if not any(layer.spec.source_attention for layer in iter_layers(self.decoder) if hasattr(layer, "spec")):
+        if not any(layer.reads_source for layer in iter_layers(self.decoder)):
             raise ADLError(
                 "the decoder has no source attention layer, so the translation could not depend on the "
                 "source; add one, e.g. res_nd(mh_dot_src_att)",
@@ -90,7 +90,7 @@ class Seq2Seq(nn.Module):
                 raise ADLError(f"tying the output projection needs decoder width {self.decoder.out_dim} == d_model {d}")
             self.output.weight = self.tgt_embed.weight
 
-    def _build_decoder(self, d_in: int) -> Sequence:
+    def _build_decoder(self, d_in: int) -> SideChain:
         return build_chain(
             self.config.decoder,
             Side.DECODER,

@@ -24,7 +24,7 @@ from torch import Tensor
 from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import UserError
 from adlnmt.layers.base import SourceMemory
-from adlnmt.model import Seq2Seq
+from adlnmt.model import Seq2Seq, iter_layers
 from adlnmt.speedups import SPEEDUPS
 from adlnmt.workers import in_workers
 
@@ -94,9 +94,7 @@ class Stepper:
         self.alignments = alignments
         self.state = model.init_state(memory) if incremental else None
         self.prefix = memory.mask.new_zeros(memory.mask.size(0), 0, dtype=torch.long)  # [N, t] (re-fed mode)
-        self.attention_layers = sum(
-            1 for m in model.decoder.modules() if getattr(getattr(m, "spec", None), "source_attention", False)
-        )
+        self.attention_layers = sum(1 for layer in iter_layers(model.decoder) if layer.reads_source)
 
     def step(self, tokens: Tensor) -> tuple[Tensor, Tensor | None]:
         """tokens [N] → log-probabilities [N, V] and, if asked, the alignment [N, S] of this step."""

@@ -19,7 +19,7 @@ class Speedups:
     # maxima instead of a full top-k over k·V scores (exact: the best 2k lie in the 2k best blocks).
     # 0 = full top-k.
     topk_block: int = 128
-    # Key/value caches grow inside preallocated buffers (see layers.base.GrowingTensor) instead of by
+    # Key/value caches grow inside preallocated buffers (see layers.growing_tensor.GrowingTensor) instead of by
     # torch.cat, and beam reorders gather into a spare buffer.
     preallocate: bool = True
     # Beam search lays out each sentence's continuations so that every parent's first child keeps the

@@ -4,7 +4,6 @@ and a kernel-only layer that gets the layer contract from the base class."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import pytest
 import torch
@@ -12,11 +11,9 @@ from torch import Tensor, nn
 
 from adlnmt.adl.registry import REGISTRY, Kind, Param, Side, register
 from adlnmt.layers.base import DecoderState
+from adlnmt.layers.context import BuildContext
 from adlnmt.layers.window import ConvWindow, WindowedConv
 from layer_contract import check_contract, lengths_mask
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
 
 
 @pytest.mark.parametrize(
@@ -77,7 +74,8 @@ class TapSum(WindowedConv):
 @pytest.fixture(scope="module")
 def tap_sum() -> Iterator[str]:
     """``tap_sum`` is an ADL layer while this module's tests run."""
-    register("tap_sum", Param("kernel", Kind.INT, 3, low=1), Param("dilation", Kind.INT, 1, low=1))(TapSum)
+    kernel, dilation = Param("kernel", Kind.INT, 3, low=1), Param("dilation", Kind.INT, 1, low=1)
+    register("tap_sum", kernel, dilation, example="tap_sum(kernel=2)")(TapSum)
     yield "tap_sum"
     del REGISTRY["tap_sum"]
 

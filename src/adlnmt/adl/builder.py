@@ -8,87 +8,26 @@ attentions know what they read.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
+import adlnmt.layers  # noqa: F401  (registers every layer)
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.parser import parse, substitute
-from adlnmt.adl.registry import REGISTRY, FromOption, Kind, LayerSpec, Side, bind, lookup
-from adlnmt.adl.syntax import Argument, Chain, LayerNode, Literal, Value, layer_to_text, to_text
-
-MAX_WIDTH = 1 << 16
-
-
-@dataclass(frozen=True)
-class ModelOptions:
-    """Model-wide values that layer arguments default to."""
-
-    d_model: int = 512
-    heads: int = 8
-    dropout: float = 0.1
-    ff_factor: int = 4  # ffl: hidden width = ff_factor · d_in
-    max_len: int = 1024  # table size of learned positional embeddings
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.d_model <= MAX_WIDTH:
-            raise ADLError(f"d_model must be in 1..{MAX_WIDTH}, got {self.d_model}")
-        if self.heads < 1:
-            raise ADLError(f"heads must be >= 1, got {self.heads}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ADLError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.ff_factor < 1 or self.max_len < 1:
-            raise ADLError("ff_factor and max_len must be >= 1")
+from adlnmt.adl.registry import ALIASES, REGISTRY, FromOption, Kind, LayerSpec, Side, bind, lookup
+from adlnmt.adl.syntax import Argument, Chain, LayerNode, ListValue, Literal, Value, layer_to_text, to_text
+from adlnmt.layers.base import Layer
+from adlnmt.layers.context import BlockInfo, BuildContext, ModelOptions
+from adlnmt.layers.structure import Sequence
 
 
-@dataclass
-class BlockInfo:
-    """The blocks (repetitions of top-level ``repeat`` s) of one side, shared while building it."""
+class SideChain(Sequence):
+    """The top-level chain of one side, with the blocks it built and the (substituted) tree it came from."""
 
-    expected: int = 0  # counted from the tree before building
-    widths: list[int] = field(default_factory=list)  # output width of every block built so far
-
-
-@dataclass
-class BuildContext:
-    """What a layer constructor knows: where it is, its input width, model options, error anchor."""
-
-    side: Side
-    d_in: int
-    options: ModelOptions
-    text: str = ""
-    where: str = ""
-    node: LayerNode | None = None
-    columns: Mapping[str, int] = field(default_factory=dict)
-    depth: int = 0  # 0 = the side's top-level chain
-    block: int | None = None  # index of the enclosing top-level repetition (None outside)
-    blocks: BlockInfo = field(default_factory=BlockInfo)
-    encoder: BlockInfo | None = None  # encoder blocks, for the decoder's source attentions
-    encoder_width: int | None = None  # width of the encoder's final output
-
-    def option(self, name: str) -> Any:
-        return self.d_in if name == "d_in" else getattr(self.options, name)
-
-    def error(self, message: str, param: str | None = None) -> ADLError:
-        """An error naming the current layer, with the caret under ``param`` (or the layer)."""
-        col = self.columns.get(param) if param else None
-        if col is None and self.node is not None:
-            col = self.node.col
-        name = self.node.name if self.node else "?"
-        return ADLError(f"{name} in the {self.side.value}: {message}", self.text, col, self.where)
-
-    def nested(self, **changes: Any) -> BuildContext:
-        return replace(self, **changes)
-
-    def build_chain(self, chain: Chain, d_in: int | None = None) -> Any:
-        """Build a nested chain (an argument of this layer) on the same side."""
-        return _build_chain(
-            chain, self.nested(d_in=self.d_in if d_in is None else d_in, depth=self.depth + 1, node=None, columns={})
-        )
-
-    def check_width(self, width: int, param: str) -> int:
-        if not 1 <= width <= MAX_WIDTH:
-            raise self.error(f"width must be in 1..{MAX_WIDTH}, got {width}", param)
-        return width
+    def __init__(self, layers: list[Layer], d_in: int, blocks: BlockInfo, tree: Chain) -> None:
+        super().__init__(layers, d_in)
+        self.blocks = blocks
+        self.tree = tree
 
 
 def _resolve(spec: LayerSpec, values: dict[str, Any], ctx: BuildContext) -> dict[str, Any]:
@@ -100,14 +39,14 @@ def _resolve(spec: LayerSpec, values: dict[str, Any], ctx: BuildContext) -> dict
     return resolved
 
 
-def build_layer(node: LayerNode, ctx: BuildContext) -> Any:
+def build_layer(node: LayerNode, ctx: BuildContext) -> Layer:
     spec = lookup(node, ctx.text)
     if ctx.side not in spec.sides:
         reason = f": {spec.side_reason}" if spec.side_reason else ""
         raise ADLError(f"'{node.name}' cannot be used in the {ctx.side.value}{reason}", ctx.text, node.col, ctx.where)
     bound = bind(node, spec, ctx.text)
     layer_ctx = ctx.nested(node=node, columns=bound.columns)
-    layer = spec.cls(layer_ctx, **_resolve(spec, bound.values, layer_ctx))
+    layer: Layer = spec.cls(layer_ctx, **_resolve(spec, bound.values, layer_ctx))
     node_canonical = canonical_layer(node)
     layer.side = ctx.side
     layer.label = layer_to_text(node_canonical)
@@ -121,16 +60,18 @@ def build_layer(node: LayerNode, ctx: BuildContext) -> Any:
     return layer
 
 
-def _build_chain(chain: Chain, ctx: BuildContext) -> Any:
-    from adlnmt.layers.structure import Sequence
-
+def _build_layers(chain: Chain, ctx: BuildContext) -> list[Layer]:
     layers = []
     d_in = ctx.d_in
     for node in chain.layers:
         layer = build_layer(node, ctx.nested(d_in=d_in))
         layers.append(layer)
         d_in = layer.out_dim
-    return Sequence(layers, ctx.d_in)
+    return layers
+
+
+def _build_chain(chain: Chain, ctx: BuildContext) -> Layer:
+    return Sequence(_build_layers(chain, ctx), ctx.d_in)
 
 
 def _located(err: ADLError, text: str, where: str) -> ADLError:
@@ -169,15 +110,14 @@ def build_chain(
     encoder: BlockInfo | None = None,
     encoder_width: int | None = None,
     where: str = "",
-) -> Any:
-    """Build the top-level chain of one side; returns a ``Sequence`` layer with ``blocks`` info."""
-    import adlnmt.layers  # noqa: F401  (registers every layer family)
-
+) -> SideChain:
+    """Build the top-level chain of one side."""
     tree, source_text = prepare(text, variables, where or side.value)
     ctx = BuildContext(
         side=side,
         d_in=d_in,
         options=options or ModelOptions(),
+        chain_builder=_build_chain,
         text=source_text,
         where=where or side.value,
         blocks=BlockInfo(expected=count_blocks(tree)),
@@ -185,19 +125,17 @@ def build_chain(
         encoder_width=encoder_width,
     )
     try:
-        chain = _build_chain(tree, ctx)
+        layers = _build_layers(tree, ctx)
     except ADLError as err:
         raise _located(err, source_text, ctx.where) from None
-    chain.blocks = ctx.blocks
-    chain.tree = tree
-    return chain
+    return SideChain(layers, d_in, ctx.blocks, tree)
 
 
 def canonical_layer(node: LayerNode) -> LayerNode:
     """Alias resolved, scalar arguments as ``key=value``; chain arguments (and what precedes them,
     like ``repeat``'s count) stay positional. Unknown names are kept as written."""
     name = node.name
-    spec = REGISTRY.get(name) or REGISTRY.get(_alias(name))
+    spec = REGISTRY.get(ALIASES.get(name, name))
     if spec is None:
         return node
     try:
@@ -218,12 +156,6 @@ def canonical_layer(node: LayerNode) -> LayerNode:
     return LayerNode(spec.name, tuple(args))
 
 
-def _alias(name: str) -> str:
-    from adlnmt.adl.registry import ALIASES
-
-    return ALIASES.get(name, name)
-
-
 def _canonical_chain_value(chain: Chain) -> Value:
     canonical = canonical_chain(chain)
     only = canonical.layers[0]
@@ -233,8 +165,6 @@ def _canonical_chain_value(chain: Chain) -> Value:
 
 
 def _to_value(kind: Kind, value: Any) -> Value:
-    from adlnmt.adl.syntax import ListValue
-
     if kind is Kind.INT_LIST:
         return ListValue(tuple(Literal("int", v) for v in value))
     literal_kind = {Kind.INT: "int", Kind.FLOAT: "float", Kind.BOOL: "bool", Kind.WORD: "word"}[kind]
@@ -247,7 +177,5 @@ def canonical_chain(chain: Chain) -> Chain:
 
 def canonical(text: str | Chain, variables: Mapping[str, Value] | None = None) -> str:
     """The canonical text of an ADL chain: what models store and show."""
-    import adlnmt.layers  # noqa: F401
-
     tree, _ = prepare(text, variables)
     return to_text(canonical_chain(tree))

@@ -1,8 +1,8 @@
 """The layer registry: ADL names (and aliases) → layer classes with typed parameter signatures.
 
-Each layer class registers itself with ``@register(name, Param(...), ...)``. Binding checks the
-arguments of a :class:`LayerNode` against the signature: unknown, duplicate or misplaced arguments,
-wrong types, arity and ranges are :class:`ADLError` s at the column of the offending argument.
+Each layer class registers itself with ``@register(name, Param(...), ..., example="...")``. Binding
+checks the arguments of a :class:`LayerNode` against the signature: unknown, duplicate or misplaced
+arguments, wrong types, arity and ranges are :class:`ADLError` s at the column of the offending argument.
 """
 
 from __future__ import annotations
@@ -92,14 +92,29 @@ class LayerSpec:
     name: str
     cls: type
     params: tuple[Param, ...]
+    example: str  # a small valid chain using the layer on every side it allows (the contract test builds it)
     aliases: tuple[str, ...] = ()
     sides: frozenset[Side] = BOTH
     side_reason: str = ""  # why the layer is not allowed on the missing side
     source_attention: bool = False
-    summary: str = ""
+    summary: str = ""  # the first paragraph of the class docstring: its formula
 
     def signature(self) -> str:
         return f"{self.name}(" + ", ".join(p.describe() for p in self.params) + ")"
+
+    def usage(self) -> str:
+        """The short signature of the layer table: ``ff(d, act=relu, dropout)``; defaults only where fixed."""
+        if not self.params:
+            return self.name
+        return f"{self.name}(" + ", ".join(_usage(p) for p in self.params) + ")"
+
+
+def _usage(param: Param) -> str:
+    if param.variadic:
+        return f"{param.name}, …"
+    if param.required or param.default is None or isinstance(param.default, FromOption):
+        return param.name
+    return f"{param.name}={_default_text(param.default)}"
 
 
 @dataclass
@@ -117,19 +132,24 @@ ALIASES: dict[str, str] = {}
 def register(
     name: str,
     *params: Param,
+    example: str,
     aliases: tuple[str, ...] = (),
     sides: frozenset[Side] = BOTH,
     side_reason: str = "",
     source_attention: bool = False,
 ) -> Callable[[type], type]:
-    """Class decorator: make a layer class available in the ADL under ``name`` (and ``aliases``)."""
+    """Class decorator: make a layer class available in the ADL under ``name`` (and ``aliases``).
+
+    ``example`` is a small chain using the layer, valid on each of its ``sides``: the registry-wide
+    contract test builds and checks it, and the README's layer table shows the class docstring's first
+    paragraph (its formula)."""
 
     def decorate(cls: type) -> type:
         for taken in (name, *aliases):
             if taken in REGISTRY or taken in ALIASES:
                 raise ValueError(f"ADL layer name {taken!r} registered twice")
-        summary = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-        spec = LayerSpec(name, cls, params, aliases, sides, side_reason, source_attention, summary)
+        summary = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+        spec = LayerSpec(name, cls, params, example, aliases, sides, side_reason, source_attention, summary)
         REGISTRY[name] = spec
         for alias in aliases:
             ALIASES[alias] = name
@@ -137,6 +157,17 @@ def register(
         return cls
 
     return decorate
+
+
+def layer_table() -> str:
+    """The README's layer table (Markdown): one row per registered layer, by module, then in source order."""
+    rows = ["| layer | formula | sides |", "|---|---|---|"]
+    for spec in sorted(REGISTRY.values(), key=lambda spec: spec.cls.__module__):
+        aliases = "".join(f" (`{alias}`)" for alias in spec.aliases)
+        sides = "both" if spec.sides == BOTH else " / ".join(side.value for side in Side if side in spec.sides)
+        formula = spec.summary.replace("|", "\\|")
+        rows.append(f"| `{spec.usage()}`{aliases} | {formula} | {sides} |")
+    return "\n".join(rows) + "\n"
 
 
 def lookup(node: LayerNode, text: str = "") -> LayerSpec:

@@ -12,7 +12,7 @@ project the encoder states once per sentence in ``init_state`` and keep them as 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -20,9 +20,7 @@ from torch import Tensor, nn
 
 from adlnmt.adl.registry import DECODER_ONLY, FromOption, Kind, Param, Side, register
 from adlnmt.layers.base import Context, Layer
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
+from adlnmt.layers.context import BuildContext
 
 HEADS = Param("heads", Kind.INT, FromOption("heads"), low=1, high=1 << 16, doc="number of attention heads")
 SCALE = Param("s", Kind.FLOAT, None, doc="scores are divided by √s (default: the per-head width)")
@@ -145,7 +143,7 @@ def _scale(ctx: BuildContext, s: float | None, head_width: int) -> float:
 # --------------------------------------------------------------------------------------------------
 
 
-@register("mh_dot_self_att", HEADS, SCALE)
+@register("mh_dot_self_att", HEADS, SCALE, example="res_nd(mh_dot_self_att)")
 class MhDotSelfAtt(Layer):
     """mh_dot_self_att(H, h, s) = mh_dot_att(H, H, H, h, s) = [C_1; ...; C_h] W^O (causal in the decoder).
 
@@ -189,7 +187,7 @@ class MhDotSelfAtt(Layer):
         return self.out(merge_heads(context))
 
 
-@register("dot_self_att", SCALE)
+@register("dot_self_att", SCALE, example="dot_self_att")
 class DotSelfAtt(MhDotSelfAtt):
     """dot_self_att(H, s) = mh_dot_att(H, H, H, 1, s): one projected dot attention head (s defaults to d)."""
 
@@ -292,6 +290,7 @@ class SourceAttention(Layer):
     sides=DECODER_ONLY,
     side_reason=SOURCE_REASON,
     source_attention=True,
+    example="res_nd(mh_dot_src_att)",
 )
 class MhDotSrcAtt(SourceAttention):
     """mh_dot_src_att(H, U, h, s) = mh_dot_att(H, U, U, h, s) = [C_1; ...; C_h] W^O.
@@ -331,6 +330,7 @@ class MhDotSrcAtt(SourceAttention):
     sides=DECODER_ONLY,
     side_reason=SOURCE_REASON,
     source_attention=True,
+    example="dot_src_att",
 )
 class DotSrcAtt(MhDotSrcAtt):
     """dot_src_att(H, U, s) = mh_dot_att(H, U, U, 1, s): a single projected dot attention head."""
@@ -347,6 +347,7 @@ class DotSrcAtt(MhDotSrcAtt):
     sides=DECODER_ONLY,
     side_reason=SOURCE_REASON,
     source_attention=True,
+    example="mlp_src_att(8)",
 )
 class MlpSrcAtt(SourceAttention):
     """mlp_src_att(H, U) = softmax(S) U, S_ij = w_oᵀ tanh(W_q h_i + W_k u_j) (Bahdanau et al.).

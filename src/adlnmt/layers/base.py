@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from adlnmt.adl.registry import Side
-from adlnmt.speedups import SPEEDUPS
+from adlnmt.adl.registry import LayerSpec, Side
+from adlnmt.layers.growing_tensor import GrowingTensor
 
 
 @dataclass
@@ -45,84 +46,6 @@ class SourceMemory:
             self.mask.index_select(0, index),
             [b.index_select(0, index) for b in self.blocks],
         )
-
-
-class FastDropout(nn.Dropout):
-    """``nn.Dropout`` whose CPU masks come from 16 random bits per unit (4 units per draw of torch's
-    generator): p is rounded to a multiple of 2⁻¹⁶, and the mask costs about a third of ``bernoulli_``,
-    which dominated CPU training steps. Other devices use ``nn.Dropout`` unchanged."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        if not (self.training and self.p > 0 and x.device.type == "cpu") or self.p >= 1:
-            return super().forward(x)
-        count = x.numel()
-        words = torch.randint(-(2**63), 2**63 - 1, ((count + 3) // 4,), dtype=torch.int64)
-        bits = words.view(torch.int16)[:count].view(x.shape)  # uniform over [-2¹⁵, 2¹⁵)
-        kept = bits >= round(self.p * 65536) - 32768  # P = 1 − p
-        return x * kept.to(x.dtype).mul_(1.0 / (1.0 - self.p))  # a float mask: mul is fast both ways
-
-
-class GrowingTensor:
-    """A tensor [B, ..., T, ...] that grows by appending along ``dim`` (a key/value cache).
-
-    With ``SPEEDUPS.preallocate`` and no autograd (in-place writes would break backward) it lives in a
-    buffer with room for more positions (doubled when full): an append writes only the new positions
-    and a beam reorder copies only the rows whose hypothesis changed. Otherwise every append is a
-    ``torch.cat`` and every reorder a gather of all rows.
-    """
-
-    def __init__(self, value: Tensor, dim: int) -> None:
-        self.dim = dim
-        self.length = value.size(dim)
-        self.buffer = value
-        self.preallocated = SPEEDUPS.preallocate and not torch.is_grad_enabled()
-        if self.preallocated:
-            self.buffer = self._allocate(value, value.size(0), max(16, 2 * self.length))
-            self.view.copy_(value)
-
-    def _allocate(self, like: Tensor, rows: int, capacity: int) -> Tensor:
-        shape = list(like.shape)
-        shape[0], shape[self.dim] = rows, capacity
-        return like.new_empty(shape)
-
-    @property
-    def view(self) -> Tensor:
-        """The filled part, [B, ..., length, ...]."""
-        return self.buffer.narrow(self.dim, 0, self.length)
-
-    def append(self, value: Tensor) -> Tensor:
-        """Add ``value``'s positions at the end; returns the whole tensor."""
-        if not self.preallocated:
-            self.buffer = torch.cat([self.buffer, value], dim=self.dim)
-            self.length = self.buffer.size(self.dim)
-            return self.buffer
-        new_length = self.length + value.size(self.dim)
-        if new_length > self.buffer.size(self.dim):
-            grown = self._allocate(self.buffer, self.buffer.size(0), 2 * new_length)
-            grown.narrow(self.dim, 0, self.length).copy_(self.view)
-            self.buffer = grown
-        self.buffer.narrow(self.dim, self.length, value.size(self.dim)).copy_(value)
-        self.length = new_length
-        return self.view
-
-    def reorder(self, index: Tensor, moved: Tensor) -> None:
-        """Row i becomes old row ``index[i]`` (same batch size); preallocated: in place, copying only the
-        ``moved`` rows (those with index[i] ≠ i)."""
-        if not self.preallocated:
-            self.buffer = self.buffer.index_select(0, index)
-            return
-        if moved.numel():
-            view = self.view
-            view.index_copy_(0, moved, view.index_select(0, index[moved]))  # the select copies first: no aliasing
-
-    def select(self, index: Tensor) -> None:
-        """Rows ``index`` become the batch (any size)."""
-        if not self.preallocated:
-            self.buffer = self.buffer.index_select(0, index)
-            return
-        target = self._allocate(self.buffer, index.numel(), self.buffer.size(self.dim))
-        torch.index_select(self.view, 0, index, out=target.narrow(self.dim, 0, self.length))
-        self.buffer = target
 
 
 class DecoderState:
@@ -216,10 +139,16 @@ class Layer(nn.Module):
     ``step`` to call their children's ``step`` (``init_state`` reaches children by default).
     """
 
+    spec: ClassVar[LayerSpec | None] = None  # set by ``@register``; None for unregistered helpers (Sequence)
     out_dim: int
-    side: Side
+    side: Side | None = None  # the side it was built for (set by the builder)
     label: str = ""  # canonical ADL of this layer (set by the builder), for describe/errors
     title: str = ""  # the same without its nested chains: ``repeat(6)``, ``mh_dot_self_att(heads=8)``
+
+    @property
+    def reads_source(self) -> bool:
+        """Whether this layer attends to the encoder output (a decoder needs at least one that does)."""
+        return self.spec is not None and self.spec.source_attention
 
     def forward(self, x: Tensor, ctx: Context) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError

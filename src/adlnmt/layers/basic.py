@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, register
-from adlnmt.layers.base import Context, FastDropout, Layer
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
+from adlnmt.layers.base import Context, Layer
+from adlnmt.layers.context import BuildContext
+from adlnmt.layers.fast_dropout import FastDropout
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "relu": F.relu,
@@ -42,7 +40,11 @@ DROPOUT = Param("dropout", Kind.FLOAT, FromOption("dropout"), low=0.0, high=0.99
 ACT = Param("act", Kind.WORD, "relu", choices=ACTIVATION_NAMES, doc="non-linearity")
 
 
-@register("dropout", Param("p", Kind.FLOAT, FromOption("dropout"), low=0.0, high=0.99, doc="drop probability"))
+@register(
+    "dropout",
+    Param("p", Kind.FLOAT, FromOption("dropout"), low=0.0, high=0.99, doc="drop probability"),
+    example="dropout(0.3)",
+)
 class Dropout(Layer):
     """dropout(h_t): zero each unit with probability p during training (scaled by 1/(1−p))."""
 
@@ -63,7 +65,7 @@ def sinusoids(pos: Tensor, width: int) -> Tensor:
     return table[:, :width]
 
 
-@register("pos", DROPOUT)
+@register("pos", DROPOUT, example="pos")
 class Pos(Layer):
     """pos(h_t) = dropout(√d · h_t + p_t) with fixed sinusoidal p_t (Vaswani et al.)."""
 
@@ -90,6 +92,7 @@ class Pos(Layer):
     "learn_pos",
     DROPOUT,
     Param("max_len", Kind.INT, FromOption("max_len"), low=1, high=1 << 20, doc="positions learned"),
+    example="learn_pos(max_len=32)",
 )
 class LearnPos(Pos):
     """learn_pos(h_t) = dropout(√d · h_t + P[t]) with a learned table P ∈ R^{max_len × d}."""
@@ -107,7 +110,7 @@ class LearnPos(Pos):
         return self.table[start : start + length]
 
 
-@register("linear", WIDTH)
+@register("linear", WIDTH, example="linear(8)")
 class Linear(Layer):
     """linear(h_t, d_o) = W h_t + b, W ∈ R^{d_o × d_in}."""
 
@@ -120,7 +123,7 @@ class Linear(Layer):
         return self.linear(x)
 
 
-@register("ff", WIDTH, ACT, DROPOUT)
+@register("ff", WIDTH, ACT, DROPOUT, example="ff(8, act=gelu)")
 class FF(Layer):
     """ff(h_t, d_o) = dropout(act(W h_t + b)); act = ReLU in the paper (GLU doubles W's rows)."""
 
@@ -165,6 +168,7 @@ class FeedForward(nn.Module):
     Param("factor", Kind.INT, FromOption("ff_factor"), low=1, high=64, doc="hidden width = factor · d_in"),
     ACT,
     DROPOUT,
+    example="ffl(factor=2)",
 )
 class FFL(Layer):
     """ffl(h_t) = ff(h_t, factor · d_in) -> linear(d_in)  (factor = 4 in the paper)."""
@@ -179,7 +183,11 @@ class FFL(Layer):
         return self.net(x)
 
 
-@register("act", Param("type", Kind.WORD, "relu", choices=ACTIVATION_NAMES, doc="non-linearity"))
+@register(
+    "act",
+    Param("type", Kind.WORD, "relu", choices=ACTIVATION_NAMES, doc="non-linearity"),
+    example="linear(32) -> act(glu)",
+)
 class Act(Layer):
     """act(h_t) = v(h_t) for v ∈ {relu, gelu, tanh, sigmoid, leaky_relu, glu, swish};
     glu([h_A; h_B]) = h_A ⊗ σ(h_B) halves the width."""
@@ -195,7 +203,7 @@ class Act(Layer):
         return self.act(x)
 
 
-@register("id")
+@register("id", example="id")
 class Identity(Layer):
     """id(h_t) = h_t."""
 

@@ -13,20 +13,17 @@ state entry, so a step processes one position. Each convolution's padding and wi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, Side, register
-from adlnmt.layers.base import Context, FastDropout, Layer
+from adlnmt.layers.base import Context, Layer
 from adlnmt.layers.basic import FeedForward
+from adlnmt.layers.context import BuildContext
+from adlnmt.layers.fast_dropout import FastDropout
 from adlnmt.layers.norm import BATCH_STATS_REASON, MaskedBatchNorm
 from adlnmt.layers.window import ConvWindow
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
 
 DEFAULT_FEATURES = (64, 32, 16)  # §3.1; the §5.4 4-layer variant is [64, 32, 16, 8] (F_4's 8 is our choice)
 DEFAULT_D_FF = {"ffn1": 512, "ffn2": 1024}  # §5.3
@@ -55,6 +52,7 @@ class GatedConv(nn.Module):
     Param("d_ff", Kind.INT, None, low=1, doc="hidden width of FFN_2 (default 512 for ffn1, 1024 for ffn2)"),
     Param("norm", Kind.WORD, "batch", choices=("batch", "layer", "none"), doc="norm of each feature map"),
     Param("dropout", Kind.FLOAT, FromOption("dropout"), low=0.0, high=0.99, doc="on feed-forward outputs"),
+    example="comet_conv(features=[8, 4], norm=layer)",
 )
 class CometConv(Layer):
     """comet_conv(x) = leaky_relu(W [F_1; …; F_n; x] + b), F_i = Norm(g_{·,n_i,i}(F_{i−1})), F_0 = x.

@@ -7,16 +7,12 @@ than left); decoder: causal. Padding, the zero window and its slide in increment
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import Kind, Param, Side, register
 from adlnmt.layers.basic import ACTIVATION_NAMES, ACTIVATIONS, WIDTH, activation_input_width
+from adlnmt.layers.context import BuildContext
 from adlnmt.layers.window import WindowedConv
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
 
 
 @register(
@@ -25,6 +21,7 @@ if TYPE_CHECKING:
     Param("kernel", Kind.INT, 3, low=1, high=64, doc="kernel size k (window of k positions)"),
     Param("act", Kind.WORD, "glu", choices=ACTIVATION_NAMES, doc="non-linearity v (glu: W has 2d rows)"),
     Param("dilation", Kind.INT, 1, low=1, high=64, doc="distance between the window's taps"),
+    example="cnn(8, kernel=3, dilation=2)",
 )
 class CNN(WindowedConv):
     """cnn(H) = v(W[h_{i-⌊k/2⌋}; …; h_{i+⌊k/2⌋}] + b); decoder: v(W[h_{t-k+1}; …; h_t] + b)."""

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import ENCODER_ONLY, Kind, Param, register
 from adlnmt.layers.base import Context, Layer
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
+from adlnmt.layers.context import BuildContext
 
 BATCH_STATS_REASON = (
     "batch statistics are taken over every position of the batch, later target positions included, "
@@ -19,7 +15,7 @@ BATCH_STATS_REASON = (
 )
 
 
-@register("norm", Param("eps", Kind.FLOAT, 1e-5, low=0.0, high=1.0, doc="added to the variance"))
+@register("norm", Param("eps", Kind.FLOAT, 1e-5, low=0.0, high=1.0, doc="added to the variance"), example="norm")
 class Norm(Layer):
     """norm(h_t) = g / σ_t ⊗ (h_t − μ_t) + b, with μ_t, σ_t the mean and deviation over units of h_t."""
 
@@ -69,6 +65,7 @@ class MaskedBatchNorm(nn.Module):
     Param("momentum", Kind.FLOAT, 0.1, low=0.0, high=1.0, doc="running-average update rate"),
     sides=ENCODER_ONLY,
     side_reason=BATCH_STATS_REASON,
+    example="bnorm",
 )
 class BNorm(Layer):
     """bnorm(h_t) = g ⊗ (h_t − μ_B) / √(σ²_B + ε) + b, statistics over the batch's real positions."""

@@ -9,8 +9,6 @@ entries of the decoder state, each [B, d].
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -18,9 +16,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from adlnmt.adl.registry import ENCODER_ONLY, Kind, Param, register
 from adlnmt.layers.base import Context, Layer
 from adlnmt.layers.basic import WIDTH
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
+from adlnmt.layers.context import BuildContext
 
 CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU}
 CELL = Param("cell", Kind.WORD, "lstm", choices=tuple(CELLS), doc="recurrent cell")
@@ -37,7 +33,7 @@ def run_packed(rnn: nn.RNNBase, x: Tensor, mask: Tensor | None) -> Tensor:
     return out
 
 
-@register("rnn", WIDTH, CELL)
+@register("rnn", WIDTH, CELL, example="rnn(8, cell=gru)")
 class RNN(Layer):
     """rnn(h_t) = f_o(h_t, s_{t-1}), s_t = f_h(h_t, s_{t-1}), with an LSTM or GRU cell of width d."""
 
@@ -78,6 +74,7 @@ class RNN(Layer):
     CELL,
     sides=ENCODER_ONLY,
     side_reason="its backward direction reads later target positions",
+    example="birnn(8)",
 )
 class BiRNN(Layer):
     """birnn(h_t) = [rnn_fwd(h_t); rnn_bwd(h_t)]: one RNN forward, one in reverse, each of width d/2."""

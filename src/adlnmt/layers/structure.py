@@ -6,17 +6,14 @@ children's ``step`` the same way ``forward`` calls their ``forward``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import Kind, Param, Side, register
-from adlnmt.layers.base import Context, FastDropout, Layer
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
-    from adlnmt.adl.syntax import Chain
+from adlnmt.adl.syntax import Chain
+from adlnmt.layers.base import Context, Layer
+from adlnmt.layers.context import BuildContext
+from adlnmt.layers.fast_dropout import FastDropout
 
 CHAIN = Param("l", Kind.CHAIN, doc="the inner layer chain")
 BRANCHES = Param("l", Kind.CHAIN, variadic=True, doc="one or more layer chains")
@@ -41,7 +38,7 @@ class Sequence(Layer):
         return x
 
 
-def _inner_same_width(ctx: BuildContext, chain: Chain) -> Sequence:
+def _inner_same_width(ctx: BuildContext, chain: Chain) -> Layer:
     inner = ctx.build_chain(chain)
     if inner.out_dim != ctx.d_in:
         raise ctx.error(
@@ -52,7 +49,7 @@ def _inner_same_width(ctx: BuildContext, chain: Chain) -> Sequence:
     return inner
 
 
-@register("res", CHAIN)
+@register("res", CHAIN, example="res(ff)")
 class Res(Layer):
     """res(h, l) = h + l(h)."""
 
@@ -68,7 +65,7 @@ class Res(Layer):
         return x + self.inner.step(x, ctx)
 
 
-@register("res_d", CHAIN)
+@register("res_d", CHAIN, example="res_d(ffl)")
 class ResD(Res):
     """res_d(h, l) = res(h, l -> dropout) = h + dropout(l(h))."""
 
@@ -83,7 +80,7 @@ class ResD(Res):
         return x + self.dropout(self.inner.step(x, ctx))
 
 
-@register("res_nd", CHAIN)
+@register("res_nd", CHAIN, example="res_nd(ff)")
 class ResND(ResD):
     """res_nd(h, l) = res(h, norm -> l -> dropout) = h + dropout(l(norm(h)))."""
 
@@ -98,7 +95,9 @@ class ResND(ResD):
         return x + self.dropout(self.inner.step(self.norm(x), ctx))
 
 
-@register("repeat", Param("n", Kind.INT, low=1, high=1000, doc="number of copies"), CHAIN)
+@register(
+    "repeat", Param("n", Kind.INT, low=1, high=1000, doc="number of copies"), CHAIN, example="repeat(2, res_nd(ffl))"
+)
 class Repeat(Layer):
     """repeat(n, l) = l_1 -> l_2 -> ... -> l_n, each copy with its own weights.
 
@@ -152,7 +151,7 @@ class _Branches(Layer):
         return self.combine([branch.step(x, ctx) for branch in self.branches])
 
 
-@register("concat", BRANCHES)
+@register("concat", BRANCHES, example="concat(linear(8), id)")
 class Concat(_Branches):
     """concat(h, l_1, ..., l_p) = [l_1(h); ...; l_p(h)] (width = sum of the branch widths)."""
 
@@ -164,7 +163,7 @@ class Concat(_Branches):
         return torch.cat(outputs, dim=-1)
 
 
-@register("parallel", BRANCHES)
+@register("parallel", BRANCHES, example="parallel(linear, ff)")
 class Parallel(_Branches):
     """parallel(h, l_1, ..., l_p) = l_1(h) + ... + l_p(h) (branches must have equal widths)."""
 
@@ -179,7 +178,7 @@ class Parallel(_Branches):
         return torch.stack(outputs).sum(0)
 
 
-@register("highway", CHAIN)
+@register("highway", CHAIN, example="highway(ff)")
 class Highway(Layer):
     """highway(h, l) = g ⊙ h + (1 − g) ⊙ l(h), with g = σ(W h + b)."""
 

@@ -9,11 +9,12 @@ import pytest
 import torch
 from torch import Tensor
 
-from adlnmt.adl.builder import ModelOptions, build_chain
+from adlnmt.adl.builder import build_chain
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.registry import Side
-from adlnmt.layers.average import AAN
+from adlnmt.layers.aan import AAN
 from adlnmt.layers.base import Context, DecoderState
+from adlnmt.layers.context import ModelOptions
 from layer_contract import build, check_contract, run_steps
 
 VARIANTS = [f"aan(ffn={ffn}, gate={gate})" for ffn in ("true", "false") for gate in ("true", "false")]

@@ -1,14 +1,11 @@
-"""The runtime pieces every layer shares: fast CPU dropout and growing key/value caches."""
+"""FastDropout: the fraction dropped, the rescaling, the gradient, eval mode and the global seed."""
 
 from __future__ import annotations
-
-from contextlib import nullcontext
 
 import pytest
 import torch
 
-from adlnmt.layers.base import FastDropout, GrowingTensor
-from adlnmt.speedups import speedups_off
+from adlnmt.layers.fast_dropout import FastDropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
@@ -44,23 +41,3 @@ def test_fast_dropout_follows_the_global_seed() -> None:
     first = FastDropout(0.5).train()(x)
     torch.manual_seed(7)
     assert torch.equal(FastDropout(0.5).train()(x), first)
-
-
-@pytest.mark.parametrize("preallocate", [True, False])
-def test_growing_tensor_appends_reorders_and_selects(preallocate: bool) -> None:
-    reference = torch.randn(6, 2, 3, 4)  # [B, h, t, d]
-    with torch.no_grad(), nullcontext() if preallocate else speedups_off():
-        cache = GrowingTensor(reference[:, :, :1], dim=2)
-        for t in range(1, 3):
-            cache.append(reference[:, :, t : t + 1])
-        assert cache.preallocated == preallocate
-        torch.testing.assert_close(cache.view, reference)
-        index = torch.tensor([1, 0, 0, 3, 5, 5])
-        cache.reorder(index, index.ne(torch.arange(6)).nonzero().squeeze(1))  # beam reorder
-        torch.testing.assert_close(cache.view, reference[index])
-        extra = torch.randn(6, 2, 40, 4)  # grows past the first buffer
-        whole = cache.append(extra)
-        torch.testing.assert_close(whole, torch.cat([reference[index], extra], dim=2))
-        keep = torch.tensor([2, 4])
-        cache.select(keep)  # finished sentences leave
-        torch.testing.assert_close(cache.view, torch.cat([reference[index], extra], dim=2)[keep])

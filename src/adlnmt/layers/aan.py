@@ -7,17 +7,13 @@ decoding keeps the running sum as its only state (§3.3), so a step costs O(d) h
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 
 from adlnmt.adl.registry import FromOption, Kind, Param, register
 from adlnmt.layers.base import Context, Layer
 from adlnmt.layers.basic import FeedForward
-
-if TYPE_CHECKING:
-    from adlnmt.adl.builder import BuildContext
+from adlnmt.layers.context import BuildContext
 
 
 @register(
@@ -26,6 +22,7 @@ if TYPE_CHECKING:
     Param("gate", Kind.BOOL, True, doc="input/forget gating layer (Eq. 2)"),
     Param("d_ff", Kind.INT, None, low=1, doc="hidden width of the FFN (default ff_factor · d_in)"),
     Param("dropout", Kind.FLOAT, FromOption("dropout"), low=0.0, high=0.99, doc="dropout inside the FFN"),
+    example="res_nd(aan)",
 )
 class AAN(Layer):
     """aan(y)_j = i_j ⊙ y_j + f_j ⊙ g_j, [i_j; f_j] = σ(W [y_j; g_j] + b), g_j = FFN((1/j) Σ_{k≤j} y_k).
