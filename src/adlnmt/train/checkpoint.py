@@ -191,6 +191,15 @@ def discard_after(model_dir: Path, update: int) -> list[Path]:
     return dropped
 
 
+def remove_temporaries(model_dir: Path) -> list[Path]:
+    """Delete the temporary files of writes a kill cut short (call only while holding the directory's lock)."""
+    folders = (model_dir, model_dir / "checkpoints", model_dir / "states")
+    found = [path for folder in folders for path in folder.glob(".*.tmp-*")]
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found
+
+
 def copy_atomic(source: Path, target: Path) -> None:
     atomic_write(target, lambda tmp: shutil.copyfile(source, tmp))
 

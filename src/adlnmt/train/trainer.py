@@ -226,6 +226,8 @@ class Trainer:
     def _resume(self) -> None:
         """Continue from the newest intact training state (damaged newer ones are reported and dropped). Training
         outputs without any usable state are refused: never a silent restart from update 0."""
+        if self.main:
+            ckpt.remove_temporaries(self.dir)
         problems = []
         for path in ckpt.saved_states(self.dir):
             try:
@@ -241,14 +243,24 @@ class Trainer:
             if self.main:
                 self._tidy_after_resume(state["model"])
             return
-        outputs = [p for p in (self.dir / "metrics.jsonl", self.dir / "best.safetensors") if p.is_file()]
-        outputs += [path for _, path in ckpt.checkpoint_files(self.dir)]
-        if problems or outputs:
-            found = "; ".join(problems) or f"{outputs[0]} but no training state (states/update-*.state.pt)"
+        self._start_fresh(problems)
+
+    def _start_fresh(self, problems: list[str]) -> None:
+        """Start at update 0, unless the directory shows a committed checkpoint (best.safetensors, or checkpoints of
+        two updates) whose state is gone or damaged: refused, never a silent restart. A first checkpoint cut short
+        before its state was written is discarded."""
+        records, _ = ckpt.read_records(self.dir / "metrics.jsonl")
+        updates = sorted({u for u, _ in ckpt.checkpoint_files(self.dir)} | {r["update"] for r in records})
+        if problems or len(updates) > 1 or (self.dir / "best.safetensors").is_file():
+            found = "; ".join(problems) or "it holds checkpoints but no training state (states/update-*.state.pt)"
             raise UserError(
                 f"{self.dir}: cannot resume: {found}. Nothing was changed; to start over, move the directory away "
                 "or choose a new --model directory"
             )
+        if updates and self.main:
+            self.log(f"discarding the checkpoint of update {updates[0]}: cut short before its state was written")
+            ckpt.discard_after(self.dir, 0)
+            ckpt.write_records(self.dir / "metrics.jsonl", [])
 
     def _tidy_after_resume(self, weights: dict[str, Tensor]) -> None:
         """Make the directory what an uninterrupted run would have at this update: drop newer (uncommitted or
