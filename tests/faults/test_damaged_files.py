@@ -3,10 +3,13 @@ damaged newest checkpoint, a report and the resume from the newest intact one.""
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import pickle
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,8 @@ import torch
 
 from adlnmt.cli import main
 from adlnmt.data.prepare import prepare
+from adlnmt.errors import UserError
+from adlnmt.train.commands import write_output
 from adlnmt.train.lock import DirectoryLock
 
 from .harness import differences, outcome, records, train_argv
@@ -194,9 +199,12 @@ def test_a_second_trainer_on_the_same_directory_is_refused(demo_data: Path, mode
     assert [r["update"] for r in records(model)] == [10, 20]
 
 
-def test_translation_output_to_a_full_device_names_it(model: Path, tmp_path: Path, capsys) -> None:
-    source = tmp_path / "in.txt"
-    source.write_text("a\n")
-    message = error_of(capsys, main(["translate", "--model", str(model), "--input", str(source), "--output",
-                                     "/dev/full", "--beam", "1"]))  # fmt: skip
-    assert message == "error: /dev/full: cannot write (No space left on device)"
+def test_output_to_a_full_device_names_it(monkeypatch) -> None:
+    class FullDevice(io.StringIO):
+        def flush(self) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(sys, "stdout", FullDevice())
+    with pytest.raises(UserError) as info:
+        write_output(None, "a translation\n")
+    assert str(info.value) == "<stdout>: cannot write (No space left on device)"
