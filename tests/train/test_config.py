@@ -59,3 +59,37 @@ def test_bad_values_are_errors() -> None:
         parse(["--data", "d", "--model", "m", "--d-model", "64", "--d-ff", "100"])
     with pytest.raises(UserError, match="--batch-tokens must be >= 1"):
         parse(["--data", "d", "--model", "m", "--batch-tokens", "0"])
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "expected"),
+    [
+        ('tie_output: "false"\nvalid_bleu: "FALSE"\n', (False, False)),
+        ("tie_output: 'True'\nvalid_bleu: true\n", (True, True)),
+    ],
+)
+def test_quoted_yaml_booleans_are_parsed(tmp_path: Path, yaml_text: str, expected: tuple[bool, bool]) -> None:
+    yaml_file = tmp_path / "c.yaml"
+    yaml_file.write_text("data: d\nmodel: m\n" + yaml_text)
+    config = parse(["--config", str(yaml_file)])
+    assert (config.tie_output, config.valid_bleu) == expected
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("lr: [1, 2]\n", "c.yaml: option 'lr' expects a number, got [1, 2]"),
+        ("var: 7\n", "c.yaml: option 'var' expects a mapping NAME: VALUE or a list of NAME=VALUE, got 7"),
+        ("preset: [x]\n", "c.yaml: option 'preset' expects a text value, got ['x']"),
+        ("tie_output: maybe\n", "c.yaml: option 'tie_output' expects true or false, got 'maybe'"),
+        ("heads: 2.5\n", "c.yaml: option 'heads' expects an integer, got 2.5"),
+        ("lr_schedule: cosine\n", "c.yaml: option 'lr_schedule' expects one of plateau, inverse-sqrt, got 'cosine'"),
+        ("lr: " + "[" * 5000 + "]" * 5000 + "\n", "c.yaml: invalid YAML: nested too deeply"),
+    ],
+)
+def test_wrongly_typed_yaml_values_are_located_errors(tmp_path: Path, yaml_text: str, message: str) -> None:
+    yaml_file = tmp_path / "c.yaml"
+    yaml_file.write_text(yaml_text)
+    with pytest.raises(UserError) as info:
+        parse(["--config", str(yaml_file)])
+    assert str(info.value) == f"{yaml_file.parent}/{message}"

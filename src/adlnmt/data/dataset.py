@@ -15,6 +15,8 @@ from adlnmt.data.prepare import FORMAT_VERSION, MANIFEST, SIDES
 from adlnmt.data.vocab import BOS, EOS, PAD, Vocab
 from adlnmt.errors import DataError
 
+MANIFEST_ENTRIES: dict[str, type] = {"spm": dict, "joint": bool, "files": dict, "splits": dict}
+
 
 def _load_array(path: Path) -> np.ndarray:
     if not path.is_file():
@@ -23,6 +25,20 @@ def _load_array(path: Path) -> np.ndarray:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
         raise DataError(f"corrupt array file ({err})", path) from None
+
+
+def _check_ids(tokens: np.ndarray, vocab_size: int, path: Path) -> None:
+    """DataError naming ``path`` when a token id lies outside the vocabulary (e.g. the data of another vocabulary)."""
+    if len(tokens) and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+        found = int(tokens.max()) if int(tokens.max()) >= vocab_size else int(tokens.min())
+        raise DataError(f"token id {found} is outside the vocabulary of {vocab_size} ids", path)
+
+
+def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
+    """DataError naming ``path`` when an entry the loader reads is missing or of the wrong type."""
+    wrong = [name for name, kind in MANIFEST_ENTRIES.items() if not isinstance(manifest.get(name), kind)]
+    if wrong:
+        raise DataError(f"malformed manifest: {', '.join(wrong)} missing or of the wrong type", path)
 
 
 class Split:
@@ -34,7 +50,13 @@ class Split:
     """
 
     def __init__(
-        self, name: str, directory: Path, files: dict[str, dict[str, str]], source_markers: bool, expected: int | None
+        self,
+        name: str,
+        directory: Path,
+        files: dict[str, dict[str, str]],
+        source_markers: bool,
+        expected: int | None,
+        vocab_sizes: dict[str, int] | None = None,
     ) -> None:
         self.name = name
         self.source_markers = source_markers
@@ -52,6 +74,8 @@ class Split:
                 raise DataError(f"offsets do not describe {tokens_path.name} ({len(tokens)} tokens)", offsets_path)
             if expected is not None and len(offsets) - 1 != expected:
                 raise DataError(f"holds {len(offsets) - 1} sentences, the manifest says {expected}", offsets_path)
+            if vocab_sizes is not None:
+                _check_ids(tokens, vocab_sizes[side], tokens_path)
             self._tokens[side], self._offsets[side] = tokens, np.asarray(offsets)
         if len(self._offsets["src"]) != len(self._offsets["tgt"]):
             raise DataError(
@@ -113,6 +137,7 @@ class DataDir:
         if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
             found = manifest.get("format_version") if isinstance(manifest, dict) else None
             raise DataError(f"unsupported format version {found!r} (expected {FORMAT_VERSION})", manifest_path)
+        _check_manifest(manifest, manifest_path)
         try:
             spm_files = manifest["spm"]
             src_vocab = Vocab.load(path / spm_files["src"])
@@ -132,8 +157,13 @@ class DataDir:
             files = self.manifest.get("files", {})
             if name not in files:
                 raise DataError(f"no split {name!r} (has: {', '.join(files)})", self.path / MANIFEST)
-            expected = self.manifest.get("splits", {}).get(name, {}).get("kept")
-            self._splits[name] = Split(name, self.path, files[name], self.source_markers, expected)
+            try:
+                expected = self.manifest["splits"].get(name, {}).get("kept")
+                names = {side: {kind: str(files[name][side][kind]) for kind in ("tokens", "offsets")} for side in SIDES}
+            except (KeyError, TypeError, AttributeError) as err:
+                raise DataError(f"malformed entry for split {name!r} ({err!r})", self.path / MANIFEST) from None
+            sizes = {"src": self.src_vocab.size, "tgt": self.tgt_vocab.size}
+            self._splits[name] = Split(name, self.path, names, self.source_markers, expected, sizes)
         return self._splits[name]
 
     def encode_source(self, text: str, max_len: int | None = None) -> list[int]:
@@ -156,7 +186,10 @@ class DataDir:
         path = self.path / name
         if not path.is_file():
             raise DataError("data file missing (re-run prepare)", path)
-        lines = path.read_text(encoding="utf-8").split("\n")
+        try:  # split on "\n" only, as prepare wrote it (a "\r" inside a line stays in it)
+            lines = path.read_bytes().decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            raise DataError("invalid UTF-8", path) from None
         if lines and lines[-1] == "":
             lines.pop()
         expected = len(self.split(split))

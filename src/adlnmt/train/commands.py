@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from adlnmt.errors import UserError
 from adlnmt.train.config import add_arguments, from_arguments
+from adlnmt.train.model_dir import read_stored_config
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from adlnmt.train.trainer import Trainer
 
-    Trainer(from_arguments(args)).train()
-    return 0
+    result = Trainer(from_arguments(args)).train()
+    return 130 if result["signal"] == "SIGINT" else 0
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -31,6 +33,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise UserError(f"need --workers >= 1 and --threads >= 0, got {args.workers} and {args.threads}")
     if args.threads:
         torch.set_num_threads(args.threads)
+    read_stored_config(Path(args.model))  # a damaged config.json is a clear error, before anything loads
     translator = Translator.load(args.model, args.checkpoint, args.device, args.precision)
     lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
     options = SearchOptions(
@@ -49,12 +52,23 @@ def cmd_translate(args: argparse.Namespace) -> int:
         text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
     else:
         text = "".join((hyps[0].text if hyps else "") + "\n" for hyps in found)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    else:
-        sys.stdout.write(text)
+    write_output(args.output, text)
     return 0
+
+
+def write_output(path: str | None, text: str) -> None:
+    """Write ``text`` to the file ``path`` (stdout when None); a failed write (e.g. a full disk) names it."""
+    try:
+        if path:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        raise UserError(f"{path or '<stdout>'}: cannot write ({err.strerror or err})") from None
 
 
 def cmd_score(args: argparse.Namespace) -> int:

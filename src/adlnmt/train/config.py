@@ -189,6 +189,10 @@ def load_yaml(path: Path) -> dict[str, Any]:
         mark = getattr(err, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise UserError(f"{path}{line}: invalid YAML: {getattr(err, 'problem', err)}") from None
+    except RecursionError:
+        raise UserError(f"{path}: invalid YAML: nested too deeply") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: invalid UTF-8") from None
     if not isinstance(raw, dict):
         raise UserError(f"{path}: expected a mapping of option: value")
     known = {f.name: f for f in fields(TrainConfig)}
@@ -197,22 +201,65 @@ def load_yaml(path: Path) -> dict[str, Any]:
         name = str(key).replace("-", "_")
         if name not in known:
             raise UserError(f"{path}: unknown option '{key}'")
-        if name == "var" and isinstance(value, dict):
-            value = [f"{k}={v}" for k, v in value.items()]
-        if name == "var" and isinstance(value, list):
-            value = [str(v) for v in value]
-        values[name] = _number(path, key, value, str(known[name].type))
+        values[name] = _typed(path, key, value, known[name])
     return values
 
 
-def _number(path: Path, key: str, value: Any, annotation: str) -> Any:
-    """YAML reads ``1e-3`` (no dot) as a string: numbers of float/int options are converted, with a located
-    error when they are not numbers."""
-    wanted = float if annotation.startswith("float") else int if annotation.startswith("int") else None
-    if wanted is None or not isinstance(value, str):
-        return value
+def _typed(path: Path, key: str, value: Any, option: Any) -> Any:
+    """A YAML value as its option's type: ``true``/``false`` in any case (also quoted) for switches, numbers (YAML
+    reads ``1e-3`` as a string), text, and ``var`` as a list of NAME=VALUE or a mapping; else a located error."""
+    annotation = str(option.type).split(" ")[0]
+    if value is None and option.default is None:
+        return None
+    convert = {"bool": _switch, "int": _integer, "float": _float, "list[str]": _assignments}.get(annotation, _text)
     try:
-        return wanted(value)
+        typed = convert(value)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"{path}: option '{key}' expects {err}, got {value!r}") from None
+    choices = option.metadata.get("choices")
+    if choices and typed not in choices:
+        raise UserError(f"{path}: option '{key}' expects one of {', '.join(choices)}, got {value!r}")
+    return typed
+
+
+def _switch(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError("true or false")
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TypeError("an integer")
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError("an integer")
+    try:
+        return int(value)
     except ValueError:
-        kind = "a number" if wanted is float else "an integer"
-        raise UserError(f"{path}: option '{key}' expects {kind}, got '{value}'") from None
+        raise ValueError("an integer") from None
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TypeError("a number")
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError("a number") from None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TypeError("a text value")
+    return str(value)
+
+
+def _assignments(value: Any) -> list[str]:
+    """``var``: a mapping NAME: VALUE or a list of NAME=VALUE (scalars) as a list of NAME=VALUE."""
+    if isinstance(value, dict):
+        value = [f"{name}={item}" for name, item in value.items()]
+    if not isinstance(value, list) or any(isinstance(item, dict | list) for item in value):
+        raise TypeError("a mapping NAME: VALUE or a list of NAME=VALUE")
+    return [str(item) for item in value]

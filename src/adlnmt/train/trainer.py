@@ -1,11 +1,13 @@
 """The training loop: token batches, label-smoothed cross-entropy, checkpoints with validation,
-early stopping, exact resume after any kill, and DistributedDataParallel under torchrun."""
+early stopping, exact resume after any kill, a graceful stop on SIGTERM/SIGINT, and DistributedDataParallel
+under torchrun."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -30,8 +32,11 @@ from adlnmt.search import greedy
 from adlnmt.speedups import SPEEDUPS
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
+from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
+from adlnmt.train.model_dir import CONFIG_FILE, copy_vocabularies, data_digest, read_stored_config
 from adlnmt.train.schedule import Schedule
+from adlnmt.train.signals import StopSignals
 
 HEAP_RELEASE_UPDATES = 10  # on the CPU, hand freed heap back to the OS this often (adlnmt.memory)
 
@@ -47,6 +52,7 @@ RESUMABLE_CHANGES = {
     "keep_last",
     "keep_best",
 }
+PATH_OPTIONS = {"data", "model"}  # compared by content (the data's manifest), so that directories can move
 
 
 class TrainingError(UserError):
@@ -65,6 +71,8 @@ class Progress:
     bad_checkpoints: int = 0  # checkpoints since the best one
     train_seconds: float = 0.0  # training time over all sessions (for --max-minutes)
     skipped_updates: int = 0
+    window_loss: float = 0.0  # summed loss/token × tokens since the last checkpoint (its train_loss) ...
+    window_tokens: int = 0  # ... and those tokens: kept so that a resumed run logs the same train_loss
 
 
 def pick_device(name: str, local_rank: int) -> torch.device:
@@ -114,23 +122,36 @@ class Trainer:
         if not config.data or not config.model:
             raise UserError("train needs --data DIR and --model DIR")
         self.dir = Path(config.model)
+        self.lock = DirectoryLock(self.dir) if self.main else None  # rank 0 writes; released by close()
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self) -> None:
+        config = self.config
         self.data = DataDir.load(config.data)
         self.train_split = self.data.split("train")
         self.valid_split = self.data.split("valid")
         self.model_config = config.model_config(self.data.src_vocab.size, self.data.tgt_vocab.size)
-        resuming = self._check_model_dir()
+        self._check_model_dir()
         torch.manual_seed(config.seed)
         self.model = Seq2Seq(self.model_config).to(self.device)
         self.optimizer = make_optimizer(self.model, config, self.device)
         self.schedule = Schedule(config)
         self.progress = Progress()
-        if resuming:
-            self._resume()
+        self._resume()
         self.network = (
             DistributedDataParallel(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
             if self.world > 1
             else self.model
         )
+
+    def close(self) -> None:
+        """Release the model directory (its lock)."""
+        if self.lock is not None:
+            self.lock.release()
 
     # --- model directory ----------------------------------------------------------------------
 
@@ -138,32 +159,35 @@ class Trainer:
         return {
             "train": asdict(self.config),
             "model": self.model_config.to_dict(),
+            "data_digest": data_digest(self.data),
             "canonical": {},
             "version": 1,
         }
 
-    def _check_model_dir(self) -> bool:
-        """True when this run resumes one that stored the same configuration in the model directory."""
-        path = self.dir / "config.json"
-        if not path.is_file():
-            return False
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        before, now = stored.get("train", {}), asdict(self.config)
-        changed = sorted(k for k in now if k not in RESUMABLE_CHANGES and before.get(k) != now[k])
-        if changed or stored.get("model") != self.model_config.to_dict():
-            fields_text = ", ".join(changed) or "the model configuration"
+    def _check_model_dir(self) -> None:
+        """Refuse a model directory that holds a run with other settings (the data compared by content)."""
+        if not (self.dir / CONFIG_FILE).is_file():
+            return
+        stored = read_stored_config(self.dir)
+        before, now = stored["train"], asdict(self.config)
+        fixed = (k for k in now if k not in RESUMABLE_CHANGES | PATH_OPTIONS)
+        changed = sorted(k for k in fixed if before.get(k) != now[k])
+        same_data = (stored["data_digest"] == data_digest(self.data) if "data_digest" in stored
+                     else before.get("data") == now["data"])  # fmt: skip
+        if changed or not same_data or stored["model"] != self.model_config.to_dict():
+            fields_text = ", ".join(changed + ([] if same_data else ["data"])) or "the model configuration"
             raise UserError(
                 f"{self.dir} holds a run with different settings ({fields_text}); "
                 "re-run the same command to resume it, or choose a new --model directory"
             )
-        return (self.dir / "state.pt").is_file()
 
     def _write_config(self) -> None:
         stored = self._stored_config()
         stored["canonical"] = {"encoder": self.model.canonical_encoder, "decoder": self.model.canonical_decoder}
         stored["parameters"] = self.model.parameter_count()
         text = json.dumps(stored, indent=2, sort_keys=True)
-        ckpt.atomic_write(self.dir / "config.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        ckpt.atomic_write(self.dir / CONFIG_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        copy_vocabularies(self.data, self.dir)
 
     # --- state ------------------------------------------------------------------------------------
 
@@ -180,19 +204,81 @@ class Trainer:
             state["rng_cuda"] = torch.cuda.get_rng_state_all()
         return state
 
-    def _resume(self) -> None:
-        state = ckpt.load_state(self.dir / "state.pt")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.schedule.load_state_dict(state["schedule"])
+    def _load_state(self, path: Path) -> dict[str, Any]:
+        """Load the training state in ``path`` into this trainer; UserError naming it when it does not fit."""
+        state = ckpt.load_state(path)
+        ckpt.check_state(state, path)
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.schedule.load_state_dict(state["schedule"])
+            self.progress = Progress(**state["progress"])
+            torch.set_rng_state(state["rng_cpu"])
+            if "rng_cuda" in state and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(state["rng_cuda"])
+            if state.get("scaler"):
+                self.scaler.load_state_dict(state["scaler"])
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as err:
+            raise UserError(f"{path}: does not fit this run ({ckpt.describe(err)})") from None
         self.schedule.apply(self.optimizer)
-        self.progress = Progress(**state["progress"])
-        torch.set_rng_state(state["rng_cpu"])
-        if "rng_cuda" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng_cuda"])
-        if state.get("scaler"):
-            self.scaler.load_state_dict(state["scaler"])
-        self.log(f"resuming at update {self.progress.update} (epoch {self.progress.epoch + 1})")
+        return state
+
+    def _resume(self) -> None:
+        """Continue from the newest intact training state (damaged newer ones are reported and dropped). Training
+        outputs without any usable state are refused: never a silent restart from update 0."""
+        if self.main:
+            ckpt.remove_temporaries(self.dir)
+        problems = []
+        for path in ckpt.saved_states(self.dir):
+            try:
+                state = self._load_state(path)
+            except UserError as err:
+                problems.append(str(err))
+                continue
+            for problem in problems:
+                self.log(f"warning: {problem}; skipped")
+            self.log(f"resuming at update {self.progress.update} (epoch {self.progress.epoch + 1}) from {path}")
+            if self.world > 1:
+                dist.barrier()  # every rank has read its state before rank 0 tidies the directory
+            if self.main:
+                self._tidy_after_resume(state["model"])
+            return
+        self._start_fresh(problems)
+
+    def _start_fresh(self, problems: list[str]) -> None:
+        """Start at update 0, unless the directory shows a committed checkpoint (best.safetensors, or checkpoints of
+        two updates) whose state is gone or damaged: refused, never a silent restart. A first checkpoint cut short
+        before its state was written is discarded."""
+        records, _ = ckpt.read_records(self.dir / "metrics.jsonl")
+        updates = sorted({u for u, _ in ckpt.checkpoint_files(self.dir)} | {r["update"] for r in records})
+        if problems or len(updates) > 1 or (self.dir / "best.safetensors").is_file():
+            found = "; ".join(problems) or "it holds checkpoints but no training state (states/update-*.state.pt)"
+            raise UserError(
+                f"{self.dir}: cannot resume: {found}. Nothing was changed; to start over, move the directory away "
+                "or choose a new --model directory"
+            )
+        if updates and self.main:
+            self.log(f"discarding the checkpoint of update {updates[0]}: cut short before its state was written")
+            ckpt.discard_after(self.dir, 0)
+            ckpt.write_records(self.dir / "metrics.jsonl", [])
+
+    def _tidy_after_resume(self, weights: dict[str, Tensor]) -> None:
+        """Make the directory what an uninterrupted run would have at this update: drop newer (uncommitted or
+        damaged) checkpoint files and metrics records, a partial metrics line, and redo the steps after a commit."""
+        update = self.progress.update
+        for path in ckpt.discard_after(self.dir, update):
+            self.log(f"removed {path} (newer than the state resumed from)")
+        metrics = self.dir / "metrics.jsonl"
+        records, partial = ckpt.read_records(metrics)
+        kept = [r for r in records if r["update"] <= update]
+        if partial or len(kept) < len(records):
+            self.log(partial or f"{metrics}: dropped {len(records) - len(kept)} records after update {update}")
+            ckpt.write_records(metrics, kept)
+        current = ckpt.checkpoint_path(self.dir, update)
+        if not ckpt.weights_match(current, weights):
+            self.log(f"{current}: missing or damaged; rewritten from the training state")
+            ckpt.save_weights(self.model, current)
+        self._after_commit()
 
     def log(self, message: str) -> None:
         if self.main:
@@ -292,8 +378,8 @@ class Trainer:
 
     def _scores(self) -> dict[int, float]:
         """Score of every checkpoint so far (from metrics.jsonl; a later line for an update wins)."""
-        lines = (self.dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-        return {record["update"]: self._score(record) for record in map(json.loads, lines)}
+        records, _ = ckpt.read_records(self.dir / "metrics.jsonl")
+        return {record["update"]: self._score(record) for record in records}
 
     def checkpoint(self, train_loss: float, tokens_per_second: float) -> bool:
         """Validate, update best/patience/learning rate, save; returns True when patience ran out."""
@@ -321,20 +407,32 @@ class Trainer:
             "best_update": p.best_update,
         }
         if self.main:
-            weights = ckpt.checkpoint_path(self.dir, p.update)
-            ckpt.save_weights(self.model, weights)
-            if improved:
-                ckpt.copy_atomic(weights, self.dir / "best.safetensors")
-            with open(self.dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
-            ckpt.prune(self.dir, self.config.keep_last, self.config.keep_best, self._scores())
-            ckpt.save_state(self._state(), self.dir / "state.pt")
+            self.save(record)
             bleu = f" bleu {metrics['valid_bleu']:.2f}" if "valid_bleu" in metrics else ""
             self.log(
                 f"checkpoint {p.update}: train loss {train_loss:.3f} valid ppl {metrics['valid_ppl']:.2f}{bleu} "
                 f"lr {record['lr']:.2e} {tokens_per_second:.0f} tok/s{' (best)' if improved else ''}"
             )
         return self.config.patience > 0 and p.bad_checkpoints >= self.config.patience
+
+    def save(self, record: dict[str, Any] | None) -> Path:
+        """Write the checkpoint of this update: weights, its metrics ``record`` (None: an interruption's checkpoint,
+        no validation), then the training state, which commits it; returns the state's path."""
+        update = self.progress.update
+        ckpt.save_weights(self.model, ckpt.checkpoint_path(self.dir, update))
+        if record is not None:
+            ckpt.append_line(self.dir / "metrics.jsonl", json.dumps(record))
+        state = ckpt.state_path(self.dir, update)
+        ckpt.save_state(self._state(), state)
+        self._after_commit()
+        return state
+
+    def _after_commit(self) -> None:
+        """The steps after a checkpoint's commit (redone on resume): best.safetensors when it is the best, pruning."""
+        p, c = self.progress, self.config
+        if p.best_update == p.update:
+            ckpt.copy_atomic(ckpt.checkpoint_path(self.dir, p.update), self.dir / "best.safetensors")
+        ckpt.prune(self.dir, c.keep_last, c.keep_best, self._scores(), current=p.update)
 
     # --- the loop ---------------------------------------------------------------------------------
 
@@ -346,17 +444,33 @@ class Trainer:
             dist.broadcast(over, src=0)
         return bool(over.item())
 
+    def _stop_signal(self, signals: StopSignals) -> int:
+        """The stop signal received (0: none); under DDP any rank's, so that every rank stops at the same update."""
+        received = torch.tensor(float(signals.received or 0))
+        if self.world > 1:
+            dist.all_reduce(received, op=dist.ReduceOp.MAX)
+        return int(received.item())
+
     def train(self) -> dict[str, Any]:
+        """Train until a stopping criterion or a stop signal; returns the reason, updates, best update and the
+        stop signal's name ("" when none). Releases the model directory at the end."""
+        try:
+            with StopSignals(announce=self.main) as signals:
+                return self._train(signals)
+        finally:
+            self.close()
+
+    def _train(self, signals: StopSignals) -> dict[str, Any]:
         c, p = self.config, self.progress
         if self.main:
-            self.dir.mkdir(parents=True, exist_ok=True)
             self._write_config()
         self.model.train()
         session_start, session_base = time.monotonic(), p.train_seconds
-        window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
+        window_start = time.monotonic()
         bar = tqdm(total=c.max_updates or None, initial=p.update, disable=None if (self.main and c.progress) else True,
                    unit="upd", dynamic_ncols=True)  # fmt: skip
         reason = "" if not (c.max_updates and p.update >= c.max_updates) else f"reached {c.max_updates} updates"
+        stopped_by = ""
         while not reason:
             if c.max_epochs and p.epoch >= c.max_epochs:
                 reason = f"reached {c.max_epochs} epochs"
@@ -370,10 +484,10 @@ class Trainer:
                 p.update += 1
                 p.train_seconds = session_base + time.monotonic() - session_start
                 if not math.isnan(loss):
-                    window_loss += loss * tokens
-                    window_tokens += tokens
+                    p.window_loss += loss * tokens
+                    p.window_tokens += tokens
                 bar.update(1)
-                rate = window_tokens / max(time.monotonic() - window_start, 1e-9)
+                rate = p.window_tokens / max(time.monotonic() - window_start, 1e-9)
                 bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", epoch=p.epoch + 1)
                 if p.batch_in_epoch >= len(batches):  # the saved position always points at the next batch
                     p.epoch, p.batch_in_epoch, epoch_over = p.epoch + 1, 0, True
@@ -383,12 +497,26 @@ class Trainer:
                     reason = f"reached {c.max_epochs} epochs"
                 elif self._out_of_time(session_start, session_base):
                     reason = f"reached {c.max_minutes:g} minutes"
-                if reason or p.update % c.checkpoint_interval == 0:
-                    elapsed = time.monotonic() - window_start
-                    stop = self.checkpoint(window_loss / max(window_tokens, 1), window_tokens / max(elapsed, 1e-9))
-                    if stop and not reason:
+                saved = bool(reason) or p.update % c.checkpoint_interval == 0
+                if saved:
+                    train_loss = p.window_loss / max(p.window_tokens, 1)
+                    rate = p.window_tokens / max(time.monotonic() - window_start, 1e-9)
+                    p.window_loss, p.window_tokens = 0.0, 0
+                    if self.checkpoint(train_loss, rate) and not reason:
                         reason = f"no improvement for {c.patience} checkpoints"
-                    window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
+                    window_start = time.monotonic()
+                if not reason and (number := self._stop_signal(signals)):
+                    stopped_by = signal.Signals(number).name
+                    reason = f"{stopped_by} received"
+                    self._interrupted(stopped_by, saved)
         bar.close()
         self.log(f"training stopped: {reason}; best checkpoint at update {p.best_update}")
-        return {"reason": reason, "updates": p.update, "best_update": p.best_update}
+        return {"reason": reason, "updates": p.update, "best_update": p.best_update, "signal": stopped_by}
+
+    def _interrupted(self, name: str, saved: bool) -> None:
+        """After a stop signal: the checkpoint of this update (unless one was just written), without validation."""
+        if not self.main:
+            return
+        state = ckpt.state_path(self.dir, self.progress.update) if saved else self.save(None)
+        self.log(f"{name}: checkpoint of update {self.progress.update} written ({state}); "
+                 "run the same command again to resume")  # fmt: skip

@@ -1,0 +1,56 @@
+"""What a model directory keeps besides checkpoints: its ``config.json`` (read with checks) and ``vocab/`` (the
+data's manifest and sentencepiece models), so that a trained model translates and resumes wherever it is moved."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from adlnmt.data.dataset import DataDir
+from adlnmt.data.prepare import MANIFEST
+from adlnmt.errors import UserError
+from adlnmt.model import ModelConfig
+from adlnmt.train.checkpoint import copy_atomic, describe
+
+CONFIG_FILE = "config.json"
+VOCAB_DIR = "vocab"
+
+
+def data_digest(data: DataDir) -> str:
+    """SHA-256 of the data's manifest without its input paths: equal for the same prepared data wherever it lies."""
+    content = {key: value for key, value in data.manifest.items() if key != "inputs"}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def copy_vocabularies(data: DataDir, model_dir: Path) -> None:
+    """Copy the manifest and the sentencepiece model(s) into ``MODEL/vocab``: all translation reads of the data."""
+    for name in sorted({MANIFEST, *data.manifest["spm"].values()}):
+        copy_atomic(data.path / name, model_dir / VOCAB_DIR / name)
+
+
+def read_stored_config(model_dir: Path) -> dict[str, Any]:
+    """``config.json`` of a model directory with its ``train`` and ``model`` entries checked; UserError naming the
+    file when it is missing, damaged or incomplete."""
+    path = model_dir / CONFIG_FILE
+    if not path.is_file():
+        raise UserError(f"{model_dir}: not a model directory (no {CONFIG_FILE})")
+    try:
+        stored = json.loads(path.read_bytes().decode("utf-8"))
+    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
+        raise UserError(f"{path}: damaged ({describe(err)})") from None
+    if not isinstance(stored, dict) or not all(isinstance(stored.get(key), dict) for key in ("train", "model")):
+        raise UserError(f"{path}: malformed (expected the objects 'train' and 'model')")
+    try:
+        ModelConfig(**stored["model"])
+    except TypeError as err:
+        raise UserError(f"{path}: malformed model entry ({describe(err)})") from None
+    return stored
+
+
+def load_vocabularies(model_dir: Path, stored: dict[str, Any]) -> DataDir:
+    """The vocabularies (and manifest) a model translates with: ``MODEL/vocab``, or for a model trained before
+    models kept them, the data directory stored in ``config.json`` (relative to the current directory)."""
+    own = model_dir / VOCAB_DIR
+    return DataDir.load(own if own.is_dir() else stored["train"].get("data") or own)

@@ -1,0 +1,36 @@
+"""A trained model directory is self-contained and movable: it keeps the vocabularies it translates with, and a
+copy resumes with the same data given by another path (the data is compared by its manifest, not its path)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from adlnmt.cli import main
+from adlnmt.train.model_dir import load_vocabularies, read_stored_config
+
+from .harness import records, train_argv
+
+
+def test_a_moved_model_keeps_its_vocabularies_and_resumes(demo_data: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(demo_data)
+    assert main(train_argv(Path("data"), tmp_path / "model", 10)) == 0  # a relative --data
+    moved = tmp_path / "elsewhere" / "model"
+    shutil.copytree(tmp_path / "model", moved)
+    monkeypatch.chdir(tmp_path)
+    vocabularies = load_vocabularies(moved, read_stored_config(moved))
+    assert vocabularies.path == moved / "vocab"
+    assert vocabularies.src_vocab.encode("ein Hund") and vocabularies.manifest["joint"] is True
+    assert main(train_argv(demo_data / "data", moved, 20)) == 0  # the same data by another path: resumed
+    assert [r["update"] for r in records(moved)] == [10, 20]
+
+
+def test_other_data_is_a_different_setting(demo_data: Path, tmp_path: Path, capsys) -> None:
+    assert main(train_argv(demo_data / "data", tmp_path / "model", 10)) == 0
+    other = tmp_path / "data"
+    shutil.copytree(demo_data / "data", other)
+    (other / "manifest.json").write_text(
+        (other / "manifest.json").read_text().replace('"max_ratio": 3.0', '"max_ratio": 2.5')
+    )
+    assert main(train_argv(other, tmp_path / "model", 20)) == 2
+    assert "different settings (data)" in capsys.readouterr().err
