@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import warnings
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.search import DEFAULT_OPTIONS, SearchOptions, translate_ids
 from adlnmt.train.checkpoint import load_weights
+from adlnmt.train.model_dir import load_vocabularies, read_stored_config
 
 
 def resolve_checkpoint(model_dir: Path, checkpoint: str) -> Path:
@@ -90,13 +90,10 @@ class Translator:
         """``precision``: fp32; bf16 or fp16 weights and activations (fp16: CUDA only); int8: dynamic
         int8 quantisation of every linear layer (CPU only; activations stay fp32)."""
         model_dir = Path(model_dir)
-        config_path = model_dir / "config.json"
-        if not config_path.is_file():
-            raise UserError(f"{model_dir}: not a model directory (no config.json)")
-        stored = json.loads(config_path.read_text(encoding="utf-8"))
+        stored = read_stored_config(model_dir)
         model = Seq2Seq(ModelConfig(**stored["model"]))
         load_weights(model, resolve_checkpoint(model_dir, checkpoint))
-        data = DataDir.load(stored["train"]["data"])
+        data = load_vocabularies(model_dir, stored)
         max_len = int(data.manifest.get("options", {}).get("max_len", 250))
         return cls(with_precision(model.to(device), precision, device), data, max_len, device, model_dir)
 

@@ -21,6 +21,14 @@ def test_a_moved_model_keeps_its_vocabularies_and_resumes(demo_data: Path, tmp_p
     vocabularies = load_vocabularies(moved, read_stored_config(moved))
     assert vocabularies.path == moved / "vocab"
     assert vocabularies.src_vocab.encode("ein Hund") and vocabularies.manifest["joint"] is True
+    source = tmp_path / "in.txt"
+    source.write_text((demo_data / "corpus" / "test.src").read_text().splitlines()[0] + "\n")
+    outputs = []
+    for model in (tmp_path / "model", moved):  # from another directory, and moved: the same translation
+        out = tmp_path / f"out-{len(outputs)}.txt"
+        assert main(["translate", "--model", str(model), "--input", str(source), "--output", str(out)]) == 0
+        outputs.append(out.read_text())
+    assert outputs[0] == outputs[1] and outputs[0].strip()
     assert main(train_argv(demo_data / "data", moved, 20)) == 0  # the same data by another path: resumed
     assert [r["update"] for r in records(moved)] == [10, 20]
 

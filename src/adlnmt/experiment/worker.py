@@ -33,10 +33,11 @@ def bucket_of(length: int, bounds: list[int]) -> int:
 
 
 def read_records(model_dir: Path) -> list[dict[str, Any]]:
-    """The checkpoint records of metrics.jsonl by update (a later record of an update wins)."""
-    path = model_dir / "metrics.jsonl"
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    records = {record["update"]: record for record in map(json.loads, filter(str.strip, lines))}
+    """The checkpoint records of metrics.jsonl by update (a later record of an update wins; a partial last line,
+    left by a crash, is not a record)."""
+    from adlnmt.train.checkpoint import read_records as read_json_lines
+
+    records = {record["update"]: record for record in read_json_lines(model_dir / "metrics.jsonl")[0]}
     return [records[update] for update in sorted(records)]
 
 
