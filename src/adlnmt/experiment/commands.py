@@ -10,6 +10,8 @@ from pathlib import Path
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import Grid, load_grid
 from adlnmt.experiment.runner import (
+    STOPPED,
+    Outcome,
     Run,
     check_inputs,
     default_results,
@@ -72,7 +74,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(grid, runs, out)
         return 0
-    failed: list[Run] = []
+    outcomes: list[Outcome] = []
     for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
         run.archive_result()
     if args.report_only and not any(run.finished_in() for run in runs):
@@ -82,18 +84,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             shutil.rmtree(run.dir, ignore_errors=True)
             shutil.rmtree(run.archive, ignore_errors=True)
     if not args.report_only:
-        check_inputs(grid)
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(grid.path, out / "grid.yaml")
-        data_dirs = prepare_data(grid, out)
-        threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
-        for run in selected:
-            write_spec(grid, run, data_dirs[run.variant.data.key], args.device, threads)
-        pending = [run for run in selected if run.result() is None]
-        print(f"{grid.name} (scale {grid.scale or '-'}): {len(selected)} runs, {len(selected) - len(pending)} finished "
-              f"(skipped), {len(pending)} to run, {args.jobs} at a time with {threads} thread(s) each; output {out}",
-              flush=True)  # fmt: skip
-        failed = [outcome.run for outcome in execute(pending, args.jobs, threads) if not outcome.ok]
+        outcomes = run_selected(grid, selected, out, args)
     results.mkdir(parents=True, exist_ok=True)
     table = write_report(grid, runs, results)
     if judgements := write_claims(grid, runs, results):
@@ -101,11 +92,35 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
         print(f"claims: {counts} ({results / 'claims.md'})")
     print(f"\n{table}\n\nreport: {results / 'report.md'}  (tables: results.md, results.csv, runs.csv; plots/)")
+    return exit_status(outcomes)
+
+
+def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Namespace) -> list[Outcome]:
+    """Prepare the data, write every selected run's spec and run the unfinished ones."""
+    check_inputs(grid)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(grid.path, out / "grid.yaml")
+    data_dirs = prepare_data(grid, out)
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+    for run in selected:
+        write_spec(grid, run, data_dirs[run.variant.data.key], args.device, threads)
+    pending = [run for run in selected if run.result() is None]
+    print(f"{grid.name} (scale {grid.scale or '-'}): {len(selected)} runs, {len(selected) - len(pending)} finished "
+          f"(skipped), {len(pending)} to run, {args.jobs} at a time with {threads} thread(s) each; output {out}",
+          flush=True)  # fmt: skip
+    return execute(pending, args.jobs, threads)
+
+
+def exit_status(outcomes: list[Outcome]) -> int:
+    """0, or 1 when a run failed; after a stop signal 0 (SIGTERM) or 130 (SIGINT), saying how to resume."""
+    failed = [o.run for o in outcomes if not o.ok and not o.stopped]
     if failed:
         print(f"{len(failed)} run(s) failed: {', '.join(run.label for run in failed)}; "
               "re-run the same command to resume them")  # fmt: skip
-        return 1
-    return 0
+    stopped = [o for o in outcomes if o.stopped]
+    if stopped:
+        print(f"stopped by a signal: {len(stopped)} run(s) not finished; re-run the same command to resume them")
+    return 1 if failed else max((o.returncode for o in stopped if o.returncode == STOPPED["SIGINT"]), default=0)
 
 
 def _positive(text: str) -> int:

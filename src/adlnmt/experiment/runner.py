@@ -44,6 +44,8 @@ from adlnmt.errors import UserError
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
 from adlnmt.train.checkpoint import atomic_write
 
+# Exit statuses of a worker stopped by a signal after checkpointing its training (128 + the signal's number).
+STOPPED = {"SIGTERM": 143, "SIGINT": 130}
 # Training options that may differ between attempts of one run without changing its result.
 NOT_FINGERPRINTED = ("device", "threads", "progress")
 
@@ -235,6 +237,11 @@ class Outcome:
     def ok(self) -> bool:
         return self.returncode == 0 and self.result is not None
 
+    @property
+    def stopped(self) -> bool:
+        """Stopped by a signal (its training checkpointed) or not started after one: running again resumes it."""
+        return self.returncode in STOPPED.values()
+
 
 def last_lines(path: Path, count: int = 3) -> str:
     try:
@@ -244,41 +251,77 @@ def last_lines(path: Path, count: int = 3) -> str:
     return "\n".join(lines[-count:])
 
 
-def _attempt(run: Run, threads: int) -> Outcome:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    command = [sys.executable, "-m", "adlnmt.experiment.worker", str(run.dir)]
-    start = time.monotonic()
-    run.dir.mkdir(parents=True, exist_ok=True)
-    with open(run.log, "a", encoding="utf-8") as log:
-        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
-        log.flush()
-        returncode = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+class Workers:
+    """The running worker processes; a stop signal the experiment receives is passed on to each of them (each
+    finishes its update, checkpoints and exits), and no new run starts after one."""
+
+    def __init__(self) -> None:
+        self.running: dict[Path, subprocess.Popen] = {}
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def forward(self, number: int) -> None:
+        self.stopping = True
+        with self.lock:
+            for process in self.running.values():
+                process.send_signal(number)
+
+    def attempt(self, run: Run, threads: int) -> Outcome:
+        """One worker process for ``run``, its output appended to the run's log."""
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        command = [sys.executable, "-m", "adlnmt.experiment.worker", str(run.dir)]
+        start = time.monotonic()
+        run.dir.mkdir(parents=True, exist_ok=True)
+        with open(run.log, "a", encoding="utf-8") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
+            log.flush()
+            with self.lock:
+                if self.stopping:
+                    return Outcome(run, STOPPED["SIGTERM"], 0.0, None)
+                # a terminal's Ctrl-C reaches it directly too: the forwarded copy counts as the same signal
+                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+                self.running[run.dir] = process
+            returncode = process.wait()
+            with self.lock:
+                del self.running[run.dir]
+        return _outcome(run, returncode, time.monotonic() - start)
+
+
+def _outcome(run: Run, returncode: int, seconds: float) -> Outcome:
     if returncode == 0:
         run.archive_result()
-    return Outcome(run, returncode, time.monotonic() - start, run.result() if returncode == 0 else None)
+    return Outcome(run, returncode, seconds, run.result() if returncode == 0 else None)
 
 
 def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str], None] = print) -> list[Outcome]:
-    """Run every run in a subprocess, ``jobs`` at a time; a failure is reported and the others go on."""
+    """Run every run in a subprocess, ``jobs`` at a time; a failure is reported and the others go on. A SIGTERM or
+    SIGINT stops the running workers with a checkpoint and starts no further run (a second one: at once)."""
+    from adlnmt.train.signals import StopSignals
+
     runs = list(runs)
     lock = threading.Lock()
     done: list[Outcome] = []
+    workers = Workers()
 
     def one(run: Run) -> Outcome:
+        if workers.stopping:
+            return Outcome(run, STOPPED["SIGTERM"], 0.0, None)
         with lock:
             report(f"start  {run.label}  (log: {run.log})")
-        outcome = _attempt(run, threads)
+        outcome = workers.attempt(run, threads)
         with lock:
             done.append(outcome)
             where = f"[{len(done)}/{len(runs)}] {run.label}"
-            if outcome.ok:
+            if outcome.stopped:
+                report(f"stopped {where}: checkpointed; running the experiment again resumes it")
+            elif outcome.ok:
                 report(f"done   {where} in {outcome.seconds / 60:.1f} min: {summary(outcome.result or {})}")
             else:
                 tail = last_lines(run.log).replace("\n", "\n         ")
                 report(f"FAILED {where} (exit status {outcome.returncode}); see {run.log}:\n         {tail}")
         return outcome
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with StopSignals(announce=False, forward=workers.forward), ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return list(pool.map(one, runs))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from adlnmt.errors import UserError
 from adlnmt.exits import exit_status
-from adlnmt.experiment.runner import read_json, write_json
+from adlnmt.experiment.runner import STOPPED, read_json, write_json
 from adlnmt.search import SearchOptions
 from adlnmt.translator import Translator
 
@@ -193,15 +193,15 @@ def main(argv: list[str] | None = None) -> int:
         return run(run_dir)
 
 
-def train(run_dir: Path) -> None:
+def train(run_dir: Path) -> str:
     """Train the run's model on ``RUN_DIR/train.yaml`` as ``adlnmt train --config`` does (an interrupted training
-    resumes exactly)."""
+    resumes exactly); the name of the stop signal that ended it with a checkpoint, "" when it ended normally."""
     from adlnmt.train.config import build_config, load_yaml
     from adlnmt.train.trainer import Trainer
 
     config = run_dir / "train.yaml"
     print(f"training: adlnmt train --config {config}", file=sys.stderr, flush=True)
-    Trainer(build_config(load_yaml(config))).train()
+    return Trainer(build_config(load_yaml(config))).train()["signal"]
 
 
 def run(run_dir: Path) -> int:
@@ -214,7 +214,10 @@ def train_and_evaluate(run_dir: Path) -> int:
     spec = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     trained = read_json(run_dir / "trained.json") or {}
     if trained.get("fingerprint") != spec["train_fingerprint"]:
-        train(run_dir)
+        if stopped_by := train(run_dir):
+            print(f"stopped by {stopped_by}: training checkpointed; running the experiment again resumes it",
+                  file=sys.stderr)  # fmt: skip
+            return STOPPED[stopped_by]
         write_json(run_dir / "trained.json", {"fingerprint": spec["train_fingerprint"]})
     print("translating and scoring the test sets", file=sys.stderr, flush=True)
     write_json(run_dir / "result.json", evaluate(run_dir, spec))

@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -18,10 +19,12 @@ DUPLICATE_SECONDS = 1.0
 
 
 class StopSignals:
-    """``with StopSignals(announce) as stop:`` ... ``stop.received`` is the first stop signal's number (or None)."""
+    """``with StopSignals(announce) as stop:`` ... ``stop.received`` is the first stop signal's number (or None).
+    ``forward`` is called with every stop signal received (e.g. to pass it on to worker processes)."""
 
-    def __init__(self, announce: bool) -> None:
+    def __init__(self, announce: bool, forward: Callable[[int], None] | None = None) -> None:
         self.announce = announce
+        self.forward = forward
         self.received: int | None = None
         self._received_at = 0.0
         self._previous: dict[int, Any] = {}
@@ -40,6 +43,8 @@ class StopSignals:
         self._previous = {}
 
     def _handle(self, number: int, frame: FrameType | None) -> None:
+        if self.forward is not None:
+            self.forward(number)
         now = time.monotonic()
         if self.received is None:
             self.received, self._received_at = number, now

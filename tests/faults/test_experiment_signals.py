@@ -1,0 +1,61 @@
+"""`adlnmt experiment` under SIGTERM: the running worker checkpoints and stops, no further run starts, the command
+exits 0 saying how to resume, and running it again resumes the stopped run and finishes the rest."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from .harness import environment
+
+ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+DECODER = "pos -> repeat(1, res_nd(aan) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+
+
+def write_grid(root: Path, corpus: Path) -> Path:
+    grid = {
+        "name": "stop",
+        "data": str(corpus.parent / "data"),
+        "test": [{"name": "test", "src": str(corpus / "test.src"), "ref": str(corpus / "test.tgt")}],
+        "metrics": ["bleu"],
+        "seeds": [1, 2],
+        "translate": {"beam": 1},
+        "train": {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 120, "checkpoint_interval": 20,
+                  "valid_bleu": False, "lr": 2e-3},
+        "variants": [{"name": "a", "encoder": ENCODER, "decoder": DECODER}],
+    }  # fmt: skip
+    path = root / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid), encoding="utf-8")
+    return path
+
+
+def experiment(grid: Path, out: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "adlnmt", "experiment", str(grid), "--out", str(out), "--threads", "1"]
+    return subprocess.Popen(command, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_sigterm_stops_the_experiment_and_a_rerun_resumes(demo_data: Path, tmp_path: Path) -> None:
+    grid, out = write_grid(tmp_path, demo_data / "corpus"), tmp_path / "out"
+    first, second = out / "runs" / "a" / "seed-1", out / "runs" / "a" / "seed-2"
+    process = experiment(grid, out)
+    deadline = time.monotonic() + 120
+    while not (first / "model" / "metrics.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    stdout, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, stdout
+    assert "stopped [1/2] a seed 1: checkpointed" in stdout and "re-run the same command to resume" in stdout
+    assert "stopped by SIGTERM" in (first / "log.txt").read_text()
+    assert not (first / "result.json").exists() and not (first / "trained.json").exists()
+    assert not second.exists() or not (second / "log.txt").exists()  # no run starts after the signal
+    process = experiment(grid, out)
+    stdout, _ = process.communicate(timeout=300)
+    assert process.returncode == 0, stdout
+    assert "2 runs, 0 finished (skipped), 2 to run" in stdout
+    assert "resuming at update" in (first / "log.txt").read_text()
+    assert (first / "result.json").is_file() and (second / "result.json").is_file()
