@@ -76,7 +76,8 @@ def stamps(out: Path) -> dict[str, int]:
     found = {}
     for variant, seed in (("a", 1), ("a", 2), ("b", 1)):
         directory = run_dir(out, variant, seed)
-        for name in ("model/state.pt", "model/best.safetensors", "model/metrics.jsonl", "result.json", "hyp/test.txt"):
+        states = sorted(path.relative_to(directory).as_posix() for path in directory.glob("model/states/*.state.pt"))
+        for name in (*states, "model/best.safetensors", "model/metrics.jsonl", "result.json", "hyp/test.txt"):
             found[f"{variant}/{seed}/{name}"] = (directory / name).stat().st_mtime_ns
     return found
 
@@ -105,7 +106,7 @@ def sequence(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Simpl
     command = [sys.executable, "-m", "adlnmt", "experiment", *args]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 120
-    while not (blocked / "model" / "state.pt").exists() and process.poll() is None and time.monotonic() < deadline:
+    while not any(blocked.glob("model/states/*.state.pt")) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
