@@ -1,6 +1,6 @@
 """A stop signal under torchrun (2 gloo ranks on the CPU): rank 0 is signalled while it writes a checkpoint, every
-rank stops at that update, and the re-run resumes there in lockstep. (Not yet bit-identical to an uninterrupted DDP
-run: the state keeps rank 0's RNG only, so rank 1's dropout differs after a resume; see the README.)"""
+rank stops at that update, and the re-run resumes there in lockstep and ends with the weights of an uninterrupted
+DDP run (the state keeps every rank's RNG)."""
 
 from __future__ import annotations
 
@@ -43,3 +43,6 @@ def test_sigterm_on_one_rank_stops_every_rank_and_the_rerun_resumes(demo_data: P
     assert "resuming at update 10" in torchrun(data, tmp_path / "stopped", tmp_path / "b", 20)
     assert same(*parameters(tmp_path / "b"))
     assert [r["update"] for r in records(tmp_path / "stopped")] == [10, 20]
+    (tmp_path / "s").mkdir()
+    torchrun(data, tmp_path / "straight", tmp_path / "s", 20)
+    assert same(parameters(tmp_path / "s")[0], parameters(tmp_path / "b")[0])

@@ -191,18 +191,29 @@ class Trainer:
 
     # --- state ------------------------------------------------------------------------------------
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self, rank_rng: list[Tensor]) -> dict[str, Any]:
         state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
             "progress": asdict(self.progress),
             "rng_cpu": torch.get_rng_state(),
+            "rng_ranks": rank_rng,
             "scaler": self.scaler.state_dict(),
         }
         if torch.cuda.is_available():
             state["rng_cuda"] = torch.cuda.get_rng_state_all()
         return state
+
+    def _rank_rng(self) -> list[Tensor]:
+        """Every rank's CPU RNG state (dropout masks differ per rank), gathered on all ranks: a collective, so every
+        rank calls it at each checkpoint; a resumed rank restores its own and continues exactly."""
+        mine = torch.get_rng_state()
+        if self.world == 1:
+            return [mine]
+        gathered: list[Any] = [None] * self.world
+        dist.all_gather_object(gathered, mine)
+        return gathered
 
     def _load_state(self, path: Path) -> dict[str, Any]:
         """Load the training state in ``path`` into this trainer; UserError naming it when it does not fit."""
@@ -213,7 +224,8 @@ class Trainer:
             self.optimizer.load_state_dict(state["optimizer"])
             self.schedule.load_state_dict(state["schedule"])
             self.progress = Progress(**state["progress"])
-            torch.set_rng_state(state["rng_cpu"])
+            ranks = state.get("rng_ranks") or [state["rng_cpu"]]
+            torch.set_rng_state(ranks[self.rank] if len(ranks) == self.world else state["rng_cpu"])
             if "rng_cuda" in state and torch.cuda.is_available():
                 torch.cuda.set_rng_state_all(state["rng_cuda"])
             if state.get("scaler"):
@@ -406,8 +418,9 @@ class Trainer:
             "train_minutes": p.train_seconds / 60,
             "best_update": p.best_update,
         }
+        rank_rng = self._rank_rng()
         if self.main:
-            self.save(record)
+            self.save(record, rank_rng)
             bleu = f" bleu {metrics['valid_bleu']:.2f}" if "valid_bleu" in metrics else ""
             self.log(
                 f"checkpoint {p.update}: train loss {train_loss:.3f} valid ppl {metrics['valid_ppl']:.2f}{bleu} "
@@ -415,15 +428,16 @@ class Trainer:
             )
         return self.config.patience > 0 and p.bad_checkpoints >= self.config.patience
 
-    def save(self, record: dict[str, Any] | None) -> Path:
+    def save(self, record: dict[str, Any] | None, rank_rng: list[Tensor]) -> Path:
         """Write the checkpoint of this update: weights, its metrics ``record`` (None: an interruption's checkpoint,
-        no validation), then the training state, which commits it; returns the state's path."""
+        no validation), then the training state (with every rank's RNG ``rank_rng``), which commits it; returns the
+        state's path."""
         update = self.progress.update
         ckpt.save_weights(self.model, ckpt.checkpoint_path(self.dir, update))
         if record is not None:
             ckpt.append_line(self.dir / "metrics.jsonl", json.dumps(record))
         state = ckpt.state_path(self.dir, update)
-        ckpt.save_state(self._state(), state)
+        ckpt.save_state(self._state(rank_rng), state)
         self._after_commit()
         return state
 
@@ -515,8 +529,9 @@ class Trainer:
 
     def _interrupted(self, name: str, saved: bool) -> None:
         """After a stop signal: the checkpoint of this update (unless one was just written), without validation."""
+        rank_rng = [] if saved else self._rank_rng()
         if not self.main:
             return
-        state = ckpt.state_path(self.dir, self.progress.update) if saved else self.save(None)
+        state = ckpt.state_path(self.dir, self.progress.update) if saved else self.save(None, rank_rng)
         self.log(f"{name}: checkpoint of update {self.progress.update} written ({state}); "
                  "run the same command again to resume")  # fmt: skip
