@@ -55,13 +55,14 @@ def read_lines(path: str | Path) -> Iterator[str]:
 
 
 def decode_lines(handle: Iterable[bytes], name: str | Path) -> Iterator[str]:
-    """The UTF-8 lines of a binary stream (a file, gzip, or ``sys.stdin.buffer``) named ``name`` in errors."""
+    """The UTF-8 lines of a binary stream (a file, gzip, or ``sys.stdin.buffer``) named ``name`` in errors; a byte
+    order mark opening the stream is not text."""
     number = 0
     try:
         for raw in handle:
             number += 1
             try:
-                text = raw.decode("utf-8")
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as err:
                 raise DataError(f"invalid UTF-8 (byte {err.start + 1} of the line)", name, number) from None
             yield text.rstrip("\r\n")

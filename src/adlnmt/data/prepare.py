@@ -174,14 +174,15 @@ def _train_vocabs(
     """Train the sentencepiece model(s) on the training text: model file name and vocabulary per side."""
     if options.joint:
         model = train_sentencepiece(
-            _joint_text(train_src, train_tgt), out / "spm", options.vocab_size, options.model_type
+            _joint_text(train_src, train_tgt), out / "spm", options.vocab_size, options.model_type, train_src
         )
         vocab = Vocab.load(model)
         return {side: model.name for side in SIDES}, {side: vocab for side in SIDES}
     spm_files, vocabs = {}, {}
     for index, side in enumerate(SIDES):
         text = _side_text(train_src, train_tgt, index)
-        model = train_sentencepiece(text, out / f"spm.{side}", options.vocab_size, options.model_type)
+        source = (train_src, train_tgt)[index]
+        model = train_sentencepiece(text, out / f"spm.{side}", options.vocab_size, options.model_type, source)
         spm_files[side], vocabs[side] = model.name, Vocab.load(model)
     return spm_files, vocabs
 

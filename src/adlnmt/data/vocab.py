@@ -43,8 +43,10 @@ def train_sentencepiece(
     model_prefix: str | Path,
     vocab_size: int,
     model_type: str = "bpe",
+    source: str | Path | None = None,
 ) -> Path:
-    """Train a sentencepiece model deterministically and return the path of ``{model_prefix}.model``.
+    """Train a sentencepiece model deterministically and return the path of ``{model_prefix}.model``; ``source``
+    names the input in errors.
 
     Items of ``texts_or_files`` that are ``os.PathLike`` (e.g. ``Path``) are text files read line by line (gzip when
     named ``*.gz``); ``str`` items are sentences. Empty lines are skipped. Special ids: PAD=0, UNK=1, BOS=2, EOS=3.
@@ -80,7 +82,7 @@ def train_sentencepiece(
         if feed.error is not None:
             raise feed.error from None
         if feed.count == 0:
-            raise DataError("no text to train the subword model on") from None
+            raise DataError("no text to train the subword model on (every line is empty)", source) from None
         raise DataError(f"sentencepiece training failed: {str(err).strip()}") from None
     return prefix.with_name(prefix.name + ".model")
 
