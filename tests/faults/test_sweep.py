@@ -13,3 +13,11 @@ from .sweep import sweep
 def test_twenty_random_interruptions_all_end_identical(demo_data: Path, tmp_path: Path) -> None:
     figures = sweep(demo_data / "data", points=20, seed=1, work=tmp_path)
     assert figures["identical"] == figures["points"] == 20
+
+
+@pytest.mark.slow
+def test_an_experiment_interrupted_at_random_loses_no_run_and_repeats_none(demo_data: Path, tmp_path: Path) -> None:
+    from .experiment_sweep import sweep as experiment_sweep
+
+    figures = experiment_sweep(demo_data, points=6, seed=1, work=tmp_path)
+    assert figures["clean"] == figures["points"] == 6
