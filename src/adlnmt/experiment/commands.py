@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 from pathlib import Path
 
 from adlnmt.errors import UserError
@@ -120,7 +121,8 @@ def exit_status(outcomes: list[Outcome]) -> int:
     stopped = [o for o in outcomes if o.stopped]
     if stopped:
         print(f"stopped by a signal: {len(stopped)} run(s) not finished; re-run the same command to resume them")
-    return 1 if failed else max((o.returncode for o in stopped if o.returncode == STOPPED["SIGINT"]), default=0)
+    interrupted = any(o.returncode in (STOPPED["SIGINT"], -signal.SIGINT) for o in stopped)
+    return 1 if failed else STOPPED["SIGINT"] if interrupted else 0
 
 
 def _positive(text: str) -> int:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -44,8 +45,10 @@ from adlnmt.errors import UserError
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
 from adlnmt.train.checkpoint import atomic_write
 
-# Exit statuses of a worker stopped by a signal after checkpointing its training (128 + the signal's number).
+# Exit statuses of a worker stopped by a signal after checkpointing its training (128 + the signal's number), and
+# of one the signal ended outside training (translation and scoring are redone by the next attempt).
 STOPPED = {"SIGTERM": 143, "SIGINT": 130}
+ENDED_BY = {-signal.SIGTERM: "SIGTERM", -signal.SIGINT: "SIGINT"}
 # Training options that may differ between attempts of one run without changing its result.
 NOT_FINGERPRINTED = ("device", "threads", "progress")
 
@@ -240,7 +243,7 @@ class Outcome:
     @property
     def stopped(self) -> bool:
         """Stopped by a signal (its training checkpointed) or not started after one: running again resumes it."""
-        return self.returncode in STOPPED.values()
+        return self.returncode in STOPPED.values() or self.returncode in ENDED_BY
 
 
 def last_lines(path: Path, count: int = 3) -> str:
