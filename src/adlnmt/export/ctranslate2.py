@@ -252,6 +252,7 @@ def export_ctranslate2(source: Source, out: Path, quantize: str) -> dict[str, An
     spec, max_positions = build_spec(source)
     spec.validate()
     spec.optimize(quantization="int8" if quantize == "int8" else "float32")
+    (out / MODEL_DIR).mkdir(parents=True, exist_ok=True)
     spec.save(str(out / MODEL_DIR))
     return {"model": MODEL_DIR, "ctranslate2_version": ctranslate2.__version__, "max_positions": max_positions,
             "compute_type": "int8" if quantize == "int8" else "float32"}  # fmt: skip
@@ -275,16 +276,17 @@ class CTranslate2Engine:
         self.piece_ids = {self.tgt_vocab.piece(i): i for i in range(self.tgt_vocab.size)}
 
     def translate_batch(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
-        """One length-sorted batch; its length limit is that of its longest sentence."""
-        limit = max(int(len(s) * options.max_len_ratio) + options.max_len_extra for s in sources)
+        """One length-sorted batch, searched up to its longest sentence's length limit; longer outputs are cut to
+        their own sentence's limit (exactly the PyTorch engine's greedy output, which ends there)."""
+        limits = [int(len(s) * options.max_len_ratio) + options.max_len_extra for s in sources]
         results = self.translator.translate_batch(
             [[self.src_vocab.piece(i) for i in s] for s in sources], beam_size=options.beam,
-            num_hypotheses=options.nbest, length_penalty=options.length_penalty, max_decoding_length=limit + 1,
+            num_hypotheses=options.nbest, length_penalty=options.length_penalty, max_decoding_length=max(limits),
             suppress_sequences=self.barred, return_scores=True,
         )  # fmt: skip
-        return [[Hypothesis([self.piece_ids[p] for p in tokens], score, score)
+        return [[Hypothesis([self.piece_ids[p] for p in tokens[:limit]], score, score)
                  for tokens, score in zip(result.hypotheses, result.scores, strict=True)]
-                for result in results]  # fmt: skip
+                for result, limit in zip(results, limits, strict=True)]  # fmt: skip
 
     def translate_ids(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
         """Like :func:`adlnmt.search.translate_ids` (same length-sorted batches); no alignments or re-fed mode."""
