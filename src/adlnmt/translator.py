@@ -138,7 +138,7 @@ class Translator:
         if is_export_dir(model_dir):
             return cls.from_export(ExportDir.load(model_dir), engine, precision)
         model, data, max_len = load_model(model_dir, checkpoint)
-        engine = pick_engine(engine, model)
+        engine = pick_engine(engine, model, precision)
         if engine == "torch":
             return cls(with_precision(model.to(device), precision, device), data, max_len, device, model_dir)
         if device != "cpu" or precision not in ENGINE_PRECISIONS:

@@ -123,10 +123,10 @@ def engine_for(export: ExportDir) -> str:
     return next(engine for engine, fmt in ENGINE_FORMATS.items() if fmt == export.format)
 
 
-def pick_engine(requested: str, model: Seq2Seq) -> str:
-    """``requested``, or for ``auto`` the fastest engine that can run ``model`` (printed on stderr): CTranslate2
-    for models its Transformer specification expresses, when installed; otherwise torch (see the measurements
-    in benchmarks/NOTES.md)."""
+def pick_engine(requested: str, model: Seq2Seq, precision: str = "fp32") -> str:
+    """``requested``, or for ``auto`` the fastest engine measured (benchmarks/NOTES.md) that can run ``model``
+    (printed on stderr): CTranslate2 in int8 for models its Transformer specification expresses, when installed
+    (≈10× torch); otherwise torch (in fp32 it beat ONNX Runtime and CTranslate2 on the dev VM)."""
     from adlnmt.export.ctranslate2 import unsupported_layer
 
     if requested not in ENGINES:
@@ -135,6 +135,7 @@ def pick_engine(requested: str, model: Seq2Seq) -> str:
         if requested != "torch":
             require(requested)
         return requested
-    picked = "ctranslate2" if installed("ctranslate2") and unsupported_layer(model) is None else "torch"
+    fits = precision == "int8" and installed("ctranslate2") and unsupported_layer(model) is None
+    picked = "ctranslate2" if fits else "torch"
     print(f"engine auto: {picked}", file=sys.stderr)
     return picked
