@@ -117,7 +117,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         raise UserError("bench decode needs --model DIR... or --preset NAME...")
     for path in models:
         if not any((Path(path) / name).is_file() for name in ("config.json", "export.json")):
-            raise UserError(f"{path}: not a model or export directory (no config.json or export.json)")
+            raise UserError(f"{path}: not a model directory (no config.json) nor an export directory (no export.json)")
     table = not args.no_table
     beams, sweep_beams = int_list("--beams", args.beams), int_list("--sweep-beams", args.sweep_beams)
     lengths = [] if args.no_sweep else int_list("--lengths", args.lengths)

@@ -129,8 +129,7 @@ def _rows(
     """Measure every workload × beam × mode, logging each row to stderr as it is done."""
     model = decoder.model
     parameters = model.parameter_count() if isinstance(model, Seq2Seq) else None
-    head = {"decoder": decoder.label, "kind": decoder.kind, "engine": getattr(model, "name", "torch"),
-            "parameters": parameters}  # fmt: skip
+    head = {"decoder": decoder.label, "kind": decoder.kind, "parameters": parameters}
     for extra, sources, exact in workloads:
         for beam in beams:
             for mode in settings.modes:
