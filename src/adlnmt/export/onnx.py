@@ -2,8 +2,8 @@
 
 Exporter: ``torch.onnx.export(dynamo=False)``, the TorchScript tracer (opset 17). It traces the model's own
 ``encode`` / ``init_state`` / ``decode_step`` (one code path with PyTorch decoding), records shape arithmetic
-and tensor-indexed slices dynamically, and handles every layer's Python control flow, which only depends on
-configuration; the dynamo exporter stumbles over the decoder state's Python bookkeeping.
+and tensor-indexed slices dynamically, and every layer's Python control flow depends only on configuration;
+each export is then checked against PyTorch on an untraced shape. (The dynamo exporter was not tried.)
 
 - ``encoder.onnx``: src [batch, source] → memory_final, memory_mask, memory_block{i} (the per-block outputs
   source attentions with ``source=increasing|decreasing`` read).
