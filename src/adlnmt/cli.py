@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     from adlnmt.bench.commands import add_commands as add_bench_commands
     from adlnmt.data.commands import add_commands as add_data_commands
     from adlnmt.experiment.commands import add_commands as add_experiment_commands
+    from adlnmt.export.commands import add_commands as add_export_commands
     from adlnmt.train.commands import add_commands as add_train_commands
 
     add_data_commands(commands)
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_average_command(commands)
     add_bench_commands(commands)
     add_experiment_commands(commands)
+    add_export_commands(commands)
     return parser
 
 

@@ -15,15 +15,17 @@ attention layer and head of the decoder, [|Y| + 1, S] (rows for each token and E
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import UserError
-from adlnmt.layers.base import SourceMemory
+from adlnmt.layers.base import DecoderState, SourceMemory
 from adlnmt.model import Seq2Seq, iter_layers
 from adlnmt.speedups import SPEEDUPS
 from adlnmt.workers import in_workers
@@ -83,21 +85,53 @@ def pad_batch(sentences: Sequence[Sequence[int]], device: torch.device | str = "
     return batch.to(device)
 
 
+class Engine(Protocol):
+    """Another runtime for the search (e.g. ONNX Runtime sessions, :mod:`adlnmt.export.engines`): the incremental
+    protocol of :class:`~adlnmt.model.Seq2Seq` with the step's log-softmax (and alignment) inside."""
+
+    def encode(self, src: Tensor) -> SourceMemory:
+        """src [B, S] → the source memory."""
+        ...
+
+    def init_state(self, memory: SourceMemory) -> DecoderState:
+        """The decoder state before the first step (its tensors are reordered and dropped by the search)."""
+        ...
+
+    def next_log_probs(
+        self, tokens: Tensor, memory: SourceMemory, state: DecoderState, alignments: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """tokens [N] → float32 log-probabilities [N, V] and, if ``alignments``, the alignment [N, S]; advances
+        ``state``."""
+        ...
+
+
 class Stepper:
     """One decoding session over a batch of rows (sentences × hypotheses): next-token log-probabilities
     for the rows' last tokens, and the row bookkeeping beam search needs."""
 
-    def __init__(self, model: Seq2Seq, memory: SourceMemory, incremental: bool = True, alignments: bool = False):
+    def __init__(
+        self, model: Seq2Seq | Engine, memory: SourceMemory, incremental: bool = True, alignments: bool = False
+    ) -> None:
+        if not incremental and not isinstance(model, Seq2Seq):
+            raise UserError("the uncached (re-fed) search needs the torch engine")
         self.model = model
         self.memory = memory
         self.incremental = incremental
         self.alignments = alignments
         self.state = model.init_state(memory) if incremental else None
         self.prefix = memory.mask.new_zeros(memory.mask.size(0), 0, dtype=torch.long)  # [N, t] (re-fed mode)
-        self.attention_layers = sum(1 for layer in iter_layers(model.decoder) if layer.reads_source)
+        self.attention_layers = (
+            sum(1 for layer in iter_layers(model.decoder) if layer.reads_source) if isinstance(model, Seq2Seq) else 0
+        )
 
     def step(self, tokens: Tensor) -> tuple[Tensor, Tensor | None]:
         """tokens [N] → log-probabilities [N, V] and, if asked, the alignment [N, S] of this step."""
+        if not isinstance(self.model, Seq2Seq):
+            assert self.state is not None
+            log_probs, alignment = self.model.next_log_probs(tokens, self.memory, self.state, self.alignments)
+            log_probs[:, PAD] = float("-inf")
+            log_probs[:, BOS] = float("-inf")
+            return log_probs, alignment
         attention: list[Tensor] | None = [] if self.alignments else None
         if self.incremental:
             logits = self.model.decode_step(tokens, self.memory, self.state, attention)  # [N, V]
@@ -182,7 +216,13 @@ class SearchBatch:
     the length limits ``max_len`` / ``min_len`` [B], and dropping the finished sentences."""
 
     def __init__(
-        self, model: Seq2Seq, src: Tensor, max_len: Tensor, min_len: Tensor | None, options: SearchOptions, k: int = 1
+        self,
+        model: Seq2Seq | Engine,
+        src: Tensor,
+        max_len: Tensor,
+        min_len: Tensor | None,
+        options: SearchOptions,
+        k: int = 1,
     ) -> None:
         memory = model.encode(src)
         self.src_lengths: list[int] = memory.mask.sum(1).tolist()
@@ -299,7 +339,7 @@ def end_hypotheses(
 
 @torch.inference_mode()
 def beam_batch(
-    model: Seq2Seq, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None
+    model: Seq2Seq | Engine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None
 ) -> list[list[Hypothesis]]:
     """Beam search for a batch src [B, S]; up to ``options.nbest`` hypotheses per sentence, best first.
 
@@ -336,7 +376,7 @@ def beam_batch(
 
 @torch.inference_mode()
 def greedy_batch(
-    model: Seq2Seq, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None
+    model: Seq2Seq | Engine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None
 ) -> list[Hypothesis]:
     """The argmax continuation of each sentence of src [B, S], ``min_len[b]`` to ``max_len[b]`` tokens long."""
     batch = SearchBatch(model, src, max_len, min_len, options)
@@ -368,7 +408,7 @@ def greedy_batch(
 
 
 def translate_ids(
-    model: Seq2Seq,
+    model: Seq2Seq | Engine,
     sources: Sequence[Sequence[int]],
     options: SearchOptions,
     device: torch.device | str = "cpu",
@@ -379,9 +419,12 @@ def translate_ids(
     tokens long, or exactly ``exact_lengths[i]`` tokens long when given (speed measurements with untrained models).
 
     Sentences are sorted by length into batches of ``batch_size``; ``workers > 1`` searches the batches in that
-    many forked single-thread processes (CPU only; :mod:`adlnmt.workers`), with the same batches and results."""
+    many forked single-thread processes (CPU only; :mod:`adlnmt.workers`), with the same batches and results.
+    ``model`` may be an :class:`Engine` instead (CPU, one process)."""
     if options.workers > 1 and torch.device(device).type != "cpu":
         raise UserError(f"worker processes are for the CPU; with device {device} use 1 worker")
+    if options.workers > 1 and not isinstance(model, Seq2Seq):
+        raise UserError("worker processes are for the torch engine; other engines use threads (--threads)")
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     batches = [order[start : start + options.batch_size] for start in range(0, len(order), options.batch_size)]
 
@@ -398,16 +441,26 @@ def translate_ids(
         return beam_batch(model, src, max_len, options, min_len)
 
     results: list[list[Hypothesis]] = [[] for _ in sources]
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         longest_first = list(reversed(range(len(batches))))
         for number, found in zip(longest_first, in_workers(search, longest_first, options.workers), strict=True):
             for row, hyps in zip(batches[number], found, strict=True):
                 results[row] = hyps
+    return results
+
+
+@contextmanager
+def evaluating(model: Seq2Seq | Engine) -> Iterator[None]:
+    """A PyTorch model in eval mode meanwhile (its mode is restored after); engines have no modes."""
+    if not isinstance(model, Seq2Seq):
+        yield
+        return
+    was_training = model.training
+    model.eval()
+    try:
+        yield
     finally:
         model.train(was_training)
-    return results
 
 
 def greedy(model: Seq2Seq, sources: Sequence[Sequence[int]], batch_size: int = 64,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -17,6 +19,10 @@ from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.search import DEFAULT_OPTIONS, SearchOptions, translate_ids
 from adlnmt.train.checkpoint import load_weights
 from adlnmt.train.model_dir import load_vocabularies, read_stored_config
+
+if TYPE_CHECKING:
+    from adlnmt.export.directory import ExportDir
+    from adlnmt.export.engines import SearchEngine
 
 
 def resolve_checkpoint(model_dir: Path, checkpoint: str) -> Path:
@@ -70,32 +76,90 @@ class Translation:
         return record
 
 
+def load_model(model_dir: Path, checkpoint: str) -> tuple[Seq2Seq, DataDir, int]:
+    """A trained model (fp32, CPU), its vocabulary and its input length limit."""
+    stored = read_stored_config(model_dir)
+    model = Seq2Seq(ModelConfig(**stored["model"]))
+    load_weights(model, resolve_checkpoint(model_dir, checkpoint))
+    data = load_vocabularies(model_dir, stored)
+    return model, data, int(data.manifest.get("options", {}).get("max_len", 250))
+
+
+ENGINE_PRECISIONS = {"fp32": "none", "int8": "int8"}  # --precision → the export's quantization
+
+
 class Translator:
     """``Translator.load("model_dir").translate(["Ein Hund läuft."], SearchOptions(beam=5))`` → detokenised
-    strings."""
+    strings. ``engine`` (when not None) searches instead of the PyTorch ``model`` (:mod:`adlnmt.export`)."""
 
     def __init__(
-        self, model: Seq2Seq, data: DataDir, max_input_len: int, device: str = "cpu", model_dir: Path | None = None
+        self,
+        model: Seq2Seq | None,
+        data: DataDir,
+        max_input_len: int,
+        device: str = "cpu",
+        model_dir: Path | None = None,
+        engine: SearchEngine | None = None,
     ) -> None:
-        self.model = model.eval()
+        self.model = None if model is None else model.eval()
         self.model_dir = model_dir
         self.data = data
         self.max_input_len = max_input_len
         self.device = device
+        self.engine = engine
+
+    @property
+    def engine_name(self) -> str:
+        return "torch" if self.engine is None else self.engine.name
 
     @classmethod
     def load(
-        cls, model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", precision: str = "fp32"
+        cls,
+        model_dir: str | Path,
+        checkpoint: str = "best",
+        device: str = "cpu",
+        precision: str = "fp32",
+        engine: str = "torch",
     ) -> Translator:
         """``precision``: fp32; bf16 or fp16 weights and activations (fp16: CUDA only); int8: dynamic
-        int8 quantisation of every linear layer (CPU only; activations stay fp32)."""
+        int8 quantisation of every linear layer (CPU only; activations stay fp32).
+
+        ``engine``: torch | onnxruntime | ctranslate2 | auto (see :func:`adlnmt.export.engines.pick_engine`).
+        ``model_dir`` may also be an export directory (``adlnmt export``); other engines given a model directory
+        export it to a temporary directory first (fp32, or int8 with ``precision="int8"``)."""
+        from adlnmt.export.directory import ExportDir, Source, is_export_dir
+        from adlnmt.export.engines import ENGINE_FORMATS, pick_engine
+        from adlnmt.export.formats import export_model
+
         model_dir = Path(model_dir)
-        stored = read_stored_config(model_dir)
-        model = Seq2Seq(ModelConfig(**stored["model"]))
-        load_weights(model, resolve_checkpoint(model_dir, checkpoint))
-        data = load_vocabularies(model_dir, stored)
-        max_len = int(data.manifest.get("options", {}).get("max_len", 250))
-        return cls(with_precision(model.to(device), precision, device), data, max_len, device, model_dir)
+        if is_export_dir(model_dir):
+            return cls.from_export(ExportDir.load(model_dir), engine, precision)
+        model, data, max_len = load_model(model_dir, checkpoint)
+        engine = pick_engine(engine, model, precision)
+        if engine == "torch":
+            return cls(with_precision(model.to(device), precision, device), data, max_len, device, model_dir)
+        if device != "cpu" or precision not in ENGINE_PRECISIONS:
+            raise UserError(f"engine {engine} runs on the CPU in fp32 or int8, not {precision} on {device}")
+        print(f"exporting {model_dir} for {engine} (`adlnmt export` once saves this step)", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="adlnmt-export-") as tmp:
+            source = Source(model.eval(), data, max_len, model_dir)
+            export = export_model(source, Path(tmp), ENGINE_FORMATS[engine], ENGINE_PRECISIONS[precision])
+            return cls.from_export(export, engine, precision)
+
+    @classmethod
+    def from_export(cls, export: ExportDir, engine: str = "auto", precision: str = "fp32") -> Translator:
+        """A translator on an export directory's engine (``engine``: the export's, or auto); ``precision`` int8
+        needs an int8 export."""
+        from adlnmt.export.engines import engine_for, load_engine
+
+        wanted = engine_for(export)
+        if engine not in ("auto", wanted):
+            raise UserError(f"{export.path} is a {export.format} export, run by --engine {wanted}, not {engine}")
+        quantize = export.manifest["quantize"]
+        if precision != "fp32" and ENGINE_PRECISIONS.get(precision) != quantize:
+            raise UserError(f"{export.path} is exported with quantization {quantize}; it cannot run in {precision}")
+        runner = load_engine(export, torch.get_num_threads())
+        return cls(None, export.data, export.max_input_len, "cpu", export.path, runner)
 
     def encode(self, line: str, number: int) -> list[int]:
         pieces = len(self.data.src_vocab.encode(line))
@@ -107,7 +171,11 @@ class Translator:
         """``options.nbest`` translations per input line, best first, in input order; an empty line gets none."""
         rows = [i for i, line in enumerate(lines) if line.strip()]
         sources = [self.encode(lines[i], i + 1) for i in rows]
-        found = translate_ids(self.model, sources, options, self.device)
+        if self.engine is not None:
+            found = self.engine.translate_ids(sources, options)
+        else:
+            assert self.model is not None
+            found = translate_ids(self.model, sources, options, self.device)
         results: list[list[Translation]] = [[] for _ in lines]
         vocab = self.data.tgt_vocab
         for row, hyps in zip(rows, found, strict=True):

@@ -101,6 +101,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from adlnmt.bench.machine import machine_summary
     from adlnmt.bench.models import expand_presets, input_lines, preset_configs, synthetic_lengths
     from adlnmt.bench.report import DECODE_COLUMNS, LENGTH_COLUMNS, plot_lengths
+    from adlnmt.model import Seq2Seq
     from adlnmt.search import SearchOptions
     from adlnmt.speedups import OFF, speedups_off
     from adlnmt.translator import with_precision
@@ -110,11 +111,13 @@ def cmd_decode(args: argparse.Namespace) -> int:
         raise UserError(f"--speedups-off: unknown {', '.join(sorted(unknown))}; known: {', '.join(OFF)}")
     presets = expand_presets(args.preset) if args.preset else []
     models = _model_labels(args.model or [])
+    if args.engine != "torch" and presets:
+        raise UserError(f"--engine {args.engine} decodes trained models (--model), not presets")
     if not presets and not models:
         raise UserError("bench decode needs --model DIR... or --preset NAME...")
     for path in models:
-        if not (Path(path) / "config.json").is_file():
-            raise UserError(f"{path}: not a model directory (no config.json)")
+        if not any((Path(path) / name).is_file() for name in ("config.json", "export.json")):
+            raise UserError(f"{path}: not a model directory (no config.json) nor an export directory (no export.json)")
     table = not args.no_table
     beams, sweep_beams = int_list("--beams", args.beams), int_list("--sweep-beams", args.sweep_beams)
     lengths = [] if args.no_sweep else int_list("--lengths", args.lengths)
@@ -147,12 +150,13 @@ def cmd_decode(args: argparse.Namespace) -> int:
         for name, config in configs.items():
             yield preset_decoder(name, config, args.vocab, words, args.seed, device)
         for path, label in models.items():
-            yield model_decoder(label, Path(path), args.checkpoint, device, lines)
+            yield model_decoder(label, Path(path), args.checkpoint, device, lines, args.engine, args.precision)
 
     results: dict[str, list[dict[str, Any]]] = {"decode": [], "length": []}
     for decoder in decoders():
-        print(f"{decoder.label}: {decoder.model.parameter_count():,} parameters", file=sys.stderr)
-        decoder.model = with_precision(decoder.model, args.precision, str(device))
+        if isinstance(decoder.model, Seq2Seq):
+            print(f"{decoder.label}: {decoder.model.parameter_count():,} parameters", file=sys.stderr)
+            decoder.model = with_precision(decoder.model, args.precision, str(device))
         with speedups_off(*switched_off):
             if table:
                 results["decode"].extend(table_rows(decoder, settings))
@@ -263,6 +267,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     what.add_argument("--length-penalty", type=float, default=1.0, help="GNMT α for --model search (default 1.0)")
     what.add_argument("--precision", choices=("fp32", "bf16", "fp16", "int8"), default="fp32",
                       help="inference precision as in adlnmt translate (int8: CPU dynamic quantisation)")  # fmt: skip
+    what.add_argument("--engine", choices=("torch", "onnxruntime", "ctranslate2", "auto"), default="torch",
+                      help="--model decoding engine, as in adlnmt translate (default torch)")  # fmt: skip
     what.add_argument("--speedups-off", metavar="NAME,...",
                       help="optimisations to switch off (topk_block, preallocate, rows_in_place)")  # fmt: skip
     what.add_argument("--baseline", help="decoder the 'x base' ratios compare with (default transformer, or the first)")

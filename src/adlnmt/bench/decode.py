@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -32,6 +32,9 @@ from adlnmt.model import Seq2Seq
 from adlnmt.search import Hypothesis, SearchOptions, translate_ids
 from adlnmt.train.config import TrainConfig
 
+if TYPE_CHECKING:
+    from adlnmt.export.engines import SearchEngine
+
 MODES = {"cached": True, "uncached": False}  # mode → incremental
 WARMUP_SENTENCES = 4  # the warm-up decodes the first few sentences, forced lengths capped at WARMUP_LENGTH
 WARMUP_LENGTH = 16
@@ -41,7 +44,7 @@ WARMUP_LENGTH = 16
 class Decoder:
     label: str
     kind: str  # preset | model
-    model: Seq2Seq
+    model: Seq2Seq | SearchEngine  # the PyTorch model, or another engine (adlnmt.export.engines)
     sources: list[list[int]]  # beam-table workload (encoded, each ending with EOS)
     exact: list[int] | None  # forced output lengths (presets), or None: real search
 
@@ -68,23 +71,36 @@ def preset_decoder(
     return Decoder(name, "preset", model, sources, list(lengths))
 
 
-def model_decoder(label: str, path: Path, checkpoint: str, device: torch.device, lines: list[str]) -> Decoder:
-    """A trained model directory; ``lines`` (raw text) encoded with its vocabulary."""
+def model_decoder(
+    label: str, path: Path, checkpoint: str, device: torch.device, lines: list[str], engine: str = "torch",
+    precision: str = "fp32",
+) -> Decoder:  # fmt: skip
+    """A trained model directory (or export directory) on ``engine``; ``lines`` (raw text) encoded with its
+    vocabulary. Other engines than torch get ``precision`` at load time (int8: an int8 export)."""
     from adlnmt.translator import Translator
 
-    translator = Translator.load(path, checkpoint, str(device))
+    translator = Translator.load(path, checkpoint, str(device), "fp32" if engine == "torch" else precision, engine)
     sources = [translator.encode(line, number) for number, line in enumerate(lines, 1) if line.strip()]
-    return Decoder(label, "model", translator.model, sources, None)
+    runner = translator.model if translator.engine is None else translator.engine
+    assert runner is not None
+    return Decoder(label, "model", runner, sources, None)
 
 
 def measure(
-    model: Seq2Seq, sources: list[list[int]], exact: list[int] | None, beam: int, mode: str, settings: DecodeSettings
+    model: Seq2Seq | SearchEngine,
+    sources: list[list[int]],
+    exact: list[int] | None,
+    beam: int,
+    mode: str,
+    settings: DecodeSettings,
 ) -> dict[str, Any]:
     """Time one search over ``sources``: rates per second, ms per sentence and memory."""
     options = replace(settings.search, beam=beam, incremental=MODES[mode])
 
     def search(count: int, longest: int | None = None) -> list[list[Hypothesis]]:
         lengths = None if exact is None else [min(n, longest or n) for n in exact[:count]]
+        if not isinstance(model, Seq2Seq):
+            return model.translate_ids(sources[:count], options)
         return translate_ids(model, sources[:count], options, settings.device, lengths)
 
     search(WARMUP_SENTENCES, WARMUP_LENGTH)
@@ -111,7 +127,9 @@ def _rows(
     decoder: Decoder, settings: DecodeSettings, beams: list[int], workloads: Iterable[Workload]
 ) -> Iterator[dict[str, Any]]:
     """Measure every workload × beam × mode, logging each row to stderr as it is done."""
-    head = {"decoder": decoder.label, "kind": decoder.kind, "parameters": decoder.model.parameter_count()}
+    model = decoder.model
+    parameters = model.parameter_count() if isinstance(model, Seq2Seq) else None
+    head = {"decoder": decoder.label, "kind": decoder.kind, "parameters": parameters}
     for extra, sources, exact in workloads:
         for beam in beams:
             for mode in settings.modes:
@@ -131,6 +149,8 @@ def table_rows(decoder: Decoder, settings: DecodeSettings) -> Iterator[dict[str,
 
 def length_rows(decoder: Decoder, settings: DecodeSettings) -> Iterator[dict[str, Any]]:
     """The length sweep: for each L, ``sweep_sentences`` random sources of L words, outputs of exactly L tokens."""
+    if not isinstance(decoder.model, Seq2Seq):
+        return  # forced output lengths need the PyTorch search
     vocab, count = decoder.model.config.src_vocab_size, settings.sweep_sentences
     workloads = (
         ({"length": n}, random_sources([n] * count, vocab, np.random.default_rng((settings.seed, n))), [n] * count)

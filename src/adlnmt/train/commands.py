@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from adlnmt.errors import UserError
 from adlnmt.train.config import add_arguments, from_arguments
-from adlnmt.train.model_dir import read_stored_config
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -33,8 +31,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise UserError(f"need --workers >= 1 and --threads >= 0, got {args.workers} and {args.threads}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    read_stored_config(Path(args.model))  # a damaged config.json is a clear error, before anything loads
-    translator = Translator.load(args.model, args.checkpoint, args.device, args.precision)
+    translator = Translator.load(args.model, args.checkpoint, args.device, args.precision, args.engine)
     lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
     options = SearchOptions(
         beam=args.beam,
@@ -94,7 +91,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train.set_defaults(func=cmd_train)
 
     translate = commands.add_parser("translate", help="translate raw text with a trained model (beam search)")
-    translate.add_argument("--model", required=True, help="model directory")
+    translate.add_argument("--model", required=True, help="model directory, or an export directory (adlnmt export)")
     translate.add_argument("--input", help="input file, one sentence per line (default: stdin)")
     translate.add_argument("--output", help="output file (default: stdout)")
     translate.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
@@ -123,6 +120,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default="fp32",
         choices=("fp32", "bf16", "fp16", "int8"),
         help="fp32 (default); bf16/fp16 (fp16: CUDA only); int8: dynamic quantisation of the linears (CPU only)",
+    )
+    translate.add_argument(
+        "--engine",
+        default="torch",
+        choices=("torch", "onnxruntime", "ctranslate2", "auto"),
+        help="torch (default); onnxruntime or ctranslate2 (an export directory, or a model exported on the fly); "
+        "auto: the fastest engine that runs the model",
     )
     translate.set_defaults(func=cmd_translate)
 

@@ -1,0 +1,116 @@
+"""Engines side by side: PyTorch / ONNX Runtime / CTranslate2, fp32 and int8, beams 1 and 5.
+
+    .venv/bin/python benchmarks/export_speed.py --model DIR [DIR ...] --src test.de --ref test.en [--threads 2]
+
+Every model is exported once per engine and precision (not timed), then every row runs in a fresh process:
+start-up (loading the model or export directory), sentences/s over the whole input, BLEU (sacreBLEU) and the
+process's peak RSS. Rows an engine cannot run (CTranslate2 and non-Transformer ADL) are reported as refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROWS = [("torch", "fp32"), ("torch", "int8"), ("onnxruntime", "fp32"), ("onnxruntime", "int8"),
+        ("ctranslate2", "fp32"), ("ctranslate2", "int8")]  # fmt: skip
+FORMATS = {"onnxruntime": "onnx", "ctranslate2": "ctranslate2"}
+
+
+def read(path: Path) -> list[str]:
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return handle.read().splitlines()
+
+
+def run_row(args: argparse.Namespace) -> None:
+    """One measurement in this process; prints one JSON line."""
+    import torch
+
+    from adlnmt.metrics import score
+    from adlnmt.search import SearchOptions
+    from adlnmt.translator import Translator
+
+    torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    translator = Translator.load(args.row_model, precision=args.precision, engine=args.engine)
+    startup = time.perf_counter() - started
+    lines, refs = read(Path(args.src))[: args.sentences], read(Path(args.ref))[: args.sentences]
+    started = time.perf_counter()
+    hyps = translator.translate(lines, SearchOptions(beam=args.beam, batch_size=64))
+    seconds = time.perf_counter() - started
+    bleu = score(hyps, refs, ["bleu"])["bleu"]
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"startup_s": startup, "sentences_per_s": len(lines) / seconds, "bleu": bleu,
+                      "peak_mb": peak_mb}))  # fmt: skip
+
+
+def export_all(model: Path, out: Path) -> dict[tuple[str, str], Path | None]:
+    """The directory each row loads (the model itself for torch), or None when the export is refused."""
+    from adlnmt.errors import UserError
+    from adlnmt.export.directory import Source
+    from adlnmt.export.formats import export_model
+    from adlnmt.translator import load_model
+
+    targets: dict[tuple[str, str], Path | None] = {}
+    for engine, precision in ROWS:
+        if engine == "torch":
+            targets[engine, precision] = model
+            continue
+        directory = out / f"{model.name}-{engine}-{precision}"
+        try:
+            if not directory.is_dir():
+                loaded, data, max_len = load_model(model, "best")
+                quantize = "int8" if precision == "int8" else "none"
+                export_model(Source(loaded.eval(), data, max_len, model), directory, FORMATS[engine], quantize)
+            targets[engine, precision] = directory
+        except UserError as err:
+            print(f"{model.name} {engine}: {err}", file=sys.stderr)
+            targets[engine, precision] = None
+    return targets
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", nargs="+", default=[])
+    parser.add_argument("--src", required=True)
+    parser.add_argument("--ref", required=True)
+    parser.add_argument("--beams", default="1,5")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--out", default="benchmarks/runs/export_speed")
+    parser.add_argument("--row-model", help=argparse.SUPPRESS)
+    parser.add_argument("--engine", default="torch", help=argparse.SUPPRESS)
+    parser.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
+    parser.add_argument("--beam", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.row_model:
+        run_row(args)
+        return
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for model in map(Path, args.model):
+        for (engine, precision), target in export_all(model, out).items():
+            for beam in map(int, args.beams.split(",")):
+                row = {"model": model.name, "engine": engine, "precision": precision, "beam": beam}
+                if target is not None:
+                    command = [sys.executable, __file__, "--row-model", str(target), "--engine", engine,
+                               "--precision", precision, "--beam", str(beam), "--src", args.src, "--ref", args.ref,
+                               "--threads", str(args.threads), "--sentences", str(args.sentences)]  # fmt: skip
+                    found = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+                    row.update(json.loads(found.splitlines()[-1]))
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    (out / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

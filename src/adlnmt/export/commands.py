@@ -1,0 +1,38 @@
+"""``adlnmt export``: write a trained model as ONNX graphs or a CTranslate2 model (see :mod:`adlnmt.export`)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from adlnmt.export.directory import Source
+from adlnmt.export.formats import QUANTIZATIONS, WRITERS, export_model
+from adlnmt.translator import load_model
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    model_dir = Path(args.model)
+    model, data, max_len = load_model(model_dir, args.checkpoint)
+    export = export_model(Source(model.eval(), data, max_len, model_dir), Path(args.out), args.format, args.quantize)
+    seconds = time.perf_counter() - started
+    print(f"exported {model_dir} ({args.checkpoint}) as {args.format}, quantize {args.quantize}, to {export.path} "
+          f"in {seconds:.1f} s; translate with --model {export.path} --engine "
+          f"{'onnxruntime' if args.format == 'onnx' else 'ctranslate2'}")  # fmt: skip
+    return 0
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    export = commands.add_parser("export", help="export a trained model to ONNX or CTranslate2 (for --engine)")
+    export.add_argument("--model", required=True, help="model directory")
+    export.add_argument("--format", required=True, choices=tuple(WRITERS), help="onnx or ctranslate2")
+    export.add_argument("--out", required=True, help="export directory to write")
+    export.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
+    export.add_argument("--quantize", default="none", choices=QUANTIZATIONS, help="int8: dynamic int8 weights")
+    export.add_argument("--threads", type=int, default=0, help="intra-op threads while exporting (0: default)")
+    export.set_defaults(func=cmd_export)

@@ -1,0 +1,56 @@
+"""Tiny trained models of every decoder family (as in tests/test_search.py) and their exports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adlnmt.cli import main
+from adlnmt.translator import Translator
+from test_search import DECODERS, ENCODER
+
+POST_NORM_ENCODER = "pos -> repeat(2, res_d(mh_dot_self_att) -> norm -> res_d(ffl) -> norm)"
+FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {  # name → encoder, decoder, extra train flags
+    **{name: (ENCODER, decoder, ()) for name, decoder in DECODERS.items()},
+    "post-norm": (
+        POST_NORM_ENCODER,
+        "pos -> repeat(2, res_d(mh_dot_self_att) -> norm -> res_d(mh_dot_src_att) -> norm -> res_d(ffl) -> norm)",
+        ("--tie-output",),
+    ),
+    "mixed": (
+        ENCODER,
+        "learn_pos -> repeat(2, res_nd(rnn(cell=gru)) -> res_nd(mlp_src_att(source=increasing)) -> res_nd(cnn) "
+        "-> res_nd(aan) -> res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att)) -> norm",
+        (),
+    ),
+    "rnn-input-feeding": (ENCODER, "rnn -> mlp_src_att -> ff(32)", ("--input-feeding",)),
+}
+
+
+def train_tiny(data: Path, model_dir: Path, encoder: str, decoder: str, extra: tuple[str, ...]) -> None:
+    argv = ["train", "--data", str(data), "--model", str(model_dir), "--encoder", encoder, "--decoder", decoder,
+            "--d-model", "32", "--heads", "4", "--batch-tokens", "800", "--lr", "3e-3", "--max-updates", "40",
+            "--checkpoint-interval", "40", "--no-valid-bleu", "--no-progress", *extra]  # fmt: skip
+    assert main(argv) == 0
+
+
+@pytest.fixture(scope="session")
+def tiny_models(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Model directory of every family, trained on first use (40 updates on the demo corpus)."""
+    trained: dict[str, Path] = {}
+
+    class Lazy(dict):
+        def __missing__(self, family: str) -> Path:
+            encoder, decoder, extra = FAMILIES[family]
+            model_dir = tmp_path_factory.mktemp(family)
+            train_tiny(demo_data / "data", model_dir, encoder, decoder, extra)
+            self[family] = model_dir
+            return model_dir
+
+    return Lazy(trained)
+
+
+def demo_sources(translator: Translator, demo_data: Path, count: int = 12) -> list[list[int]]:
+    lines = (demo_data / "corpus" / "test.src").read_text().splitlines()[:count]
+    return [translator.data.encode_source(line) for line in lines]

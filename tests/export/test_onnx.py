@@ -1,0 +1,86 @@
+"""ONNX export: token-identical search with ONNX Runtime on a tiny trained model of every decoder family."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from adlnmt.cli import main
+from adlnmt.errors import UserError
+from adlnmt.export.directory import EXPORT_MANIFEST, Source
+from adlnmt.export.formats import export_model
+from adlnmt.search import SearchOptions, translate_ids
+from adlnmt.translator import Translator, load_model
+
+from .conftest import FAMILIES, demo_sources
+
+pytest.importorskip("onnxruntime", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
+pytest.importorskip("onnx", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
+
+
+def export(model_dir: Path, out: Path, quantize: str = "none") -> Translator:
+    model, data, max_len = load_model(model_dir, "best")
+    export_model(Source(model.eval(), data, max_len, model_dir), out, "onnx", quantize)
+    return Translator.load(out, engine="onnxruntime")
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_onnx_search_is_token_identical(tiny_models, demo_data: Path, tmp_path: Path, family: str) -> None:
+    torch_translator = Translator.load(tiny_models[family])
+    onnx_translator = export(tiny_models[family], tmp_path / "onnx")
+    assert onnx_translator.engine_name == "onnxruntime" and onnx_translator.model is None
+    sources = demo_sources(torch_translator, demo_data)
+    for beam in (1, 5):
+        options = SearchOptions(beam=beam, batch_size=5)  # the output; lower n-best ranks of these barely trained
+        # models can be near-ties that rounding reorders
+        assert torch_translator.model is not None and onnx_translator.engine is not None
+        expected = translate_ids(torch_translator.model, sources, options)
+        found = onnx_translator.engine.translate_ids(sources, options)
+        assert [[h.tokens for h in hyps] for hyps in found] == [[h.tokens for h in hyps] for hyps in expected]
+        for a, b in zip(found, expected, strict=True):
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-3)
+
+
+def test_manifest_lists_the_state_and_alignments_match(tiny_models, demo_data: Path, tmp_path: Path) -> None:
+    torch_translator = Translator.load(tiny_models["transformer"])
+    onnx_translator = export(tiny_models["transformer"], tmp_path / "onnx")
+    manifest = json.loads((tmp_path / "onnx" / EXPORT_MANIFEST).read_text())
+    kinds = {entry["kind"] for entry in manifest["onnx"]["state"]}
+    assert kinds == {"static", "growing"}
+    assert manifest["onnx"]["exporter"].startswith("torch.onnx.export")
+    assert manifest["canonical"]["decoder"] and (tmp_path / "onnx" / "vocab" / "manifest.json").is_file()
+    lines = (demo_data / "corpus" / "test.src").read_text().splitlines()[:4]
+    options = SearchOptions(beam=3, nbest=2, alignments=True)
+    for a, b in zip(torch_translator.search(lines, options), onnx_translator.search(lines, options), strict=True):
+        assert [t.text for t in a] == [t.text for t in b]
+        for x, y in zip(a, b, strict=True):
+            assert torch.allclose(torch.tensor(x.alignment), torch.tensor(y.alignment), atol=1e-4)
+
+
+def test_int8_export_translates(tiny_models, demo_data: Path, tmp_path: Path) -> None:
+    translator = export(tiny_models["aan"], tmp_path / "int8", quantize="int8")
+    lines = (demo_data / "corpus" / "test.src").read_text().splitlines()[:6]
+    assert all(translator.translate(lines, SearchOptions(beam=2)))
+    with pytest.raises(UserError, match="quantization int8; it cannot run in"):
+        Translator.load(tmp_path / "int8", engine="onnxruntime", precision="bf16")
+
+
+def test_cli_export_and_translate(tiny_models, demo_data: Path, tmp_path: Path) -> None:
+    model_dir = tiny_models["rnn"]
+    out = tmp_path / "onnx"
+    assert main(["export", "--model", str(model_dir), "--format", "onnx", "--out", str(out)]) == 0
+    source = demo_data / "corpus" / "test.src"
+    lines = source.read_text().splitlines()[:5]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    outputs = {}
+    for engine, model in (("torch", model_dir), ("onnxruntime", out), ("onnxruntime-on-the-fly", model_dir)):
+        path = tmp_path / f"{engine}.txt"
+        argv = ["translate", "--model", str(model), "--input", str(tmp_path / "in.txt"), "--output", str(path),
+                "--engine", engine.removesuffix("-on-the-fly"), "--beam", "3"]  # fmt: skip
+        assert main(argv) == 0
+        outputs[engine] = path.read_text()
+    assert outputs["torch"] == outputs["onnxruntime"] == outputs["onnxruntime-on-the-fly"]
+    assert main(["translate", "--model", str(out), "--engine", "ctranslate2", "--input", str(source)]) == 2
