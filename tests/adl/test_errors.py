@@ -99,3 +99,9 @@ def test_bad_variable_values_are_located() -> None:
     with pytest.raises(ADLError) as info:
         parse_assignments(["X=(3"])
     assert "in --var X" in info.value.message
+
+
+def test_nested_repeats_are_capped_before_anything_is_built() -> None:
+    with pytest.raises(ADLError) as caught:  # refused from the tree, before a million layers are built
+        build_chain("pos -> repeat(1000, repeat(1000, res(ffl)))", Side.ENCODER, 16, ModelOptions(16, 2))
+    assert "more than 10,000 layers" in caught.value.message and caught.value.column == 7

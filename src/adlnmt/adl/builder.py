@@ -90,6 +90,27 @@ def prepare(text: str | Chain, variables: Mapping[str, Value] | None = None, whe
         raise _located(err, text, where) from None
 
 
+MAX_LAYERS = 10_000  # layers one side may build, repeats expanded: far beyond any sensible model, and builds fast
+
+
+def _repeat_count(node: LayerNode) -> int:
+    first = node.args[0].value if node.name == "repeat" and node.args else None
+    return int(first.value) if isinstance(first, Literal) and first.kind == "int" and first.value > 0 else 1
+
+
+def expanded_size(chain: Chain) -> int:
+    """The number of layers ``chain`` builds, ``repeat`` s expanded and nested chains included; an ADL error at the
+    first layer that would take the side past ``MAX_LAYERS`` (so that ``repeat(1000, repeat(1000, …))`` fails at
+    once instead of building a million layers)."""
+    total = 0
+    for node in chain.layers:
+        inner = sum(expanded_size(arg.value) for arg in node.args if isinstance(arg.value, Chain))
+        total += 1 + _repeat_count(node) * inner
+        if total > MAX_LAYERS:
+            raise ADLError(f"this builds more than {MAX_LAYERS:,} layers (repeats multiplied out)", column=node.col)
+    return total
+
+
 def count_blocks(chain: Chain) -> int:
     """Number of repetitions of the chain's top-level ``repeat`` s (their counts, when given as ints)."""
     total = 0
@@ -125,6 +146,7 @@ def build_chain(
         encoder_width=encoder_width,
     )
     try:
+        expanded_size(tree)
         layers = _build_layers(tree, ctx)
     except ADLError as err:
         raise _located(err, source_text, ctx.where) from None
