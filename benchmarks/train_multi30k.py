@@ -1,6 +1,6 @@
 """Benchmark: train the Multi30k de→en Transformer on this machine for a fixed wall-clock budget.
 
-    .venv/bin/python benchmarks/train_multi30k.py [--minutes 60] [--out benchmarks/runs/multi30k]
+    .venv/bin/python benchmarks/train_multi30k.py [--minutes 60] [--out benchmarks/runs/multi30k] [--device auto]
 
 Prepares Multi30k task 1 (de→en, joint sentencepiece 8k) from ../shared/data/multi30k, trains a
 pre-norm Transformer (d_model 256, 3+3 layers, 4 heads, d_ff 1024, dropout 0.1, label smoothing 0.1),
@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "data" / "multi30k"
@@ -58,7 +60,10 @@ def main() -> int:
     parser.add_argument("--max-updates", type=int, default=0, help="stop after this many updates (0: budget only)")
     parser.add_argument("--precision", default="fp32", help="fp32, or bf16 autocast (AMX/AVX-512 bf16 CPUs, CUDA)")
     parser.add_argument("--beam", type=int, default=5, help="beam size for the test translation (1 = greedy)")
+    parser.add_argument("--device", default="auto", help="auto (a GPU if any), cpu, cuda or cuda:N")
+    parser.add_argument("--checkpoint-interval", type=int, default=500)
     args = parser.parse_args()
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     if not CORPUS.is_dir():
         print(f"skipped: Multi30k not found at {CORPUS}")
         return 0
@@ -73,20 +78,26 @@ def main() -> int:
     run([*ADLNMT, "train", "--data", str(data), "--model", str(model), "--preset", "transformer-small",
          "--d-model", "256", "--heads", "4", "--d-ff", "1024", "--dropout", "0.1", "--label-smoothing", "0.1",
          "--batch-tokens", str(args.batch_tokens), "--lr", str(args.lr), "--lr-schedule", "inverse-sqrt",
-         "--warmup", str(args.warmup), "--max-minutes", str(args.minutes), "--checkpoint-interval", "500",
+         "--warmup", str(args.warmup), "--max-minutes", str(args.minutes),
+         "--checkpoint-interval", str(args.checkpoint_interval),
          "--patience", "0", "--threads", str(args.threads), "--no-progress", "--precision", args.precision,
-         "--max-updates", str(args.max_updates)])  # fmt: skip
+         "--max-updates", str(args.max_updates), "--device", device])  # fmt: skip
     train_wall = time.monotonic() - start
     peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     hyp = args.out / "test_2016_flickr.hyp.en"
     run([*ADLNMT, "translate", "--model", str(model), "--input", str(files["test_2016_flickr.de"]),
-         "--output", str(hyp), "--beam", str(args.beam)])  # fmt: skip
+         "--output", str(hyp), "--beam", str(args.beam), "--device", device])  # fmt: skip
     scores = json.loads(subprocess.run([*ADLNMT, "score", "--hyp", str(hyp), "--ref",
                                         str(files["test_2016_flickr.en"]), "--json"],
                                        check=True, capture_output=True, text=True).stdout)  # fmt: skip
     log = [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines()]
     results = {
-        "machine": {"cpu": cpu_model(), "python": platform.python_version(), "threads": args.threads},
+        "machine": {
+            "cpu": cpu_model(),
+            "python": platform.python_version(),
+            "threads": args.threads,
+            "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
+        },
         "precision": args.precision,
         "budget_minutes": args.minutes,
         "train_wall_minutes": train_wall / 60,

@@ -231,7 +231,9 @@ class SearchBatch:
         self.stepper = Stepper(model, memory, options.incremental, options.alignments)
         self.k = k
         self.sentences = torch.arange(src.size(0), device=src.device)  # original sentence of each active one
+        self.active: list[int] = list(range(src.size(0)))  # the same, on the host
         self.limit = max_len.to(src.device)
+        self.limits: list[int] = max_len.tolist()
         self.floor = None if min_len is None else min_len.to(src.device)
         self.step = 0
 
@@ -246,16 +248,27 @@ class SearchBatch:
             bar_eos(log_probs, self.per_row(self.floor[self.sentences] > self.step))
         return log_probs, alignment
 
+    def sentence_ids(self) -> list[int]:
+        """The original sentence of each active one (read from the device when ``host_bookkeeping`` is off)."""
+        return self.active if SPEEDUPS.host_bookkeeping else [int(s) for s in self.sentences]
+
     def at_limit(self) -> Tensor:
         """[N] bool: the rows whose sentence has reached its maximum length (they may only end now)."""
         return self.per_row(self.limit[self.sentences] <= self.step)
 
-    def drop(self, done: Tensor) -> tuple[Tensor, Tensor]:
-        """Drop the active sentences ``done`` [B_act] (bool) and their rows → the indices of the sentences and
-        of the rows that go on, for the caller's own per-sentence and per-row tensors."""
-        keep = (~done).nonzero().squeeze(1)  # [B_left]
+    def any_at_limit(self) -> bool:
+        if SPEEDUPS.host_bookkeeping:
+            return any(self.limits[s] <= self.step for s in self.active)
+        return bool(self.at_limit().any())
+
+    def drop(self, done: list[bool]) -> tuple[Tensor, Tensor]:
+        """Drop the active sentences ``done`` [B_act] and their rows → the indices of the sentences and of the
+        rows that go on, for the caller's own per-sentence and per-row tensors."""
+        kept = [i for i, ends in enumerate(done) if not ends]
+        keep = torch.tensor(kept, dtype=torch.long, device=self.sentences.device)  # [B_left]
         rows = (keep.unsqueeze(1) * self.k + torch.arange(self.k, device=keep.device)).flatten()
         self.sentences = self.sentences[keep]
+        self.active = [self.active[i] for i in kept]
         self.stepper.select(rows)
         return keep, rows
 
@@ -263,8 +276,6 @@ class SearchBatch:
 def force_eos(log_probs: Tensor, forced: Tensor) -> Tensor:
     """log_probs [N, V] where the rows ``forced`` [N] (bool) may only end: EOS keeps its log-probability,
     every other word gets -inf."""
-    if not bool(forced.any()):
-        return log_probs
     eos_only = torch.full_like(log_probs[0], float("-inf"))
     eos_only[EOS] = 0.0
     return torch.where(forced.unsqueeze(1), eos_only + log_probs[:, EOS : EOS + 1], log_probs)
@@ -326,15 +337,35 @@ def end_hypotheses(
     k = batch.k
     ends = words.eq(EOS) & torch.isfinite(top_scores)
     ends[:, k:] = False  # only EOS among the k best ends a hypothesis
-    for b, r in ends.nonzero().tolist():
-        sentence = int(batch.sentences[b])
+    ids = batch.sentence_ids()
+    for b, row, log_prob, tokens in ended(ends, rows, top_scores, beams.history):
+        sentence = ids[b]
         if len(finished[sentence]) >= k:
             continue
-        row = int(rows[b, r])
-        log_prob = float(top_scores[b, r])
         score = log_prob / length_penalty(batch.step + 1, options.length_penalty)
         alignment = beams.aligned[row, :, : batch.src_lengths[sentence]].clone() if options.alignments else None
-        finished[sentence].append(Hypothesis(beams.history[row].tolist(), log_prob, score, alignment))
+        finished[sentence].append(Hypothesis(tokens, log_prob, score, alignment))
+
+
+def ended(
+    ends: Tensor, rows: Tensor, top_scores: Tensor, history: Tensor
+) -> Iterator[tuple[int, int, float, list[int]]]:
+    """(active sentence, row, log-probability, its tokens) of each candidate ``ends`` [B_act, 2k] marks, read
+    from the device in one batch of transfers (``host_bookkeeping``) or one read per value."""
+    if not SPEEDUPS.host_bookkeeping:
+        for b, r in ends.nonzero().tolist():
+            row = int(rows[b, r])
+            yield b, row, float(top_scores[b, r]), history[row].tolist()
+        return
+    sentence, candidate = ends.nonzero().unbind(1)  # [E] each
+    ended_rows = rows[sentence, candidate]
+    yield from zip(
+        sentence.tolist(),
+        ended_rows.tolist(),
+        top_scores[sentence, candidate].tolist(),
+        history[ended_rows].tolist(),
+        strict=True,
+    )
 
 
 @torch.inference_mode()
@@ -354,7 +385,8 @@ def beam_batch(
     finished: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
     while batch.sentences.numel() > 0:
         log_probs, alignment = batch.next_log_probs(beams.tokens)  # [N, V], [N, S]
-        log_probs = force_eos(log_probs, batch.at_limit())
+        if batch.any_at_limit():
+            log_probs = force_eos(log_probs, batch.at_limit())
         vocab, active = log_probs.size(1), batch.sentences.numel()
         top_scores, top_ids = best_continuations(beams.scores, log_probs, min(2 * k, k * vocab))  # [B_act, 2k]
         origin = torch.div(top_ids, vocab, rounding_mode="floor")  # beam each candidate extends
@@ -367,9 +399,8 @@ def beam_batch(
         batch.stepper.reorder(parents)
         beams.advance(scores, parents, tokens)
         batch.step += 1
-        done = torch.tensor([len(finished[int(s)]) >= k for s in batch.sentences], device=src.device)
-        done |= batch.limit[batch.sentences] < batch.step
-        if bool(done.any()):
+        done = [len(finished[s]) >= k or batch.limits[s] < batch.step for s in batch.sentence_ids()]
+        if any(done):
             beams.keep(*batch.drop(done))
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[: options.nbest] for hyps in finished]
 
@@ -390,15 +421,16 @@ def greedy_batch(
         tokens = log_probs.argmax(-1)  # [B_act]
         tokens = torch.where(batch.at_limit(), torch.full_like(tokens, EOS), tokens)
         chosen = log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
-        for i, (row, token) in enumerate(zip(batch.sentences.tolist(), tokens.tolist(), strict=True)):
+        token_ids = tokens.tolist()
+        for i, (row, token) in enumerate(zip(batch.sentence_ids(), token_ids, strict=True)):
             log_prob[row] += chosen[i]
             if alignment is not None:
                 rows_alignment[row].append(alignment[i, : batch.src_lengths[row]])
             if token != EOS:
                 outputs[row].append(token)
-        finished = tokens.eq(EOS)
+        finished = [token == EOS for token in token_ids]
         batch.step += 1
-        if bool(finished.any()):
+        if any(finished):
             keep, _ = batch.drop(finished)
             tokens = tokens[keep]
     return [

@@ -28,11 +28,21 @@ class Speedups:
     # Training: the output projection and the label-smoothed cross-entropy fused and chunked
     # (train.loss.projected_cross_entropy) instead of full [N, V] logits and F.cross_entropy.
     fused_loss: bool = True
+    # Search keeps the active sentences and their length limits in host lists and reads each step's ended
+    # hypotheses from the device in a few transfers, instead of one device read per active sentence and per
+    # ended hypothesis (on a GPU every read waits for the device: a synchronisation).
+    host_bookkeeping: bool = True
 
 
 SPEEDUPS = Speedups()
 # each optimisation's "switched off" value
-OFF = {"topk_block": 0, "preallocate": False, "rows_in_place": False, "fused_loss": False}
+OFF = {
+    "topk_block": 0,
+    "preallocate": False,
+    "rows_in_place": False,
+    "fused_loss": False,
+    "host_bookkeeping": False,
+}
 
 
 @contextmanager

@@ -71,6 +71,9 @@ class TrainConfig:
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
     precision: str = option("fp32", "fp32, or bf16/fp16 autocast (fp16: CUDA only)", choices=("fp32", "bf16", "fp16"))
     threads: int = option(0, "CPU threads for torch (0 = torch's default)")
+    deterministic: bool = option(
+        False, "deterministic CUDA kernels (slower): reruns and resumes on a GPU give bit-identical weights", flag=True
+    )
     on_nan: str = option("skip", "non-finite loss: skip the update or stop", choices=("skip", "stop"))
     progress: bool = option(True, "show a progress bar (when stderr is a terminal)", flag=True, negatable=True)
 

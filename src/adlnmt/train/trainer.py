@@ -47,6 +47,7 @@ RESUMABLE_CHANGES = {
     "max_minutes",
     "device",
     "threads",
+    "deterministic",
     "progress",
     "patience",
     "keep_last",
@@ -93,6 +94,14 @@ def precision_setup(precision: str, device: torch.device) -> torch.amp.GradScale
     return torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
 
+def use_deterministic_kernels() -> None:
+    """Deterministic kernels only (an error for an op that has none): needed on CUDA, where atomics make sums such as
+    embedding gradients order-dependent; cuBLAS needs its workspace fixed before its first use for the same."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+
+
 def make_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW as configured; fused (one kernel for all parameters, ~4× faster steps on CPU) where available."""
     return torch.optim.AdamW(
@@ -109,15 +118,19 @@ class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        # Under torchrun (even with one process: NCCL/DDP then run as they would on many GPUs).
+        self.distributed = self.world > 1 or "TORCHELASTIC_RUN_ID" in os.environ
         self.rank = int(os.environ.get("RANK", "0"))
         self.device = pick_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
-        if self.world > 1 and not dist.is_initialized():
+        if self.distributed and not dist.is_initialized():
             if self.device.type == "cuda":
                 torch.cuda.set_device(self.device)
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
         if config.threads > 0:
             torch.set_num_threads(config.threads)
         self.scaler = precision_setup(config.precision, self.device)
+        if config.deterministic:
+            use_deterministic_kernels()
         self.main = self.rank == 0
         if not config.data or not config.model:
             raise UserError("train needs --data DIR and --model DIR")
@@ -144,7 +157,7 @@ class Trainer:
         self._resume()
         self.network = (
             DistributedDataParallel(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
-            if self.world > 1
+            if self.distributed
             else self.model
         )
 
@@ -250,7 +263,7 @@ class Trainer:
             for problem in problems:
                 self.log(f"warning: {problem}; skipped")
             self.log(f"resuming at update {self.progress.update} (epoch {self.progress.epoch + 1}) from {path}")
-            if self.world > 1:
+            if self.distributed:
                 dist.barrier()  # every rank has read its state before rank 0 tidies the directory
             if self.main:
                 self._tidy_after_resume(state["model"])
@@ -328,12 +341,12 @@ class Trainer:
         if (self.progress.update + 1) % HEAP_RELEASE_UPDATES == 0 and self.device.type == "cpu":
             release_heap()
         tokens = torch.tensor(float(sum(b.tgt_tokens for b in batches)), device=self.device)
-        if self.world > 1:
+        if self.distributed:
             dist.all_reduce(tokens)
         total_loss = torch.zeros((), device=self.device)
         self.optimizer.zero_grad(set_to_none=True)
         for i, batch in enumerate(batches):
-            sync = i == len(batches) - 1 or self.world == 1
+            sync = i == len(batches) - 1 or not self.distributed
             context = self.network.no_sync() if not sync else nullcontext()
             with context:
                 loss = self._loss(batch)
@@ -341,7 +354,7 @@ class Trainer:
                 self.scaler.scale(loss * self.world / tokens).backward()
             total_loss += loss.detach()
         finite = torch.isfinite(total_loss).float()
-        if self.world > 1:
+        if self.distributed:
             dist.all_reduce(total_loss)
             dist.all_reduce(finite, op=dist.ReduceOp.MIN)
         if finite.item() < 1:
@@ -396,7 +409,7 @@ class Trainer:
     def checkpoint(self, train_loss: float, tokens_per_second: float) -> bool:
         """Validate, update best/patience/learning rate, save; returns True when patience ran out."""
         metrics = self.validate() if self.main else {}
-        if self.world > 1:
+        if self.distributed:
             shared = [metrics]
             dist.broadcast_object_list(shared, src=0)
             metrics = shared[0]
@@ -454,14 +467,14 @@ class Trainer:
         if self.config.max_minutes <= 0:
             return False
         over = torch.tensor(float(session_base + time.monotonic() - session_start >= self.config.max_minutes * 60))
-        if self.world > 1:
+        if self.distributed:
             dist.broadcast(over, src=0)
         return bool(over.item())
 
     def _stop_signal(self, signals: StopSignals) -> int:
         """The stop signal received (0: none); under DDP any rank's, so that every rank stops at the same update."""
         received = torch.tensor(float(signals.received or 0))
-        if self.world > 1:
+        if self.distributed:
             dist.all_reduce(received, op=dist.ReduceOp.MAX)
         return int(received.item())
 

@@ -1,0 +1,76 @@
+"""Search on CUDA: token-identical to the CPU search (fp32) for every decoder family, greedy and beam; reduced
+precisions translate every line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from adlnmt.cli import main
+from adlnmt.search import SearchOptions, translate_ids
+from adlnmt.translator import Translator
+from test_search import DECODERS, ENCODER
+
+from .conftest import CUDA
+
+pytestmark = CUDA
+
+
+@pytest.fixture(scope="module")
+def trained(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One tiny model per decoder family, trained 60 updates on the GPU."""
+    models = {}
+    for name, decoder in DECODERS.items():
+        model_dir = tmp_path_factory.mktemp(f"cuda-{name}")
+        argv = ["train", "--data", str(demo_data / "data"), "--model", str(model_dir), "--encoder", ENCODER,
+                "--decoder", decoder, "--d-model", "32", "--heads", "4", "--batch-tokens", "800", "--lr", "3e-3",
+                "--max-updates", "60", "--checkpoint-interval", "60", "--no-valid-bleu", "--no-progress",
+                "--device", "cuda"]  # fmt: skip
+        assert main(argv) == 0
+        models[name] = model_dir
+    return models
+
+
+def source_ids(translator: Translator, demo_data: Path, count: int = 40) -> list[list[int]]:
+    lines = (demo_data / "corpus" / "test.src").read_text().splitlines()[:count]
+    return [translator.data.encode_source(line) for line in lines]
+
+
+@pytest.mark.parametrize("family", list(DECODERS))
+def test_cuda_search_is_token_identical_to_the_cpu_search(trained, demo_data: Path, family: str) -> None:
+    cpu = Translator.load(trained[family])
+    gpu = Translator.load(trained[family], device="cuda")
+    assert next(gpu.model.parameters()).device.type == "cuda"
+    sources = source_ids(cpu, demo_data)
+    for beam in (1, 5):
+        options = SearchOptions(beam=beam, nbest=beam, batch_size=16)
+        on_cpu = translate_ids(cpu.model, sources, options)
+        on_gpu = translate_ids(gpu.model, sources, options, device="cuda")
+        for a, b in zip(on_cpu, on_gpu, strict=True):
+            assert [h.tokens for h in a] == [h.tokens for h in b], f"{family}, beam {beam}"
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_reduced_precisions_translate_every_line_on_cuda(trained, demo_data: Path, precision: str) -> None:
+    lines = (demo_data / "corpus" / "test.src").read_text().splitlines()[:30]
+    reference = Translator.load(trained["transformer"]).translate(lines, SearchOptions(beam=4))
+    translator = Translator.load(trained["transformer"], device="cuda", precision=precision)
+    found = translator.search(lines, SearchOptions(beam=4, alignments=True))
+    assert len(found) == len(lines) and all(hyps[0].text for hyps in found)
+    same = sum(hyps[0].text == ref for hyps, ref in zip(found, reference, strict=True))
+    assert same >= 0.8 * len(lines), f"{precision}: only {same}/{len(lines)} lines equal the fp32 translation"
+    for hyps in found:
+        rows = torch.tensor(hyps[0].alignment)
+        assert torch.allclose(rows.sum(-1), torch.ones(rows.size(0)), atol=2e-2)
+
+
+def test_translate_command_on_cuda_writes_the_cpu_lines(trained, demo_data: Path, tmp_path: Path) -> None:
+    source = demo_data / "corpus" / "test.src"
+    for device in ("cpu", "cuda"):
+        argv = ["translate", "--model", str(trained["cnn"]), "--input", str(source), "--output",
+                str(tmp_path / device), "--beam", "5", "--device", device]  # fmt: skip
+        assert main(argv) == 0
+    assert (tmp_path / "cuda").read_text() == (tmp_path / "cpu").read_text()
