@@ -18,9 +18,9 @@ info() {
 }
 tests() { "$py" -m pytest -q -m cuda tests -p no:cacheprovider; }
 train() {
-  local presets="transformer-small transformer transformer-aan t5-rnn-rnn t5-cnn-cnn comet"
+  local presets="transformer-small transformer transformer-aan t5-rnn-rnn t5-cnn-cnn"
   for precision in fp32 bf16; do
-    for tokens in 4000 16000 64000; do
+    for tokens in 4000 32000; do
       adlnmt bench train --preset $presets --device cuda --precision $precision --batch-tokens $tokens \
         --updates 20 --out "$out/train-$precision-$tokens"
     done
