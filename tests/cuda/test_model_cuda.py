@@ -18,7 +18,7 @@ pytestmark = CUDA
 
 @pytest.mark.parametrize("name", list(MODELS))
 @torch.no_grad()
-def test_incremental_decoding_equals_teacher_forcing_on_cuda(name: str) -> None:
+def test_incremental_decoding_equals_teacher_forcing_on_cuda(name: str, strict_fp32: None) -> None:
     encoder, decoder, feeding = MODELS[name]
     m = model(encoder, decoder, feeding).eval().cuda()
     src, tgt = (t.cuda() for t in batch())

@@ -39,7 +39,9 @@ def source_ids(translator: Translator, demo_data: Path, count: int = 40) -> list
 
 
 @pytest.mark.parametrize("family", list(DECODERS))
-def test_cuda_search_is_token_identical_to_the_cpu_search(trained, demo_data: Path, family: str) -> None:
+def test_cuda_search_is_token_identical_to_the_cpu_search(
+    trained, demo_data: Path, family: str, strict_fp32: None
+) -> None:
     cpu = Translator.load(trained[family])
     gpu = Translator.load(trained[family], device="cuda")
     assert next(gpu.model.parameters()).device.type == "cuda"
@@ -67,7 +69,9 @@ def test_reduced_precisions_translate_every_line_on_cuda(trained, demo_data: Pat
         assert torch.allclose(rows.sum(-1), torch.ones(rows.size(0)), atol=2e-2)
 
 
-def test_translate_command_on_cuda_writes_the_cpu_lines(trained, demo_data: Path, tmp_path: Path) -> None:
+def test_translate_command_on_cuda_writes_the_cpu_lines(
+    trained, demo_data: Path, tmp_path: Path, strict_fp32: None
+) -> None:
     source = demo_data / "corpus" / "test.src"
     for device in ("cpu", "cuda"):
         argv = ["translate", "--model", str(trained["cnn"]), "--input", str(source), "--output",

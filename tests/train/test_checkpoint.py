@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
+from torch import nn
 
 from adlnmt.errors import UserError
 from adlnmt.train import checkpoint as ckpt
@@ -77,3 +79,31 @@ def test_prune_also_keeps_the_best_by_score(tmp_path: Path) -> None:
         path.write_bytes(b"")
     ckpt.prune(tmp_path, 1, 2, {100: -3.0, 200: -1.0, 300: -2.0, 400: -5.0, 500: -4.0})
     assert sorted(int(p.stem.split("-")[1]) for p in (tmp_path / "checkpoints").iterdir()) == [200, 300, 500]
+
+
+def two_layers(tie: bool = False) -> nn.Sequential:
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 3, bias=False))
+    if tie:
+        model[1].weight = nn.Parameter(model[0].weight.T.contiguous())
+        model[0].weight = nn.Parameter(torch.randn(4, 3))
+        model.append(nn.Linear(4, 3, bias=False))
+        model[2].weight = model[1].weight
+    return model
+
+
+def test_weights_that_are_views_into_one_buffer_are_saved(tmp_path: Path) -> None:
+    """cuDNN packs an RNN's weights into one buffer on CUDA (each parameter a view of it), emulated on the CPU here;
+    tied weights are still stored once, as safetensors' save_model stores them, so that load_model reads the file."""
+    packed = two_layers()
+    buffer = torch.randn(40)
+    with torch.no_grad():
+        packed[0].weight.set_(buffer.untyped_storage(), 0, (4, 3))
+        packed[0].bias.set_(buffer.untyped_storage(), 12, (4,))
+    tied = two_layers(tie=True)
+    for model, fresh, stored in ((packed, two_layers(), 3), (tied, two_layers(tie=True), 3)):
+        path = tmp_path / "w.safetensors"
+        ckpt.save_weights(model, path)
+        assert len(load_file(path)) == stored  # the tied weight once
+        ckpt.load_weights(fresh, path)
+        for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values(), strict=True):
+            assert torch.equal(a, b), name

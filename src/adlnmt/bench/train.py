@@ -34,6 +34,7 @@ class Updater(Trainer):
 
     def __init__(self, config: TrainConfig, model: Seq2Seq, device: torch.device) -> None:
         self.config, self.device, self.world, self.rank, self.main = config, device, 1, 0, True
+        self.distributed = False
         self.model = self.network = model.train()
         self.optimizer = make_optimizer(model, config, device)
         self.schedule = Schedule(config)

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, load_model, save_model
+from safetensors.torch import load_file, load_model, save_file
 from torch import Tensor, nn
 
 from adlnmt.errors import UserError
@@ -82,7 +82,30 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def save_weights(model: nn.Module, path: Path) -> None:
-    atomic_write(path, lambda tmp: save_model(model, str(tmp)))
+    tensors, metadata = stored_tensors(model)
+    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata or None))
+
+
+def stored_tensors(model: nn.Module) -> tuple[dict[str, Tensor], dict[str, str]]:
+    """The model's tensors as ``safetensors.torch.save_model`` stores them (so that ``load_model`` reads them): a
+    tensor tied under several names once, under the first name, the others in the metadata as ``name → kept``.
+    Unlike ``save_model`` this also works on CUDA, where cuDNN packs each RNN's weights into one buffer of which
+    every parameter is a view: such views are copied out."""
+    tensors: dict[str, Tensor] = {}
+    metadata: dict[str, str] = {}
+    kept: dict[int, str] = {}  # storage address → name stored
+    for name, tensor in sorted(model.state_dict().items()):
+        storage = tensor.untyped_storage()
+        whole = tensor.data_ptr() == storage.data_ptr() and tensor.nbytes == storage.nbytes()
+        if not whole:
+            tensor = tensor.clone()  # a view into a larger buffer: its own copy
+        address = tensor.untyped_storage().data_ptr()
+        if tensor.numel() and address in kept:
+            metadata[name] = kept[address]
+            continue
+        kept[address] = name
+        tensors[name] = tensor.detach().contiguous()
+    return tensors, metadata
 
 
 def load_weights(model: nn.Module, path: Path) -> None:

@@ -81,6 +81,8 @@ def pick_device(name: str, local_rank: int) -> torch.device:
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"--device {name}: CUDA is not available on this machine")
+    if name == "cuda":
+        return torch.device(f"cuda:{local_rank}")  # this process's GPU (under torchrun: one per process)
     return torch.device(name)
 
 
