@@ -468,14 +468,15 @@ class Trainer:
     def _out_of_time(self, session_start: float, session_base: float) -> bool:
         if self.config.max_minutes <= 0:
             return False
-        over = torch.tensor(float(session_base + time.monotonic() - session_start >= self.config.max_minutes * 60))
+        elapsed = session_base + time.monotonic() - session_start
+        over = torch.tensor(float(elapsed >= self.config.max_minutes * 60), device=self.device)  # NCCL: on the GPU
         if self.distributed:
             dist.broadcast(over, src=0)
         return bool(over.item())
 
     def _stop_signal(self, signals: StopSignals) -> int:
         """The stop signal received (0: none); under DDP any rank's, so that every rank stops at the same update."""
-        received = torch.tensor(float(signals.received or 0))
+        received = torch.tensor(float(signals.received or 0), device=self.device)  # NCCL: on the GPU
         if self.distributed:
             dist.all_reduce(received, op=dist.ReduceOp.MAX)
         return int(received.item())
