@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from adlnmt.adl.registry import DECODER_ONLY, FromOption, Kind, Param, Side, register
 from adlnmt.layers.base import Context, Layer
@@ -78,10 +79,20 @@ def masked_softmax(scores: Tensor, allowed: Tensor | None) -> Tensor:
     return weights if allowed is None else weights.masked_fill(~allowed, 0.0)
 
 
+# On CUDA, PyTorch's first choice for bf16/fp16 attention on recent GPUs is cuDNN's, which builds an execution plan
+# for every new shape; batches of varying lengths and a growing decoder cache meet new shapes all the time (bf16
+# training measured 15× slower with it on an H100, benchmarks/NOTES.md). The other fused kernels have no such cost.
+CUDA_SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, **options: Any) -> Tensor:
-    """PyTorch's fused scaled-dot-product attention; in float32 when training in bfloat16 on the CPU, where the
-    bfloat16 backward kernel is ~15× slower than the float32 one (torch 2.13)."""
-    if q.dtype != torch.bfloat16 or q.device.type != "cpu" or not torch.is_grad_enabled():
+    """PyTorch's fused scaled-dot-product attention (on CUDA without cuDNN's, see ``CUDA_SDPA_BACKENDS``); in
+    float32 when training in bfloat16 on the CPU, where the bfloat16 backward kernel is ~15× slower than the
+    float32 one (torch 2.13)."""
+    if q.is_cuda:
+        with sdpa_kernel(CUDA_SDPA_BACKENDS):
+            return F.scaled_dot_product_attention(q, k, v, **options)
+    if q.dtype != torch.bfloat16 or not torch.is_grad_enabled():
         return F.scaled_dot_product_attention(q, k, v, **options)
     with torch.autocast("cpu", enabled=False):
         return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), **options).to(torch.bfloat16)
