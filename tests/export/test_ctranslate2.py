@@ -12,7 +12,7 @@ from adlnmt.export.directory import Source
 from adlnmt.export.engines import pick_engine
 from adlnmt.export.formats import export_model
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import SearchOptions, translate_ids
+from adlnmt.search import SearchOptions, length_penalty, translate_ids
 from adlnmt.translator import Translator, load_model
 
 from .conftest import FAMILIES, demo_sources
@@ -34,10 +34,14 @@ def test_ctranslate2_greedy_is_identical(tiny_models, demo_data: Path, tmp_path:
     expected = [hyps[0].tokens for hyps in translate_ids(model, sources, SearchOptions(beam=1))]
     found = [hyps[0].tokens for hyps in translator.engine.translate_ids(sources, SearchOptions(beam=1))]
     assert found == expected
-    beam = SearchOptions(beam=5, length_penalty=0.0)  # CTranslate2 normalises lengths its own way
+    beam = SearchOptions(beam=5, nbest=5)  # ranked by the GNMT length penalty, as the PyTorch search ranks
     found_beam = translator.engine.translate_ids(sources, beam)
     same = [a[0].tokens == b[0].tokens for a, b in zip(found_beam, translate_ids(model, sources, beam), strict=True)]
     assert sum(same) >= len(sources) // 2  # beam limits differ on outputs that run to the length limit
+    for hyps in found_beam:
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        for h in hyps:
+            assert h.score == pytest.approx(h.log_prob / length_penalty(len(h.tokens) + 1, 1.0))
 
 
 def test_ctranslate2_int8_translates(tiny_models, demo_data: Path, tmp_path: Path) -> None:
