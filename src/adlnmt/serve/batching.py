@@ -133,10 +133,8 @@ class Batcher:
             remaining = deadline - time.monotonic()
             if size >= self.max_batch_sentences or remaining <= 0:
                 break
-            try:
+            with contextlib.suppress(TimeoutError):
                 self._waiting.append(await asyncio.wait_for(self._arrived.get(), remaining))
-            except TimeoutError:
-                pass
             self._waiting += self._drain_arrived()
             self._drop_abandoned()
             if first.future.done():  # the oldest caller gave up meanwhile: start over with the next one
