@@ -39,12 +39,14 @@ class Job:
 
 @dataclass
 class BatchStats:
-    """Counters shown by ``GET /health``: batches searched, their sentences and requests, sentences waiting."""
+    """Counters shown by ``GET /health``: batches searched, their sentences and requests, sentences waiting and
+    sentences being searched now."""
 
     batches: int = 0
     sentences: int = 0
     requests: int = 0
     queued_sentences: int = 0
+    searching_sentences: int = 0
     largest_batch: int = 0
 
 
@@ -166,6 +168,7 @@ class Batcher:
         lines = [line for job in batch for line in job.lines]
         self.stats.queued_sentences -= len(lines)
         options = batch[0].options
+        self.stats.searching_sentences = len(lines)
         try:
             found = await asyncio.get_running_loop().run_in_executor(self._worker, self.search, lines, options)
         except asyncio.CancelledError:  # stop() during a search: its callers get an answer, never silence
@@ -178,6 +181,8 @@ class Batcher:
                 if not job.future.done():
                     job.future.set_exception(err)
             return
+        finally:
+            self.stats.searching_sentences = 0
         self.stats.batches += 1
         self.stats.sentences += len(lines)
         self.stats.requests += len(batch)

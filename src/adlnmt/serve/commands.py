@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from types import FrameType
 
 from adlnmt.errors import UserError
 from adlnmt.serve.limits import ENGINES, ServeOptions
@@ -47,8 +49,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(options)  # loads the model: a bad directory is an error before the port is bound
     print(f"serving {options.model} on http://{options.host}:{options.port}/ (API page: /docs)", file=sys.stderr)
     config = uvicorn.Config(app, host=options.host, port=options.port, log_level="info", access_log=False)
-    uvicorn.Server(config).run()  # SIGTERM/SIGINT: stop accepting, finish the requests in flight, exit
+    # uvicorn catches SIGTERM/SIGINT: it stops accepting, finishes the requests in flight, then raises the signal
+    # again for the handler that was there before. For SIGTERM that is this one: a graceful stop exits with 0.
+    previous = signal.signal(signal.SIGTERM, _stopped)
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
