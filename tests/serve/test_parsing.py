@@ -22,6 +22,10 @@ LONG_LINE = ("ein kleiner Hund läuft über die grüne Wiese . " * 120)[:5000]
         (b'{"text": ["a"]', 400, "request body is not valid JSON: Expecting ',' delimiter at line 1 column 15"),
         (b"", 400, "request body is not valid JSON: Expecting value at line 1 column 1"),
         (b'{"text": ["\xff\xfe caf\xe9"]}', 400, "request body is not valid UTF-8 (byte 11: b'\\xff')"),
+        (b"[" * 200_000 + b"]" * 200_000, 400, "request body is not valid JSON: nested too deeply"),
+        (b'{"text": ["a"], "beam": ' + b"9" * 5000 + b"}", 400, "request body is not valid JSON: Exceeds the limit "
+         "(4300 digits) for integer string conversion: value has 5000 digits; use sys.set_int_max_str_digits() to "
+         "increase the limit"),
         (b'["a", "b"]', 422, 'expected a JSON object like {"text": ["..."]}, got list'),
         (b'{"text": "one sentence"}', 422, "invalid request: text: Input should be a valid list"),
         (b'{"text": ["a", 7]}', 422, "invalid request: text.1: Input should be a valid string"),

@@ -68,6 +68,10 @@ def parse_translate(body: bytes, options: ServeOptions) -> TranslateRequest:
         raise ApiError(
             400, f"request body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
         ) from None
+    except RecursionError:
+        raise ApiError(400, "request body is not valid JSON: nested too deeply") from None
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise ApiError(400, f"request body is not valid JSON: {err}") from None
     if not isinstance(data, dict):
         raise ApiError(422, f'expected a JSON object like {{"text": ["..."]}}, got {type(data).__name__}')
     text_field = data.get("text")
