@@ -82,7 +82,7 @@ def test_model_describes_adl_sizes_training_and_diagram(make_client: ClientFacto
     assert stored["encoder"].replace(" ", "") in info["encoder"].replace(" ", "")
     assert info["parameters"] > 10_000
     assert info["src_vocab"] == info["tgt_vocab"] == 150
-    assert info["training"]["updates"] == 40 and info["training"]["checkpoints"] == 1
+    assert info["training"]["updates"] == 40 and info["training"]["checkpoints"] == 1 and info["alignments"] is True
     assert info["training"]["best_valid_ppl_update"] == 40 and info["training"]["best_valid_ppl"] > 1
     assert "best_valid_bleu" not in info["training"]  # trained with --no-valid-bleu
     if shutil.which("dot"):
@@ -112,3 +112,20 @@ def test_unknown_paths_are_json_404(make_client: ClientFactory, path: str) -> No
     with make_client() as client:
         reply = client.get(path)
     assert reply.status_code == 404 and reply.json() == {"error": "Not Found"}
+
+
+def test_an_engine_without_alignments_says_so(
+    make_client: ClientFactory, serve_model: Path, test_lines: list[str]
+) -> None:
+    pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed")
+    from adlnmt.translator import Translator
+
+    ct2 = Translator.load(serve_model, engine="ctranslate2")
+    with make_client(ct2) as client:
+        info = client.get("/model").json()
+        plain = client.post("/translate", json={"text": test_lines[:2], "beam": 1})
+        aligned = client.post("/translate", json={"text": test_lines[:2], "alignments": True})
+    assert (info["engine"], info["alignments"]) == ("ctranslate2", False)
+    assert plain.status_code == 200 and len(plain.json()["translations"]) == 2
+    assert (aligned.status_code, aligned.json()) == (
+        422, {"error": "invalid request: the ctranslate2 engine gives no alignments"})  # fmt: skip

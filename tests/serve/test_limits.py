@@ -72,6 +72,7 @@ def test_a_full_queue_is_503_with_retry_after(
 ) -> None:
     slow = SlowTranslator(translator, 1.0)
     with make_client(slow, max_sentences=4, max_queue_sentences=4, max_wait_ms=1) as client:
+        slow.searching.clear()  # set by the start-up probe for alignments (GET /model)
 
         def post(lines: list[str]) -> tuple[int, dict, str | None]:
             reply = client.post("/translate", json={"text": lines, "beam": 1})

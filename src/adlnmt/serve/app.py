@@ -20,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import adlnmt
+from adlnmt.errors import UserError
 from adlnmt.search import SearchOptions
 from adlnmt.serve.batching import Batcher, QueueFull
 from adlnmt.serve.limits import ServeOptions
@@ -35,7 +36,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     for code, text in (
         (400, "body not UTF-8 or not JSON"),
         (413, "body larger than max_body_bytes, or more than max_sentences sentences"),
-        (422, "wrong fields or types; beam above max_beam; nbest above beam"),
+        (422, "wrong fields or types; beam above max_beam; nbest above beam; alignments from an engine without"),
         (500, "the search failed"),
         (503, "the queue is full (see Retry-After)"),
         (504, "not translated within request_timeout_s"),
@@ -55,9 +56,17 @@ class Service:
         self.model_info: dict[str, Any] | None = None
 
     def describe_model(self) -> dict[str, Any]:
+        """The ``GET /model`` record, computed once (at start-up), with ``alignments``: whether the engine gives them
+        (CTranslate2 does not), found by a one-word probe."""
         if self.model_info is None:
             path = Path(self.options.model)
-            self.model_info = model_description(self.translator, path, self.options.checkpoint, self.options.precision)
+            info = model_description(self.translator, path, self.options.checkpoint, self.options.precision)
+            try:
+                self.translator.search(["a"], SearchOptions(beam=1, alignments=True))
+                info["alignments"] = True
+            except UserError:
+                info["alignments"] = False
+            self.model_info = info
         return self.model_info
 
     def sentence_result(self, line: str, hyps: list[Translation], alignments: bool) -> dict[str, Any]:
@@ -73,6 +82,8 @@ class Service:
 
     async def translate(self, request: TranslateRequest) -> dict[str, Any]:
         """The response to a checked request: cut long lines (with warnings), search in a shared batch, format."""
+        if request.alignments and not self.describe_model()["alignments"]:
+            raise ApiError(422, f"invalid request: the {self.translator.engine_name} engine gives no alignments")
         lines, cut = cut_long(request.text, self.options.max_chars)
         warnings = [
             warning
@@ -88,6 +99,8 @@ class Service:
             raise ApiError(504, f"not translated within the server's {self.options.request_timeout_s:g} s") from None
         except QueueFull as err:
             raise ApiError(503, f"server busy: {err}; retry later", {"Retry-After": "1"}) from None
+        except UserError as err:  # the request asks for something this model or engine cannot do
+            raise ApiError(422, f"invalid request: {err}") from None
         except Exception as err:
             LOG.exception("search failed")
             raise ApiError(500, f"translation failed: {type(err).__name__}: {err}") from None

@@ -3,6 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
+let withAlignments = true;  // false when GET /model says the engine gives none (CTranslate2)
 
 function element(tag, attributes = {}, text = null) {
   const node = document.createElement(tag);
@@ -81,7 +82,7 @@ async function translate() {
     const reply = await fetch("/translate", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ text: lines, beam: beam, nbest: Math.min(nbest, beam), alignments: true }),
+      body: JSON.stringify({ text: lines, beam: beam, nbest: Math.min(nbest, beam), alignments: withAlignments }),
     });
     const data = await reply.json();
     if (!reply.ok) throw new Error(`${reply.status}: ${data.error ?? reply.statusText}`);
@@ -100,8 +101,10 @@ async function loadModel() {
     const reply = await fetch("/model");
     const info = await reply.json();
     if (!reply.ok) throw new Error(info.error ?? reply.statusText);
+    withAlignments = info.alignments !== false;
     const params = info.parameters === null ? "?" : info.parameters.toLocaleString("en");
-    $("model-line").textContent = `${info.model_dir} — ${params} parameters, vocabularies ${info.src_vocab}/${info.tgt_vocab}, engine ${info.engine}`;
+    $("model-line").textContent = `${info.model_dir} — ${params} parameters, vocabularies ${info.src_vocab}/${info.tgt_vocab}, engine ${info.engine}` +
+      (withAlignments ? "" : " (it gives no alignments: no attention heatmap)");
     $("adl").textContent = info.encoder === null ? "" : `encoder: ${info.encoder}\ndecoder: ${info.decoder}`;
     const t = info.training;
     if (t) {
