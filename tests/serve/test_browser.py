@@ -1,6 +1,7 @@
 """The web page in a real browser: headless Debian chromium driven by Playwright (the system's browser, no
 ``playwright install`` download) against a real ``adlnmt serve``: type a sentence, click Translate, see the
-translation, the n-best list, the attention heatmap (hover shows a weight) and the architecture diagram."""
+translation, the n-best list, the attention heatmap (hover shows a weight) and the architecture diagram; and the
+offline API page."""
 
 from __future__ import annotations
 
@@ -61,5 +62,9 @@ def test_translate_in_the_page(browser, serve_model: Path, test_lines: list[str]
         assert cell.get_attribute("title").endswith(f": {weight:.3f}")
         assert "done in" in page.inner_text("#status")
         page.screenshot(path=str(tmp_path / "serve-page.png"), full_page=True)
+        page.goto(url + "/docs")  # the offline API page renders /openapi.json
+        page.wait_for_selector("#api h3", timeout=10_000)
+        operations = page.locator("#api h3").all_inner_texts()
+        assert {"POST /translate", "GET /health", "GET /model"} <= set(operations)
         assert errors == []
     assert (tmp_path / "serve-page.png").stat().st_size > 10_000
