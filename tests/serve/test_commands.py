@@ -1,5 +1,5 @@
-"""``adlnmt serve`` as a command: bad input is one message and status 2; a real server, sent SIGTERM while it
-searches, still answers the request in flight and exits with status 0."""
+"""``adlnmt serve`` as a command: bad input is one message and status 2; a real server, sent SIGTERM (or Ctrl-C's
+SIGINT) while it searches, still answers the request in flight and exits with status 0 (130)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,10 @@ def test_a_missing_model_directory_is_named(tmp_path: Path, capsys: pytest.Captu
     assert capsys.readouterr().err == f"error: {tmp_path / 'nowhere'}: not a model directory (no config.json)\n"
 
 
-def test_sigterm_finishes_the_request_in_flight_and_exits_0(serve_model: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_a_signal_finishes_the_request_in_flight_then_exits(
+    stop: signal.Signals, status: int, serve_model: Path, tmp_path: Path
+) -> None:
     log = tmp_path / "serve.log"
     with running_server(serve_model, log=log) as (process, url):
         replies: list[httpx.Response] = []
@@ -57,11 +60,11 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(serve_model: Path, t
         while httpx.get(f"{url}/health").json()["batching"]["searching_sentences"] == 0:
             assert time.monotonic() < deadline, "the request never reached the search"
             time.sleep(0.02)
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(stop)
         started = time.monotonic()
         request.join(300)
-        assert process.wait(60) == 0, log.read_text()
-    assert time.monotonic() - started > 0.2, "the request was not in flight when SIGTERM came (make it slower)"
+        assert process.wait(60) == status, log.read_text()
+    assert time.monotonic() - started > 0.2, "the request was not in flight when the signal came"
     assert len(replies) == 1 and replies[0].status_code == 200, log.read_text()
     assert len(replies[0].json()["translations"]) == len(SLOW_TEXT)
     text = log.read_text()

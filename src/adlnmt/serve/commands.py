@@ -50,17 +50,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"serving {options.model} on http://{options.host}:{options.port}/ (API page: /docs)", file=sys.stderr)
     config = uvicorn.Config(app, host=options.host, port=options.port, log_level="info", access_log=False)
     # uvicorn catches SIGTERM/SIGINT: it stops accepting, finishes the requests in flight, then raises the signal
-    # again for the handler that was there before. For SIGTERM that is this one: a graceful stop exits with 0.
-    previous = signal.signal(signal.SIGTERM, _stopped)
+    # again for the handler that was there before: these, so that a graceful stop exits with 0 after SIGTERM and
+    # 130 after Ctrl-C, without a traceback.
+    previous = {number: signal.signal(number, _stopped) for number in (signal.SIGTERM, signal.SIGINT)}
     try:
         uvicorn.Server(config).run()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     return 0
 
 
 def _stopped(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(0)
+    raise SystemExit(130 if signum == signal.SIGINT else 0)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
