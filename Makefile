@@ -10,11 +10,14 @@ STAMP  := $(VENV)/.installed
 .PHONY: install test demo lint clean
 
 $(STAMP): pyproject.toml
-# Graphviz's `dot` lays out `adlnmt describe --diagram` (its tests skip without it): apt-get it as root.
-	@command -v dot >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update && apt-get install -y graphviz; \
-	  else echo "note: Graphviz's dot is missing and cannot be installed here (not root, or no apt-get):" \
-	    "diagrams fail with a hint and their tests are skipped; install it with: sudo apt-get install graphviz"; fi; }
+# Graphviz's `dot` lays out `adlnmt describe --diagram` (its tests skip without it), and chromium runs the browser
+# test of `adlnmt serve` (skipped without it): apt-get them as root.
+	@{ command -v dot >/dev/null && command -v chromium >/dev/null; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update && apt-get install -y graphviz chromium; \
+	  else command -v dot >/dev/null || echo "note: Graphviz's dot is missing and cannot be installed here (not root," \
+	    "or no apt-get): diagrams fail with a hint and their tests are skipped; install it with: sudo apt-get install graphviz"; \
+	    command -v chromium >/dev/null || echo "note: chromium is missing and cannot be installed here: the browser" \
+	    "test of adlnmt serve is skipped; install it with: sudo apt-get install chromium"; fi; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install $(TORCH_PIN)

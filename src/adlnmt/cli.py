@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     from adlnmt.data.commands import add_commands as add_data_commands
     from adlnmt.experiment.commands import add_commands as add_experiment_commands
     from adlnmt.export.commands import add_commands as add_export_commands
+    from adlnmt.serve.commands import add_commands as add_serve_commands
     from adlnmt.train.commands import add_commands as add_train_commands
 
     add_data_commands(commands)
@@ -111,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_commands(commands)
     add_experiment_commands(commands)
     add_export_commands(commands)
+    add_serve_commands(commands)
     return parser
 
 

@@ -161,10 +161,18 @@ class Translator:
         runner = load_engine(export, torch.get_num_threads())
         return cls(None, export.data, export.max_input_len, "cpu", export.path, runner)
 
-    def encode(self, line: str, number: int) -> list[int]:
+    def input_warning(self, line: str, number: int) -> str | None:
+        """The warning for input line ``number`` when it is longer than the model's input limit (it is cut to
+        ``max_input_len`` pieces), else None."""
         pieces = len(self.data.src_vocab.encode(line))
         if pieces > self.max_input_len:
-            print(f"warning: input line {number}: {pieces} pieces truncated to {self.max_input_len}", file=sys.stderr)
+            return f"input line {number}: {pieces} pieces truncated to {self.max_input_len}"
+        return None
+
+    def encode(self, line: str, number: int) -> list[int]:
+        warning = self.input_warning(line, number)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
         return self.data.encode_source(line, self.max_input_len)
 
     def search(self, lines: Sequence[str], options: SearchOptions = DEFAULT_OPTIONS) -> list[list[Translation]]:

@@ -1,0 +1,183 @@
+"""The FastAPI application of ``adlnmt serve``: ``POST /translate`` (batched across requests, :mod:`.batching`),
+``GET /health``, ``GET /model``, the web page at ``/`` and an offline API page at ``/docs`` (``/openapi.json``).
+
+Every error is JSON ``{"error": message}`` with the status codes listed in :mod:`adlnmt.serve.limits`; an
+unexpected failure of the search is a 500 for the requests of its batch, never a crash of the server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+import adlnmt
+from adlnmt.errors import UserError
+from adlnmt.search import SearchOptions
+from adlnmt.serve.batching import Batcher, QueueFull
+from adlnmt.serve.limits import ServeOptions
+from adlnmt.serve.model_info import model_description
+from adlnmt.serve.parsing import ApiError, cut_long, parse_translate, read_body
+from adlnmt.serve.schema import ErrorResponse, TranslateRequest, TranslateResponse
+from adlnmt.translator import Translation, Translator
+
+STATIC = Path(__file__).resolve().parent / "static"
+LOG = logging.getLogger("adlnmt.serve")
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse, "description": text}
+    for code, text in (
+        (400, "body not UTF-8 or not JSON"),
+        (413, "body larger than max_body_bytes, or more than max_sentences sentences"),
+        (422, "wrong fields or types; beam above max_beam; nbest above beam; alignments from an engine without"),
+        (500, "the search failed"),
+        (503, "the queue is full (see Retry-After)"),
+        (504, "not translated within request_timeout_s"),
+    )
+}
+
+
+class Service:
+    """The loaded model, the batcher and the limits behind the routes."""
+
+    def __init__(self, options: ServeOptions, translator: Translator) -> None:
+        self.options = options
+        self.translator = translator
+        self.batcher = Batcher(
+            translator.search, options.max_batch_sentences, options.max_wait_ms, options.max_queue_sentences
+        )
+        self.model_info: dict[str, Any] | None = None
+
+    def describe_model(self) -> dict[str, Any]:
+        """The ``GET /model`` record, computed once (at start-up), with ``alignments``: whether the engine gives them
+        (CTranslate2 does not), found by a one-word probe."""
+        if self.model_info is None:
+            path = Path(self.options.model)
+            info = model_description(self.translator, path, self.options.checkpoint, self.options.precision)
+            try:
+                self.translator.search(["a"], SearchOptions(beam=1, alignments=True))
+                info["alignments"] = True
+            except UserError:
+                info["alignments"] = False
+            self.model_info = info
+        return self.model_info
+
+    def sentence_result(self, line: str, hyps: list[Translation], alignments: bool) -> dict[str, Any]:
+        """One entry of the response's ``translations`` (see :class:`~adlnmt.serve.schema.SentenceResult`)."""
+        nbest = [hyp.to_dict() for hyp in hyps]
+        best = nbest[0] if nbest else {"translation": "", "score": None, "log_prob": None, "pieces": []}
+        result = {"source": line, **best, "nbest": nbest}
+        if alignments:
+            result.setdefault("alignment", None)
+            ids = self.translator.data.encode_source(line, self.translator.max_input_len) if hyps else []
+            result["source_pieces"] = [self.translator.data.src_vocab.piece(i) for i in ids] if hyps else None
+        return result
+
+    async def translate(self, request: TranslateRequest) -> dict[str, Any]:
+        """The response to a checked request: cut long lines (with warnings), search in a shared batch, format."""
+        if request.alignments and not self.describe_model()["alignments"]:
+            raise ApiError(422, f"invalid request: the {self.translator.engine_name} engine gives no alignments")
+        lines, cut = cut_long(request.text, self.options.max_chars)
+        warnings = [
+            warning
+            for number, (line, cut_warning) in enumerate(zip(lines, cut, strict=True), 1)
+            for warning in (cut_warning, self.translator.input_warning(line, number))
+            if warning
+        ]
+        options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
+                                alignments=request.alignments)  # fmt: skip
+        try:
+            found = await asyncio.wait_for(self.batcher.submit(lines, options), self.options.request_timeout_s)
+        except TimeoutError:
+            raise ApiError(504, f"not translated within the server's {self.options.request_timeout_s:g} s") from None
+        except QueueFull as err:
+            raise ApiError(503, f"server busy: {err}; retry later", {"Retry-After": "1"}) from None
+        except UserError as err:  # the request asks for something this model or engine cannot do
+            raise ApiError(422, f"invalid request: {err}") from None
+        except Exception as err:
+            LOG.exception("search failed")
+            raise ApiError(500, f"translation failed: {type(err).__name__}: {err}") from None
+        results = [
+            self.sentence_result(line, hyps, request.alignments) for line, hyps in zip(lines, found, strict=True)
+        ]
+        return {"translations": results, "warnings": warnings}
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "model": self.options.model,
+            "engine": self.translator.engine_name,
+            "batching": asdict(self.batcher.stats),
+            "limits": self.options.public(),
+        }
+
+
+def create_app(options: ServeOptions, translator: Translator | None = None) -> FastAPI:
+    """The application serving ``options.model`` (or ``translator``, already loaded, e.g. by tests)."""
+    if translator is None:
+        translator = Translator.load(options.model, options.checkpoint, options.device, options.precision,
+                                     options.engine)  # fmt: skip
+    service = Service(options, translator)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await service.batcher.start()
+        await asyncio.to_thread(service.describe_model)  # the diagram once, before the first request
+        yield
+        await service.batcher.stop()
+
+    app = FastAPI(
+        title="adlnmt",
+        version=adlnmt.__version__,
+        summary="Neural machine translation whose architectures are ADL sentences",
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN; /docs is served offline below
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.service = service
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, err: ApiError) -> JSONResponse:
+        return JSONResponse(err.body(), err.status, headers=err.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, err: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(err.detail)}, err.status_code, headers=err.headers)
+
+    schema = TranslateRequest.model_json_schema()
+    body_doc = {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+    @app.post("/translate", responses={200: {"model": TranslateResponse}, **ERRORS}, openapi_extra=body_doc)
+    async def translate(request: Request) -> JSONResponse:
+        """Translate ``text`` (a list of sentences) with beam search; results in input order. The body is parsed
+        here, not by FastAPI, so that bad bytes and bad JSON are a 400 and oversized bodies a 413."""
+        body = await read_body(request, options.max_body_bytes)
+        return JSONResponse(await service.translate(parse_translate(body, options)))
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        """Liveness, batching counters and the server's limits."""
+        return service.health()
+
+    @app.get("/model")
+    async def model() -> dict[str, Any]:
+        """Canonical ADL, parameters, vocabularies, training summary and the architecture diagram (SVG)."""
+        return await asyncio.to_thread(service.describe_model)
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> FileResponse:
+        return FileResponse(STATIC / "docs.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app

@@ -1,0 +1,194 @@
+"""Batching across requests: concurrent requests with the same search options share one search.
+
+Requests enter an asyncio queue. A collector task on the event loop takes the oldest waiting request, then every
+waiting request with the same :class:`~adlnmt.search.SearchOptions` (beam, n-best, alignments) until the batch
+holds ``max_batch_sentences`` sentences or the oldest request has waited ``max_wait_ms``; one worker thread runs
+the search on the merged sentences (the search sorts them by length into batches), and each request's future gets
+its own slice of the results, in its input order. While the worker searches, new requests queue up and form the
+next batch, so batches grow with the load and a lone request waits at most ``max_wait_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from adlnmt.search import SearchOptions
+from adlnmt.translator import Translation
+
+SearchFunction = Callable[[Sequence[str], SearchOptions], list[list[Translation]]]
+
+
+class QueueFull(Exception):
+    """The queue holds too many sentences for another request (the server answers 503)."""
+
+
+@dataclass
+class Job:
+    """One request's sentences waiting for the search."""
+
+    lines: list[str]
+    options: SearchOptions
+    future: asyncio.Future[list[list[Translation]]]
+    queued_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class BatchStats:
+    """Counters shown by ``GET /health``: batches searched, their sentences and requests, sentences waiting and
+    sentences being searched now."""
+
+    batches: int = 0
+    sentences: int = 0
+    requests: int = 0
+    queued_sentences: int = 0
+    searching_sentences: int = 0
+    largest_batch: int = 0
+
+
+class Batcher:
+    """Merge concurrent requests into shared searches run by one worker thread (see the module's docstring).
+
+    ``search`` is called with the merged lines and the shared options; ``batch_size`` of those options is
+    ``max_batch_sentences``. Use ``await start()`` on the serving event loop, ``await submit(...)`` per request and
+    ``await stop()`` at shutdown."""
+
+    def __init__(
+        self, search: SearchFunction, max_batch_sentences: int, max_wait_ms: float, max_queue_sentences: int
+    ) -> None:
+        self.search = search
+        self.max_batch_sentences = max_batch_sentences
+        self.max_wait = max_wait_ms / 1000
+        self.max_queue_sentences = max_queue_sentences
+        self.stats = BatchStats()
+        self._waiting: list[Job] = []
+        self._arrived: asyncio.Queue[Job] | None = None
+        self._collector: asyncio.Task[None] | None = None
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="adlnmt-search")
+
+    async def start(self) -> None:
+        self._arrived = asyncio.Queue()
+        self._collector = asyncio.get_running_loop().create_task(self._collect(), name="adlnmt-batcher")
+
+    async def stop(self) -> None:
+        """Cancel the collector, fail requests still waiting, and let the worker finish its batch."""
+        if self._collector is not None:
+            self._collector.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._collector
+        for job in self._drain_arrived() + self._waiting:
+            if not job.future.done():
+                job.future.set_exception(RuntimeError("the server is shutting down"))
+        self._waiting = []
+        self._worker.shutdown(wait=True)
+
+    async def submit(self, lines: list[str], options: SearchOptions) -> list[list[Translation]]:
+        """The search results for ``lines`` (in their order) once a batch containing them has been searched.
+
+        Raises :class:`QueueFull` at once when the waiting sentences would exceed ``max_queue_sentences``.
+        Cancelling the call (e.g. a timeout) drops the request's sentences if they were not yet searched."""
+        if self._arrived is None:
+            raise RuntimeError("the batcher is not started")
+        if not lines:
+            return []
+        if self.stats.queued_sentences + len(lines) > self.max_queue_sentences:
+            raise QueueFull(f"{self.stats.queued_sentences} sentences are waiting; the queue takes "
+                            f"{self.max_queue_sentences}")  # fmt: skip
+        job = Job(lines, options, asyncio.get_running_loop().create_future())
+        self.stats.queued_sentences += len(lines)
+        self._arrived.put_nowait(job)
+        return await job.future
+
+    def _drain_arrived(self) -> list[Job]:
+        jobs = []
+        while self._arrived is not None and not self._arrived.empty():
+            jobs.append(self._arrived.get_nowait())
+        return jobs
+
+    async def _collect(self) -> None:
+        """Form batches and search them, one at a time, forever (until cancelled)."""
+        assert self._arrived is not None
+        while True:
+            if not self._waiting:
+                self._waiting.append(await self._arrived.get())
+            self._waiting += self._drain_arrived()
+            batch = await self._fill_batch()
+            if batch:
+                await self._run(batch)
+
+    async def _fill_batch(self) -> list[Job]:
+        """The oldest live job and the waiting jobs with its options, waiting for more until the batch is full or
+        the oldest job's ``max_wait_ms`` has passed. Jobs whose caller gave up are dropped."""
+        assert self._arrived is not None
+        self._drop_abandoned()
+        if not self._waiting:
+            return []
+        first = self._waiting[0]
+        deadline = first.queued_at + self.max_wait
+        while True:
+            batch = self._matching(first.options)
+            size = sum(len(job.lines) for job in batch)
+            remaining = deadline - time.monotonic()
+            if size >= self.max_batch_sentences or remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                self._waiting.append(await asyncio.wait_for(self._arrived.get(), remaining))
+            self._waiting += self._drain_arrived()
+            self._drop_abandoned()
+            if first.future.done():  # the oldest caller gave up meanwhile: start over with the next one
+                return []
+        for job in batch:
+            self._waiting.remove(job)
+        return batch
+
+    def _matching(self, options: SearchOptions) -> list[Job]:
+        """Waiting jobs with ``options``, oldest first, while they fit in one batch (the first always does)."""
+        batch: list[Job] = []
+        size = 0
+        for job in self._waiting:
+            if job.options != options:
+                continue
+            if batch and size + len(job.lines) > self.max_batch_sentences:
+                break
+            batch.append(job)
+            size += len(job.lines)
+        return batch
+
+    def _drop_abandoned(self) -> None:
+        for job in [job for job in self._waiting if job.future.done()]:
+            self._waiting.remove(job)
+            self.stats.queued_sentences -= len(job.lines)
+
+    async def _run(self, batch: list[Job]) -> None:
+        """Search the batch in the worker thread and route each job's slice of the results to its future."""
+        lines = [line for job in batch for line in job.lines]
+        self.stats.queued_sentences -= len(lines)
+        options = batch[0].options
+        self.stats.searching_sentences = len(lines)
+        try:
+            found = await asyncio.get_running_loop().run_in_executor(self._worker, self.search, lines, options)
+        except asyncio.CancelledError:  # stop() during a search: its callers get an answer, never silence
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_exception(RuntimeError("the server is shutting down"))
+            raise
+        except Exception as err:  # a failed search fails its requests, never the server
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_exception(err)
+            return
+        finally:
+            self.stats.searching_sentences = 0
+        self.stats.batches += 1
+        self.stats.sentences += len(lines)
+        self.stats.requests += len(batch)
+        self.stats.largest_batch = max(self.stats.largest_batch, len(lines))
+        start = 0
+        for job in batch:
+            if not job.future.done():
+                job.future.set_result(found[start : start + len(job.lines)])
+            start += len(job.lines)

@@ -1,0 +1,118 @@
+"""``adlnmt serve``: load a model and serve it over HTTP with uvicorn (see :mod:`adlnmt.serve`)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from types import FrameType
+
+from adlnmt.errors import UserError
+from adlnmt.serve.limits import ENGINES, ServeOptions
+from adlnmt.translator import PRECISIONS
+
+
+def options_from(args: argparse.Namespace) -> ServeOptions:
+    return ServeOptions(
+        model=args.model,
+        host=args.host,
+        port=args.port,
+        checkpoint=args.checkpoint,
+        precision=args.precision,
+        engine=args.engine,
+        device=args.device,
+        threads=args.threads,
+        max_batch_sentences=args.max_batch_sentences,
+        max_wait_ms=args.max_wait_ms,
+        max_body_bytes=args.max_body_bytes,
+        max_sentences=args.max_sentences,
+        max_chars=args.max_chars,
+        max_beam=args.max_beam,
+        request_timeout_s=args.request_timeout,
+        max_queue_sentences=args.max_queue_sentences,
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    options = options_from(args)
+    try:
+        import uvicorn
+
+        from adlnmt.serve.app import create_app
+    except ImportError as err:
+        raise UserError(f"adlnmt serve needs the 'serve' extra ({err.name} is missing): "
+                        "pip install 'adlnmt[serve]'") from None  # fmt: skip
+    import torch
+
+    if options.threads:
+        torch.set_num_threads(options.threads)
+    app = create_app(options)  # loads the model: a bad directory is an error before the port is bound
+    print(f"serving {options.model} on http://{options.host}:{options.port}/ (API page: /docs)", file=sys.stderr)
+    config = uvicorn.Config(app, host=options.host, port=options.port, log_level="info", access_log=False)
+    # uvicorn catches SIGTERM/SIGINT: it stops accepting, finishes the requests in flight, then raises the signal
+    # again for the handler that was there before: these, so that a graceful stop exits with 0 after SIGTERM and
+    # 130 after Ctrl-C, without a traceback.
+    previous = {number: signal.signal(number, _stopped) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    return 0
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(130 if signum == signal.SIGINT else 0)
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    defaults = ServeOptions(model="")
+    serve = commands.add_parser("serve", help="serve a model over HTTP: JSON API, web page, batching across requests")
+    serve.add_argument("--model", required=True, help="model directory, or an export directory (adlnmt export)")
+    serve.add_argument("--host", default=defaults.host, help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=defaults.port, help="TCP port (default 8000)")
+    serve.add_argument("--checkpoint", default=defaults.checkpoint, help="best, last, averaged or a .safetensors path")
+    serve.add_argument("--precision", default=defaults.precision, choices=PRECISIONS, help="as in adlnmt translate")
+    serve.add_argument("--engine", default=defaults.engine, choices=ENGINES, help="as in adlnmt translate")
+    serve.add_argument("--device", default=defaults.device, help="cpu or cuda")
+    serve.add_argument("--threads", type=int, default=defaults.threads, help="torch CPU threads (0: torch's choice)")
+    serve.add_argument(
+        "--max-batch-sentences",
+        type=int,
+        default=defaults.max_batch_sentences,
+        help="most sentences searched together across requests (default 32; 1: no batching)",
+    )
+    serve.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=defaults.max_wait_ms,
+        help="how long a batch waits for more requests (default 10)",
+    )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=defaults.max_body_bytes,
+        help="largest request body, else 413 (default 1000000)",
+    )
+    serve.add_argument(
+        "--max-sentences",
+        type=int,
+        default=defaults.max_sentences,
+        help="most sentences per request, else 413 (default 256)",
+    )
+    serve.add_argument(
+        "--max-chars",
+        type=int,
+        default=defaults.max_chars,
+        help="longer sentences are cut, with a warning in the response (default 1000)",
+    )
+    serve.add_argument("--max-beam", type=int, default=defaults.max_beam, help="largest beam, else 422 (default 16)")
+    serve.add_argument(
+        "--request-timeout",
+        type=float,
+        default=defaults.request_timeout_s,
+        help="seconds before a request gets 504 (default 60)",
+    )
+    serve.add_argument("--max-queue-sentences", type=int, default=defaults.max_queue_sentences,
+                       help="sentences waiting for the search, else 503 with Retry-After (default 2048)")  # fmt: skip
+    serve.set_defaults(func=cmd_serve)

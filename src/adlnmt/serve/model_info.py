@@ -1,0 +1,89 @@
+"""What ``GET /model`` says about the loaded model: the canonical ADL of both sides, parameter count, vocabulary
+sizes, a training summary from ``metrics.jsonl`` and the architecture diagram (SVG, :mod:`adlnmt.diagram`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from adlnmt.errors import UserError
+from adlnmt.model import ModelConfig, Seq2Seq
+from adlnmt.translator import Translator
+
+
+def stored_model_config(model_dir: Path) -> dict[str, Any] | None:
+    """The ``model`` entry of a model directory's config.json, or of an export directory's export.json."""
+    from adlnmt.export.directory import EXPORT_MANIFEST
+    from adlnmt.train.model_dir import CONFIG_FILE
+
+    for name in (CONFIG_FILE, EXPORT_MANIFEST):
+        path = model_dir / name
+        if path.is_file():
+            stored = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(stored, dict) and isinstance(stored.get("model"), dict):
+                return stored["model"]
+    return None
+
+
+def training_summary(model_dir: Path) -> dict[str, Any] | None:
+    """Updates, epochs and training time of the last checkpoint record; best validation perplexity and BLEU (when
+    validation BLEU was computed) with their updates. None without ``metrics.jsonl`` (e.g. an export directory)."""
+    from adlnmt.train.checkpoint import read_records
+
+    records, _ = read_records(model_dir / "metrics.jsonl")
+    if not records:
+        return None
+    last = max(records, key=lambda record: record["update"])
+    summary: dict[str, Any] = {
+        "updates": last["update"],
+        "epochs": last.get("epoch"),
+        "train_minutes": last.get("train_minutes"),
+        "checkpoints": len({record["update"] for record in records}),
+    }
+    for metric, better in (("valid_ppl", min), ("valid_bleu", max)):
+        scored = [r for r in records if isinstance(r.get(metric), int | float) and math.isfinite(r[metric])]
+        if scored:
+            best = better(scored, key=lambda record, metric=metric: record[metric])
+            summary[f"best_{metric}"] = best[metric]
+            summary[f"best_{metric}_update"] = best["update"]
+    return summary
+
+
+def model_description(translator: Translator, model_dir: Path, checkpoint: str, precision: str) -> dict[str, Any]:
+    """The ``GET /model`` record. The diagram needs Graphviz's ``dot``: without it ``diagram_svg`` is None and
+    ``diagram_error`` says how to install it."""
+    from adlnmt.diagram import model_svg
+
+    info: dict[str, Any] = {
+        "model_dir": str(model_dir),
+        "checkpoint": checkpoint,
+        "engine": translator.engine_name,
+        "precision": precision,
+        "src_vocab": translator.data.src_vocab.size,
+        "tgt_vocab": translator.data.tgt_vocab.size,
+        "max_input_pieces": translator.max_input_len,
+        "encoder": None,
+        "decoder": None,
+        "parameters": None,
+        "training": training_summary(model_dir),
+        "diagram_svg": None,
+        "diagram_error": None,
+    }
+    config = stored_model_config(model_dir)
+    if config is None:
+        info["diagram_error"] = f"{model_dir}: no model configuration (config.json or export.json) to draw"
+        return info
+    with torch.device("meta"):  # shapes and counts only, no memory
+        model = Seq2Seq(ModelConfig(**config))
+    info |= {"encoder": model.canonical_encoder, "decoder": model.canonical_decoder}
+    info["parameters"] = model.parameter_count()
+    try:
+        svg = model_svg(model)
+        info["diagram_svg"] = svg[svg.index("<svg") :]  # without the XML prologue: ready to inline in a page
+    except UserError as err:
+        info["diagram_error"] = str(err)
+    return info

@@ -1,0 +1,105 @@
+"""From the raw bytes of a ``POST /translate`` to a checked :class:`TranslateRequest`, or an :class:`ApiError` with
+the status code and message the client gets: 413 (body or sentence count too large), 400 (not UTF-8, not JSON),
+422 (wrong fields or types, beam or n-best out of range)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.requests import Request
+
+from adlnmt.serve.limits import ServeOptions
+from adlnmt.serve.schema import TranslateRequest
+
+
+class ApiError(Exception):
+    """An answer other than 200: status code, message, optional headers and details (pydantic's errors)."""
+
+    def __init__(
+        self, status: int, message: str, headers: dict[str, str] | None = None, detail: list[dict] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+        self.detail = detail
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.message} | ({"detail": self.detail} if self.detail is not None else {})
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed ``limit`` bytes (by its Content-Length
+    header, or while it streams in)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise ApiError(400, f"invalid Content-Length header {declared[:40]!r}")
+        if int(declared) > limit:
+            raise ApiError(
+                413, f"request body of {int(declared):,} bytes exceeds the server's limit of {limit:,} bytes"
+            )
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body exceeds the server's limit of {limit:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "body"
+
+
+def parse_translate(body: bytes, options: ServeOptions) -> TranslateRequest:
+    """The request in ``body`` (UTF-8 JSON), checked against the schema and the server's limits."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ApiError(
+            400, f"request body is not valid UTF-8 (byte {err.start}: {body[err.start : err.start + 1]!r})"
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ApiError(
+            400, f"request body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
+        ) from None
+    except RecursionError:
+        raise ApiError(400, "request body is not valid JSON: nested too deeply") from None
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise ApiError(400, f"request body is not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise ApiError(422, f'expected a JSON object like {{"text": ["..."]}}, got {type(data).__name__}')
+    text_field = data.get("text")
+    if isinstance(text_field, list) and len(text_field) > options.max_sentences:
+        raise ApiError(
+            413, f"{len(text_field):,} sentences in one request; the server takes at most {options.max_sentences:,}"
+        )
+    try:
+        request = TranslateRequest.model_validate(data)
+    except ValidationError as err:
+        errors = err.errors(include_url=False, include_context=False, include_input=False)
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ApiError(
+            422, f"invalid request: {_location(first['loc'])}: {first['msg']}{more}", detail=errors
+        ) from None
+    if request.beam > options.max_beam:
+        raise ApiError(422, f"invalid request: beam {request.beam} exceeds the server's max_beam {options.max_beam}")
+    return request
+
+
+def cut_long(lines: list[str], max_chars: int) -> tuple[list[str], list[str | None]]:
+    """``lines`` with each cut to ``max_chars`` characters, and per line the warning saying so (None if not cut)."""
+    cut: list[str] = []
+    warnings: list[str | None] = []
+    for number, line in enumerate(lines, 1):
+        too_long = len(line) > max_chars
+        warnings.append(f"input line {number}: {len(line):,} characters cut to {max_chars:,} (the server's limit)"
+                        if too_long else None)  # fmt: skip
+        cut.append(line[:max_chars] if too_long else line)
+    return cut, warnings

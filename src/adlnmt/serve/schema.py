@@ -1,0 +1,67 @@
+"""The JSON of ``POST /translate``: the request (validated strictly: wrong types are 422, never coerced) and the
+response (documented in the OpenAPI schema; built from :meth:`adlnmt.translator.Translation.to_dict`, the records
+``adlnmt translate --nbest/--alignments`` writes)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class TranslateRequest(BaseModel):
+    """Sentences to translate and how to search."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: list[str] = Field(description="sentences, one translation each, in this order; [] gives []")
+    beam: int = Field(5, ge=1, description="beam size; 1 is greedy search (at most the server's max_beam)")
+    nbest: int = Field(1, ge=1, description="hypotheses per sentence, best first (at most beam)")
+    alignments: bool = Field(False, description="add the source-attention alignment of every hypothesis")
+
+    @model_validator(mode="after")
+    def _nbest_within_beam(self) -> TranslateRequest:
+        if self.nbest > self.beam:
+            raise ValueError(f"nbest ({self.nbest}) must be at most beam ({self.beam})")
+        return self
+
+
+class Hypothesis(BaseModel):
+    """One hypothesis, as ``adlnmt translate --nbest N`` writes it."""
+
+    translation: str
+    score: float = Field(description="log_prob divided by the GNMT length penalty")
+    log_prob: float
+    pieces: list[str] = Field(description="target subword pieces (EOS not included)")
+    alignment: list[list[float]] | None = Field(
+        None, description="[len(pieces) + 1 (EOS)][len(source_pieces)] source-attention weights (rows sum to 1)"
+    )
+
+
+class SentenceResult(BaseModel):
+    """The translation of one sentence: its best hypothesis, spelled out, and the n-best list."""
+
+    source: str = Field(description="the sentence as translated (cut to the server's max_chars if longer)")
+    translation: str = Field(description="best translation; '' for an empty sentence")
+    score: float | None = None
+    log_prob: float | None = None
+    pieces: list[str] = Field(default_factory=list)
+    alignment: list[list[float]] | None = None
+    source_pieces: list[str] | None = Field(
+        None, description="with alignments: the alignment's columns (source pieces with the model's markers and EOS)"
+    )
+    nbest: list[Hypothesis] = Field(default_factory=list, description="the nbest hypotheses, best first")
+
+
+class TranslateResponse(BaseModel):
+    """One result per input sentence, in input order, and what was changed in the input."""
+
+    translations: list[SentenceResult]
+    warnings: list[str] = Field(
+        default_factory=list, description="sentences cut to max_chars characters or to the model's input limit"
+    )
+
+
+class ErrorResponse(BaseModel):
+    """Every error: a status code and one message (422 adds pydantic's error list)."""
+
+    error: str
+    detail: list[dict] | None = None

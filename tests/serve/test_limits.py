@@ -1,0 +1,93 @@
+"""The options of ``adlnmt serve`` are checked with one message; the request timeout is a 504 and a full queue a
+503 with Retry-After, and neither leaves the server unable to answer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from adlnmt.errors import UserError
+from adlnmt.search import SearchOptions
+from adlnmt.serve.limits import ServeOptions
+from adlnmt.translator import Translation, Translator
+from serve.server import ClientFactory
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"max_batch_sentences": 0}, "--max-batch-sentences must be at least 1, got 0"),
+        ({"port": 70000}, "--port must be at most 65535, got 70000"),
+        ({"max_wait_ms": -1}, "--max-wait-ms must be at least 0, got -1"),
+        ({"request_timeout_s": 0}, "--request-timeout must be positive, got 0"),
+        ({"max_queue_sentences": 10}, "--max-queue-sentences (10) must be at least --max-sentences (256)"),
+        ({"precision": "fp8"}, "unknown --precision 'fp8'; choose one of fp32, bf16, fp16, int8"),
+        ({"engine": "tvm", "threads": -2}, "--threads must be at least 0, got -2; unknown --engine 'tvm'"),
+    ],
+)
+def test_bad_options_are_one_user_error(limits: dict, message: str) -> None:
+    with pytest.raises(UserError) as caught:
+        ServeOptions(model="m", **limits)
+    assert message in str(caught.value)
+
+
+class SlowTranslator:
+    """The tiny model's translator, each search ``delay`` seconds slower."""
+
+    def __init__(self, inner: Translator, delay: float) -> None:
+        self.inner = inner
+        self.delay = delay
+        self.searching = threading.Event()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def search(self, lines: Sequence[str], options: SearchOptions) -> list[list[Translation]]:
+        self.searching.set()
+        time.sleep(self.delay)
+        return self.inner.search(lines, options)
+
+
+def test_a_slow_request_gets_504_and_the_server_goes_on(
+    make_client: ClientFactory, translator: Translator, test_lines: list[str]
+) -> None:
+    slow = SlowTranslator(translator, 1.0)
+    with make_client(slow, request_timeout_s=0.3) as client:
+        started = time.monotonic()
+        reply = client.post("/translate", json={"text": test_lines[:2]})
+        waited = time.monotonic() - started
+        assert (reply.status_code, reply.json()) == (504, {"error": "not translated within the server's 0.3 s"})
+        assert waited < 0.9
+        assert client.get("/health").status_code == 200
+    with make_client(slow, request_timeout_s=5) as client:
+        assert client.post("/translate", json={"text": test_lines[:2]}).status_code == 200
+
+
+def test_a_full_queue_is_503_with_retry_after(
+    make_client: ClientFactory, translator: Translator, test_lines: list[str]
+) -> None:
+    slow = SlowTranslator(translator, 1.0)
+    with make_client(slow, max_sentences=4, max_queue_sentences=4, max_wait_ms=1) as client:
+        slow.searching.clear()  # set by the start-up probe for alignments (GET /model)
+
+        def post(lines: list[str]) -> tuple[int, dict, str | None]:
+            reply = client.post("/translate", json={"text": lines, "beam": 1})
+            return reply.status_code, reply.json(), reply.headers.get("retry-after")
+
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(post, test_lines[:1])  # searched (1 s)
+            assert slow.searching.wait(10)
+            second = pool.submit(post, test_lines[:4])  # waits: the queue is full
+            deadline = time.monotonic() + 5
+            while client.get("/health").json()["batching"]["queued_sentences"] < 4:
+                assert time.monotonic() < deadline, "the second request never queued"
+                time.sleep(0.02)
+            status, body, retry_after = post(test_lines[:1])
+            assert (status, retry_after) == (503, "1")
+            assert body["error"] == "server busy: 4 sentences are waiting; the queue takes 4; retry later"
+            assert first.result()[0] == second.result()[0] == 200
+        assert post(test_lines[:1])[0] == 200
