@@ -260,7 +260,7 @@ def export_ctranslate2(source: Source, out: Path, quantize: str) -> dict[str, An
 
 class CTranslate2Engine:
     """``ctranslate2.Translator`` on a CTranslate2 export: CTranslate2 searches (greedy output equals the PyTorch
-    engine's; beam search uses CTranslate2's own length normalisation and one length limit per batch)."""
+    engine's; beam search is CTranslate2's, with one length limit per batch, ranked by the GNMT length penalty)."""
 
     name = "ctranslate2"
 
