@@ -69,8 +69,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     defaults = ServeOptions(model="")
     serve = commands.add_parser("serve", help="serve a model over HTTP: JSON API, web page, batching across requests")
     serve.add_argument("--model", required=True, help="model directory, or an export directory (adlnmt export)")
-    serve.add_argument("--host", default=defaults.host, help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=defaults.port, help="TCP port (default 8000)")
+    serve.add_argument("--host", default=defaults.host, help="address to listen on (default %(default)s)")
+    serve.add_argument("--port", type=int, default=defaults.port, help="TCP port (default %(default)s)")
     serve.add_argument("--checkpoint", default=defaults.checkpoint, help="best, last, averaged or a .safetensors path")
     serve.add_argument("--precision", default=defaults.precision, choices=PRECISIONS, help="as in adlnmt translate")
     serve.add_argument("--engine", default=defaults.engine, choices=ENGINES, help="as in adlnmt translate")
@@ -80,39 +80,45 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--max-batch-sentences",
         type=int,
         default=defaults.max_batch_sentences,
-        help="most sentences searched together across requests (default 32; 1: no batching)",
+        help="most sentences searched together across requests (default %(default)s; 1: no batching)",
     )
     serve.add_argument(
         "--max-wait-ms",
         type=float,
         default=defaults.max_wait_ms,
-        help="how long a batch waits for more requests (default 10)",
+        help="how long a batch waits for more requests (default %(default)s)",
     )
     serve.add_argument(
         "--max-body-bytes",
         type=int,
         default=defaults.max_body_bytes,
-        help="largest request body, else 413 (default 1000000)",
+        help="largest request body, else 413 (default %(default)s)",
     )
     serve.add_argument(
         "--max-sentences",
         type=int,
         default=defaults.max_sentences,
-        help="most sentences per request, else 413 (default 256)",
+        help="most sentences per request, else 413 (default %(default)s)",
     )
     serve.add_argument(
         "--max-chars",
         type=int,
         default=defaults.max_chars,
-        help="longer sentences are cut, with a warning in the response (default 1000)",
+        help="longer sentences are cut, with a warning in the response (default %(default)s)",
     )
-    serve.add_argument("--max-beam", type=int, default=defaults.max_beam, help="largest beam, else 422 (default 16)")
+    serve.add_argument(
+        "--max-beam", type=int, default=defaults.max_beam, help="largest beam, else 422 (default %(default)s)"
+    )
     serve.add_argument(
         "--request-timeout",
         type=float,
         default=defaults.request_timeout_s,
-        help="seconds before a request gets 504 (default 60)",
+        help="seconds before a request gets 504 (default %(default)s)",
     )
-    serve.add_argument("--max-queue-sentences", type=int, default=defaults.max_queue_sentences,
-                       help="sentences waiting for the search, else 503 with Retry-After (default 2048)")  # fmt: skip
+    serve.add_argument(
+        "--max-queue-sentences",
+        type=int,
+        default=defaults.max_queue_sentences,
+        help="sentences waiting for the search, else 503 with Retry-After (default %(default)s)",
+    )
     serve.set_defaults(func=cmd_serve)
