@@ -257,6 +257,7 @@ class SearchBatch:
         return self.per_row(self.limit[self.sentences] <= self.step)
 
     def any_at_limit(self) -> bool:
+        """Whether any active sentence has reached its maximum length (from the host lists when it can)."""
         if SPEEDUPS.host_bookkeeping:
             return any(self.limits[s] <= self.step for s in self.active)
         return bool(self.at_limit().any())
