@@ -18,34 +18,16 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, when run as a script
 
-from faults.harness import environment
+from faults.harness import environment, write_tiny_grid
 
-ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
-DECODER = "pos -> repeat(1, res_nd({x}) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
 RUNS = [(variant, seed) for variant in ("sa", "aan") for seed in (1, 2)]
 
 
 def write_grid(root: Path, demo: Path) -> Path:
-    corpus = demo / "corpus"
-    grid = {
-        "name": "sweep",
-        "data": str(demo / "data"),
-        "test": [{"name": "test", "src": str(corpus / "test.src"), "ref": str(corpus / "test.tgt")}],
-        "metrics": ["bleu"],
-        "seeds": [1, 2],
-        "translate": {"beam": 2},
-        "train": {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 24, "checkpoint_interval": 6,
-                  "valid_bleu": False, "lr": 2e-3},
-        "variants": [{"name": "sa", "encoder": ENCODER, "decoder": DECODER.format(x="mh_dot_self_att")},
-                     {"name": "aan", "encoder": ENCODER, "decoder": DECODER.format(x="aan")}],
-    }  # fmt: skip
-    path = root / "grid.yaml"
-    path.write_text(yaml.safe_dump(grid), encoding="utf-8")
-    return path
+    variants = {"sa": "mh_dot_self_att", "aan": "aan"}
+    return write_tiny_grid(root / "grid.yaml", "sweep", demo, variants, beam=2, updates=24, interval=6)
 
 
 def start(grid: Path, out: Path) -> subprocess.Popen:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from safetensors.torch import load_file
 
 from train.conftest import TINY_MODEL
@@ -78,3 +79,28 @@ def differences(a: Any, b: Any, where: str = "") -> list[str]:
     if isinstance(a, list | tuple) and isinstance(b, list | tuple) and len(a) == len(b):
         return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{where}[{i}]")]
     return [] if a == b else [f"{where}: {a!r} != {b!r}"]
+
+
+TINY_ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+TINY_DECODER = "pos -> repeat(1, res_nd({x}) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"  # x: self-attention
+
+
+def write_tiny_grid(path: Path, name: str, demo: Path, variants: dict[str, str], beam: int, updates: int,
+                    interval: int) -> Path:  # fmt: skip
+    """An experiment grid of tiny models on the demo corpus (``demo``/corpus, ``demo``/data), seeds 1 and 2: one
+    variant per entry of ``variants`` (name → the decoder's self-attention layer)."""
+    corpus = demo / "corpus"
+    grid = {
+        "name": name,
+        "data": str(demo / "data"),
+        "test": [{"name": "test", "src": str(corpus / "test.src"), "ref": str(corpus / "test.tgt")}],
+        "metrics": ["bleu"],
+        "seeds": [1, 2],
+        "translate": {"beam": beam},
+        "train": {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": updates,
+                  "checkpoint_interval": interval, "valid_bleu": False, "lr": 2e-3},
+        "variants": [{"name": variant, "encoder": TINY_ENCODER, "decoder": TINY_DECODER.format(x=layer)}
+                     for variant, layer in variants.items()],
+    }  # fmt: skip
+    path.write_text(yaml.safe_dump(grid), encoding="utf-8")
+    return path

@@ -9,29 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
-from .harness import environment
-
-ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
-DECODER = "pos -> repeat(1, res_nd(aan) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+from .harness import environment, write_tiny_grid
 
 
 def write_grid(root: Path, corpus: Path) -> Path:
-    grid = {
-        "name": "stop",
-        "data": str(corpus.parent / "data"),
-        "test": [{"name": "test", "src": str(corpus / "test.src"), "ref": str(corpus / "test.tgt")}],
-        "metrics": ["bleu"],
-        "seeds": [1, 2],
-        "translate": {"beam": 1},
-        "train": {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 120, "checkpoint_interval": 20,
-                  "valid_bleu": False, "lr": 2e-3},
-        "variants": [{"name": "a", "encoder": ENCODER, "decoder": DECODER}],
-    }  # fmt: skip
-    path = root / "grid.yaml"
-    path.write_text(yaml.safe_dump(grid), encoding="utf-8")
-    return path
+    return write_tiny_grid(root / "grid.yaml", "stop", corpus.parent, {"a": "aan"}, beam=1, updates=120, interval=20)
 
 
 def experiment(grid: Path, out: Path) -> subprocess.Popen:
