@@ -125,7 +125,7 @@ def test_every_shipped_grid_parses_at_every_scale(path: Path) -> None:
         assert variant.train.get("d_model", 512) >= 256
     for variant in load_grid(path, "cpu").variants:  # cpu runs stop when validation perplexity has converged
         assert variant.train["patience"] > 0 and variant.train.get("early_stop_metric", "ppl") == "ppl"
-        assert variant.train["max_updates"] > 0 and variant.train["precision"] == "bf16"
+        assert variant.train["max_updates"] > 0 and variant.train["precision"] == "fp32"  # same on any CPU
     for test in full.tests:  # the corpus itself is only read when the grid runs
         assert test.src.name.endswith(".gz") and "multi30k" in str(test.src)
 
