@@ -36,7 +36,13 @@ def test_ctranslate2_greedy_is_identical(tiny_models, demo_data: Path, tmp_path:
     assert found == expected
     beam = SearchOptions(beam=5, nbest=5)  # ranked by the GNMT length penalty, as the PyTorch search ranks
     found_beam = translator.engine.translate_ids(sources, beam)
-    same = [a[0].tokens == b[0].tokens for a, b in zip(found_beam, translate_ids(model, sources, beam), strict=True)]
+    expected_beam = translate_ids(model, sources, beam)
+    same = [a[0].tokens == b[0].tokens for a, b in zip(found_beam, expected_beam, strict=True)]
+    for found_hyps, expected_hyps in zip(found_beam, expected_beam, strict=True):  # log-probs recovered
+        log_probs = {tuple(h.tokens): h.log_prob for h in expected_hyps}
+        for h in found_hyps:
+            if tuple(h.tokens) in log_probs and len(h.tokens) < 20:  # ended by EOS, not at the batch's length limit
+                assert h.log_prob == pytest.approx(log_probs[tuple(h.tokens)], rel=1e-2)
     assert sum(same) >= len(sources) // 2  # beam limits differ on outputs that run to the length limit
     for hyps in found_beam:
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
