@@ -5,6 +5,9 @@
 Every model is exported once per engine and precision (not timed), then every row runs in a fresh process:
 start-up (loading the model or export directory), sentences/s over the whole input, BLEU (sacreBLEU) and the
 process's peak RSS. Rows an engine cannot run (CTranslate2 and non-Transformer ADL) are reported as refused.
+The `torch-compile` row is the PyTorch engine with `torch.compile(decode_step, dynamic=True)` and key/value caches
+grown by concatenation (preallocated buffers recompile at every growth); its compilation is timed apart, on a
+warm-up pass over the input, as `compile_s`. `--rows torch-fp32,ctranslate2-fp32` runs a subset.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import time
 from pathlib import Path
 
 ROWS = [("torch", "fp32"), ("torch", "int8"), ("onnxruntime", "fp32"), ("onnxruntime", "int8"),
-        ("ctranslate2", "fp32"), ("ctranslate2", "int8")]  # fmt: skip
+        ("ctranslate2", "fp32"), ("ctranslate2", "int8"), ("torch-compile", "fp32")]  # fmt: skip
 FORMATS = {"onnxruntime": "onnx", "ctranslate2": "ctranslate2"}
 
 
@@ -39,16 +42,28 @@ def run_row(args: argparse.Namespace) -> None:
     from adlnmt.translator import Translator
 
     torch.set_num_threads(args.threads)
+    compiled = args.engine == "torch-compile"
     started = time.perf_counter()
-    translator = Translator.load(args.row_model, precision=args.precision, engine=args.engine)
+    translator = Translator.load(args.row_model, precision=args.precision, engine="torch" if compiled else args.engine)
     startup = time.perf_counter() - started
     lines, refs = read(Path(args.src))[: args.sentences], read(Path(args.ref))[: args.sentences]
+    options = SearchOptions(beam=args.beam, batch_size=64)
+    found: dict[str, float] = {}
+    if compiled:
+        from adlnmt.speedups import SPEEDUPS
+
+        SPEEDUPS.preallocate = SPEEDUPS.rows_in_place = False
+        assert translator.model is not None
+        translator.model.decode_step = torch.compile(translator.model.decode_step, dynamic=True)  # type: ignore[method-assign]
+        started = time.perf_counter()
+        translator.translate(lines, options)
+        found["compile_s"] = time.perf_counter() - started
     started = time.perf_counter()
-    hyps = translator.translate(lines, SearchOptions(beam=args.beam, batch_size=64))
+    hyps = translator.translate(lines, options)
     seconds = time.perf_counter() - started
     bleu = score(hyps, refs, ["bleu"])["bleu"]
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"startup_s": startup, "sentences_per_s": len(lines) / seconds, "bleu": bleu,
+    print(json.dumps({"startup_s": startup, **found, "sentences_per_s": len(lines) / seconds, "bleu": bleu,
                       "peak_mb": peak_mb}))  # fmt: skip
 
 
@@ -61,7 +76,7 @@ def export_all(model: Path, out: Path) -> dict[tuple[str, str], Path | None]:
 
     targets: dict[tuple[str, str], Path | None] = {}
     for engine, precision in ROWS:
-        if engine == "torch":
+        if engine in ("torch", "torch-compile"):
             targets[engine, precision] = model
             continue
         directory = out / f"{model.name}-{engine}-{precision}"
@@ -86,6 +101,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--out", default="benchmarks/runs/export_speed")
+    parser.add_argument("--rows", help="ENGINE-PRECISION,... (default: every row)")
     parser.add_argument("--row-model", help=argparse.SUPPRESS)
     parser.add_argument("--engine", default="torch", help=argparse.SUPPRESS)
     parser.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
@@ -99,6 +115,8 @@ def main() -> None:
     rows = []
     for model in map(Path, args.model):
         for (engine, precision), target in export_all(model, out).items():
+            if args.rows and f"{engine}-{precision}" not in args.rows.split(","):
+                continue
             for beam in map(int, args.beams.split(",")):
                 row = {"model": model.name, "engine": engine, "precision": precision, "beam": beam}
                 if target is not None:

@@ -120,11 +120,13 @@ class Translator:
         device: str = "cpu",
         precision: str = "fp32",
         engine: str = "torch",
+        torch_only: Sequence[str] = (),
     ) -> Translator:
         """``precision``: fp32; bf16 or fp16 weights and activations (fp16: CUDA only); int8: dynamic
         int8 quantisation of every linear layer (CPU only; activations stay fp32).
 
-        ``engine``: torch | onnxruntime | ctranslate2 | auto (see :func:`adlnmt.export.engines.pick_engine`).
+        ``engine``: torch | onnxruntime | ctranslate2 | auto (see :func:`adlnmt.export.engines.pick_engine`, which
+        also takes ``torch_only``).
         ``model_dir`` may also be an export directory (``adlnmt export``); other engines given a model directory
         export it to a temporary directory first (fp32, or int8 with ``precision="int8"``)."""
         from adlnmt.export.directory import ExportDir, Source, is_export_dir
@@ -135,7 +137,7 @@ class Translator:
         if is_export_dir(model_dir):
             return cls.from_export(ExportDir.load(model_dir), engine, precision)
         model, data, max_len = load_model(model_dir, checkpoint)
-        engine = pick_engine(engine, model, precision)
+        engine = pick_engine(engine, model, precision, device, torch_only)
         if engine == "torch":
             return cls(with_precision(model.to(device), precision, device), data, max_len, device, model_dir)
         if device != "cpu" or precision not in ENGINE_PRECISIONS:

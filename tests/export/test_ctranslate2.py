@@ -81,7 +81,12 @@ def test_other_adl_is_refused_naming_the_first_layer(family: str) -> None:
 def test_auto_picks_ctranslate2_for_transformers_only(capsys) -> None:
     transformer = Seq2Seq(ModelConfig(*FAMILIES["transformer"][:2], 50, 50, d_model=32, heads=4))
     aan = Seq2Seq(ModelConfig(*FAMILIES["aan"][:2], 50, 50, d_model=32, heads=4))
-    assert pick_engine("auto", transformer, "int8") == "ctranslate2"
-    assert pick_engine("auto", transformer, "fp32") == pick_engine("auto", aan, "int8") == "torch"
-    assert "engine auto: ctranslate2" in capsys.readouterr().err
+    assert pick_engine("auto", transformer, "fp32") == "ctranslate2"
+    assert "engine auto: ctranslate2 (the fastest measured for Transformer models in fp32)" in capsys.readouterr().err
+    assert pick_engine("auto", transformer, "int8") == pick_engine("auto", aan, "fp32") == "torch"
+    printed = capsys.readouterr().err
+    assert "engine auto: torch (the fastest measured in int8)" in printed
+    assert "engine auto: torch (CTranslate2's Transformer cannot express decoder layer 'aan'" in printed
+    assert pick_engine("auto", transformer, torch_only=["alignments", "--workers"]) == "torch"
+    assert "engine auto: torch (only the torch engine gives alignments, --workers)" in capsys.readouterr().err
     assert pick_engine("torch", transformer) == "torch"

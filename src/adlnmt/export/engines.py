@@ -123,10 +123,15 @@ def engine_for(export: ExportDir) -> str:
     return next(engine for engine, fmt in ENGINE_FORMATS.items() if fmt == export.format)
 
 
-def pick_engine(requested: str, model: Seq2Seq, precision: str = "fp32") -> str:
-    """``requested``, or for ``auto`` the fastest engine measured (benchmarks/NOTES.md) that can run ``model``
-    (printed on stderr): CTranslate2 in int8 for models its Transformer specification expresses, when installed
-    (≈10× torch); otherwise torch (in fp32 it beat ONNX Runtime and CTranslate2 on the dev VM)."""
+def pick_engine(
+    requested: str, model: Seq2Seq, precision: str = "fp32", device: str = "cpu", torch_only: Sequence[str] = ()
+) -> str:
+    """``requested``, or for ``auto`` the fastest engine that can run ``model`` at ``precision``, as measured on a
+    quiet 2-core AMD EPYC VM (benchmarks/NOTES.md, Multi30k models), printed on stderr with the reason:
+    CTranslate2 in fp32 for models its Transformer specification expresses, when installed (1.5× PyTorch greedy
+    with identical output, 1.7× at beam 5); PyTorch otherwise: in int8 it was faster than CTranslate2's int8
+    greedy and level at beam 5, and it beat ONNX Runtime on every decoder family. ``torch_only``: what the caller
+    asks for that only the PyTorch engine gives (alignments, the uncached search, worker processes)."""
     from adlnmt.export.ctranslate2 import unsupported_layer
 
     if requested not in ENGINES:
@@ -135,7 +140,15 @@ def pick_engine(requested: str, model: Seq2Seq, precision: str = "fp32") -> str:
         if requested != "torch":
             require(requested)
         return requested
-    fits = precision == "int8" and installed("ctranslate2") and unsupported_layer(model) is None
-    picked = "ctranslate2" if fits else "torch"
-    print(f"engine auto: {picked}", file=sys.stderr)
+    if torch_only or device != "cpu":
+        picked, reason = "torch", f"only the torch engine gives {', '.join(torch_only) or device}"
+    elif precision != "fp32":
+        picked, reason = "torch", f"the fastest measured in {precision}"
+    elif not installed("ctranslate2"):
+        picked, reason = "torch", "ctranslate2 is not installed (pip install 'adlnmt[ct2]')"
+    elif (refused := unsupported_layer(model)) is not None:
+        picked, reason = "torch", refused
+    else:
+        picked, reason = "ctranslate2", "the fastest measured for Transformer models in fp32"
+    print(f"engine auto: {picked} ({reason})", file=sys.stderr)
     return picked

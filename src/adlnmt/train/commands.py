@@ -31,7 +31,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise UserError(f"need --workers >= 1 and --threads >= 0, got {args.workers} and {args.threads}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    translator = Translator.load(args.model, args.checkpoint, args.device, args.precision, args.engine)
+    asked = {"alignments": args.alignments, "--uncached": args.uncached, "--workers": args.workers > 1}
+    torch_only = [name for name, wanted in asked.items() if wanted]
+    translator = Translator.load(args.model, args.checkpoint, args.device, args.precision, args.engine, torch_only)
     lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
     options = SearchOptions(
         beam=args.beam,
