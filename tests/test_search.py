@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ import adlnmt
 from adlnmt.cli import main
 from adlnmt.data.vocab import BOS, EOS
 from adlnmt.errors import UserError
+from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.search import (
     SearchOptions,
     beam_batch,
@@ -24,7 +26,7 @@ from adlnmt.search import (
     translate_ids,
 )
 from adlnmt.speedups import OFF, SPEEDUPS, speedups_off
-from adlnmt.translator import Translator
+from adlnmt.translator import Translator, with_precision
 
 ENCODER = "pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODERS = {
@@ -257,6 +259,25 @@ def test_reduced_precisions_translate_every_line(trained, demo_data: Path, tmp_p
         assert len(lines) == 6 and sum(a == b for a, b in zip(lines, reference, strict=True)) >= 3
     assert main(["translate", "--model", str(model_dir), "--input", str(source), "--precision", "fp16"]) == 2
     assert "precision fp16 needs a CUDA device" in capsys.readouterr().err
+
+
+def test_int8_quantizes_recurrent_layers(trained, demo_data: Path) -> None:
+    """int8 runs LSTMs (and GRUs) as dynamically quantized modules too: decoder steps and the packed birnn."""
+    translator = trained["rnn"]
+    quantized = with_precision(copy.deepcopy(translator.model), "int8", "cpu")
+    assert sum(isinstance(m, torch.ao.nn.quantized.dynamic.LSTM) for m in quantized.modules()) == 2
+    batch = sources(translator, demo_data, 8)
+    options = SearchOptions(beam=3)
+    found, expected = translate_ids(quantized, batch, options), translate_ids(translator.model, batch, options)
+    assert sum(a[0].tokens == b[0].tokens for a, b in zip(found, expected, strict=True)) >= 4
+    model = Seq2Seq(ModelConfig("pos -> birnn(cell=gru) -> rnn", "pos -> rnn -> mh_dot_src_att", 40, 40, d_model=32))
+    src = pad_batch([[5, 6, 7, 8, 9], [5, 6]])  # [2, 5]: the second sentence padded
+    quantized = with_precision(copy.deepcopy(model), "int8", "cpu")
+    with torch.inference_mode():
+        full, int8, alone = model.eval().encode(src), quantized.encode(src), quantized.encode(src[1:, :2])
+    assert torch.allclose(int8.final, full.final, atol=0.05)
+    # the backward GRU starts at the last word (reading padding first moves it by ~0.5; int8 rounding by ~0.002)
+    assert torch.allclose(int8.final[1, :2], alone.final[0], atol=0.02)
 
 
 def test_translator_keeps_lines_aligned(trained, capsys: pytest.CaptureFixture[str]) -> None:

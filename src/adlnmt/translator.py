@@ -55,7 +55,7 @@ def with_precision(model: Seq2Seq, precision: str, device: str) -> Seq2Seq:
             warnings.simplefilter("ignore", DeprecationWarning)
             from torch.ao.quantization import quantize_dynamic
 
-            return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+            return quantize_dynamic(model, {nn.Linear, nn.LSTM, nn.GRU}, dtype=torch.qint8)
     return model
 
 
@@ -123,7 +123,7 @@ class Translator:
         torch_only: Sequence[str] = (),
     ) -> Translator:
         """``precision``: fp32; bf16 or fp16 weights and activations (fp16: CUDA only); int8: dynamic
-        int8 quantisation of every linear layer (CPU only; activations stay fp32).
+        int8 quantisation of every linear and recurrent layer (CPU only; activations stay fp32).
 
         ``engine``: torch | onnxruntime | ctranslate2 | auto (see :func:`adlnmt.export.engines.pick_engine`, which
         also takes ``torch_only``).

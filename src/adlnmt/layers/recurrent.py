@@ -49,8 +49,9 @@ class RNN(Layer):
 
     def init_state(self, ctx: Context) -> None:
         assert ctx.state is not None
-        weight = self.rnn.weight_ih_l0
-        zeros = torch.zeros(ctx.state.batch_size, self.out_dim, device=weight.device, dtype=weight.dtype)
+        # the weights' device and dtype; a dynamically quantized (int8, CPU-only) RNN has no float weights
+        like = next(self.rnn.parameters(), torch.empty(0))
+        zeros = torch.zeros(ctx.state.batch_size, self.out_dim, device=like.device, dtype=like.dtype)
         ctx.state.set(self, "h", zeros)  # [B, d]
         if self.lstm:
             ctx.state.set(self, "c", zeros.clone())  # [B, d]

@@ -121,7 +121,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--precision",
         default="fp32",
         choices=("fp32", "bf16", "fp16", "int8"),
-        help="fp32 (default); bf16/fp16 (fp16: CUDA only); int8: dynamic quantisation of the linears (CPU only)",
+        help="fp32 (default); bf16/fp16 (fp16: CUDA only); int8: dynamic quantisation of linears and RNNs (CPU only)",
     )
     translate.add_argument(
         "--engine",
