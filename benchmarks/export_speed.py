@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -31,6 +30,15 @@ def read(path: Path) -> list[str]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as handle:
         return handle.read().splitlines()
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM). Not ru_maxrss: Linux carries the RSS a process had before
+    ``exec`` into it, so a row would report at least its parent's size."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def run_row(args: argparse.Namespace) -> None:
@@ -62,7 +70,7 @@ def run_row(args: argparse.Namespace) -> None:
     hyps = translator.translate(lines, options)
     seconds = time.perf_counter() - started
     bleu = score(hyps, refs, ["bleu"])["bleu"]
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = peak_rss_mb()
     print(json.dumps({"startup_s": startup, **found, "sentences_per_s": len(lines) / seconds, "bleu": bleu,
                       "peak_mb": peak_mb}))  # fmt: skip
 
