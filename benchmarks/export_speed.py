@@ -5,9 +5,10 @@
 Every model is exported once per engine and precision (not timed), then every row runs in a fresh process:
 start-up (loading the model or export directory), sentences/s over the whole input, BLEU (sacreBLEU) and the
 process's peak RSS. Rows an engine cannot run (CTranslate2 and non-Transformer ADL) are reported as refused.
-The `torch-compile` row is the PyTorch engine with `torch.compile(decode_step, dynamic=True)` and key/value caches
-grown by concatenation (preallocated buffers recompile at every growth); its compilation is timed apart, on a
-warm-up pass over the input, as `compile_s`. `--rows torch-fp32,ctranslate2-fp32` runs a subset.
+The `torch-workers` rows search in `--threads` forked single-thread processes (`--workers`; peak memory is the
+parent's only). The `torch-compile` row is the PyTorch engine with `torch.compile(decode_step, dynamic=True)` and
+key/value caches grown by concatenation (preallocated buffers recompile at every growth); its compilation is timed
+apart, on a warm-up pass over the input, as `compile_s`. `--rows torch-fp32,ctranslate2-fp32` runs a subset.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import time
 from pathlib import Path
 
 ROWS = [("torch", "fp32"), ("torch", "int8"), ("onnxruntime", "fp32"), ("onnxruntime", "int8"),
-        ("ctranslate2", "fp32"), ("ctranslate2", "int8"), ("torch-compile", "fp32")]  # fmt: skip
+        ("ctranslate2", "fp32"), ("ctranslate2", "int8"), ("torch-workers", "fp32"), ("torch-workers", "int8"),
+        ("torch-compile", "fp32")]  # fmt: skip
+TORCH_ROWS = ("torch", "torch-workers", "torch-compile")  # the PyTorch engine on the model directory
 FORMATS = {"onnxruntime": "onnx", "ctranslate2": "ctranslate2"}
 
 
@@ -52,10 +55,12 @@ def run_row(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     compiled = args.engine == "torch-compile"
     started = time.perf_counter()
-    translator = Translator.load(args.row_model, precision=args.precision, engine="torch" if compiled else args.engine)
+    engine = "torch" if args.engine in TORCH_ROWS else args.engine
+    translator = Translator.load(args.row_model, precision=args.precision, engine=engine)
     startup = time.perf_counter() - started
     lines, refs = read(Path(args.src))[: args.sentences], read(Path(args.ref))[: args.sentences]
-    options = SearchOptions(beam=args.beam, batch_size=64)
+    workers = args.threads if args.engine == "torch-workers" else 1
+    options = SearchOptions(beam=args.beam, batch_size=64, workers=workers)
     found: dict[str, float] = {}
     if compiled:
         from adlnmt.speedups import SPEEDUPS
@@ -84,7 +89,7 @@ def export_all(model: Path, out: Path) -> dict[tuple[str, str], Path | None]:
 
     targets: dict[tuple[str, str], Path | None] = {}
     for engine, precision in ROWS:
-        if engine in ("torch", "torch-compile"):
+        if engine in TORCH_ROWS:
             targets[engine, precision] = model
             continue
         directory = out / f"{model.name}-{engine}-{precision}"
