@@ -128,9 +128,9 @@ def pick_engine(
 ) -> str:
     """``requested``, or for ``auto`` the fastest engine that can run ``model`` at ``precision``, as measured on a
     quiet 2-core AMD EPYC VM (benchmarks/NOTES.md, Multi30k models), printed on stderr with the reason:
-    CTranslate2 in fp32 for models its Transformer specification expresses, when installed (1.5× PyTorch greedy
-    with identical output, 1.7× at beam 5); PyTorch otherwise: in int8 it was faster than CTranslate2's int8
-    greedy and level at beam 5, and it beat ONNX Runtime on every decoder family. ``torch_only``: what the caller
+    CTranslate2 in fp32 for models its Transformer specification expresses, when installed (1.3× PyTorch greedy
+    with identical output, 1.6× at beam 5); PyTorch otherwise: in int8 it was 1.6× CTranslate2's int8 greedy and
+    1.1× at beam 5, and it beat ONNX Runtime on every decoder family. ``torch_only``: what the caller
     asks for that only the PyTorch engine gives (alignments, the uncached search, worker processes)."""
     from adlnmt.export.ctranslate2 import unsupported_layer
 
