@@ -111,3 +111,26 @@ def test_canonical_forms_are_stored() -> None:
     m = model(ENCODERS["E9"], DECODERS["D2"])
     assert m.canonical_encoder == "pos -> repeat(6, res(cnn(d=16, kernel=3, act=relu)))"
     assert m.canonical_decoder.startswith("dropout -> repeat(6, res(rnn -> dropout)) -> res(mh_dot_src_att(heads=1))")
+
+
+def test_xavier_init_is_fairseqs() -> None:
+    """init=xavier: every linear weight Xavier-uniform (each fused q/k/v part on its own, gain 1/√2, as fairseq's
+    MultiheadAttention), zero biases; the default keeps PyTorch's nn.Linear initialisation."""
+    encoder = "pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+    m = model(encoder, MODELS["transformer"][1], init="xavier")
+    d, ff = 16, 64
+    self_att = next(layer for layer in m.encoder.modules() if type(layer).__name__ == "MhDotSelfAtt")
+    ffn = next(layer for layer in m.encoder.modules() if type(layer).__name__ == "FeedForward")
+    for weight, bound in (
+        *((part, 2**-0.5 * (6 / (d + d)) ** 0.5) for part in self_att.qkv.weight.detach().chunk(3)),
+        (self_att.out.weight, (6 / (d + d)) ** 0.5),
+        (ffn.up.weight, (6 / (d + ff)) ** 0.5),
+        (ffn.down.weight, (6 / (ff + d)) ** 0.5),
+    ):
+        assert weight.abs().max() <= bound and weight.abs().max() > 0.9 * bound
+    biases = [module.bias for module in m.modules() if isinstance(module, torch.nn.Linear)]
+    assert biases and all(bool(bias.eq(0).all()) for bias in biases if bias is not None)
+    default = model(*MODELS["transformer"][:2])
+    assert not default.output.bias.eq(0).all()
+    with pytest.raises(ADLError, match="unknown init"):
+        model(*MODELS["transformer"][:2], init="he")

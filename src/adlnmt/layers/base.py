@@ -23,6 +23,16 @@ from adlnmt.adl.registry import LayerSpec, Side
 from adlnmt.layers.growing_tensor import GrowingTensor
 
 
+class Projection(nn.Linear):
+    """An ``nn.Linear`` holding ``parts`` stacked projections of ``d_out`` rows each (W^Q, W^K, W^V fused into
+    one product). Xavier initialisation treats each part as a matrix of its own and scales it by ``gain``."""
+
+    def __init__(self, d_in: int, d_out: int, parts: int = 1, gain: float = 1.0, bias: bool = True) -> None:
+        super().__init__(d_in, parts * d_out, bias=bias)
+        self.parts = parts
+        self.gain = gain
+
+
 @dataclass
 class SourceMemory:
     """Encoder output for the decoder's source attentions.
