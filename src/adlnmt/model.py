@@ -20,8 +20,8 @@ from adlnmt.layers.base import Context, DecoderState, Layer, Projection, SourceM
 from adlnmt.layers.context import ModelOptions
 
 # torch: PyTorch's own defaults (nn.Linear: uniform ±1/√fan_in weights and biases);
-# xavier: Xavier-uniform linear weights and zero biases (fairseq's Transformer init, see ``xavier_init``).
-INIT_SCHEMES = ("torch", "xavier")
+# fairseq: fairseq's Transformer init for the attention projections and the output bias (see ``fairseq_init``).
+INIT_SCHEMES = ("torch", "fairseq")
 
 
 @dataclass
@@ -51,16 +51,16 @@ class ModelConfig:
         return asdict(self)
 
 
-def xavier_init(model: nn.Module) -> None:
-    """fairseq's Transformer initialisation for every ``nn.Linear`` inside ``model``: Xavier-uniform weights
-    (each part of a fused ``Projection`` on its own, scaled by its gain: 1/√2 for attention queries, keys and
-    values) and zero biases."""
+def fairseq_init(model: nn.Module) -> None:
+    """fairseq 0.12's MultiheadAttention initialisation for every attention ``Projection`` inside ``model``:
+    Xavier-uniform weights (each fused part on its own, scaled by its gain: 1/√2 for queries, keys and values),
+    the output projection's bias zero; the query/key/value biases and every other linear layer (the FFN's
+    included) keep PyTorch's nn.Linear initialisation, as in fairseq."""
     for module in model.modules():
-        if isinstance(module, nn.Linear):
-            parts, gain = (module.parts, module.gain) if isinstance(module, Projection) else (1, 1.0)
-            for part in module.weight.data.chunk(parts):
-                nn.init.xavier_uniform_(part, gain=gain)
-            if module.bias is not None:
+        if isinstance(module, Projection):
+            for part in module.weight.data.chunk(module.parts):
+                nn.init.xavier_uniform_(part, gain=module.gain)
+            if module.zero_bias:
                 nn.init.zeros_(module.bias)
 
 
@@ -97,11 +97,11 @@ class Seq2Seq(nn.Module):
         self.output = nn.Linear(self.decoder.out_dim, config.tgt_vocab_size)
         if config.init not in INIT_SCHEMES:
             raise ADLError(f"unknown init {config.init!r}, expected one of {', '.join(INIT_SCHEMES)}")
-        if config.init == "xavier":
-            xavier_init(self.encoder)
-            xavier_init(self.decoder)
-            nn.init.normal_(self.output.weight, std=self.decoder.out_dim**-0.5)
-            nn.init.zeros_(self.output.bias)
+        if config.init == "fairseq":
+            fairseq_init(self.encoder)
+            fairseq_init(self.decoder)
+            nn.init.normal_(self.output.weight, std=self.decoder.out_dim**-0.5)  # fairseq's untied output
+            nn.init.zeros_(self.output.bias)  # fairseq has none
         for embedding in (self.src_embed, self.tgt_embed):
             nn.init.normal_(embedding.weight, std=d**-0.5)
             with torch.no_grad():

@@ -25,8 +25,8 @@ def test_defaults_follow_the_adl_paper() -> None:
 
 def test_init_reaches_the_model_config() -> None:
     assert parse(["--data", "d", "--model", "m", "--preset", "transformer"]).model_config(8, 8).init == "torch"
-    config = parse(["--data", "d", "--model", "m", "--preset", "transformer", "--init", "xavier"])
-    assert config.model_config(8, 8).init == "xavier"
+    config = parse(["--data", "d", "--model", "m", "--preset", "transformer", "--init", "fairseq"])
+    assert config.model_config(8, 8).init == "fairseq"
 
 
 def test_cli_flags_override_yaml(tmp_path: Path) -> None:

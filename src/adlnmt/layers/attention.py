@@ -33,7 +33,7 @@ SOURCE = Param(
     doc="encoder states attended: the top, the same block (increasing) or the mirrored one (decreasing)",
 )
 SOURCE_REASON = "source attention reads the encoder output; there is no source in the encoder"
-# Xavier gain of the query/key/value projections (each part on its own), as fairseq's MultiheadAttention.
+# fairseq's MultiheadAttention init: Xavier gain of the query/key/value projections (each on its own).
 QKV_GAIN = 2**-0.5
 
 
@@ -171,7 +171,7 @@ class MhDotSelfAtt(Layer):
         self.scale = _scale(ctx, s, width // self.heads)
         self.causal = ctx.side is Side.DECODER
         self.qkv = Projection(width, width, parts=3, gain=QKV_GAIN)  # fused W^Q, W^K, W^V of all heads
-        self.out = nn.Linear(width, width)  # W^O
+        self.out = Projection(width, width, zero_bias=True)  # W^O
         self.out_dim = width
 
     def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -321,7 +321,7 @@ class MhDotSrcAtt(SourceAttention):
         self.scale = _scale(ctx, s, width // self.heads)
         self.query = Projection(width, width, gain=QKV_GAIN)  # W^Q
         self.kv = Projection(self.source_width, width, parts=2, gain=QKV_GAIN)  # fused W^K, W^V
-        self.out = nn.Linear(width, width)  # W^O
+        self.out = Projection(width, width, zero_bias=True)  # W^O
         self.out_dim = width
 
     def precompute(self, states: Tensor) -> tuple[Tensor, ...]:

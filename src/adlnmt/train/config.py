@@ -42,7 +42,7 @@ class TrainConfig:
     max_positions: int = option(1024, "table size of learned positional embeddings")
     init: str = option(
         "torch",
-        "weight initialisation: torch (nn.Linear defaults) or xavier (fairseq's: Xavier-uniform, zero biases)",
+        "weight initialisation: torch (nn.Linear defaults) or fairseq (fairseq 0.12's attention projections)",
         choices=INIT_SCHEMES,
     )
     batch_tokens: int = option(4096, "padded tokens per batch (max(src, tgt) length × sentences)")
