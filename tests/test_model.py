@@ -111,3 +111,33 @@ def test_canonical_forms_are_stored() -> None:
     m = model(ENCODERS["E9"], DECODERS["D2"])
     assert m.canonical_encoder == "pos -> repeat(6, res(cnn(d=16, kernel=3, act=relu)))"
     assert m.canonical_decoder.startswith("dropout -> repeat(6, res(rnn -> dropout)) -> res(mh_dot_src_att(heads=1))")
+
+
+def test_fairseq_init_is_fairseqs_attention_init() -> None:
+    """init=fairseq: attention projections Xavier-uniform (each fused q/k/v part on its own with gain 1/√2, the
+    output projection with gain 1 and a zero bias), as fairseq 0.12's MultiheadAttention; the FFN and the q/k/v
+    biases keep PyTorch's nn.Linear init, as in fairseq; the output bias starts at zero (fairseq has none)."""
+    encoder = "pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+    d, ff = 16, 64
+    m = model(encoder, MODELS["transformer"][1], init="fairseq")
+    self_att = next(layer for layer in m.encoder.modules() if type(layer).__name__ == "MhDotSelfAtt")
+    src_att = next(layer for layer in m.decoder.modules() if type(layer).__name__ == "MhDotSrcAtt")
+    ffn = next(layer for layer in m.encoder.modules() if type(layer).__name__ == "FeedForward")
+    qkv_bound, out_bound = 2**-0.5 * (6 / (d + d)) ** 0.5, (6 / (d + d)) ** 0.5
+    for weight, bound in (
+        *((part, qkv_bound) for part in self_att.qkv.weight.detach().chunk(3)),
+        *((part, qkv_bound) for part in src_att.kv.weight.detach().chunk(2)),
+        (src_att.query.weight, qkv_bound),
+        (self_att.out.weight, out_bound),
+        (src_att.out.weight, out_bound),
+        (ffn.down.weight, ff**-0.5),  # nn.Linear: uniform ±1/√fan_in
+    ):
+        assert 0.9 * bound < weight.abs().max() <= bound
+    assert self_att.out.bias.eq(0).all() and src_att.out.bias.eq(0).all() and m.output.bias.eq(0).all()
+    assert not self_att.qkv.bias.eq(0).any() and not ffn.down.bias.eq(0).any()
+    default = model(encoder, MODELS["transformer"][1])
+    assert default.encoder.state_dict().keys() == m.encoder.state_dict().keys()
+    default_att = next(layer for layer in default.encoder.modules() if type(layer).__name__ == "MhDotSelfAtt")
+    assert not default.output.bias.eq(0).any() and not default_att.out.bias.eq(0).any()
+    with pytest.raises(ADLError, match="unknown init"):
+        model(encoder, MODELS["transformer"][1], init="he")

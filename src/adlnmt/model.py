@@ -16,8 +16,12 @@ from adlnmt.adl.builder import SideChain, build_chain, canonical
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.parser import parse_assignments
 from adlnmt.adl.registry import Side
-from adlnmt.layers.base import Context, DecoderState, Layer, SourceMemory
+from adlnmt.layers.base import Context, DecoderState, Layer, Projection, SourceMemory
 from adlnmt.layers.context import ModelOptions
+
+# torch: PyTorch's own defaults (nn.Linear: uniform ±1/√fan_in weights and biases);
+# fairseq: fairseq's Transformer init for the attention projections and the output bias (see ``fairseq_init``).
+INIT_SCHEMES = ("torch", "fairseq")
 
 
 @dataclass
@@ -38,12 +42,26 @@ class ModelConfig:
     tie_source: bool = False  # source embedding = target embedding (joint vocabulary)
     input_feeding: bool = False  # z⁰_t = [z^L_{t−1}; E y_t] (Luong et al.)
     pad_id: int = 0
+    init: str = "torch"  # weight initialisation, one of INIT_SCHEMES
 
     def options(self) -> ModelOptions:
         return ModelOptions(self.d_model, self.heads, self.dropout, self.ff_factor, self.max_len)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def fairseq_init(model: nn.Module) -> None:
+    """fairseq 0.12's MultiheadAttention initialisation for every attention ``Projection`` inside ``model``:
+    Xavier-uniform weights (each fused part on its own, scaled by its gain: 1/√2 for queries, keys and values),
+    the output projection's bias zero; the query/key/value biases and every other linear layer (the FFN's
+    included) keep PyTorch's nn.Linear initialisation, as in fairseq."""
+    for module in model.modules():
+        if isinstance(module, Projection):
+            for part in module.weight.data.chunk(module.parts):
+                nn.init.xavier_uniform_(part, gain=module.gain)
+            if module.zero_bias:
+                nn.init.zeros_(module.bias)
 
 
 def iter_layers(layer: nn.Module) -> Iterator[Layer]:
@@ -77,6 +95,13 @@ class Seq2Seq(nn.Module):
         self.src_embed = nn.Embedding(config.src_vocab_size, d, padding_idx=config.pad_id)
         self.tgt_embed = nn.Embedding(config.tgt_vocab_size, d, padding_idx=config.pad_id)
         self.output = nn.Linear(self.decoder.out_dim, config.tgt_vocab_size)
+        if config.init not in INIT_SCHEMES:
+            raise ADLError(f"unknown init {config.init!r}, expected one of {', '.join(INIT_SCHEMES)}")
+        if config.init == "fairseq":
+            fairseq_init(self.encoder)
+            fairseq_init(self.decoder)
+            nn.init.normal_(self.output.weight, std=self.decoder.out_dim**-0.5)  # fairseq's untied output
+            nn.init.zeros_(self.output.bias)  # fairseq has none
         for embedding in (self.src_embed, self.tgt_embed):
             nn.init.normal_(embedding.weight, std=d**-0.5)
             with torch.no_grad():

@@ -23,6 +23,12 @@ def test_defaults_follow_the_adl_paper() -> None:
     assert config.lr_schedule == "plateau" and config.d_ff == 4 * config.d_model
 
 
+def test_init_reaches_the_model_config() -> None:
+    assert parse(["--data", "d", "--model", "m", "--preset", "transformer"]).model_config(8, 8).init == "torch"
+    config = parse(["--data", "d", "--model", "m", "--preset", "transformer", "--init", "fairseq"])
+    assert config.model_config(8, 8).init == "fairseq"
+
+
 def test_cli_flags_override_yaml(tmp_path: Path) -> None:
     yaml_file = tmp_path / "c.yaml"
     yaml_file.write_text("data: d\nmodel: m\nd-model: 64\nheads: 2\nvar:\n  X: 3\nvalid_bleu: false\n")

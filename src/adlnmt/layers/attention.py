@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from adlnmt.adl.registry import DECODER_ONLY, FromOption, Kind, Param, Side, register
-from adlnmt.layers.base import Context, Layer
+from adlnmt.layers.base import Context, Layer, Projection
 from adlnmt.layers.context import BuildContext
 
 HEADS = Param("heads", Kind.INT, FromOption("heads"), low=1, high=1 << 16, doc="number of attention heads")
@@ -33,6 +33,8 @@ SOURCE = Param(
     doc="encoder states attended: the top, the same block (increasing) or the mirrored one (decreasing)",
 )
 SOURCE_REASON = "source attention reads the encoder output; there is no source in the encoder"
+# fairseq's MultiheadAttention init: Xavier gain of the query/key/value projections (each on its own).
+QKV_GAIN = 2**-0.5
 
 
 # --------------------------------------------------------------------------------------------------
@@ -168,8 +170,8 @@ class MhDotSelfAtt(Layer):
         self.heads = _check_heads(ctx, heads)
         self.scale = _scale(ctx, s, width // self.heads)
         self.causal = ctx.side is Side.DECODER
-        self.qkv = nn.Linear(width, 3 * width)  # fused W^Q, W^K, W^V of all heads
-        self.out = nn.Linear(width, width)  # W^O
+        self.qkv = Projection(width, width, parts=3, gain=QKV_GAIN)  # fused W^Q, W^K, W^V of all heads
+        self.out = Projection(width, width, zero_bias=True)  # W^O
         self.out_dim = width
 
     def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -317,9 +319,9 @@ class MhDotSrcAtt(SourceAttention):
         width = ctx.d_in
         self.heads = _check_heads(ctx, heads)
         self.scale = _scale(ctx, s, width // self.heads)
-        self.query = nn.Linear(width, width)  # W^Q
-        self.kv = nn.Linear(self.source_width, 2 * width)  # fused W^K, W^V
-        self.out = nn.Linear(width, width)  # W^O
+        self.query = Projection(width, width, gain=QKV_GAIN)  # W^Q
+        self.kv = Projection(self.source_width, width, parts=2, gain=QKV_GAIN)  # fused W^K, W^V
+        self.out = Projection(width, width, zero_bias=True)  # W^O
         self.out_dim = width
 
     def precompute(self, states: Tensor) -> tuple[Tensor, ...]:

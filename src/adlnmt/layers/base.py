@@ -23,6 +23,18 @@ from adlnmt.adl.registry import LayerSpec, Side
 from adlnmt.layers.growing_tensor import GrowingTensor
 
 
+class Projection(nn.Linear):
+    """An attention projection: an ``nn.Linear`` holding ``parts`` stacked projections of ``d_out`` rows each
+    (W^Q, W^K, W^V fused into one product). The fairseq initialisation (``adlnmt.model.fairseq_init``) draws each
+    part Xavier-uniform scaled by ``gain`` and zeroes the bias where ``zero_bias``."""
+
+    def __init__(self, d_in: int, d_out: int, parts: int = 1, gain: float = 1.0, zero_bias: bool = False) -> None:
+        super().__init__(d_in, parts * d_out)
+        self.parts = parts
+        self.gain = gain
+        self.zero_bias = zero_bias
+
+
 @dataclass
 class SourceMemory:
     """Encoder output for the decoder's source attentions.

@@ -14,7 +14,7 @@ from adlnmt.adl.builder import prepare
 from adlnmt.adl.syntax import rename_layers, to_text
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
-from adlnmt.model import ModelConfig
+from adlnmt.model import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
 
 
@@ -40,6 +40,11 @@ class TrainConfig:
     input_feeding: bool = option(False, "RNMT input feeding z0_t = [z^L_(t-1); E y_t]", flag=True)
     learned_positions: bool = option(False, "learned positional embeddings: every pos becomes learn_pos", flag=True)
     max_positions: int = option(1024, "table size of learned positional embeddings")
+    init: str = option(
+        "torch",
+        "weight initialisation: torch (nn.Linear defaults) or fairseq (fairseq 0.12's attention projections)",
+        choices=INIT_SCHEMES,
+    )
     batch_tokens: int = option(4096, "padded tokens per batch (max(src, tgt) length × sentences)")
     accumulate: int = option(1, "batches per update (gradient accumulation)")
     lr: float = option(2e-4, "learning rate (peak rate with inverse-sqrt)")
@@ -131,6 +136,7 @@ class TrainConfig:
             tie_source=self.tie_source,
             input_feeding=self.input_feeding,
             pad_id=PAD,
+            init=self.init,
         )
 
 
