@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from adlnmt.adl.errors import ADLError
+from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.published import DECODERS, ENCODERS
 
@@ -139,5 +140,5 @@ def test_fairseq_init_is_fairseqs_attention_init() -> None:
     assert default.encoder.state_dict().keys() == m.encoder.state_dict().keys()
     default_att = next(layer for layer in default.encoder.modules() if type(layer).__name__ == "MhDotSelfAtt")
     assert not default.output.bias.eq(0).any() and not default_att.out.bias.eq(0).any()
-    with pytest.raises(ADLError, match="unknown init"):
+    with pytest.raises(UserError, match="unknown init"):
         model(encoder, MODELS["transformer"][1], init="he")

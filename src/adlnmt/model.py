@@ -16,6 +16,7 @@ from adlnmt.adl.builder import SideChain, build_chain, canonical
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.parser import parse_assignments
 from adlnmt.adl.registry import Side
+from adlnmt.errors import UserError
 from adlnmt.layers.base import Context, DecoderState, Layer, Projection, SourceMemory
 from adlnmt.layers.context import ModelOptions
 
@@ -96,7 +97,7 @@ class Seq2Seq(nn.Module):
         self.tgt_embed = nn.Embedding(config.tgt_vocab_size, d, padding_idx=config.pad_id)
         self.output = nn.Linear(self.decoder.out_dim, config.tgt_vocab_size)
         if config.init not in INIT_SCHEMES:
-            raise ADLError(f"unknown init {config.init!r}, expected one of {', '.join(INIT_SCHEMES)}")
+            raise UserError(f"unknown init {config.init!r}, expected one of {', '.join(INIT_SCHEMES)}")
         if config.init == "fairseq":
             fairseq_init(self.encoder)
             fairseq_init(self.decoder)
