@@ -3,6 +3,7 @@ copy resumes with the same data given by another path (the data is compared by i
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -42,3 +43,14 @@ def test_other_data_is_a_different_setting(demo_data: Path, tmp_path: Path, caps
     )
     assert main(train_argv(other, tmp_path / "model", 20)) == 2
     assert "different settings (data)" in capsys.readouterr().err
+
+
+def test_a_run_from_before_a_setting_existed_resumes(demo_data: Path, tmp_path: Path) -> None:
+    """A setting added to adlnmt after a run started (here ``init``) counts as its default when the run resumes."""
+    model = tmp_path / "model"
+    assert main(train_argv(demo_data / "data", model, 10)) == 0
+    stored = json.loads((model / "config.json").read_text())
+    del stored["train"]["init"], stored["model"]["init"]
+    (model / "config.json").write_text(json.dumps(stored))
+    assert main(train_argv(demo_data / "data", model, 20)) == 0
+    assert [r["update"] for r in records(model)] == [10, 20]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from adlnmt.data.prepare import MANIFEST
 from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig
 from adlnmt.train.checkpoint import copy_atomic, describe
+from adlnmt.train.config import TrainConfig
 
 CONFIG_FILE = "config.json"
 VOCAB_DIR = "vocab"
@@ -31,8 +33,9 @@ def copy_vocabularies(data: DataDir, model_dir: Path) -> None:
 
 
 def read_stored_config(model_dir: Path) -> dict[str, Any]:
-    """``config.json`` of a model directory with its ``train`` and ``model`` entries checked; UserError naming the
-    file when it is missing, damaged or incomplete."""
+    """``config.json`` of a model directory with its ``train`` and ``model`` entries checked, settings added to
+    adlnmt after the model was trained filled in with their defaults; UserError naming the file when it is
+    missing, damaged or incomplete."""
     path = model_dir / CONFIG_FILE
     if not path.is_file():
         raise UserError(f"{model_dir}: not a model directory (no {CONFIG_FILE})")
@@ -43,9 +46,10 @@ def read_stored_config(model_dir: Path) -> dict[str, Any]:
     if not isinstance(stored, dict) or not all(isinstance(stored.get(key), dict) for key in ("train", "model")):
         raise UserError(f"{path}: malformed (expected the objects 'train' and 'model')")
     try:
-        ModelConfig(**stored["model"])
+        stored["model"] = ModelConfig(**stored["model"]).to_dict()
     except TypeError as err:
         raise UserError(f"{path}: malformed model entry ({describe(err)})") from None
+    stored["train"] = {option.name: option.default for option in fields(TrainConfig)} | stored["train"]
     return stored
 
 
