@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from adlnmt.experiment.claims import FAILS, HOLDS, MISSING, OPEN, verdict
+from adlnmt.experiment.claims import FAILS, HOLDS, MISSING, OPEN, speed_verdict, verdict
 from adlnmt.experiment.grid import Claim
 
 
-def claim(kind: str, tolerance: float = 0.0) -> Claim:
-    return Claim("q", "", kind, "A", "B", tolerance, "bleu", "test")
+def claim(kind: str, tolerance: float = 0.0, ratio: float = 1.0) -> Claim:
+    return Claim("q", "", kind, "A", "B", tolerance, "bleu", "test", ratio)
 
 
 @pytest.mark.parametrize(
@@ -28,3 +28,16 @@ def claim(kind: str, tolerance: float = 0.0) -> Claim:
 )
 def test_verdicts(kind: str, difference: float | None, significant: set[str], expected: str) -> None:
     assert verdict(claim(kind, 0.5), difference, significant) == expected
+
+
+@pytest.mark.parametrize(
+    ("ratios", "expected"),
+    [
+        ({1: 4.2, 2: 4.0}, HOLDS),  # every seed pair reaches the ratio
+        ({1: 4.2, 2: 3.9}, OPEN),
+        ({1: 1.3, 2: 1.2}, FAILS),
+        ({}, MISSING),
+    ],
+)
+def test_speed_verdicts(ratios: dict[int, float], expected: str) -> None:
+    assert speed_verdict(claim("faster", ratio=4.0), ratios) == expected

@@ -47,7 +47,8 @@ def grid_file(root: Path, corpus: Path) -> Path:
         "translate": {"beam": 2},
         "train": TINY,
         "claims": [{"quote": "a beats b", "where": "§1", "better": ["a", "b"]},
-                   {"quote": "b replaces a with little loss", "close": ["b", "a"], "tolerance": 100}],
+                   {"quote": "b replaces a with little loss", "close": ["b", "a"], "tolerance": 100},
+                   {"quote": "b decodes a million times faster", "faster": ["b", "a"], "ratio": 1e6}],
         "variants": [
             {"name": "a", "encoder": ENCODER, "decoder": DECODER.format(x="mh_dot_self_att")},
             # longer (and quicker checkpoints), so that the kill below lands in the middle of its training
@@ -168,6 +169,9 @@ def test_plots_and_the_report(sequence: SimpleNamespace) -> None:
         assert (sequence.out / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"(plots/{name})" in report
     assert "## Paired bootstrap against a" in report and "Unfinished" not in report
+    convergence = [line for line in report.split("## Convergence")[1].splitlines() if line.startswith("| a |")]
+    # 6 updates, a validation every 3, patience 16: the cap ends the runs, converged only on a plateau
+    assert len(convergence) == 2 and all("| 6 | update cap |" in line for line in convergence)
     result = json.loads((run_dir(sequence.out, "a", 1) / "result.json").read_text())
     buckets = result["tests"]["test"]["buckets"]
     assert [b["label"] for b in buckets] == ["1-5", "6-8", "9+"]
@@ -186,10 +190,14 @@ def test_report_only_and_dry_run_change_no_run(sequence: SimpleNamespace) -> Non
 
 def test_claims_are_judged_from_the_runs(sequence: SimpleNamespace) -> None:
     lines = [line for line in (sequence.out / "claims.md").read_text().splitlines() if line.startswith("| “")]
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert lines[0].startswith("| “a beats b” (§1) | a > b | bleu test |")
     assert lines[0].endswith(("| **holds** |", "| **does not hold** |", "| **inconclusive at this scale** |"))
     assert "| b ≥ a − 100 |" in lines[1] and lines[1].endswith("| **holds** |")  # 100 BLEU of tolerance
+    assert "| b ≥ 1e+06 × a | sent/s test |" in lines[2] and lines[2].endswith("| **does not hold** |")
+    judged = json.loads((sequence.out / "claims.json").read_text())
+    assert [c["verdict"] for c in judged["claims"]][1:] == ["holds", "does not hold"]
+    assert all(c["seeds"] == [1, 2] and c["planned_seeds"] == 2 for c in judged["claims"])
     assert "claims: " in sequence.final_stdout
 
 
@@ -206,7 +214,8 @@ def test_a_fresh_clone_skips_the_archived_runs_and_rebuilds_the_report(
     shutil.copytree(archive, clone / "results" / "tiny")
     status, stdout = experiment(str(clone / "grid.yaml"), "--report-only")
     assert status == 0 and "| b | 2/2 |" in stdout
-    assert (clone / "results/tiny/results.md").read_text() == (archive / "results.md").read_text()
+    for name in ("results.md", "report.md", "claims.md", "claims.json"):  # a rebuild changes nothing
+        assert (clone / "results/tiny" / name).read_text() == (archive / name).read_text(), name
     status, stdout = experiment(str(clone / "grid.yaml"), "--dry-run")
     assert stdout.count("finished (archived)") == 4
     status, stdout = experiment(str(clone / "grid.yaml"), "--threads", "1")

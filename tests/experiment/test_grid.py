@@ -166,3 +166,8 @@ def test_claims_are_checked(tmp_path: Path) -> None:
     grid["claims"][0]["metric"] = "bleu"
     (claim,) = load_grid(write(tmp_path, grid)).claims
     assert (claim.kind, claim.first, claim.second, claim.tolerance, claim.test) == ("close", "a", "b", 0.5, "test")
+    grid["claims"] = [{"quote": "q", "faster": ["a", "b"], "ratio": 0}]
+    assert "claims[0].ratio: expected a positive speed ratio" in error(tmp_path, grid)
+    grid["claims"][0]["ratio"] = 4
+    (claim,) = load_grid(write(tmp_path, grid)).claims
+    assert (claim.kind, claim.ratio, claim.metric) == ("faster", 4.0, "sentences_per_s")

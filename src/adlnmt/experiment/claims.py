@@ -7,14 +7,17 @@ A claim compares two rows A and B on one metric of one test set (grid key ``clai
   B; otherwise it is inconclusive at this scale;
 - ``close: [A, B]`` with ``tolerance: t`` ("A can replace B with little loss") holds when A's mean is at most t
   below B's; it does not hold when A is more than t below and every seed pair is significant for B; otherwise
-  inconclusive.
+  inconclusive;
+- ``faster: [A, B]`` with ``ratio: r`` holds when A decoded the test set at least r times as many sentences per
+  second as B in every seed pair, does not hold when it did in none, and is inconclusive otherwise (speeds are single
+  measurements, so only a grid decoded one run at a time, ``--jobs 1``, measures them fairly).
 
 The verdicts are computed from the results every time the report is written, never typed in.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +34,10 @@ class Judgement:
     seeds: tuple[int, ...]  # seeds both rows finished
     first: tuple[float | None, float | None]  # mean, std of A
     second: tuple[float | None, float | None]
-    p_values: dict[int, float]  # seed → p of the paired bootstrap
+    p_values: dict[int, float]  # seed → p of the paired bootstrap (kinds better and close)
     winners: dict[int, str]  # seed → "a" (A better), "b" or "tie"
     verdict: str
-
-    @property
-    def difference(self) -> float | None:
-        a, b = self.first[0], self.second[0]
-        return a - b if a is not None and b is not None else None
+    ratios: dict[int, float] = field(default_factory=dict)  # seed → A's speed / B's (kind faster)
 
 
 def verdict(claim: Claim, difference: float | None, significant_for: set[str]) -> str:
@@ -50,6 +49,14 @@ def verdict(claim: Claim, difference: float | None, significant_for: set[str]) -
     if difference >= -claim.tolerance:
         return HOLDS
     return FAILS if "b" in significant_for else OPEN
+
+
+def speed_verdict(claim: Claim, ratios: dict[int, float]) -> str:
+    """A ``faster`` claim from A's speed over B's in each seed pair (see the module docstring)."""
+    if not ratios:
+        return MISSING
+    reached = [ratio >= claim.ratio for ratio in ratios.values()]
+    return HOLDS if all(reached) else FAILS if not any(reached) else OPEN
 
 
 class Judge:
@@ -81,18 +88,23 @@ class Judge:
         return self.cache[key][claim.metric]
 
     def scores(self, variant: str, claim: Claim, seeds: tuple[int, ...]) -> list[float]:
-        return [self.finished[(variant, s)].result()["tests"][claim.test]["scores"][claim.metric] for s in seeds]
+        tests = [self.finished[(variant, s)].result()["tests"][claim.test] for s in seeds]
+        return [test["sentences_per_s"] if claim.kind == "faster" else test["scores"][claim.metric] for test in tests]
 
     def judge(self, claim: Claim) -> Judgement:
         seeds = tuple(s for s in self.grid.seeds if (claim.first, s) in self.finished and (claim.second, s) in
                       self.finished)  # fmt: skip
+        first = mean_std(self.scores(claim.first, claim, seeds))
+        second = mean_std(self.scores(claim.second, claim, seeds))
+        if claim.kind == "faster":
+            a, b = self.scores(claim.first, claim, seeds), self.scores(claim.second, claim, seeds)
+            ratios = {seed: x / y for seed, x, y in zip(seeds, a, b, strict=True)}
+            return Judgement(claim, seeds, first, second, {}, {}, speed_verdict(claim, ratios), ratios)
         p_values, winners = {}, {}
         for seed in seeds:
             tested = self._bootstrap(self.finished[(claim.first, seed)], self.finished[(claim.second, seed)], claim)
             p_values[seed] = tested["p_value"]
             winners[seed] = {"b": "a", "a": "b"}.get(tested["better"], "tie")  # the test's "b" is the claim's A
-        first = mean_std(self.scores(claim.first, claim, seeds))
-        second = mean_std(self.scores(claim.second, claim, seeds))
         significant = {w for w in ("a", "b") if seeds and all(winners[s] == w and p_values[s] < SIGNIFICANT
                                                                   for s in seeds)}  # fmt: skip
         difference = first[0] - second[0] if seeds else None
@@ -106,17 +118,52 @@ def _number(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
-def _line(j: Judgement) -> str:
+def relation(claim: Claim) -> str:
+    """The claim as a comparison of its two rows."""
+    if claim.kind == "better":
+        return f"{claim.first} > {claim.second}"
+    if claim.kind == "close":
+        return f"{claim.first} ≥ {claim.second} − {claim.tolerance:g}"
+    return f"{claim.first} ≥ {claim.ratio:g} × {claim.second}"
+
+
+def measured(j: Judgement) -> str:
+    """The measured difference: A − B, or A / B for a speed claim."""
+    a, b = j.first[0], j.second[0]
+    if a is None or b is None:
+        return "–"
+    return f"×{a / b:.2f}" if j.claim.kind == "faster" else f"{a - b:+.2f}"
+
+
+def _tests(j: Judgement) -> str:
+    if j.claim.kind == "faster":
+        return ", ".join(f"×{j.ratios[s]:.2f}" for s in j.seeds) or "–"
+    marks = {"a": "A", "b": "B"}
+    return ", ".join(f"{j.p_values[s]:.3f} ({marks.get(j.winners[s], '=')})" for s in j.seeds) or "–"
+
+
+def _line(j: Judgement, planned: int) -> str:
     claim = j.claim
-    relation = f"{claim.first} > {claim.second}" if claim.kind == "better" else \
-        f"{claim.first} ≥ {claim.second} − {claim.tolerance:g}"  # fmt: skip
     scores = f"{_number(j.first[0])} ± {_number(j.first[1])} vs {_number(j.second[0])} ± {_number(j.second[1])}"
-    p_values = ", ".join(f"{j.p_values[s]:.3f} ({'A' if j.winners[s] == 'a' else 'B' if j.winners[s] == 'b' else '='})"
-                         for s in j.seeds) or "–"  # fmt: skip
     where = f" ({claim.where})" if claim.where else ""
-    difference = "–" if j.difference is None else f"{j.difference:+.2f}"
-    return (f"| “{claim.quote}”{where} | {relation} | {claim.metric} {claim.test} | {scores} | {difference} | "
-            f"{p_values} | **{j.verdict}** |")  # fmt: skip
+    partial = f" ({len(j.seeds)} of {planned} seeds)" if j.seeds and len(j.seeds) < planned else ""
+    metric = "sent/s" if claim.kind == "faster" else claim.metric
+    return (f"| “{claim.quote}”{where} | {relation(claim)} | {metric} {claim.test} | {scores} | {measured(j)} | "
+            f"{_tests(j)} | **{j.verdict}**{partial} |")  # fmt: skip
+
+
+def _record(j: Judgement, planned: int) -> dict[str, Any]:
+    """One claim's judgement for ``claims.json`` (which the README's verdict table is built from)."""
+    return {
+        **asdict(j.claim),
+        "tested_as": relation(j.claim),
+        "seeds": list(j.seeds),
+        "planned_seeds": planned,
+        "first": list(j.first),
+        "second": list(j.second),
+        "measured": measured(j),
+        "verdict": j.verdict,
+    }
 
 
 def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
@@ -132,16 +179,22 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
         "",
         grid.description,
         "",
+        *([grid.scale_description, ""] if grid.scale_description else []),
         "Scores: mean ± sample standard deviation over the seeds both rows finished; A − B: difference of the means; "
         f"p: sacreBLEU's paired bootstrap ({grid.bootstrap_resamples} resamples) of A against B for each seed, with "
         "the better system in brackets. *better* holds when A is higher and every seed is significant (p < "
         f"{SIGNIFICANT}) for A, and does not hold when every seed is significant for B; *close* (A ≥ B − tolerance) "
         "holds when A's mean is within the tolerance, and does not hold when A is further below with every seed "
-        "significant for B. Anything else: inconclusive at this scale.",
+        "significant for B; *faster* (A ≥ r × B in sentences per second on the test set) holds when "
+        "every seed pair reaches the ratio and does not hold when none does. Anything else: inconclusive at this "
+        "scale. A verdict from fewer seeds than planned says so and may change.",
         "",
-        "| claim | tested as (A vs B) | metric | A vs B | A − B | p per seed | verdict |",
+        "| claim | tested as (A vs B) | metric | A vs B | A − B (A / B for speed) | p per seed (speed: A / B) "
+        "| verdict |",
         "|---|---|---|---|---:|---|---|",
-        *(_line(j) for j in judgements),
+        *(_line(j, len(grid.seeds)) for j in judgements),
     ]
     (out / "claims.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    records = {"grid": grid.name, "scale": grid.scale, "claims": [_record(j, len(grid.seeds)) for j in judgements]}
+    write_json(out / "claims.json", records)
     return judgements

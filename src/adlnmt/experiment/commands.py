@@ -1,4 +1,5 @@
-"""CLI: ``adlnmt experiment GRID.yaml [--scale S] [--out DIR] [--jobs N] [--threads T] [--device D]``."""
+"""CLI: ``adlnmt experiment GRID.yaml [--scale S] [--out DIR] [--jobs N] [--threads T] [--device D]`` and
+``adlnmt verdicts [ARCHIVE ...] [--readme README.md [--check]]``."""
 
 from __future__ import annotations
 
@@ -125,6 +126,32 @@ def exit_status(outcomes: list[Outcome]) -> int:
     return 1 if failed else STOPPED["SIGINT"] if interrupted else 0
 
 
+def cmd_verdicts(args: argparse.Namespace) -> int:
+    from adlnmt.experiment.verdicts import default_archives, replace_block, verdict_table
+
+    archives = [Path(a) for a in args.archives] or default_archives(Path("experiments/results"))
+    if not archives:
+        raise UserError("no archive with claims.json under experiments/results; give archive directories")
+    if args.readme is None:
+        print(verdict_table(archives, Path.cwd()))
+        return 0
+    readme = Path(args.readme)
+    try:
+        text = readme.read_text(encoding="utf-8")
+    except OSError as err:
+        raise UserError(f"{readme}: cannot read ({err.strerror})") from None
+    updated = replace_block(text, verdict_table(archives, readme.parent), readme)
+    if args.check:
+        if updated != text:
+            print(f"{readme}: the verdict table is out of date; rebuild it with adlnmt verdicts --readme {readme}")
+            return 1
+        print(f"{readme}: the verdict table matches {len(archives)} archive(s)")
+        return 0
+    readme.write_text(updated, encoding="utf-8")
+    print(f"{readme}: verdict table rebuilt from {', '.join(str(a) for a in archives)}")
+    return 0
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -157,3 +184,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--dry-run", action="store_true", help="check the grid, list the runs and their state")
     parser.add_argument("--report-only", action="store_true", help="only rebuild tables, plots and report.md")
     parser.set_defaults(func=cmd_experiment)
+
+    verdicts = commands.add_parser(
+        "verdicts",
+        help="the table of every judged claim (claims.json of the archived grids), printed or put into the README",
+        description="Collect the claims judged by adlnmt experiment (ARCHIVE/claims.json) into one Markdown table: "
+        "printed, or written between the verdict markers of a README.",
+    )
+    verdicts.add_argument("archives", nargs="*", help="archive directories (default: experiments/results/*/)")
+    verdicts.add_argument("--readme", help="replace the table between the verdict markers of this file")
+    verdicts.add_argument("--check", action="store_true", help="with --readme: exit 1 if its table is out of date")
+    verdicts.set_defaults(func=cmd_verdicts)

@@ -22,7 +22,8 @@ from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims")  # fmt: skip
-CLAIM_KEYS = ("quote", "where", "better", "close", "tolerance", "metric", "test")
+CLAIM_KEYS = ("quote", "where", "better", "close", "faster", "tolerance", "ratio", "metric", "test")
+CLAIM_KINDS = ("better", "close", "faster")
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
@@ -74,17 +75,19 @@ class Variant:
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim of the paper about two rows: ``first`` is better than ``second`` (kind ``better``), or at most
-    ``tolerance`` points worse (kind ``close``), on ``metric`` of test set ``test``."""
+    """A claim of the paper about two rows: ``first`` is better than ``second`` (kind ``better``), at most
+    ``tolerance`` points worse (kind ``close``) on ``metric`` of test set ``test``, or decodes ``test`` at least
+    ``ratio`` times as many sentences per second (kind ``faster``; ``metric`` is then "sentences_per_s")."""
 
     quote: str
     where: str  # e.g. "§4.4"
-    kind: str  # better | close
+    kind: str  # better | close | faster
     first: str
     second: str
     tolerance: float
     metric: str
     test: str
+    ratio: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -297,24 +300,28 @@ def _claims(reader: Reader, value: Any, variants: tuple[Variant, ...], metrics: 
     for i, item in enumerate(value):
         where = f"claims[{i}]"
         block = reader.mapping(item, where, CLAIM_KEYS)
-        kinds = [kind for kind in ("better", "close") if kind in block]
+        kinds = [kind for kind in CLAIM_KINDS if kind in block]
         if len(kinds) != 1 or "quote" not in block:
-            reader.fail(where, "give 'quote' and one of 'better: [A, B]' or 'close: [A, B]' (with 'tolerance')")
+            reader.fail(where, "give 'quote' and one of 'better: [A, B]', 'close: [A, B]' (with 'tolerance') or "
+                        "'faster: [A, B]' (with 'ratio')")  # fmt: skip
         pair = block[kinds[0]]
         if not isinstance(pair, list) or len(pair) != 2:
             reader.fail(f"{where}.{kinds[0]}", f"expected two variant names [A, B], got {pair!r}")
         for name in pair:
             if name not in names:
                 reader.unknown(f"{where}.{kinds[0]}", str(name), names, "variant")
-        metric = str(block.get("metric", metrics[0]))
-        if metric not in metrics:
+        metric = "sentences_per_s" if kinds[0] == "faster" else str(block.get("metric", metrics[0]))
+        if kinds[0] != "faster" and metric not in metrics:
             reader.unknown(f"{where}.metric", metric, list(metrics), "metric")
         test = str(block.get("test", tests[0].name))
         if test not in {t.name for t in tests}:
             reader.unknown(f"{where}.test", test, [t.name for t in tests], "test set")
         tolerance = reader.typed(block.get("tolerance", 0.0), float, f"{where}.tolerance")
+        ratio = reader.typed(block.get("ratio", 1.0), float, f"{where}.ratio")
+        if ratio <= 0:
+            reader.fail(f"{where}.ratio", f"expected a positive speed ratio, got {ratio:g}")
         claims.append(Claim(str(block["quote"]).strip(), str(block.get("where", "")), kinds[0], pair[0], pair[1],
-                            tolerance, metric, test))  # fmt: skip
+                            tolerance, metric, test, ratio))  # fmt: skip
     return tuple(claims)
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import csv
 import io
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
+from adlnmt.experiment.convergence import convergence_note, convergence_table
 from adlnmt.experiment.grid import Grid
 from adlnmt.experiment.plots import SHORT, make_plots
 from adlnmt.experiment.rows import Row, collect
@@ -240,9 +240,19 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     plots = make_plots(grid, rows, out / "plots")
     title = f"{grid.name}" + (f" (scale {grid.scale})" if grid.scale else "")
     finished = sum(len(row.results) for row in rows)
-    parts = [f"# Experiment {title}", grid.description, grid.scale_description,
-             f"Grid `{grid.path}`, {finished}/{len(runs)} runs finished, "
-             f"report written {time.strftime('%Y-%m-%d %H:%M')}.", "## Results", table, notes]  # fmt: skip
+    dates = [r["provenance"]["machine"]["date"] for row in rows for r in row.results if "provenance" in r]
+    latest = f", the latest started evaluating {max(dates)}" if dates else ""
+    parts = [
+        f"# Experiment {title}",
+        grid.description,
+        grid.scale_description,
+        f"Grid `{grid.path.name}`, {finished}/{len(runs)} runs finished{latest}.",
+        "## Results",
+        table,
+        notes,
+    ]
+    if finished:
+        parts += ["## Convergence", convergence_table(grid, rows), convergence_note(grid)]
     if any(row.significance for row in rows):
         parts += [f"## Paired bootstrap against {grid.baseline}", significance_table(grid, rows)]
     parts += [f"## {caption}\n\n![{caption}](plots/{path.name})" for caption, path in plots]

@@ -1,0 +1,72 @@
+"""Whether each finished run converged, read from its validation curve (the report's "Convergence" table).
+
+A run converged when early stopping ended it: ``patience`` validations after the best checkpoint found no better
+one. A run that reached its update cap first converged only if its last ``patience`` validations lie within
+``PLATEAU`` (relative) of the best; otherwise it was still improving and its row says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from adlnmt.experiment.grid import Grid
+from adlnmt.experiment.rows import Row
+from adlnmt.train.config import TrainConfig
+
+PLATEAU = 0.02  # the last validations within 2 % of the best perplexity
+
+
+@dataclass(frozen=True)
+class Convergence:
+    best_update: int
+    best_ppl: float
+    last_update: int
+    after_best: list[float]  # validation perplexities after the best checkpoint, in order
+    stopped_by: str  # "early stop" | "update cap"
+    converged: bool
+
+
+def judge(result: dict[str, Any], train: dict[str, Any]) -> Convergence:
+    """Convergence of one run from its ``result.json`` and its variant's training options."""
+    patience = train.get("patience", TrainConfig.patience)
+    curve = [point for point in result["curve"] if point.get("valid_ppl") is not None]
+    best = next(point for point in curve if point["update"] == result["best_update"])  # by early_stop_metric
+    after = [point["valid_ppl"] for point in curve if point["update"] > best["update"]]
+    early_stop = patience > 0 and len(after) >= patience
+    tail = [point["valid_ppl"] for point in curve[-max(patience, 1) :]]
+    plateau = max(tail) <= best["valid_ppl"] * (1 + PLATEAU)
+    return Convergence(best["update"], best["valid_ppl"], curve[-1]["update"], after,
+                       "early stop" if early_stop else "update cap", early_stop or plateau)  # fmt: skip
+
+
+def _relative(value: float, best: float) -> str:
+    return f"{value:.2f} ({(value / best - 1) * 100:+.1f} %)"
+
+
+def convergence_table(grid: Grid, rows: list[Row]) -> str:
+    """One line per finished run: best checkpoint, where and why training stopped, the validations after the best."""
+    trains = {variant.name: variant.train for variant in grid.variants}
+    lines = [
+        "| variant | seed | best update | best valid ppl | stopped at | stopped by | next validation | last validation "
+        "| converged |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---|",
+    ]
+    for row in rows:
+        for result in row.results:
+            c = judge(result, trains[row.name])
+            after = [_relative(ppl, c.best_ppl) for ppl in c.after_best[:1] + c.after_best[-1:]] or ["–", "–"]
+            verdict = "yes" if c.converged else "**no**: still improving at the cap"
+            lines.append(f"| {row.name} | {result['seed']} | {c.best_update} | {c.best_ppl:.2f} | {c.last_update} | "
+                         f"{c.stopped_by} | {after[0]} | {after[-1]} | {verdict} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def convergence_note(grid: Grid) -> str:
+    patience = {variant.train.get("patience", TrainConfig.patience) for variant in grid.variants}
+    return (
+        f"Converged: early stopping ended the run ({'/'.join(map(str, sorted(patience)))} validations after the best "
+        f"found no lower perplexity), or the last validations before the update cap lie within {PLATEAU:.0%} of the "
+        "best. The best checkpoint is the one evaluated; validations after it show the overfitting that early "
+        "stopping cuts off."
+    )

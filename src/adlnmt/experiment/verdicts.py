@@ -1,0 +1,57 @@
+"""The README's verdict table: the judged claims of every archived grid (``claims.json`` next to each
+``claims.md``) in one Markdown table, kept between two marker lines of the README so that it is rebuilt from the
+committed results, never typed in (``adlnmt verdicts --readme README.md``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from adlnmt.errors import UserError
+from adlnmt.experiment.runner import read_json
+
+START = "<!-- verdicts: built by `adlnmt verdicts --readme README.md` from experiments/results/*/claims.json -->"
+END = "<!-- /verdicts -->"
+QUOTE_CHARS = 110  # longer quotes are shortened here; claims.md has them whole
+
+
+def _short(quote: str) -> str:
+    return quote if len(quote) <= QUOTE_CHARS else quote[: QUOTE_CHARS - 1].rstrip() + "…"
+
+
+def verdict_table(archives: list[Path], base: Path) -> str:
+    """One line per claim of every archive (a directory holding claims.json), links relative to ``base``."""
+    lines = [
+        "| table | claim | tested as | measured | seeds | verdict |",
+        "|---|---|---|---:|---:|---|",
+    ]
+    for archive in archives:
+        judged = read_json(archive / "claims.json")
+        if not isinstance(judged, dict) or not isinstance(judged.get("claims"), list):
+            raise UserError(f"{archive / 'claims.json'}: missing or malformed (rebuild it with adlnmt experiment "
+                            "GRID --report-only)")  # fmt: skip
+        link = Path(os.path.relpath(archive / "claims.md", base)).as_posix()
+        title = judged["grid"] + (f" ({judged['scale']})" if judged.get("scale") else "")
+        for claim in judged["claims"]:
+            seeds = f"{len(claim['seeds'])}/{claim['planned_seeds']}"
+            lines.append(f"| [{title}]({link}) | “{_short(claim['quote'])}” | {claim['tested_as']} | "
+                         f"{claim['measured']} | {seeds} | **{claim['verdict']}** |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def replace_block(text: str, table: str, where: Path) -> str:
+    """``text`` with the lines between the START and END markers replaced by ``table``."""
+    lines = text.split("\n")
+    try:
+        start, end = lines.index(START), lines.index(END)
+    except ValueError:
+        raise UserError(f"{where}: no verdict table markers; put the lines\n  {START}\n  {END}\n"
+                        "where the table belongs") from None  # fmt: skip
+    if end < start:
+        raise UserError(f"{where}:{end + 1}: the end marker comes before the start marker (line {start + 1})")
+    return "\n".join([*lines[: start + 1], table, *lines[end:]])
+
+
+def default_archives(root: Path) -> list[Path]:
+    """Every archive under ``root`` with judged claims, in name order."""
+    return sorted(path.parent for path in root.glob("*/claims.json"))

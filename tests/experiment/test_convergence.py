@@ -1,0 +1,27 @@
+"""Whether a run converged, from its validation curve: early stopping, a plateau at the cap, or still improving."""
+
+from __future__ import annotations
+
+import pytest
+
+from adlnmt.experiment.convergence import judge
+
+
+def result(ppls: list[float]) -> dict:
+    curve = [{"update": 100 * (i + 1), "valid_ppl": ppl} for i, ppl in enumerate(ppls)]
+    best = min(curve, key=lambda point: point["valid_ppl"])
+    return {"curve": curve, "best_update": best["update"]}
+
+
+@pytest.mark.parametrize(
+    ("ppls", "stopped_by", "converged"),
+    [
+        ([9.0, 7.0, 6.0, 6.1, 6.5, 7.0], "early stop", True),  # 3 validations after the best found none better
+        ([9.0, 7.0, 6.10, 6.05, 6.0], "update cap", True),  # the last 3 within 2 % of the best
+        ([9.0, 8.0, 7.0, 6.5, 6.0], "update cap", False),  # still falling at the cap
+    ],
+)
+def test_convergence(ppls: list[float], stopped_by: str, converged: bool) -> None:
+    judged = judge(result(ppls), {"patience": 3})
+    assert (judged.stopped_by, judged.converged) == (stopped_by, converged)
+    assert judged.best_ppl == min(ppls) and judged.last_update == 100 * len(ppls)

@@ -1,0 +1,54 @@
+"""The README's verdict table is built from the archived claims.json files and kept between its markers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from adlnmt.cli import main
+from adlnmt.errors import UserError
+from adlnmt.experiment.verdicts import END, START, replace_block
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def archive(root: Path, verdict: str) -> Path:
+    folder = root / "results" / "tiny-cpu"
+    folder.mkdir(parents=True, exist_ok=True)
+    claim = {"quote": "A beats B " * 20, "tested_as": "A > B", "measured": "+1.20", "seeds": [1],
+             "planned_seeds": 2, "verdict": verdict}  # fmt: skip
+    (folder / "claims.json").write_text(json.dumps({"grid": "tiny", "scale": "cpu", "claims": [claim]}))
+    return folder
+
+
+def test_the_table_goes_between_the_markers_and_check_tells_a_stale_one(tmp_path: Path, capsys) -> None:
+    folder = archive(tmp_path, "holds")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n\n{START}\nold table\n{END}\n\nafter\n")
+    assert main(["verdicts", str(folder), "--readme", str(readme), "--check"]) == 1
+    assert "out of date" in capsys.readouterr().out
+    assert main(["verdicts", str(folder), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith(f"# Title\n\n{START}\n| table |") and text.endswith(f"{END}\n\nafter\n")
+    line = next(line for line in text.splitlines() if line.startswith("| [tiny (cpu)](results/tiny-cpu/claims.md)"))
+    assert line.endswith("| A > B | +1.20 | 1/2 | **holds** |") and "…" in line  # the long quote shortened
+    assert main(["verdicts", str(folder), "--readme", str(readme), "--check"]) == 0
+    archive(tmp_path, "does not hold")
+    assert main(["verdicts", str(folder), "--readme", str(readme), "--check"]) == 1
+
+
+def test_missing_markers_and_archives_are_clear_errors(tmp_path: Path, capsys) -> None:
+    with pytest.raises(UserError, match="no verdict table markers"):
+        replace_block("no markers here\n", "| t |", tmp_path / "README.md")
+    with pytest.raises(UserError, match=r"README.md:1: the end marker comes before the start marker \(line 2\)"):
+        replace_block(f"{END}\n{START}\n", "| t |", tmp_path / "README.md")
+    assert main(["verdicts", str(tmp_path)]) == 2
+    assert "claims.json: missing or malformed" in capsys.readouterr().err
+
+
+def test_the_repository_readme_matches_the_committed_results(monkeypatch) -> None:
+    """Committing a finished run (and its claims.json) without rebuilding the README's table fails here."""
+    monkeypatch.chdir(REPOSITORY)
+    assert main(["verdicts", "--readme", "README.md", "--check"]) == 0
