@@ -68,8 +68,13 @@ def valid_curves(grid: Grid, rows: list[Row], path: Path) -> Path:
     present = [(k, t) for k, t in panels if any(k in r for row in rows for res in row.results for r in res["curve"])]
     figure, axes = plt.subplots(1, len(present), figsize=(5 * len(present), 4), squeeze=False)
     for index, row in enumerate(rows):
+        style = _style(index, len(rows))
         for axis, (key, _) in zip(axes[0], present, strict=True):
-            axis.plot(*_curve(row, key), label=row.name, **_style(index, len(rows)))
+            axis.plot(*_curve(row, key), label=row.name, **style)
+            if key == "valid_ppl":  # each run's best checkpoint: the one evaluated
+                best = [(r["best_update"], r["best_valid_ppl"]) for r in row.results if r.get("best_valid_ppl")]
+                if best:
+                    axis.scatter(*zip(*best, strict=True), s=60, facecolors="none", edgecolors=style["color"])
     for axis, (key, title) in zip(axes[0], present, strict=True):
         axis.set_title(title)
         axis.set_xlabel("updates")
@@ -81,7 +86,7 @@ def valid_curves(grid: Grid, rows: list[Row], path: Path) -> Path:
             for axis_format in (axis.yaxis.set_major_formatter, axis.yaxis.set_minor_formatter):
                 axis_format(FuncFormatter(lambda value, _: f"{value:g}"))
     axes[0][-1].legend(fontsize="small")
-    figure.suptitle(f"{grid.name}: training curves (mean over seeds)")
+    figure.suptitle(f"{grid.name}: training curves (mean over seeds; circles: each run's best checkpoint)")
     return _save(figure, path)
 
 
