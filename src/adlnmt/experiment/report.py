@@ -242,6 +242,9 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     finished = sum(len(row.results) for row in rows)
     dates = [r["provenance"]["machine"]["date"] for row in rows for r in row.results if "provenance" in r]
     latest = f", the latest started evaluating {max(dates)}" if dates else ""
+    minutes = [r["provenance"][k] for row in rows for r in row.results if "provenance" in r
+               for k in ("train_minutes", "evaluate_minutes")]  # fmt: skip
+    latest += f"; their wall-clock, training and evaluation: {sum(minutes) / 60:.1f} h" if minutes else ""
     parts = [
         f"# Experiment {title}",
         grid.description,
