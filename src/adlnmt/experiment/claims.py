@@ -94,10 +94,9 @@ class Judge:
     def judge(self, claim: Claim) -> Judgement:
         seeds = tuple(s for s in self.grid.seeds if (claim.first, s) in self.finished and (claim.second, s) in
                       self.finished)  # fmt: skip
-        first = mean_std(self.scores(claim.first, claim, seeds))
-        second = mean_std(self.scores(claim.second, claim, seeds))
+        a, b = self.scores(claim.first, claim, seeds), self.scores(claim.second, claim, seeds)
+        first, second = mean_std(a), mean_std(b)
         if claim.kind == "faster":
-            a, b = self.scores(claim.first, claim, seeds), self.scores(claim.second, claim, seeds)
             ratios = {seed: x / y for seed, x, y in zip(seeds, a, b, strict=True)}
             return Judgement(claim, seeds, first, second, {}, {}, speed_verdict(claim, ratios), ratios)
         p_values, winners = {}, {}
