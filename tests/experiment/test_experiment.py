@@ -50,7 +50,8 @@ def grid_file(root: Path, corpus: Path) -> Path:
                    {"quote": "b replaces a with little loss", "close": ["b", "a"], "tolerance": 100},
                    {"quote": "b decodes a million times faster", "faster": ["b", "a"], "ratio": 1e6}],
         "variants": [
-            {"name": "a", "encoder": ENCODER, "decoder": DECODER.format(x="mh_dot_self_att")},
+            {"name": "a", "encoder": ENCODER, "decoder": DECODER.format(x="mh_dot_self_att"),
+             "paper": {"WMT BLEU": 27.6}},
             # longer (and quicker checkpoints), so that the kill below lands in the middle of its training
             {"name": "b", "encoder": ENCODER, "decoder": DECODER.format(x="aan"),
              "train": {"max_updates": 40, "valid_bleu": False}},
@@ -157,8 +158,10 @@ def test_the_table_is_the_mean_and_sample_std_of_the_runs(sequence: SimpleNamesp
     assert 0 <= float(rows[1]["test.bleu.p_max"]) <= 1
     lines = [line for line in (sequence.out / "results.md").read_text().splitlines() if line.startswith("|")]
     assert len(lines) == 4 and len({line.count("|") for line in lines}) == 1
-    assert lines[0].startswith("| variant | seeds | params | BLEU | chrF | valid ppl |")
-    assert lines[2].startswith("| a (baseline) | 2/2 |") and " ± " in lines[2]
+    assert lines[0].startswith("| variant | seeds | params | BLEU | chrF | paper: WMT BLEU | valid ppl |")
+    assert lines[2].startswith("| a (baseline) | 2/2 |") and " ± " in lines[2] and "| 27.6 |" in lines[2]
+    assert lines[3].split("|")[6].strip() == "–"  # b has no published score
+    assert [row["paper.WMT BLEU"] for row in rows] == ["27.6", ""]
     assert lines[2] in sequence.final_stdout  # the table is printed at the end
     assert len(read_csv(sequence.out / "runs.csv")) == 4
 

@@ -155,6 +155,14 @@ def test_repeat_scale_makes_the_published_strings_shallower(tmp_path: Path) -> N
     assert "scales.half.repeat_scale: must be in (0, 1]" in error(tmp_path, grid, "half")
 
 
+def test_published_scores_are_numbers(tmp_path: Path) -> None:
+    grid = base_grid()
+    grid["variants"][0]["paper"] = {"IWSLT BLEU": "high"}
+    assert "variants[0] ('a').paper.IWSLT BLEU: expected float" in error(tmp_path, grid)
+    grid["variants"][0]["paper"] = {"IWSLT BLEU": 25.4}
+    assert load_grid(write(tmp_path, grid)).variants[0].paper == {"IWSLT BLEU": 25.4}
+
+
 def test_claims_are_checked(tmp_path: Path) -> None:
     grid = base_grid()
     grid["claims"] = [{"quote": "q", "better": ["a", "c"]}]

@@ -10,7 +10,7 @@ Paths are relative to the grid file; ``~`` and ``$VARS`` are expanded. experimen
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", 
 CLAIM_KEYS = ("quote", "where", "better", "close", "faster", "tolerance", "ratio", "metric", "test")
 CLAIM_KINDS = ("better", "close", "faster")
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale")
-VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales")
+VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
 PREPARE_OPTIONS = {"vocab_size": int, "joint": bool, "model_type": str, "max_len": int, "max_ratio": float,
                    "source_markers": bool}  # fmt: skip
@@ -71,6 +71,7 @@ class Variant:
     slug: str  # its directory name
     train: dict[str, Any]  # TrainConfig values without data, model and seed
     data: DataSpec
+    paper: dict[str, float] = field(default_factory=dict)  # the paper's published scores of this row, by column
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,9 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
     if context["repeat_scale"] != 1.0:
         values = _shallower(reader, where, values, context["repeat_scale"])
     _check_model(reader, where, values, data)
-    return Variant(name, slugify(name), values, data)
+    published = reader.mapping(block.get("paper") or {}, f"{where}.paper")
+    paper = {str(k): reader.typed(v, float, f"{where}.paper.{k}") for k, v in published.items()}
+    return Variant(name, slugify(name), values, data, paper)
 
 
 def _shallower(reader: Reader, where: str, values: dict[str, Any], factor: float) -> dict[str, Any]:

@@ -98,10 +98,17 @@ def _metric_header(grid: Grid, test: str, metric: str) -> str:
     return SHORT[metric] if len(grid.tests) == 1 else f"{test} {SHORT[metric]}"
 
 
+def paper_columns(grid: Grid) -> list[str]:
+    """The columns of the paper's published scores that the grid's variants give (``paper:``), in order."""
+    return list(dict.fromkeys(column for variant in grid.variants for column in variant.paper))
+
+
 def markdown_table(grid: Grid, rows: list[Row]) -> str:
     speed_test = grid.tests[0].name
+    published = {variant.name: variant.paper for variant in grid.variants}
     header = ["variant", "seeds", "params"]
     header += [_metric_header(grid, t.name, m) for t in grid.tests for m in grid.metrics]
+    header += [f"paper: {column}" for column in paper_columns(grid)]
     header += ["valid ppl", "updates", "train min", "sent/s", "tok/s"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for row in rows:
@@ -113,6 +120,7 @@ def markdown_table(grid: Grid, rows: list[Row]) -> str:
                 text = cell(row.values("tests", test.name, "scores", metric))
                 mark = row.significance.get((test.name, metric), {})
                 cells.append(text + (" †" if mark.get("significant") else ""))
+        cells += [f"{published[row.name][c]:g}" if c in published[row.name] else "–" for c in paper_columns(grid)]
         cells += [
             cell(row.values("best_valid_ppl")),
             cell(row.values("updates"), 0, spread=False),
@@ -133,11 +141,14 @@ def _number(value: float | None) -> str:
 
 
 def csv_table(grid: Grid, rows: list[Row]) -> str:
-    """One row per variant: mean and std of every metric, p-values against the baseline, sizes and speeds."""
+    """One row per variant: mean and std of every metric, p-values against the baseline, the paper's scores, sizes
+    and speeds."""
+    published = {variant.name: variant.paper for variant in grid.variants}
     header = ["variant", "seeds_finished", "seeds_total", "parameters"]
     for test in grid.tests:
         for metric in grid.metrics:
             header += [f"{test.name}.{metric}.{k}" for k in ("mean", "std", "p_max", "significant")]
+    header += [f"paper.{column}" for column in paper_columns(grid)]
     header += ["best_valid_ppl.mean", "best_valid_ppl.std", "updates.mean", "train_minutes.mean"]
     for test in grid.tests:
         header += [f"{test.name}.{k}.mean" for k in ("sentences_per_s", "tokens_per_s", "decode_seconds")]
@@ -152,6 +163,7 @@ def csv_table(grid: Grid, rows: list[Row]) -> str:
                 mark = row.significance.get((test.name, metric), {})
                 line += [_number(v) for v in mean_std(row.values("tests", test.name, "scores", metric))]
                 line += [_number(mark.get("p_max")), mark.get("significant", "")]
+        line += [_number(published[row.name].get(column)) for column in paper_columns(grid)]
         line += [_number(v) for v in mean_std(row.values("best_valid_ppl"))]
         line += [_number(mean_std(row.values(key))[0]) for key in ("updates", "train_minutes")]
         for test in grid.tests:
