@@ -207,6 +207,39 @@ def significance_table(grid: Grid, rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def ranks(values: list[float]) -> list[float]:
+    """1-based ranks, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in order[start : end + 1]:
+            ranks[position] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def paper_agreement(grid: Grid, rows: list[Row]) -> str:
+    """Spearman's rank correlation between our first metric on the first test set and each published column, over
+    the rows that have both (from three rows on); empty when there is none."""
+    test, metric = grid.tests[0].name, grid.metrics[0]
+    ours = {row.name: mean_std(row.values("tests", test, "scores", metric))[0] for row in rows}
+    found = []
+    for column in paper_columns(grid):
+        named = [v for v in grid.variants if column in v.paper and ours[v.name] is not None]
+        a, b = [ours[v.name] for v in named], [v.paper[column] for v in named]
+        if len(named) >= 3 and len(set(a)) > 1 and len(set(b)) > 1:
+            rho = statistics.correlation(ranks(a), ranks(b))
+            found.append(f"{column} ρ = {rho:+.2f} ({len(named)} rows)")
+    if not found:
+        return ""
+    return (f"Row order against the paper (Spearman's rank correlation of our {SHORT[metric]} on {test} with the "
+            f"published column): {'; '.join(found)}.")  # fmt: skip
+
+
 # --- the report ------------------------------------------------------------------------------------------------
 
 
@@ -266,6 +299,7 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
         table,
         notes,
     ]
+    parts.append(paper_agreement(grid, rows))
     if finished:
         parts += ["## Convergence", convergence_table(grid, rows), convergence_note(grid)]
     if any(row.significance for row in rows):
