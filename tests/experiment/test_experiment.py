@@ -229,3 +229,35 @@ def test_a_fresh_clone_skips_the_archived_runs_and_rebuilds_the_report(
     )
     assert status == 0 and "1 runs, 0 finished (skipped), 1 to run" in stdout
     assert (clone / "results/tiny/runs/a/seed-1/result.json").stat().st_mtime_ns > before
+
+
+def test_a_run_another_grid_archived_with_the_same_settings_is_copied_not_trained(
+    sequence: SimpleNamespace, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    root = tmp_path_factory.mktemp("shared")  # as deep as the original: the corpus is at the same relative path
+    tiny = yaml.safe_load(Path(sequence.args[0]).read_text(encoding="utf-8"))
+    archived = root / "results" / "tiny" / "runs" / "a" / "seed-1"
+    shutil.copytree(run_dir(sequence.out, "a", 1) / "hyp", archived / "hyp")
+    shutil.copyfile(run_dir(sequence.out, "a", 1) / "result.json", archived / "result.json")
+    a, b = tiny["variants"]
+    other = {**tiny, "name": "other", "seeds": [1], "variants": [{**a, "name": "baseline"}, {**b, "name": "c"}]}
+    for key in ("claims", "baseline"):
+        del other[key]
+    grid = root / "other.yaml"
+    grid.write_text(yaml.safe_dump(other), encoding="utf-8")
+    status, stdout = experiment(str(grid), "--dry-run", "--rerun")  # retrained on purpose: not copied
+    assert status == 0 and "baseline [runs/baseline, data default]: seed 1 new" in stdout
+    status, stdout = experiment(str(grid), "--dry-run")
+    assert "baseline [runs/baseline, data default]: seed 1 finished as tiny/runs/a/seed-1 (shared)" in stdout
+    assert "c [runs/c, data default]: seed 1 new" in stdout
+    status, stdout = experiment(str(grid), "--report-only")
+    assert status == 0 and "baseline seed 1: finished as tiny/runs/a/seed-1 (the same settings), copied" in stdout
+    copied = json.loads((root / "results/other/runs/baseline/seed-1/result.json").read_text())
+    original = json.loads((archived / "result.json").read_text())
+    assert copied == {**original, "shared_from": "tiny/runs/a/seed-1"}
+    assert (root / "results/other/runs/baseline/seed-1/hyp/test.txt").read_bytes() == (
+        run_dir(sequence.out, "a", 1) / "hyp/test.txt").read_bytes()  # fmt: skip
+    report = (root / "results/other/report.md").read_text()
+    assert "1/2 runs finished" in report and "trained once for another grid with the same settings: baseline seed 1" \
+        in report  # fmt: skip
+    assert not (root / "results/other/runs/c").exists()

@@ -20,6 +20,7 @@ from adlnmt.experiment.runner import (
     execute,
     plan_runs,
     prepare_data,
+    shared_runs,
     write_spec,
 )
 
@@ -29,19 +30,21 @@ def default_out(grid: Grid) -> Path:
     return grid.path.parent / "runs" / (f"{grid.name}-{grid.scale}" if grid.scale else grid.name)
 
 
-def status(run: Run) -> str:
+def status(run: Run, shared: dict[str, str]) -> str:
     if (folder := run.finished_in()) is not None:
         return "finished" + (" (archived)" if folder != run.dir else "")
+    if run.fingerprint in shared:
+        return f"finished as {shared[run.fingerprint]} (shared)"
     return "started" if run.model_dir.exists() else "new"
 
 
-def print_plan(grid: Grid, runs: list[Run], out: Path) -> None:
+def print_plan(grid: Grid, runs: list[Run], out: Path, shared: dict[str, str]) -> None:
     print(f"{grid.path}: {grid.name}, scale {grid.scale or '-'}: {len(grid.variants)} variants × "
           f"{len(grid.seeds)} seeds {list(grid.seeds)}, output {out}")  # fmt: skip
     tests = ", ".join(t.name for t in grid.tests)
     print(f"  tests {tests}; metrics {', '.join(grid.metrics)}; translate {grid.translate}")
     for variant in grid.variants:
-        states = ", ".join(f"seed {r.seed} {status(r)}" for r in runs if r.variant is variant)
+        states = ", ".join(f"seed {r.seed} {status(r, shared)}" for r in runs if r.variant is variant)
         print(f"  {variant.name} [runs/{variant.slug}, data {variant.data.key or variant.data.prepared}]: {states}")
         print("    " + ", ".join(f"{key}={value}" for key, value in variant.train.items()))
 
@@ -73,18 +76,22 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     results = Path(args.results) if args.results else out if args.out else default_results(grid)
     runs = plan_runs(grid, out, results)
     selected = select(grid, runs, args.variants, args.seeds)
+    retrained = selected if args.rerun and not args.report_only else []
+    shared = [found for found in shared_runs(runs, results) if found[0] not in retrained]
     if args.dry_run:
-        print_plan(grid, runs, out)
+        print_plan(grid, runs, out, {run.fingerprint: name for run, _, name in shared})
         return 0
     outcomes: list[Outcome] = []
     for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
         run.archive_result()
+    for run, folder, name in shared:
+        run.adopt(folder, name)
+        print(f"{run.label}: finished as {name} (the same settings), copied into {run.archive}")
     if args.report_only and not any(run.finished_in() for run in runs):
         raise UserError(f"{results}: no finished run of this experiment (give --results, or run the grid first)")
-    if args.rerun and not args.report_only:
-        for run in selected:
-            shutil.rmtree(run.dir, ignore_errors=True)
-            shutil.rmtree(run.archive, ignore_errors=True)
+    for run in retrained:
+        shutil.rmtree(run.dir, ignore_errors=True)
+        shutil.rmtree(run.archive, ignore_errors=True)
     if not args.report_only:
         outcomes = run_selected(grid, selected, out, args)
     results.mkdir(parents=True, exist_ok=True)
@@ -175,7 +182,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="archive of finished runs (results, hypotheses) and the report, to commit (default: the --out directory "
         "when given, else results/NAME-SCALE next to the grid file)",
     )
-    parser.add_argument("--rerun", action="store_true", help="delete the selected runs (trained and archived) first")
+    parser.add_argument(
+        "--rerun",
+        action="store_true",
+        help="delete the selected runs (trained and archived) "
+        "first and train them again (not copied from another experiment's archive either)",
+    )
     parser.add_argument("--jobs", type=_positive, default=1, help="runs at once, each its own process (default 1)")
     parser.add_argument("--threads", type=_positive, help="torch threads per run (default: CPU cores / jobs)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto: a GPU if any)")

@@ -287,9 +287,14 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     finished = sum(len(row.results) for row in rows)
     dates = [r["provenance"]["machine"]["date"] for row in rows for r in row.results if "provenance" in r]
     latest = f", the latest started evaluating {max(dates)}" if dates else ""
+    shared = [f"{row.name} seed {r['seed']} (`{r['shared_from']}`)" for row in rows for r in row.results
+              if "shared_from" in r]  # fmt: skip
     minutes = [r["provenance"][k] for row in rows for r in row.results if "provenance" in r
-               for k in ("train_minutes", "evaluate_minutes")]  # fmt: skip
+               and "shared_from" not in r for k in ("train_minutes", "evaluate_minutes")]  # fmt: skip
     latest += f"; their wall-clock, training and evaluation: {sum(minutes) / 60:.1f} h" if minutes else ""
+    if shared:
+        latest += (f" without the {len(shared)} run(s) trained once for another grid with the same settings: "
+                   f"{', '.join(shared)}")  # fmt: skip
     parts = [
         f"# Experiment {title}",
         grid.description,

@@ -19,7 +19,10 @@ nothing when ``trained.json`` matches) and translation and scoring are redone.
 Finished runs are archived (``result.json`` and the hypotheses, no weights) under the results directory, by
 default ``results/<name>-<scale>/`` next to the grid file, which is meant to be committed: the fingerprints do not
 depend on where the repository or the output directory lies, so a fresh clone treats an archived run whose
-fingerprint matches as finished and rebuilds the tables from the archive.
+fingerprint matches as finished and rebuilds the tables from the archive. A run that another experiment archived
+beside this one (``results/../<other>/runs``) with the same fingerprint is the same run (the same model, training,
+data, seed and evaluation, e.g. the baseline that ADL Tables 2-5 share): it is copied into this archive, its
+``result.json`` naming where it came from (``shared_from``), instead of being trained again.
 """
 
 from __future__ import annotations
@@ -109,8 +112,18 @@ class Run:
         result = read_json(self.dir / "result.json")
         if result is None or result.get("fingerprint") != self.fingerprint or self.finished_in() == self.archive:
             return
+        self._archive(self.dir, result)
+
+    def adopt(self, folder: Path, name: str) -> None:
+        """Archive the finished run in ``folder`` as this one: another experiment's run (``name``) with this run's
+        fingerprint, i.e. the same model, training, data, seed and evaluation, so trained once for both. Its
+        ``result.json`` says where it came from (``shared_from``)."""
+        result = read_json(folder / "result.json")
+        self._archive(folder, {**result, "shared_from": result.get("shared_from", name)})
+
+    def _archive(self, source: Path, result: dict[str, Any]) -> None:
         for test in result["tests"].values():
-            hypotheses = (self.dir / test["hypotheses"]).read_text(encoding="utf-8")
+            hypotheses = (source / test["hypotheses"]).read_text(encoding="utf-8")
             target = self.archive / test["hypotheses"]
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, lambda tmp, text=hypotheses: tmp.write_text(text, encoding="utf-8"))
@@ -205,6 +218,19 @@ def plan_runs(grid: Grid, out: Path, results: Path | None = None) -> list[Run]:
             where = Path("runs") / variant.slug / f"seed-{seed}"
             runs.append(Run(variant, seed, out / where, results / where, *fingerprints(grid, variant, seed)))
     return runs
+
+
+def shared_runs(runs: Iterable[Run], results: Path) -> list[tuple[Run, Path, str]]:
+    """The runs not finished here that another experiment archived beside ``results`` (``results/../*/runs``) with
+    the same fingerprint: (run, that archived run's folder, its name relative to ``results/..``)."""
+    pending = {run.fingerprint: run for run in runs if run.finished_in() is None}
+    root = results.resolve().parent
+    found: dict[str, tuple[Run, Path, str]] = {}
+    for path in sorted(root.glob("*/runs/*/seed-*/result.json")) if pending else []:
+        key = (read_json(path) or {}).get("fingerprint")
+        if key in pending and key not in found and path.parents[3] != results.resolve():
+            found[key] = (pending[key], path.parent, path.parent.relative_to(root).as_posix())
+    return list(found.values())
 
 
 def write_spec(grid: Grid, run: Run, data_dir: Path, device: str, threads: int) -> None:
