@@ -261,3 +261,6 @@ def test_a_run_another_grid_archived_with_the_same_settings_is_copied_not_traine
     assert "1/2 runs finished" in report and "trained once for another grid with the same settings: baseline seed 1" \
         in report  # fmt: skip
     assert not (root / "results/other/runs/c").exists()
+    (root / "tiny.yaml").write_text(yaml.safe_dump(tiny), encoding="utf-8")  # the same grid: a rerun, not shared
+    status, stdout = experiment(str(root / "tiny.yaml"), "--results", str(root / "results/again"), "--dry-run")
+    assert status == 0 and "a [runs/a, data default]: seed 1 new, seed 2 new" in stdout

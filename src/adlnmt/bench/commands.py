@@ -66,7 +66,7 @@ def _setup(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Path]:
 
     from adlnmt.bench.machine import busy_warning, machine_record
     from adlnmt.bench.measure import memory_method
-    from adlnmt.train.trainer import pick_device
+    from adlnmt.train.device import pick_device
 
     if args.threads:
         torch.set_num_threads(args.threads)

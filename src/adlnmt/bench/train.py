@@ -22,8 +22,9 @@ from adlnmt.data.dataset import Batch, Split, collate, make_batches
 from adlnmt.data.vocab import EOS
 from adlnmt.model import Seq2Seq
 from adlnmt.train.config import TrainConfig
+from adlnmt.train.device import precision_setup
 from adlnmt.train.schedule import Schedule
-from adlnmt.train.trainer import Progress, Trainer, make_optimizer, precision_setup
+from adlnmt.train.trainer import Progress, Trainer, make_optimizer
 
 
 class Updater(Trainer):

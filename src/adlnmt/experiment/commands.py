@@ -77,7 +77,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     runs = plan_runs(grid, out, results)
     selected = select(grid, runs, args.variants, args.seeds)
     retrained = selected if args.rerun and not args.report_only else []
-    shared = [found for found in shared_runs(runs, results) if found[0] not in retrained]
+    shared = [found for found in shared_runs(grid, runs, results) if found[0] not in retrained]
     if args.dry_run:
         print_plan(grid, runs, out, {run.fingerprint: name for run, _, name in shared})
         return 0

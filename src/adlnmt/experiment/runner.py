@@ -220,15 +220,17 @@ def plan_runs(grid: Grid, out: Path, results: Path | None = None) -> list[Run]:
     return runs
 
 
-def shared_runs(runs: Iterable[Run], results: Path) -> list[tuple[Run, Path, str]]:
-    """The runs not finished here that another experiment archived beside ``results`` (``results/../*/runs``) with
-    the same fingerprint: (run, that archived run's folder, its name relative to ``results/..``)."""
+def shared_runs(grid: Grid, runs: Iterable[Run], results: Path) -> list[tuple[Run, Path, str]]:
+    """The runs of ``grid`` not finished here that another experiment (a grid of another name; the same grid in
+    another output directory is a rerun, not shared) archived beside ``results`` (``results/../*/runs``) with the
+    same fingerprint: (run, that archived run's folder, its name relative to ``results/..``)."""
     pending = {run.fingerprint: run for run in runs if run.finished_in() is None}
     root = results.resolve().parent
     found: dict[str, tuple[Run, Path, str]] = {}
     for path in sorted(root.glob("*/runs/*/seed-*/result.json")) if pending else []:
-        key = (read_json(path) or {}).get("fingerprint")
-        if key in pending and key not in found and path.parents[3] != results.resolve():
+        result = read_json(path) or {}
+        key = result.get("fingerprint")
+        if key in pending and key not in found and result.get("experiment") != grid.name:
             found[key] = (pending[key], path.parent, path.parent.relative_to(root).as_posix())
     return list(found.values())
 

@@ -134,7 +134,7 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from adlnmt.bench.machine import machine_record
-    from adlnmt.train.trainer import pick_device
+    from adlnmt.train.device import pick_device
 
     torch.set_num_threads(spec["threads"])
     model_dir = run_dir / "model"

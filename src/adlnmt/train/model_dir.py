@@ -18,6 +18,22 @@ from adlnmt.train.config import TrainConfig
 
 CONFIG_FILE = "config.json"
 VOCAB_DIR = "vocab"
+# Training options that may change when a run is resumed (how long and where it runs, not what it computes).
+RESUMABLE_CHANGES = frozenset(
+    {
+        "max_updates",
+        "max_epochs",
+        "max_minutes",
+        "device",
+        "threads",
+        "deterministic",
+        "progress",
+        "patience",
+        "keep_last",
+        "keep_best",
+    }
+)
+PATH_OPTIONS = frozenset({"data", "model"})  # compared by content (the data's manifest), so that directories can move
 
 
 def data_digest(data: DataDir) -> str:
@@ -51,6 +67,25 @@ def read_stored_config(model_dir: Path) -> dict[str, Any]:
         raise UserError(f"{path}: malformed model entry ({describe(err)})") from None
     stored["train"] = {option.name: option.default for option in fields(TrainConfig)} | stored["train"]
     return stored
+
+
+def check_same_run(model_dir: Path, train: dict[str, Any], model: ModelConfig, data: DataDir) -> None:
+    """Refuse a model directory that holds a run with other settings than ``train``/``model`` on ``data`` (the
+    data compared by content); nothing to check in a new one."""
+    if not (model_dir / CONFIG_FILE).is_file():
+        return
+    stored = read_stored_config(model_dir)
+    before = stored["train"]
+    fixed = (k for k in train if k not in RESUMABLE_CHANGES | PATH_OPTIONS)
+    changed = sorted(k for k in fixed if before.get(k) != train[k])
+    same_data = (stored["data_digest"] == data_digest(data) if "data_digest" in stored
+                 else before.get("data") == train["data"])  # fmt: skip
+    if changed or not same_data or stored["model"] != model.to_dict():
+        fields_text = ", ".join(changed + ([] if same_data else ["data"])) or "the model configuration"
+        raise UserError(
+            f"{model_dir} holds a run with different settings ({fields_text}); "
+            "re-run the same command to resume it, or choose a new --model directory"
+        )
 
 
 def load_vocabularies(model_dir: Path, stored: dict[str, Any]) -> DataDir:

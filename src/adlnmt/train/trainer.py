@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import sacrebleu
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -26,34 +25,20 @@ from tqdm import tqdm
 from adlnmt.data.dataset import Batch, DataDir, collate, make_batches, shard
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
-from adlnmt.memory import limit_onednn_cache, release_heap
+from adlnmt.memory import release_heap
 from adlnmt.model import Seq2Seq
-from adlnmt.search import greedy
 from adlnmt.speedups import SPEEDUPS
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
+from adlnmt.train.device import pick_device, precision_setup, use_deterministic_kernels
 from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
-from adlnmt.train.model_dir import CONFIG_FILE, copy_vocabularies, data_digest, read_stored_config
+from adlnmt.train.model_dir import CONFIG_FILE, check_same_run, copy_vocabularies, data_digest
 from adlnmt.train.schedule import Schedule
 from adlnmt.train.signals import StopSignals
+from adlnmt.train.validation import validate
 
 HEAP_RELEASE_UPDATES = 10  # on the CPU, hand freed heap back to the OS this often (adlnmt.memory)
-
-# Options that may change when a run is resumed (how long and where it runs, not what it computes).
-RESUMABLE_CHANGES = {
-    "max_updates",
-    "max_epochs",
-    "max_minutes",
-    "device",
-    "threads",
-    "deterministic",
-    "progress",
-    "patience",
-    "keep_last",
-    "keep_best",
-}
-PATH_OPTIONS = {"data", "model"}  # compared by content (the data's manifest), so that directories can move
 
 
 class TrainingError(UserError):
@@ -74,34 +59,6 @@ class Progress:
     skipped_updates: int = 0
     window_loss: float = 0.0  # summed loss/token × tokens since the last checkpoint (its train_loss) ...
     window_tokens: int = 0  # ... and those tokens: kept so that a resumed run logs the same train_loss
-
-
-def pick_device(name: str, local_rank: int) -> torch.device:
-    if name == "auto":
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"--device {name}: CUDA is not available on this machine")
-    if name == "cuda":
-        return torch.device(f"cuda:{local_rank}")  # this process's GPU (under torchrun: one per process)
-    return torch.device(name)
-
-
-def precision_setup(precision: str, device: torch.device) -> torch.amp.GradScaler:
-    """Check ``precision`` against the device, cap oneDNN's primitive cache for bf16 on the CPU (adlnmt.memory),
-    and return the loss scaler (active for fp16 on CUDA only)."""
-    if precision == "fp16" and device.type != "cuda":
-        raise UserError("--precision fp16 needs a CUDA device; on the CPU use bf16 (or fp32)")
-    if precision == "bf16" and device.type == "cpu":
-        limit_onednn_cache()
-    return torch.amp.GradScaler("cuda", enabled=precision == "fp16")
-
-
-def use_deterministic_kernels() -> None:
-    """Deterministic kernels only (an error for an op that has none): needed on CUDA, where atomics make sums such as
-    embedding gradients order-dependent; cuBLAS needs its workspace fixed before its first use for the same."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.benchmark = False
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
@@ -148,9 +105,8 @@ class Trainer:
         config = self.config
         self.data = DataDir.load(config.data)
         self.train_split = self.data.split("train")
-        self.valid_split = self.data.split("valid")
         self.model_config = config.model_config(self.data.src_vocab.size, self.data.tgt_vocab.size)
-        self._check_model_dir()
+        check_same_run(self.dir, asdict(config), self.model_config, self.data)
         torch.manual_seed(config.seed)
         self.model = Seq2Seq(self.model_config).to(self.device)
         self.optimizer = make_optimizer(self.model, config, self.device)
@@ -178,23 +134,6 @@ class Trainer:
             "canonical": {},
             "version": 1,
         }
-
-    def _check_model_dir(self) -> None:
-        """Refuse a model directory that holds a run with other settings (the data compared by content)."""
-        if not (self.dir / CONFIG_FILE).is_file():
-            return
-        stored = read_stored_config(self.dir)
-        before, now = stored["train"], asdict(self.config)
-        fixed = (k for k in now if k not in RESUMABLE_CHANGES | PATH_OPTIONS)
-        changed = sorted(k for k in fixed if before.get(k) != now[k])
-        same_data = (stored["data_digest"] == data_digest(self.data) if "data_digest" in stored
-                     else before.get("data") == now["data"])  # fmt: skip
-        if changed or not same_data or stored["model"] != self.model_config.to_dict():
-            fields_text = ", ".join(changed + ([] if same_data else ["data"])) or "the model configuration"
-            raise UserError(
-                f"{self.dir} holds a run with different settings ({fields_text}); "
-                "re-run the same command to resume it, or choose a new --model directory"
-            )
 
     def _write_config(self) -> None:
         stored = self._stored_config()
@@ -377,25 +316,9 @@ class Trainer:
 
     # --- validation and checkpoints ----------------------------------------------------------------
 
-    @torch.inference_mode()
     def validate(self) -> dict[str, float]:
-        """Validation perplexity (no smoothing) and greedy BLEU (sacreBLEU on detokenised text)."""
-        self.model.eval()
-        nll, tokens = 0.0, 0
-        for indices in make_batches(self.valid_split, self.config.batch_tokens, self.config.seed, 0, shuffle=False):
-            batch = collate(self.valid_split, indices).to(self.device)
-            logits = self.model(batch.src, batch.tgt_in).float()
-            nll += F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD,
-                                   reduction="sum").item()  # fmt: skip
-            tokens += batch.tgt_tokens
-        metrics = {"valid_ppl": math.exp(min(nll / max(tokens, 1), 100.0))}
-        if self.config.valid_bleu:
-            sources = [self.valid_split.src(i).tolist() for i in range(len(self.valid_split))]
-            hyps = [self.data.tgt_vocab.decode(h) for h in greedy(self.model, sources, device=self.device)]
-            references = self.data.valid_references()
-            metrics["valid_bleu"] = sacrebleu.corpus_bleu(hyps, [references]).score
-        self.model.train()
-        return metrics
+        """Validation perplexity and, unless switched off, greedy BLEU (:mod:`adlnmt.train.validation`)."""
+        return validate(self.model, self.data, self.config.batch_tokens, self.config.valid_bleu, self.device)
 
     def _score(self, metrics: dict[str, float]) -> float:
         """Higher is better."""

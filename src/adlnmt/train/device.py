@@ -1,0 +1,39 @@
+"""The device a run trains on and its numeric precision: picking the device (one GPU per process under torchrun),
+checking the precision against it, and deterministic kernels."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from adlnmt.errors import UserError
+from adlnmt.memory import limit_onednn_cache
+
+
+def pick_device(name: str, local_rank: int) -> torch.device:
+    if name == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device {name}: CUDA is not available on this machine")
+    if name == "cuda":
+        return torch.device(f"cuda:{local_rank}")  # this process's GPU (under torchrun: one per process)
+    return torch.device(name)
+
+
+def precision_setup(precision: str, device: torch.device) -> torch.amp.GradScaler:
+    """Check ``precision`` against the device, cap oneDNN's primitive cache for bf16 on the CPU (adlnmt.memory),
+    and return the loss scaler (active for fp16 on CUDA only)."""
+    if precision == "fp16" and device.type != "cuda":
+        raise UserError("--precision fp16 needs a CUDA device; on the CPU use bf16 (or fp32)")
+    if precision == "bf16" and device.type == "cpu":
+        limit_onednn_cache()
+    return torch.amp.GradScaler("cuda", enabled=precision == "fp16")
+
+
+def use_deterministic_kernels() -> None:
+    """Deterministic kernels only (an error for an op that has none): needed on CUDA, where atomics make sums such as
+    embedding gradients order-dependent; cuBLAS needs its workspace fixed before its first use for the same."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
