@@ -76,9 +76,12 @@ def context(setup: Setup, mask: Tensor | None, memory: SourceMemory | None) -> C
 
 
 def without_dropout(module: nn.Module) -> None:
+    """Every dropout off: nn.Dropout modules and the attentions' dropout of their weights (``att_dropout``)."""
     for m in module.modules():
         if isinstance(m, nn.Dropout):
             m.p = 0.0
+        if hasattr(m, "att_dropout"):
+            m.att_dropout = 0.0
 
 
 def full(setup: Setup, x: Tensor, mask: Tensor | None, memory: SourceMemory | None) -> Tensor:

@@ -16,6 +16,7 @@ from adlnmt.adl.builder import SideChain, build_chain, canonical
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.parser import parse_assignments
 from adlnmt.adl.registry import Side
+from adlnmt.adl.syntax import Literal
 from adlnmt.errors import UserError
 from adlnmt.layers.base import Context, DecoderState, Layer, Projection, SourceMemory
 from adlnmt.layers.context import ModelOptions
@@ -78,7 +79,11 @@ class Seq2Seq(nn.Module):
         super().__init__()
         self.config = config
         self.options = config.options()
-        self.variables = parse_assignments([f"{k}={v}" for k, v in config.variables.items()])
+        # $DROPOUT (the model's dropout rate, used by adlnmt.published.as_run) unless the configuration sets it
+        self.variables = {
+            "DROPOUT": Literal("float", float(config.dropout)),
+            **parse_assignments([f"{k}={v}" for k, v in config.variables.items()]),
+        }
         d = config.d_model
         self.encoder = build_chain(config.encoder, Side.ENCODER, d, self.options, self.variables)
         decoder_in = d + (self._decoder_out_width() if config.input_feeding else 0)

@@ -2,7 +2,8 @@
 
 A preset is an encoder ADL, a decoder ADL and model options at the paper's default size (``d_model``,
 ``heads``, ``d_ff``, input feeding ...); command-line flags override the options. Rows of the ADL paper
-use the published strings of its code (``adlnmt.published``); several rows share one architecture
+use the published strings of its code (``adlnmt.published``) with the dropout that code gave its layers written
+out (``as_run``); several rows share one architecture
 (e.g. Table 3 "+ ff" is Table 5 "RNN/RNN"), which is then one preset with aliases.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adlnmt.errors import UserError
-from adlnmt.published import DECODERS, ENCODERS
+from adlnmt.published import DECODERS, ENCODERS, as_run
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def _paper_row(
     name: str, enc: str, dec: str, row: str, description: str, family: str, aliases: tuple[str, ...] = ()
 ) -> Preset:
     source = cite("adl", f"{row} ({enc}/{dec})")
-    return Preset(name, ENCODERS[enc], DECODERS[dec], source, description, family, ADL_SIZE, aliases)
+    return Preset(name, as_run(ENCODERS[enc]), as_run(DECODERS[dec]), source, description, family, ADL_SIZE, aliases)
 
 
 def _comet(name: str, conv_args: str, row: str, description: str, decoder: str = "", data: str = "") -> Preset:
@@ -84,7 +85,7 @@ def _aan(name: str, aan: str, row: str, description: str) -> Preset:
 
 
 def _source_variant(mode: str) -> str:
-    return DECODERS["D1"].replace("mh_dot_att", f"mh_dot_att(source={mode})")
+    return as_run(DECODERS["D1"].replace("mh_dot_att", f"mh_dot_att(source={mode})"))
 
 
 # fmt: off
@@ -152,13 +153,13 @@ _PRESETS = [
         "E1",
         "D1",
         "Tables 2 upper, 3 Transformer, 5 self-att/self-att",
-        "the acl18 code's Transformer (pre-norm, no residual dropout)",
+        "the acl18 code's Transformer (pre-norm; its layers' dropout written out, see adlnmt.published)",
         "transformer",
         ("t2-upper", "t3-transformer", "t5-self-att-self-att"),
     ),
     Preset(
         "t2-increasing",
-        ENCODERS["E1"],
+        as_run(ENCODERS["E1"]),
         _source_variant("increasing"),
         cite("adl", "Table 2 increasing (E1/D1)"),
         "decoder block i attends to encoder block i",
@@ -167,7 +168,7 @@ _PRESETS = [
     ),
     Preset(
         "t2-decreasing",
-        ENCODERS["E1"],
+        as_run(ENCODERS["E1"]),
         _source_variant("decreasing"),
         cite("adl", "Table 2 decreasing (E1/D1)"),
         "decoder block i attends to encoder block n-1-i",

@@ -147,7 +147,7 @@ def test_repeat_scale_makes_the_published_strings_shallower(tmp_path: Path) -> N
     full, half = load_grid(path, "full"), load_grid(path, "half")
     assert full.variant("combined").train["preset"] == "t5-self-att-combined"
     combined, rnn, rnmt = (half.variant(n).train for n in ("combined", "rnn", "rnmt"))
-    assert "preset" not in combined and combined["decoder"].startswith("pos -> repeat(1, res(norm -> mh_dot_self_att)")
+    assert "preset" not in combined and combined["decoder"].startswith("pos -> repeat(1, res(norm -> mh_dot_self_att(")
     assert "repeat(2, res(norm -> rnn" in rnn["encoder"] and "repeat(3, res(norm -> rnn" in rnn["decoder"]
     assert rnmt["input_feeding"] is True and "repeat(2, res_d(rnn))" in rnmt["encoder"]  # the preset's options stay
     assert combined["d_model"] == 32  # the grid's options win over the preset's size

@@ -52,3 +52,12 @@ def test_the_repository_readme_matches_the_committed_results(monkeypatch) -> Non
     """Committing a finished run (and its claims.json) without rebuilding the README's table fails here."""
     monkeypatch.chdir(REPOSITORY)
     assert main(["verdicts", "--readme", "README.md", "--check"]) == 0
+
+
+def test_without_archives_the_readme_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{START}\n| old |\n{END}\n")
+    assert main(["verdicts", "--readme", str(readme)]) == 0
+    assert readme.read_text().splitlines()[1] == "No grid has committed runs yet (`experiments/results/*/claims.json`)."
+    assert main(["verdicts"]) == 2  # nothing to print

@@ -461,3 +461,46 @@ def test_fused_attention_trains_bf16_in_fp32_on_the_cpu() -> None:
     assert torch.equal(out, expected.bfloat16())
     for got, want in zip((q, k, v), reference, strict=True):
         assert torch.allclose(got.grad.float(), want.grad.bfloat16().float(), rtol=1e-2, atol=1e-2)
+
+
+# ------------------------------------------------------------------------------------- attention dropout
+
+
+@pytest.mark.parametrize(
+    ("adl", "side"),
+    [
+        ("mh_dot_self_att(att_dropout=0.5)", Side.ENCODER),
+        ("mh_dot_self_att(att_dropout=0.5)", Side.DECODER),
+        ("mh_dot_src_att(att_dropout=0.5)", Side.DECODER),
+        ("dot_src_att(att_dropout=0.5)", Side.DECODER),
+    ],
+)
+def test_att_dropout_drops_attention_weights_in_training_only(adl: str, side: Side) -> None:
+    setup = build(adl, side)
+    plain = build(adl.replace("0.5", "0.0"), side)
+    plain.layer.load_state_dict(setup.layer.state_dict())
+    x = torch.randn(2, 5, D)
+    mask = lengths_mask([5, 3], 5)
+    memory = make_memory(setup, 2) if side is Side.DECODER else None
+
+    def output(s: Setup, probs: list[Tensor] | None = None) -> Tensor:
+        return s.layer(x, Context(mask=mask, memory=memory, attention=probs))
+
+    torch.manual_seed(0)
+    setup.layer.eval(), plain.layer.eval()
+    assert torch.equal(output(setup), output(plain))  # no dropout when not training
+    setup.layer.train(), plain.layer.train()
+    torch.manual_seed(0)
+    assert torch.equal(output(plain), output(plain))  # att_dropout=0 stays deterministic while training
+    dropped = output(setup)
+    assert not torch.allclose(dropped, output(plain), atol=1e-4)
+    if "src" in adl:  # the explicit path (attention weights asked for) drops out too, and keeps them intact
+        probs: list[Tensor] = []
+        assert not torch.allclose(output(setup, probs), output(plain), atol=1e-4)
+        assert torch.allclose(probs[0].sum(-1), torch.ones(()))
+
+
+def test_att_dropout_is_checked_and_printed() -> None:
+    assert canonical("mh_dot_self_att(att_dropout=0.1)").endswith("att_dropout=0.1)")
+    with pytest.raises(ADLError, match="att_dropout"):
+        build_chain("mh_dot_self_att(att_dropout=1.5)", Side.ENCODER, D, ModelOptions(d_model=D, heads=4))

@@ -137,9 +137,9 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
     from adlnmt.experiment.verdicts import default_archives, replace_block, verdict_table
 
     archives = [Path(a) for a in args.archives] or default_archives(Path("experiments/results"))
-    if not archives:
-        raise UserError("no archive with claims.json under experiments/results; give archive directories")
     if args.readme is None:
+        if not archives:
+            raise UserError("no archive with claims.json under experiments/results; give archive directories")
         print(verdict_table(archives, Path.cwd()))
         return 0
     readme = Path(args.readme)
@@ -155,7 +155,7 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
         print(f"{readme}: the verdict table matches {len(archives)} archive(s)")
         return 0
     readme.write_text(updated, encoding="utf-8")
-    print(f"{readme}: verdict table rebuilt from {', '.join(str(a) for a in archives)}")
+    print(f"{readme}: verdict table rebuilt from {', '.join(str(a) for a in archives) or 'no archive'}")
     return 0
 
 

@@ -20,7 +20,10 @@ def _short(quote: str) -> str:
 
 
 def verdict_table(archives: list[Path], base: Path) -> str:
-    """One line per claim of every archive (a directory holding claims.json), links relative to ``base``."""
+    """One line per claim of every archive (a directory holding claims.json), links relative to ``base``; a line
+    saying so when there is no archive yet."""
+    if not archives:
+        return "No grid has committed runs yet (`experiments/results/*/claims.json`)."
     lines = [
         "| table | claim | tested as | measured | seeds | verdict |",
         "|---|---|---|---:|---:|---|",

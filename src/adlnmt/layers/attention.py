@@ -32,6 +32,14 @@ SOURCE = Param(
     choices=("top", "increasing", "decreasing"),
     doc="encoder states attended: the top, the same block (increasing) or the mirrored one (decreasing)",
 )
+ATT_DROPOUT = Param(
+    "att_dropout",
+    Kind.FLOAT,
+    0.0,
+    low=0.0,
+    high=0.99,
+    doc="dropout on the attention weights while training (the ADL paper's code: the model's dropout)",
+)
 SOURCE_REASON = "source attention reads the encoder output; there is no source in the encoder"
 # fairseq's MultiheadAttention init: Xavier gain of the query/key/value projections (each on its own).
 QKV_GAIN = 2**-0.5
@@ -108,9 +116,11 @@ def attend(
     allowed: Tensor | None = None,
     causal: bool = False,
     probs: list[Tensor] | None = None,
+    dropout: float = 0.0,
 ) -> Tensor:
     """softmax(q kᵀ · scale) v for every head:
     q [B, h, T, d_h], k [B, h, S, d_h], v [B, h, S, d_v] → [B, h, T, d_v].
+    ``dropout``: probability of dropping an attention weight (pass 0 outside training).
 
     ``allowed``: bool, broadcastable to [B, h, T, S], True = may attend. ``causal``: query i sits at
     position S − T + i and sees keys up to it (the last T of S positions are the queries). When
@@ -121,14 +131,14 @@ def attend(
     queries, keys = q.size(-2), k.size(-2)
     if causal and queries > 1:
         if allowed is None and probs is None and queries == keys:
-            return fused_attention(q, k, v, is_causal=True, scale=scale)
+            return fused_attention(q, k, v, is_causal=True, scale=scale, dropout_p=dropout)
         tril = causal_mask(queries, keys, q.device)
         allowed = tril if allowed is None else allowed & tril
     if probs is None:
-        return fused_attention(q, k, v, attn_mask=nonempty_rows(allowed), scale=scale)
+        return fused_attention(q, k, v, attn_mask=nonempty_rows(allowed), scale=scale, dropout_p=dropout)
     weights = masked_softmax(torch.matmul(q, k.transpose(-1, -2)) * scale, allowed)  # [B, h, T, S]
     probs.append(weights)
-    return torch.matmul(weights.to(v.dtype), v)
+    return torch.matmul(F.dropout(weights, dropout).to(v.dtype), v)
 
 
 def _check_heads(ctx: BuildContext, heads: int) -> int:
@@ -156,19 +166,21 @@ def _scale(ctx: BuildContext, s: float | None, head_width: int) -> float:
 # --------------------------------------------------------------------------------------------------
 
 
-@register("mh_dot_self_att", HEADS, SCALE, example="res_nd(mh_dot_self_att)")
+@register("mh_dot_self_att", HEADS, SCALE, ATT_DROPOUT, example="res_nd(mh_dot_self_att)")
 class MhDotSelfAtt(Layer):
     """mh_dot_self_att(H, h, s) = mh_dot_att(H, H, H, h, s) = [C_1; ...; C_h] W^O (causal in the decoder).
 
     C_i = softmax(H W_i^Q (H W_i^K)ᵀ / √s) H W_i^V with d/h-wide heads; s defaults to d/h. In the
-    encoder padding keys are masked; in the decoder each position sees itself and earlier ones.
+    encoder padding keys are masked; in the decoder each position sees itself and earlier ones. While
+    training, each softmax weight is dropped with probability ``att_dropout``.
     """
 
-    def __init__(self, ctx: BuildContext, heads: int, s: float | None) -> None:
+    def __init__(self, ctx: BuildContext, heads: int, s: float | None, att_dropout: float) -> None:
         super().__init__()
         width = ctx.d_in
         self.heads = _check_heads(ctx, heads)
         self.scale = _scale(ctx, s, width // self.heads)
+        self.att_dropout = att_dropout
         self.causal = ctx.side is Side.DECODER
         self.qkv = Projection(width, width, parts=3, gain=QKV_GAIN)  # fused W^Q, W^K, W^V of all heads
         self.out = Projection(width, width, zero_bias=True)  # W^O
@@ -184,7 +196,8 @@ class MhDotSelfAtt(Layer):
         # Targets are right-padded, so in the decoder the causal mask alone keeps real positions off
         # padding, and the fused causal kernel applies.
         allowed = None if self.causal else key_mask(ctx.mask)
-        context = attend(q, k, v, self.scale, allowed, causal=self.causal)  # [B, h, T, d_h]
+        dropout = self.att_dropout if self.training else 0.0
+        context = attend(q, k, v, self.scale, allowed, causal=self.causal, dropout=dropout)  # [B, h, T, d_h]
         return self.out(merge_heads(context))
 
     def init_state(self, ctx: Context) -> None:
@@ -200,12 +213,12 @@ class MhDotSelfAtt(Layer):
         return self.out(merge_heads(context))
 
 
-@register("dot_self_att", SCALE, example="dot_self_att")
+@register("dot_self_att", SCALE, ATT_DROPOUT, example="dot_self_att")
 class DotSelfAtt(MhDotSelfAtt):
     """dot_self_att(H, s) = mh_dot_att(H, H, H, 1, s): one projected dot attention head (s defaults to d)."""
 
-    def __init__(self, ctx: BuildContext, s: float | None) -> None:
-        super().__init__(ctx, 1, s)
+    def __init__(self, ctx: BuildContext, s: float | None, att_dropout: float) -> None:
+        super().__init__(ctx, 1, s, att_dropout)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -299,6 +312,7 @@ class SourceAttention(Layer):
     HEADS,
     SCALE,
     SOURCE,
+    ATT_DROPOUT,
     aliases=("mh_dot_att",),
     sides=DECODER_ONLY,
     side_reason=SOURCE_REASON,
@@ -309,16 +323,18 @@ class MhDotSrcAtt(SourceAttention):
     """mh_dot_src_att(H, U, h, s) = mh_dot_att(H, U, U, h, s) = [C_1; ...; C_h] W^O.
 
     C_i = softmax(H W_i^Q (U W_i^K)ᵀ / √s) U W_i^V with d/h-wide heads (d = input width, which the
-    output keeps); s defaults to d/h. Padded source positions are masked.
+    output keeps); s defaults to d/h. Padded source positions are masked. While training, each softmax
+    weight is dropped with probability ``att_dropout``.
     """
 
     STATIC = ("k", "v")
 
-    def __init__(self, ctx: BuildContext, heads: int, s: float | None, source: str) -> None:
+    def __init__(self, ctx: BuildContext, heads: int, s: float | None, source: str, att_dropout: float) -> None:
         super().__init__(ctx, source)
         width = ctx.d_in
         self.heads = _check_heads(ctx, heads)
         self.scale = _scale(ctx, s, width // self.heads)
+        self.att_dropout = att_dropout
         self.query = Projection(width, width, gain=QKV_GAIN)  # W^Q
         self.kv = Projection(self.source_width, width, parts=2, gain=QKV_GAIN)  # fused W^K, W^V
         self.out = Projection(width, width, zero_bias=True)  # W^O
@@ -332,7 +348,8 @@ class MhDotSrcAtt(SourceAttention):
     def attend_source(self, x: Tensor, pre: tuple[Tensor, ...], ctx: Context) -> Tensor:
         k, v = pre
         q = split_heads(self.query(x), self.heads)  # [B, h, T, d_h]
-        context = attend(q, k, v, self.scale, self.source_mask(ctx), probs=ctx.attention)  # [B, h, T, d_h]
+        dropout = self.att_dropout if self.training else 0.0
+        context = attend(q, k, v, self.scale, self.source_mask(ctx), probs=ctx.attention, dropout=dropout)
         return self.out(merge_heads(context))
 
 
@@ -340,6 +357,7 @@ class MhDotSrcAtt(SourceAttention):
     "dot_src_att",
     SCALE,
     SOURCE,
+    ATT_DROPOUT,
     sides=DECODER_ONLY,
     side_reason=SOURCE_REASON,
     source_attention=True,
@@ -348,8 +366,8 @@ class MhDotSrcAtt(SourceAttention):
 class DotSrcAtt(MhDotSrcAtt):
     """dot_src_att(H, U, s) = mh_dot_att(H, U, U, 1, s): a single projected dot attention head."""
 
-    def __init__(self, ctx: BuildContext, s: float | None, source: str) -> None:
-        super().__init__(ctx, 1, s, source)
+    def __init__(self, ctx: BuildContext, s: float | None, source: str, att_dropout: float) -> None:
+        super().__init__(ctx, 1, s, source, att_dropout)
 
 
 @register(
