@@ -72,16 +72,19 @@ def _comet(name: str, conv_args: str, row: str, description: str, decoder: str =
     return Preset(name, encoder, decoder or COMET_DECODER, source, description, "comet", COMET_SIZE, data=data)
 
 
+# AAN §5.1: "attention dropout and residual dropout with a rate of p = 0.1" (the residual dropout is res_d's).
+AAN_ATT = "(att_dropout=$DROPOUT)"
+AAN_ENCODER = POSTNORM_ENCODER.format(n=6, ff="ffl").replace("mh_dot_self_att", "mh_dot_self_att" + AAN_ATT)
+
+
+def _aan_decoder(self_attention: str) -> str:
+    """The AAN paper's post-norm decoder with ``self_attention`` in its first sub-layer, attention dropout on."""
+    decoder = POSTNORM_DECODER.format(n=6, x=self_attention, ff="ffl")
+    return decoder.replace("mh_dot_src_att", "mh_dot_src_att" + AAN_ATT)
+
+
 def _aan(name: str, aan: str, row: str, description: str) -> Preset:
-    return Preset(
-        name,
-        POSTNORM_ENCODER.format(n=6, ff="ffl"),
-        POSTNORM_DECODER.format(n=6, x=aan, ff="ffl"),
-        cite("aan", row),
-        description,
-        "aan",
-        AAN_SIZE,
-    )
+    return Preset(name, AAN_ENCODER, _aan_decoder(aan), cite("aan", row), description, "aan", AAN_SIZE)
 
 
 def _source_variant(mode: str) -> str:
@@ -131,8 +134,8 @@ _PRESETS = [
     ),
     Preset(
         "transformer-postnorm",
-        POSTNORM_ENCODER.format(n=6, ff="ffl"),
-        POSTNORM_DECODER.format(n=6, x="mh_dot_self_att", ff="ffl"),
+        AAN_ENCODER,
+        _aan_decoder("mh_dot_self_att" + AAN_ATT),
         cite("aan", "Table 2 Transformer") + "; " + cite("adl", "§2.4"),
         "original post-norm residual structure (the AAN paper's baseline)",
         "transformer",
