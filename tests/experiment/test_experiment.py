@@ -264,3 +264,14 @@ def test_a_run_another_grid_archived_with_the_same_settings_is_copied_not_traine
     (root / "tiny.yaml").write_text(yaml.safe_dump(tiny), encoding="utf-8")  # the same grid: a rerun, not shared
     status, stdout = experiment(str(root / "tiny.yaml"), "--results", str(root / "results/again"), "--dry-run")
     assert status == 0 and "a [runs/a, data default]: seed 1 new, seed 2 new" in stdout
+
+
+def test_without_a_finished_run_no_report_is_written(demo_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    blocked = run_dir(out, *BLOCKED)
+    blocked.mkdir(parents=True)
+    (blocked / "model").write_text("not a directory")
+    grid = grid_file(tmp_path, demo_data / "corpus")
+    status, stdout = experiment(str(grid), "--out", str(out), "--threads", "1", "--variants", "b", "--seeds", "2")
+    assert status == 1 and f"no finished run yet, so no report in {out}" in stdout
+    assert not [p for p in out.iterdir() if p.is_file() and p.name != "grid.yaml"]  # no report.md, results.md, ...

@@ -94,6 +94,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         shutil.rmtree(run.archive, ignore_errors=True)
     if not args.report_only:
         outcomes = run_selected(grid, selected, out, args)
+    if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
+        print(f"no finished run yet, so no report in {results}")
+        return exit_status(outcomes)
     results.mkdir(parents=True, exist_ok=True)
     table = write_report(grid, runs, results)
     if judgements := write_claims(grid, runs, results):
