@@ -188,8 +188,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--rerun",
         action="store_true",
-        help="delete the selected runs (trained and archived) "
-        "first and train them again (not copied from another experiment's archive either)",
+        help="delete the selected runs (trained and archived) first and train them again (not copied from "
+        "another experiment's archive either)",
     )
     parser.add_argument("--jobs", type=_positive, default=1, help="runs at once, each its own process (default 1)")
     parser.add_argument("--threads", type=_positive, help="torch threads per run (default: CPU cores / jobs)")
