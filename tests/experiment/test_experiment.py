@@ -137,7 +137,13 @@ def test_a_killed_run_resumes_and_finished_runs_are_not_trained_again(sequence: 
         assert (run_dir(sequence.out, variant, seed) / "log.txt").read_text().count("\n=== ") == 1
     log = (sequence.blocked / "log.txt").read_text()
     assert log.count("\n=== ") == 3 and "resuming at update" in log
-    assert json.loads((sequence.blocked / "result.json").read_text())["updates"] == 40
+    result = json.loads((sequence.blocked / "result.json").read_text())
+    assert result["updates"] == 40
+    sessions = result["provenance"]["training_sessions"]  # failed, killed, resumed: each with its code version
+    assert len(sessions) == 3 and all({"started", "git_commit", "git_dirty"} <= session.keys() for session in sessions)
+    for variant, seed in (("a", 1), ("a", 2), ("b", 1)):
+        result = json.loads((run_dir(sequence.out, variant, seed) / "result.json").read_text())
+        assert len(result["provenance"]["training_sessions"]) == 1
 
 
 def test_the_table_is_the_mean_and_sample_std_of_the_runs(sequence: SimpleNamespace) -> None:

@@ -32,6 +32,9 @@ def bucket_of(length: int, bounds: list[int]) -> int:
     return next((i for i, bound in enumerate(bounds) if length <= bound), len(bounds))
 
 
+TRAINING_SESSIONS = "training-sessions.jsonl"  # one line per start or resumption of the training
+
+
 def read_records(model_dir: Path) -> list[dict[str, Any]]:
     """The checkpoint records of metrics.jsonl by update (a later record of an update wins; a partial last line,
     left by a crash, is not a record)."""
@@ -128,6 +131,15 @@ def code_version() -> dict[str, Any]:
             else None, "adlnmt": adlnmt.__version__}  # fmt: skip
 
 
+def read_training_sessions(run_dir: Path) -> list[dict[str, Any]]:
+    """When each training session of the run started, and the code version it ran (none recorded for sessions
+    before 2026-11-23, when this record began)."""
+    path = run_dir / TRAINING_SESSIONS
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     """Everything result.json holds: sizes, training summary and curve, each test set's scores and speed, and the
     provenance (code version, machine, wall-clock)."""
@@ -173,6 +185,7 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
         "tests": tests,
         "provenance": {
             **code_version(),
+            "training_sessions": read_training_sessions(run_dir),
             "adl": stored["canonical"],
             "precision": stored["train"]["precision"],
             "machine": machine_record(torch.device(device)),
@@ -201,6 +214,9 @@ def train(run_dir: Path) -> str:
 
     config = run_dir / "train.yaml"
     print(f"training: adlnmt train --config {config}", file=sys.stderr, flush=True)
+    with open(run_dir / TRAINING_SESSIONS, "a", encoding="utf-8") as sessions:  # a run may resume under newer code
+        started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        sessions.write(json.dumps({"started": started, **code_version()}) + "\n")
     return Trainer(build_config(load_yaml(config))).train()["signal"]
 
 
