@@ -146,6 +146,14 @@ def test_a_killed_run_resumes_and_finished_runs_are_not_trained_again(sequence: 
         assert len(result["provenance"]["training_sessions"]) == 1
 
 
+def test_each_run_decoded_alone_and_no_handshake_is_left(sequence: SimpleNamespace) -> None:
+    for variant, seed in (("a", 1), ("a", 2), ("b", 1), BLOCKED):
+        directory = run_dir(sequence.out, variant, seed)
+        result = json.loads((directory / "result.json").read_text())
+        assert result["provenance"]["paused_minutes"] >= 0
+        assert not list(directory.glob("decoding.*"))
+
+
 def test_the_table_is_the_mean_and_sample_std_of_the_runs(sequence: SimpleNamespace) -> None:
     rows = read_csv(sequence.out / "results.csv")
     finished = [(row["variant"], row["seeds_finished"], row["seeds_total"]) for row in rows]

@@ -10,7 +10,7 @@ A claim compares two rows A and B on one metric of one test set (grid key ``clai
   inconclusive;
 - ``faster: [A, B]`` with ``ratio: r`` holds when A decoded the test set at least r times as many sentences per
   second as B in every seed pair, does not hold when it did in none, and is inconclusive otherwise (speeds are single
-  measurements, so only a grid decoded one run at a time, ``--jobs 1``, measures them fairly).
+  measurements, each taken with the grid's other runs stopped: :mod:`adlnmt.experiment.quiet`).
 
 The verdicts are computed from the results every time the report is written, never typed in.
 """

@@ -173,6 +173,16 @@ def csv_table(grid: Grid, rows: list[Row]) -> str:
     return buffer.getvalue()
 
 
+def _decoded_alone(rows: list[Row]) -> str:
+    """Whether the speed columns were measured with the grid's other runs stopped (recorded since 2026-11-23)."""
+    shared = [f"{row.name} seed {r['seed']}" for row in rows for r in row.results
+              if "paused_minutes" not in r.get("provenance", {})]  # fmt: skip
+    if not shared:
+        return "each run decoding with the grid's other runs stopped"
+    return (f"each run decoding with the grid's other runs stopped, except {', '.join(shared)}: decoded while another "
+            "run of the grid may have trained beside it (before the runner stopped the others)")  # fmt: skip
+
+
 def runs_csv(grid: Grid, rows: list[Row]) -> str:
     """Every finished run's own values."""
     header = ["variant", "seed", "parameters", "updates", "best_update", "train_minutes", "best_valid_ppl"]
@@ -254,9 +264,10 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
         "sacreBLEU on detokenised text; METEOR is NLTK's (exact + stem, no WordNet).",
         f"Decoding: beam {t['beam']}, length penalty α = {t['length_penalty']}, batch {t['batch_size']} sentences, "
         f"{weights}. `valid ppl`: validation perplexity of the best checkpoint.",
-        f"`train min`: the trainer's cumulative training time (with periodic validation); `sent/s`, `tok/s`: "
+        f"`train min`: the trainer's cumulative training time (with periodic validation, without the time the run was "
+        f"stopped while another decoded); `sent/s`, `tok/s`: "
         f"decoding speed on {grid.tests[0].name} (target pieces + EOS per second), device {', '.join(devices) or '–'}"
-        f", {', '.join(map(str, threads)) or '–'} thread(s); runs that ran side by side (--jobs) slow each other.",
+        f", {', '.join(map(str, threads)) or '–'} thread(s), {_decoded_alone(rows)}.",
     ]
     if grid.baseline:
         lines.append(

@@ -11,6 +11,7 @@ Layout of the output directory::
                             hyp/<test>.txt hypotheses
                             result.json    the run is finished: scores, speed, curves (written last, atomically)
                             log.txt        everything the run printed, every attempt appended
+                            paused.json    how long other runs' timed decoding kept it stopped (adlnmt.experiment.quiet)
 
 A run is finished when its ``result.json`` carries the fingerprint of the current settings; re-running the
 experiment skips it. Otherwise the worker resumes: the trainer continues from its last checkpoint (or does
@@ -27,6 +28,7 @@ data, seed and evaluation, e.g. the baseline that ADL Tables 2-5 share): it is c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -45,7 +47,9 @@ import yaml
 
 from adlnmt.data.corpus import count_lines
 from adlnmt.errors import UserError
+from adlnmt.experiment import quiet
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
+from adlnmt.experiment.quiet import DecodeAlone
 from adlnmt.train.checkpoint import atomic_write
 
 # Exit statuses of a worker stopped by a signal after checkpointing its training (128 + the signal's number), and
@@ -286,23 +290,29 @@ class Workers:
     """The running worker processes; a stop signal the experiment receives is passed on to each of them (each
     finishes its update, checkpoints and exits), and no new run starts after one."""
 
-    def __init__(self) -> None:
+    def __init__(self, decode_alone: bool = False) -> None:
         self.running: dict[Path, subprocess.Popen] = {}
         self.lock = threading.Lock()
         self.stopping = False
+        self.decode_alone = DecodeAlone(self.running, self.lock) if decode_alone else None
 
     def forward(self, number: int) -> None:
         self.stopping = True
         with self.lock:
+            if self.decode_alone:  # a stopped worker would not see the signal
+                self.decode_alone.release()
             for process in self.running.values():
                 process.send_signal(number)
 
     def attempt(self, run: Run, threads: int) -> Outcome:
         """One worker process for ``run``, its output appended to the run's log."""
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        if self.decode_alone:
+            env[quiet.ENVIRONMENT] = "1"
         command = [sys.executable, "-m", "adlnmt.experiment.worker", str(run.dir)]
         start = time.monotonic()
         run.dir.mkdir(parents=True, exist_ok=True)
+        quiet.clear_handshake(run.dir)
         with open(run.log, "a", encoding="utf-8") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
             log.flush()
@@ -325,14 +335,15 @@ def _outcome(run: Run, returncode: int, seconds: float) -> Outcome:
 
 
 def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str], None] = print) -> list[Outcome]:
-    """Run every run in a subprocess, ``jobs`` at a time; a failure is reported and the others go on. A SIGTERM or
-    SIGINT stops the running workers with a checkpoint and starts no further run (a second one: at once)."""
+    """Run every run in a subprocess, ``jobs`` at a time, each translating its test sets with the other workers
+    stopped (:mod:`adlnmt.experiment.quiet`); a failure is reported and the others go on. A SIGTERM or SIGINT stops
+    the running workers with a checkpoint and starts no further run (a second one: at once)."""
     from adlnmt.train.signals import StopSignals
 
     runs = list(runs)
     lock = threading.Lock()
     done: list[Outcome] = []
-    workers = Workers()
+    workers = Workers(decode_alone=jobs > 1)
 
     def one(run: Run) -> Outcome:
         if workers.stopping:
@@ -352,7 +363,11 @@ def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str]
                 report(f"FAILED {where} (exit status {outcome.returncode}); see {run.log}:\n         {tail}")
         return outcome
 
-    with StopSignals(announce=False, forward=workers.forward), ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with (
+        StopSignals(announce=False, forward=workers.forward),
+        workers.decode_alone or contextlib.nullcontext(),
+        ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
+    ):
         return list(pool.map(one, runs))
 
 

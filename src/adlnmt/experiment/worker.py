@@ -3,7 +3,8 @@
 Trains as ``adlnmt train --config RUN_DIR/train.yaml`` does (which resumes an interrupted run exactly), marks the
 training complete in ``trained.json``, translates every test set with the grid's decoding options, scores it and
 writes ``result.json`` last. Test sentences are translated one source-length bucket at a time, so the decoding
-time per sentence by length (AAN Fig. 7) comes from the same pass that produces the hypotheses.
+time per sentence by length (AAN Fig. 7) comes from the same pass that produces the hypotheses; where the runner
+runs several workers, that pass waits until the others are stopped (:mod:`adlnmt.experiment.quiet`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from adlnmt.errors import UserError
 from adlnmt.exits import exit_status
+from adlnmt.experiment.quiet import decoding_alone, paused_seconds
 from adlnmt.experiment.runner import STOPPED, read_json, write_json
 from adlnmt.search import SearchOptions
 from adlnmt.translator import Translator
@@ -161,7 +163,10 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     translator = Translator.load(model_dir, checkpoint, device)
     curve_keys = ("update", "epoch", "train_loss", "valid_ppl", "valid_bleu", "train_minutes", "tokens_per_s")
     started = time.perf_counter()
-    tests = {test["name"]: evaluate_test(translator, test, spec, run_dir) for test in spec["tests"]}
+    with decoding_alone(run_dir):
+        tests = {test["name"]: evaluate_test(translator, test, spec, run_dir) for test in spec["tests"]}
+    paused_minutes = paused_seconds(run_dir) / 60
+    train_minutes = max(0.0, last["train_minutes"] - paused_minutes)
     return {
         "fingerprint": spec["fingerprint"],
         "experiment": spec["experiment"],
@@ -172,7 +177,7 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
         "canonical": stored["canonical"],
         "updates": last["update"],
         "epochs": last["epoch"],
-        "train_minutes": last["train_minutes"],
+        "train_minutes": train_minutes,
         "train_tokens_per_s": sum(r["tokens_per_s"] for r in records) / len(records),
         "best_update": best["update"],
         "best_valid_ppl": best["valid_ppl"],
@@ -189,7 +194,8 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
             "adl": stored["canonical"],
             "precision": stored["train"]["precision"],
             "machine": machine_record(torch.device(device)),
-            "train_minutes": last["train_minutes"],
+            "train_minutes": train_minutes,
+            "paused_minutes": paused_minutes,  # stopped while another run decoded, not in train_minutes
             "evaluate_minutes": (time.perf_counter() - started) / 60,
         },
     }

@@ -1,0 +1,137 @@
+"""Decoding timed alone: the runner stops the other workers while one run decodes, and continues them after."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from adlnmt.experiment import quiet
+from adlnmt.experiment.quiet import GRANTED, PAUSED, REQUEST, DecodeAlone, decoding_alone, paused_seconds
+
+
+def state(process: subprocess.Popen) -> str:
+    """The process's state letter from /proc (T: stopped)."""
+    stat = Path(f"/proc/{process.pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[dict[Path, subprocess.Popen]]:
+    """Three sleeping processes standing in for workers, by run directory a, b, c."""
+    running = {}
+    for name in "abc":
+        (tmp_path / name).mkdir()
+        running[tmp_path / name] = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield running
+    for process in running.values():
+        process.kill()
+        process.wait()
+
+
+def test_a_request_stops_every_other_worker_until_it_ends(workers: dict[Path, subprocess.Popen]) -> None:
+    a, b, c = workers
+    alone = DecodeAlone(workers, threading.Lock())
+    alone.step()
+    assert not (a / GRANTED).exists() and "T" not in {state(p) for p in workers.values()}
+    (a / REQUEST).touch()
+    alone.step()
+    assert (a / GRANTED).exists()
+    assert wait_for(lambda: state(workers[b]) == state(workers[c]) == "T")
+    assert state(workers[a]) != "T"
+    time.sleep(0.2)
+    (a / REQUEST).unlink()
+    alone.step()
+    assert wait_for(lambda: "T" not in {state(p) for p in workers.values()})
+    assert paused_seconds(b) >= 0.2 and paused_seconds(c) >= 0.2
+    assert paused_seconds(a) == 0.0 and not (a / PAUSED).exists()
+
+
+def test_one_run_decodes_at_a_time_and_waiting_is_not_paused_training(workers: dict[Path, subprocess.Popen]) -> None:
+    a, b, _ = workers
+    alone = DecodeAlone(workers, threading.Lock())
+    (a / REQUEST).touch()
+    (b / REQUEST).touch()  # both ask: a (the first found) decodes, b waits
+    alone.step()
+    assert (a / GRANTED).exists() and not (b / GRANTED).exists()
+    (a / REQUEST).unlink()
+    alone.step()  # a is done: b's turn
+    assert (b / GRANTED).exists()
+    assert wait_for(lambda: state(workers[a]) == "T")
+    assert paused_seconds(b) == 0.0  # it was stopped while waiting to decode, not while training
+    (b / REQUEST).unlink()
+    alone.step()
+    assert wait_for(lambda: state(workers[a]) != "T")
+
+
+def test_a_killed_holder_releases_the_others(workers: dict[Path, subprocess.Popen]) -> None:
+    a, b, _ = workers
+    alone = DecodeAlone(workers, threading.Lock())
+    (a / REQUEST).touch()
+    alone.step()
+    assert wait_for(lambda: state(workers[b]) == "T")
+    workers[a].kill()
+    workers[a].wait()
+    del workers[a]  # the runner forgets a worker once it has exited
+    alone.step()
+    assert wait_for(lambda: "T" not in {state(p) for p in workers.values()})
+    quiet.clear_handshake(a)
+    assert not (a / REQUEST).exists() and not (a / GRANTED).exists()
+
+
+def test_the_thread_grants_and_leaving_continues_everyone(workers: dict[Path, subprocess.Popen]) -> None:
+    a, b, _ = workers
+    with DecodeAlone(workers, threading.Lock(), poll_seconds=0.01):
+        (a / REQUEST).touch()
+        assert wait_for(lambda: (a / GRANTED).exists() and state(workers[b]) == "T")
+    assert wait_for(lambda: state(workers[b]) != "T")
+    assert json.loads((b / PAUSED).read_text())["seconds"] > 0
+
+
+def test_the_worker_side_waits_for_the_grant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with decoding_alone(tmp_path):  # not started by a runner that asks for it: at once
+        assert not (tmp_path / REQUEST).exists()
+    monkeypatch.setenv(quiet.ENVIRONMENT, "1")
+    granted_at: list[float] = []
+
+    def grant() -> None:
+        assert wait_for(lambda: (tmp_path / REQUEST).exists())
+        time.sleep(0.1)
+        granted_at.append(time.monotonic())
+        (tmp_path / GRANTED).touch()
+
+    granter = threading.Thread(target=grant)
+    granter.start()
+    with decoding_alone(tmp_path, poll_seconds=0.01):
+        entered = time.monotonic()
+    granter.join()
+    assert entered >= granted_at[0]
+    assert not (tmp_path / REQUEST).exists() and not (tmp_path / GRANTED).exists()
+
+
+def test_a_stop_signal_reaches_stopped_workers(workers: dict[Path, subprocess.Popen]) -> None:
+    from adlnmt.experiment.runner import Workers
+
+    runner = Workers(decode_alone=True)
+    runner.running.update(workers)
+    a, b, _ = workers
+    (a / REQUEST).touch()
+    runner.decode_alone.step()
+    assert wait_for(lambda: state(workers[b]) == "T")
+    runner.forward(signal.SIGTERM)  # a stopped process would keep the signal pending: it is continued first
+    for process in workers.values():
+        assert process.wait(timeout=10) == -signal.SIGTERM
