@@ -279,7 +279,7 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
 
 def _unfinished(run: Run) -> str:
     if not run.log.exists():
-        return f"- {run.label}: not started"
+        return f"- {run.label}: not started in `{run.dir}`"
     last = last_lines(run.log, 1).replace("`", "'")
     return f"- {run.label}: failed or interrupted; log `{run.log}` ends with `{last}`"
 
