@@ -150,3 +150,27 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(demo_data: Path, tmp_pat
     straight_log = {r["update"]: r["train_loss"] for r in records(straight)}
     resumed_log = {r["update"]: r["train_loss"] for r in records(killed)}
     assert resumed_log[40] == pytest.approx(straight_log[40], rel=1e-6)
+
+
+def test_a_resumed_window_reports_its_throughput_over_both_sessions(
+    demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped at update 19 of a 10-update window: the checkpoint at 20 counts the tokens of updates 11-20, so its
+    tokens/s must divide them by the time of updates 11-20, not by the time since the resumption (10x too high)."""
+    from adlnmt.train.trainer import Trainer
+
+    common = ["--checkpoint-interval", "10", "--no-valid-bleu", "--max-updates", "20"]
+    straight = tmp_path / "straight"
+    assert main(train_args(demo_data / "data", straight, *common)) == 0
+
+    def stop_at_19(self: Trainer, signals: object) -> int:
+        return signal.SIGTERM if self.progress.update == 19 else 0
+
+    resumed = tmp_path / "resumed"
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "_stop_signal", stop_at_19)
+        main(train_args(demo_data / "data", resumed, *common))
+    assert [r["update"] for r in records(resumed)] == [10]
+    assert main(train_args(demo_data / "data", resumed, *common)) == 0
+    rate, expected = records(resumed)[-1]["tokens_per_s"], records(straight)[-1]["tokens_per_s"]
+    assert records(resumed)[-1]["update"] == 20 and expected / 3 < rate < 3 * expected

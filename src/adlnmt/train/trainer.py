@@ -58,7 +58,8 @@ class Progress:
     train_seconds: float = 0.0  # training time over all sessions (for --max-minutes)
     skipped_updates: int = 0
     window_loss: float = 0.0  # summed loss/token × tokens since the last checkpoint (its train_loss) ...
-    window_tokens: int = 0  # ... and those tokens: kept so that a resumed run logs the same train_loss
+    window_tokens: int = 0  # ... and those tokens: kept so that a resumed run logs the same train_loss ...
+    window_seconds: float = 0.0  # ... and the training time they took (its tokens_per_s)
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
@@ -419,7 +420,7 @@ class Trainer:
             self._write_config()
         self.model.train()
         session_start, session_base = time.monotonic(), p.train_seconds
-        window_start = time.monotonic()
+        window_start = time.monotonic() - p.window_seconds
         bar = tqdm(total=c.max_updates or None, initial=p.update, disable=None if (self.main and c.progress) else True,
                    unit="upd", dynamic_ncols=True)  # fmt: skip
         reason = "" if not (c.max_updates and p.update >= c.max_updates) else f"reached {c.max_updates} updates"
@@ -436,11 +437,12 @@ class Trainer:
                 p.batch_in_epoch += len(group)
                 p.update += 1
                 p.train_seconds = session_base + time.monotonic() - session_start
+                p.window_seconds = time.monotonic() - window_start
                 if not math.isnan(loss):
                     p.window_loss += loss * tokens
                     p.window_tokens += tokens
                 bar.update(1)
-                rate = p.window_tokens / max(time.monotonic() - window_start, 1e-9)
+                rate = p.window_tokens / max(p.window_seconds, 1e-9)
                 bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", epoch=p.epoch + 1)
                 if p.batch_in_epoch >= len(batches):  # the saved position always points at the next batch
                     p.epoch, p.batch_in_epoch, epoch_over = p.epoch + 1, 0, True
@@ -453,8 +455,8 @@ class Trainer:
                 saved = bool(reason) or p.update % c.checkpoint_interval == 0
                 if saved:
                     train_loss = p.window_loss / max(p.window_tokens, 1)
-                    rate = p.window_tokens / max(time.monotonic() - window_start, 1e-9)
-                    p.window_loss, p.window_tokens = 0.0, 0
+                    rate = p.window_tokens / max(p.window_seconds, 1e-9)
+                    p.window_loss, p.window_tokens, p.window_seconds = 0.0, 0, 0.0
                     if self.checkpoint(train_loss, rate) and not reason:
                         reason = f"no improvement for {c.patience} checkpoints"
                     window_start = time.monotonic()
