@@ -18,7 +18,8 @@ from train.conftest import TINY_MODEL
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 OPTIONS = [*TINY_MODEL, "--checkpoint-interval", "10", "--keep-last", "2", "--no-valid-bleu", "--lr", "1e-3"]
-TIMING = {"tokens_per_s", "train_minutes", "train_seconds", "window_seconds"}  # wall-clock figures: never equal between runs
+# wall-clock figures: never equal between runs
+TIMING = {"tokens_per_s", "train_minutes", "train_seconds", "window_seconds"}
 
 
 def environment(hook: str | None = None) -> dict[str, str]:
