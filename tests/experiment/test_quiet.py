@@ -133,5 +133,6 @@ def test_a_stop_signal_reaches_stopped_workers(workers: dict[Path, subprocess.Po
     runner.decode_alone.step()
     assert wait_for(lambda: state(workers[b]) == "T")
     runner.forward(signal.SIGTERM)  # a stopped process would keep the signal pending: it is continued first
+    assert runner.decode_alone.done.is_set()  # and the thread stops no worker again
     for process in workers.values():
         assert process.wait(timeout=10) == -signal.SIGTERM

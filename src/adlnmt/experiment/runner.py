@@ -299,7 +299,8 @@ class Workers:
     def forward(self, number: int) -> None:
         self.stopping = True
         with self.lock:
-            if self.decode_alone:  # a stopped worker would not see the signal
+            if self.decode_alone:  # a stopped worker would not see the signal: continue them all, stop no more
+                self.decode_alone.done.set()
                 self.decode_alone.release()
             for process in self.running.values():
                 process.send_signal(number)
