@@ -82,7 +82,8 @@ class Trainer:
         self.distributed = self.world > 1 or "TORCHELASTIC_RUN_ID" in os.environ
         self.rank = int(os.environ.get("RANK", "0"))
         self.device = pick_device(config.device, int(os.environ.get("LOCAL_RANK", "0")))
-        if self.distributed and not dist.is_initialized():
+        self.owns_process_group = self.distributed and not dist.is_initialized()
+        if self.owns_process_group:
             if self.device.type == "cuda":
                 torch.cuda.set_device(self.device)
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
@@ -121,9 +122,13 @@ class Trainer:
         )
 
     def close(self) -> None:
-        """Release the model directory (its lock)."""
+        """Release the model directory (its lock) and the process group this trainer opened: a gloo group left
+        open at interpreter exit can abort the process ("terminate called without an active exception")."""
         if self.lock is not None:
             self.lock.release()
+        if self.owns_process_group and dist.is_initialized():
+            dist.destroy_process_group()
+            self.owns_process_group = False
 
     # --- model directory ----------------------------------------------------------------------
 
@@ -410,7 +415,10 @@ class Trainer:
         stop signal's name ("" when none). Releases the model directory at the end."""
         try:
             with StopSignals(announce=self.main) as signals:
-                return self._train(signals)
+                result = self._train(signals)
+            if self.distributed:
+                dist.barrier()  # no rank tears the group down while another still talks to it
+            return result
         finally:
             self.close()
 
