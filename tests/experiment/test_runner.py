@@ -1,4 +1,4 @@
-"""The runner's checks before anything trains: test sets and prepared data."""
+"""The runner's checks before anything trains (test sets, prepared data) and the order it runs in."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import yaml
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import load_grid
-from adlnmt.experiment.runner import check_inputs, plan_runs, prepare_data
+from adlnmt.experiment.runner import check_inputs, plan_runs, prepare_data, running_order
 
 
 def grid_at(tmp_path: Path, corpus: Path, vocab_size: int, ref: str = "test.tgt") -> Path:
@@ -73,3 +73,23 @@ def test_fingerprints_do_not_depend_on_where_the_tree_lies(tmp_path: Path) -> No
     (tmp_path / "first" / "grid.yaml").write_text(yaml.safe_dump(grid))
     changed = plan_runs(load_grid(tmp_path / "first" / "grid.yaml"), tmp_path / "out")
     assert changed[0].fingerprint != first[0].fingerprint
+
+
+def test_runs_stopped_part_way_run_first_and_the_rest_in_grid_order(tmp_path: Path) -> None:
+    (tmp_path / "c").mkdir()
+    for file in ("a.src", "a.tgt"):
+        (tmp_path / "c" / file).write_text("x\n")
+    grid = {"name": "g", "seeds": [1, 2], "test": [{"name": "t", "src": "c/a.src", "ref": "c/a.tgt"}],
+            "data": {"train_src": "c/a.src", "train_tgt": "c/a.tgt", "valid_src": "c/a.src", "valid_tgt": "c/a.tgt"},
+            "train": {"d_model": 32, "heads": 4},
+            "variants": [{"name": n, "preset": "transformer-small"} for n in ("a", "b", "c")]}  # fmt: skip
+    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(grid))
+    runs = plan_runs(load_grid(tmp_path / "grid.yaml"), tmp_path / "out")
+    assert running_order(runs) == runs
+    for run in (runs[4], runs[1]):
+        (run.model_dir / "states").mkdir(parents=True)
+        (run.model_dir / "states" / "update-0000200.state.pt").write_bytes(b"")
+    (runs[2].model_dir / "checkpoints").mkdir(parents=True)  # weights without a state cannot be resumed
+    (runs[2].model_dir / "checkpoints" / "update-0000200.safetensors").write_bytes(b"")
+    assert [r.label for r in running_order(runs)] == ["a seed 2", "c seed 1", "a seed 1", "b seed 1", "b seed 2",
+                                                       "c seed 2"]  # fmt: skip

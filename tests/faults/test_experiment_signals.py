@@ -38,6 +38,6 @@ def test_sigterm_stops_the_experiment_and_a_rerun_resumes(demo_data: Path, tmp_p
     process = experiment(grid, out)
     stdout, _ = process.communicate(timeout=300)
     assert process.returncode == 0, stdout
-    assert "2 runs, 0 finished (skipped), 2 to run" in stdout
+    assert "2 runs, 0 finished (skipped), 2 to run (1 resumed first)" in stdout
     assert "resuming at update" in (first / "log.txt").read_text()
     assert (first / "result.json").is_file() and (second / "result.json").is_file()

@@ -20,6 +20,7 @@ from adlnmt.experiment.runner import (
     execute,
     plan_runs,
     prepare_data,
+    running_order,
     shared_runs,
     write_spec,
 )
@@ -116,9 +117,11 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
     for run in selected:
         write_spec(grid, run, data_dirs[run.variant.data.key], args.device, threads)
-    pending = [run for run in selected if run.result() is None]
+    pending = running_order(run for run in selected if run.result() is None)
+    resumed = sum(run.resumable for run in pending)
     print(f"{grid.name} (scale {grid.scale or '-'}): {len(selected)} runs, {len(selected) - len(pending)} finished "
-          f"(skipped), {len(pending)} to run, {args.jobs} at a time with {threads} thread(s) each; output {out}",
+          f"(skipped), {len(pending)} to run ({resumed} resumed first), {args.jobs} at a time with {threads} thread(s) "
+          f"each; output {out}",
           flush=True)  # fmt: skip
     return execute(pending, args.jobs, threads)
 

@@ -15,7 +15,8 @@ Layout of the output directory::
 
 A run is finished when its ``result.json`` carries the fingerprint of the current settings; re-running the
 experiment skips it. Otherwise the worker resumes: the trainer continues from its last checkpoint (or does
-nothing when ``trained.json`` matches) and translation and scoring are redone.
+nothing when ``trained.json`` matches) and translation and scoring are redone. Runs stopped part-way start
+before those not begun (``running_order``).
 
 Finished runs are archived (``result.json`` and the hypotheses, no weights) under the results directory, by
 default ``results/<name>-<scale>/`` next to the grid file, which is meant to be committed: the fingerprints do not
@@ -50,7 +51,7 @@ from adlnmt.errors import UserError
 from adlnmt.experiment import quiet
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
 from adlnmt.experiment.quiet import DecodeAlone
-from adlnmt.train.checkpoint import atomic_write
+from adlnmt.train.checkpoint import atomic_write, saved_states
 
 # Exit statuses of a worker stopped by a signal after checkpointing its training (128 + the signal's number), and
 # of one the signal ended outside training (translation and scoring are redone by the next attempt).
@@ -97,6 +98,11 @@ class Run:
     @property
     def log(self) -> Path:
         return self.dir / "log.txt"
+
+    @property
+    def resumable(self) -> bool:
+        """Whether an earlier attempt stopped with a training state to resume from."""
+        return bool(saved_states(self.model_dir))
 
     def finished_in(self) -> Path | None:
         """The archive, else the run directory, when it holds a result of the current settings."""
@@ -222,6 +228,13 @@ def plan_runs(grid: Grid, out: Path, results: Path | None = None) -> list[Run]:
             where = Path("runs") / variant.slug / f"seed-{seed}"
             runs.append(Run(variant, seed, out / where, results / where, *fingerprints(grid, variant, seed)))
     return runs
+
+
+def running_order(runs: Iterable[Run]) -> list[Run]:
+    """The runs in grid order, those an earlier attempt stopped with a training state first: they finish rows
+    already begun, and every slot stays busy (resumed runs in an invocation of their own would leave a slot idle
+    once the shorter one ends)."""
+    return sorted(runs, key=lambda run: not run.resumable)
 
 
 def shared_runs(grid: Grid, runs: Iterable[Run], results: Path) -> list[tuple[Run, Path, str]]:
