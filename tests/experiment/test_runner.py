@@ -75,7 +75,7 @@ def test_fingerprints_do_not_depend_on_where_the_tree_lies(tmp_path: Path) -> No
     assert changed[0].fingerprint != first[0].fingerprint
 
 
-def test_runs_stopped_part_way_run_first_and_the_rest_in_grid_order(tmp_path: Path) -> None:
+def test_runs_stopped_part_way_run_first_and_the_rest_seed_by_seed(tmp_path: Path) -> None:
     (tmp_path / "c").mkdir()
     for file in ("a.src", "a.tgt"):
         (tmp_path / "c" / file).write_text("x\n")
@@ -85,11 +85,12 @@ def test_runs_stopped_part_way_run_first_and_the_rest_in_grid_order(tmp_path: Pa
             "variants": [{"name": n, "preset": "transformer-small"} for n in ("a", "b", "c")]}  # fmt: skip
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(grid))
     runs = plan_runs(load_grid(tmp_path / "grid.yaml"), tmp_path / "out")
-    assert running_order(runs) == runs
+    assert [r.label for r in running_order(runs)] == ["a seed 1", "b seed 1", "c seed 1", "a seed 2", "b seed 2",
+                                                       "c seed 2"]  # fmt: skip
     for run in (runs[4], runs[1]):
         (run.model_dir / "states").mkdir(parents=True)
         (run.model_dir / "states" / "update-0000200.state.pt").write_bytes(b"")
     (runs[2].model_dir / "checkpoints").mkdir(parents=True)  # weights without a state cannot be resumed
     (runs[2].model_dir / "checkpoints" / "update-0000200.safetensors").write_bytes(b"")
-    assert [r.label for r in running_order(runs)] == ["a seed 2", "c seed 1", "a seed 1", "b seed 1", "b seed 2",
+    assert [r.label for r in running_order(runs)] == ["c seed 1", "a seed 2", "a seed 1", "b seed 1", "b seed 2",
                                                        "c seed 2"]  # fmt: skip

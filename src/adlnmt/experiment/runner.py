@@ -231,10 +231,10 @@ def plan_runs(grid: Grid, out: Path, results: Path | None = None) -> list[Run]:
 
 
 def running_order(runs: Iterable[Run]) -> list[Run]:
-    """The runs in grid order, those an earlier attempt stopped with a training state first: they finish rows
-    already begun, and every slot stays busy (resumed runs in an invocation of their own would leave a slot idle
-    once the shorter one ends)."""
-    return sorted(runs, key=lambda run: not run.resumable)
+    """The order to run ``runs`` in: those an earlier attempt stopped with a training state first (they finish rows
+    already begun, and in one invocation with the rest they leave no slot idle), then seed by seed in grid order,
+    so an interrupted grid has every row at its first seed before any at its second."""
+    return sorted(runs, key=lambda run: (not run.resumable, run.seed))
 
 
 def shared_runs(grid: Grid, runs: Iterable[Run], results: Path) -> list[tuple[Run, Path, str]]:
