@@ -24,6 +24,7 @@ from adlnmt.experiment.runner import (
     shared_runs,
     write_spec,
 )
+from adlnmt.train.checkpoint import checkpoint_files
 
 
 def default_out(grid: Grid) -> Path:
@@ -36,7 +37,10 @@ def status(run: Run, shared: dict[str, str]) -> str:
         return "finished" + (" (archived)" if folder != run.dir else "")
     if run.fingerprint in shared:
         return f"finished as {shared[run.fingerprint]} (shared)"
-    return "started" if run.model_dir.exists() else "new"
+    if not run.model_dir.exists():
+        return "new"
+    states = [update for update, path in checkpoint_files(run.model_dir) if path.name.endswith(".state.pt")]
+    return f"started (resumes at update {states[-1]})" if states else "started"
 
 
 def print_plan(grid: Grid, runs: list[Run], out: Path, shared: dict[str, str]) -> None:
