@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
 
-from adlnmt.experiment.claims import FAILS, HOLDS, MISSING, OPEN, speed_verdict, verdict
-from adlnmt.experiment.grid import Claim
+import pytest
+import yaml
+
+from adlnmt.experiment.claims import FAILS, HOLDS, MISSING, OPEN, Judge, speed_verdict, verdict
+from adlnmt.experiment.grid import Claim, load_grid
+from adlnmt.experiment.runner import plan_runs
 
 
 def claim(kind: str, tolerance: float = 0.0, ratio: float = 1.0) -> Claim:
@@ -41,3 +46,32 @@ def test_verdicts(kind: str, difference: float | None, significant: set[str], ex
 )
 def test_speed_verdicts(ratios: dict[int, float], expected: str) -> None:
     assert speed_verdict(claim("faster", ratio=4.0), ratios) == expected
+
+
+def test_speeds_timed_on_different_processors_are_not_compared(tmp_path: Path) -> None:
+    (tmp_path / "t.txt").write_text("x\n")
+    files = {f"{s}_{side}": "t.txt" for s in ("train", "valid") for side in ("src", "tgt")}
+    grid_file = tmp_path / "grid.yaml"
+    grid_file.write_text(yaml.safe_dump({
+        "name": "g", "seeds": [1, 2], "data": files, "test": [{"name": "t", "src": "t.txt", "ref": "t.txt"}],
+        "train": {"d_model": 32, "heads": 4},
+        "variants": [{"name": "A", "preset": "transformer-aan"}, {"name": "B", "preset": "transformer-small"}],
+        "claims": [{"quote": "A is 4x faster", "faster": ["A", "B"], "ratio": 4}],
+    }))  # fmt: skip
+    grid = load_grid(grid_file)
+
+    def judged(capabilities: dict[tuple[str, int], str]) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+        for run in plan_runs(grid, tmp_path / "out"):
+            machine = {"device": "cpu", "cpu": "AMD EPYC", "cpu_capability": capabilities[(run.variant.name, run.seed)]}
+            speed = 50.0 if run.variant.name == "A" else 10.0
+            result = {"fingerprint": run.fingerprint, "seed": run.seed, "tests": {"t": {"sentences_per_s": speed}},
+                      "provenance": {"machine": machine}}  # fmt: skip
+            run.dir.mkdir(parents=True, exist_ok=True)
+            (run.dir / "result.json").write_text(json.dumps(result))
+        j = Judge(grid, plan_runs(grid, tmp_path / "out"), tmp_path).judge(grid.claims[0])
+        return j.seeds, j.apart, j.verdict
+
+    same = {(v, s): "AVX2" for v in ("A", "B") for s in (1, 2)}
+    assert judged(same) == ((1, 2), (), HOLDS)
+    assert judged({**same, ("A", 2): "AVX512"}) == ((1,), (2,), HOLDS)  # 5x on seed 1; seed 2 not compared
+    assert judged({**same, ("A", 1): "AVX512", ("A", 2): "AVX512"}) == ((), (1, 2), OPEN)

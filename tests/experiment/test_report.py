@@ -1,4 +1,5 @@
-"""The report's comparison with the paper: Spearman's rank correlation of our scores with the published ones."""
+"""The report's comparison with the paper (Spearman's rank correlation of our scores with the published ones) and
+its note on the processors the speeds were measured on."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from adlnmt.experiment.report import paper_agreement, ranks
+from adlnmt.experiment.report import paper_agreement, ranks, timing_processors
 from adlnmt.experiment.rows import Row
 
 
@@ -37,3 +38,13 @@ def test_rank_agreement_with_the_paper(ours: dict[str, float | None], expected: 
 def test_no_agreement_line_below_three_rows() -> None:
     grid, rows = grid_and_rows({"a": 30.0, "b": 31.0, "c": None}, {"a": 25.0, "b": 25.5, "c": 26.0})
     assert paper_agreement(grid, rows) == ""
+
+
+def test_runs_timed_on_different_processors_are_listed() -> None:
+    def run(seed: int, capability: str, device: str = "cpu") -> dict:
+        machine = {"device": device, "device_name": "NVIDIA H100", "cpu": "AMD EPYC", "cpu_capability": capability}
+        return {"seed": seed, "provenance": {"machine": machine}}
+
+    assert timing_processors([Row("a", [run(1, "AVX2"), run(2, "AVX2")], 2), Row("b", [run(1, "AVX2")], 2)]) == ""
+    note = timing_processors([Row("a", [run(1, "AVX2"), run(2, "AVX512")], 2), Row("b", [run(1, "AVX2", "cuda")], 2)])
+    assert note.endswith("AMD EPYC (AVX2): a seed 1; AMD EPYC (AVX512): a seed 2; NVIDIA H100: b seed 1.")

@@ -10,7 +10,8 @@ A claim compares two rows A and B on one metric of one test set (grid key ``clai
   inconclusive;
 - ``faster: [A, B]`` with ``ratio: r`` holds when A decoded the test set at least r times as many sentences per
   second as B in every seed pair, does not hold when it did in none, and is inconclusive otherwise (speeds are single
-  measurements, each taken with the grid's other runs stopped: :mod:`adlnmt.experiment.quiet`).
+  measurements, each taken with the grid's other runs stopped: :mod:`adlnmt.experiment.quiet`); a seed pair timed on
+  two different processors (the machine changed between sessions) is not compared.
 
 The verdicts are computed from the results every time the report is written, never typed in.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.experiment.grid import Claim, Grid
-from adlnmt.experiment.report import SIGNIFICANT, mean_std
+from adlnmt.experiment.report import SIGNIFICANT, mean_std, timed_on
 from adlnmt.experiment.runner import Run, fingerprint, read_json, write_json
 
 HOLDS, FAILS, OPEN, MISSING = "holds", "does not hold", "inconclusive at this scale", "not run yet"
@@ -38,6 +39,7 @@ class Judgement:
     winners: dict[int, str]  # seed → "a" (A better), "b" or "tie"
     verdict: str
     ratios: dict[int, float] = field(default_factory=dict)  # seed → A's speed / B's (kind faster)
+    apart: tuple[int, ...] = ()  # seeds whose pair was timed on different processors (kind faster): not compared
 
 
 def verdict(claim: Claim, difference: float | None, significant_for: set[str]) -> str:
@@ -94,11 +96,10 @@ class Judge:
     def judge(self, claim: Claim) -> Judgement:
         seeds = tuple(s for s in self.grid.seeds if (claim.first, s) in self.finished and (claim.second, s) in
                       self.finished)  # fmt: skip
+        if claim.kind == "faster":
+            return self._judge_speed(claim, seeds)
         a, b = self.scores(claim.first, claim, seeds), self.scores(claim.second, claim, seeds)
         first, second = mean_std(a), mean_std(b)
-        if claim.kind == "faster":
-            ratios = {seed: x / y for seed, x, y in zip(seeds, a, b, strict=True)}
-            return Judgement(claim, seeds, first, second, {}, {}, speed_verdict(claim, ratios), ratios)
         p_values, winners = {}, {}
         for seed in seeds:
             tested = self._bootstrap(self.finished[(claim.first, seed)], self.finished[(claim.second, seed)], claim)
@@ -108,6 +109,17 @@ class Judge:
                                                                   for s in seeds)}  # fmt: skip
         difference = first[0] - second[0] if seeds else None
         return Judgement(claim, seeds, first, second, p_values, winners, verdict(claim, difference, significant))
+
+    def _judge_speed(self, claim: Claim, seeds: tuple[int, ...]) -> Judgement:
+        def processor(variant: str, seed: int) -> str:
+            return timed_on(self.finished[(variant, seed)].result() or {})
+
+        apart = tuple(s for s in seeds if processor(claim.first, s) != processor(claim.second, s))
+        seeds = tuple(s for s in seeds if s not in apart)
+        a, b = self.scores(claim.first, claim, seeds), self.scores(claim.second, claim, seeds)
+        ratios = {seed: x / y for seed, x, y in zip(seeds, a, b, strict=True)}
+        found = OPEN if apart and not seeds else speed_verdict(claim, ratios)
+        return Judgement(claim, seeds, mean_std(a), mean_std(b), {}, {}, found, ratios, apart)
 
     def save(self) -> None:
         write_json(self.cache_path, self.cache)
@@ -146,6 +158,8 @@ def _line(j: Judgement, planned: int) -> str:
     scores = f"{_number(j.first[0])} ± {_number(j.first[1])} vs {_number(j.second[0])} ± {_number(j.second[1])}"
     where = f" ({claim.where})" if claim.where else ""
     partial = f" ({len(j.seeds)} of {planned} seeds)" if j.seeds and len(j.seeds) < planned else ""
+    if j.apart:
+        partial += f" (not compared: seed {', '.join(map(str, j.apart))}, A and B timed on different processors)"
     metric = "sent/s" if claim.kind == "faster" else claim.metric
     return (f"| “{claim.quote}”{where} | {relation(claim)} | {metric} {claim.test} | {scores} | {measured(j)} | "
             f"{_tests(j)} | **{j.verdict}**{partial} |")  # fmt: skip
@@ -157,6 +171,7 @@ def _record(j: Judgement, planned: int) -> dict[str, Any]:
         **asdict(j.claim),
         "tested_as": relation(j.claim),
         "seeds": list(j.seeds),
+        "timed_apart": list(j.apart),
         "planned_seeds": planned,
         "first": list(j.first),
         "second": list(j.second),
@@ -185,8 +200,8 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
         f"{SIGNIFICANT}) for A, and does not hold when every seed is significant for B; *close* (A ≥ B − tolerance) "
         "holds when A's mean is within the tolerance, and does not hold when A is further below with every seed "
         "significant for B; *faster* (A ≥ r × B in sentences per second on the test set) holds when "
-        "every seed pair reaches the ratio and does not hold when none does. Anything else: inconclusive at this "
-        "scale. A verdict from fewer seeds than planned says so and may change.",
+        "every seed pair timed on one processor reaches the ratio and does not hold when none does. Anything else: "
+        "inconclusive at this scale. A verdict from fewer seeds than planned says so and may change.",
         "",
         "| claim | tested as (A vs B) | metric | A vs B | A − B (A / B for speed) | p per seed (speed: A / B) "
         "| verdict |",

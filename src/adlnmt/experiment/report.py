@@ -173,6 +173,30 @@ def csv_table(grid: Grid, rows: list[Row]) -> str:
     return buffer.getvalue()
 
 
+def timed_on(result: dict[str, Any]) -> str:
+    """The processor a run's speed was measured on (the VM's host may change between sessions): speeds compare only
+    between runs timed on the same one."""
+    machine = result.get("provenance", {}).get("machine", {})
+    if machine.get("device", "cpu") != "cpu":
+        return str(machine.get("device_name", "?"))
+    return f"{machine.get('cpu', '?')} ({machine.get('cpu_capability', '?')})"
+
+
+def timing_processors(rows: list[Row]) -> str:
+    """Which runs were timed on which processor, when not all on one."""
+    timed: dict[str, list[str]] = {}
+    for row in rows:
+        for r in row.results:
+            timed.setdefault(timed_on(r), []).append(f"{row.name} seed {r['seed']}")
+    if len(timed) < 2:
+        return ""
+    return (
+        "Speeds compare only between runs timed on the same processor (the machine changed between sessions): "
+        + "; ".join(f"{processor}: {', '.join(runs)}" for processor, runs in timed.items())
+        + "."
+    )
+
+
 def _decoded_alone(rows: list[Row]) -> str:
     """Whether the speed columns were measured with the grid's other runs stopped (recorded since 2026-11-23)."""
     shared = [f"{row.name} seed {r['seed']}" for row in rows for r in row.results
@@ -269,6 +293,8 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
         f"decoding speed on {grid.tests[0].name} (target pieces + EOS per second), device {', '.join(devices) or '–'}"
         f", {', '.join(map(str, threads)) or '–'} thread(s), {_decoded_alone(rows)}.",
     ]
+    if processors := timing_processors(rows):
+        lines.append(processors)
     if grid.baseline:
         lines.append(
             f"† significantly different from {grid.baseline} (sacreBLEU paired bootstrap, {grid.bootstrap_resamples} "
