@@ -205,6 +205,30 @@ def test_report_only_and_dry_run_change_no_run(sequence: SimpleNamespace) -> Non
     assert stamps(sequence.out) == sequence.stamps
 
 
+def test_retime_measures_the_speed_again_and_keeps_the_first_timing(sequence: SimpleNamespace, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(sequence.out, out)
+    args = (sequence.args[0], "--out", str(out), "--threads", "1", "--retime")
+    result_path = run_dir(out, "a", 1) / "result.json"
+    first = json.loads(result_path.read_text())
+    hyp = run_dir(out, "b", 2) / "hyp" / "test.txt"
+    hyp.write_text(hyp.read_text().replace("\n", " x\n", 1))  # not what these weights translate
+    shutil.rmtree(run_dir(out, "b", 1) / "model")
+    status, stdout = experiment(*args)
+    assert status == 0, stdout
+    assert re.search(r"retimed a seed 1: sentences/s test [\d.]+ → [\d.]+ on .+ \(\w+\)", stdout), stdout
+    assert "skipped b seed 1: its model is not on this machine" in stdout
+    assert "skipped b seed 2: its test translation differs from the archived one" in stdout
+    again = json.loads(result_path.read_text())
+    assert again["retimed"]["before"]["tests"]["test"]["sentences_per_s"] == first["tests"]["test"]["sentences_per_s"]
+    assert again["tests"]["test"]["scores"] == first["tests"]["test"]["scores"]
+    assert again["retimed"]["before"]["machine"] == first["provenance"]["machine"] and "git_commit" in again["retimed"]
+    assert "Speeds measured again after training (`--retime`" in (out / "results.md").read_text()
+    status, _ = experiment(*args, "--variants", "a", "--seeds", "1")  # a second retime keeps the first timing
+    assert json.loads(result_path.read_text())["retimed"]["before"] == again["retimed"]["before"]
+    assert experiment(*args, "--rerun")[0] == 2  # a user error: --retime trains nothing
+
+
 def test_claims_are_judged_from_the_runs(sequence: SimpleNamespace) -> None:
     lines = [line for line in (sequence.out / "claims.md").read_text().splitlines() if line.startswith("| “")]
     assert len(lines) == 3

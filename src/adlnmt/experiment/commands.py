@@ -11,6 +11,7 @@ from pathlib import Path
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import Grid, load_grid
+from adlnmt.experiment.retime import retime
 from adlnmt.experiment.runner import (
     STOPPED,
     Outcome,
@@ -75,6 +76,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment.claims import write_claims
     from adlnmt.experiment.report import write_report
 
+    if args.retime and (args.rerun or args.report_only):
+        raise UserError("--retime times finished runs again: it goes with neither --rerun nor --report-only")
     grid = load_grid(args.grid, args.scale)
     out = Path(args.out) if args.out else default_out(grid)
     # An explicit --out keeps everything in one place; by default the archive and report go to results/.
@@ -97,7 +100,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     for run in retrained:
         shutil.rmtree(run.dir, ignore_errors=True)
         shutil.rmtree(run.archive, ignore_errors=True)
-    if not args.report_only:
+    if args.retime:
+        for run in selected:
+            print(retime(run), flush=True)
+    elif not args.report_only:
         outcomes = run_selected(grid, selected, out, args)
     if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
         print(f"no finished run yet, so no report in {results}")
@@ -205,6 +211,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--seeds", help="run only these seeds (comma-separated), e.g. 1")
     parser.add_argument("--dry-run", action="store_true", help="check the grid, list the runs and their state")
     parser.add_argument("--report-only", action="store_true", help="only rebuild tables, plots and report.md")
+    parser.add_argument(
+        "--retime",
+        action="store_true",
+        help="measure the decoding speed of the selected finished runs again on this machine, one after another "
+        "(their weights must be here; run it with nothing else running), then rebuild the report",
+    )
     parser.set_defaults(func=cmd_experiment)
 
     verdicts = commands.add_parser(

@@ -174,9 +174,9 @@ def csv_table(grid: Grid, rows: list[Row]) -> str:
 
 
 def timed_on(result: dict[str, Any]) -> str:
-    """The processor a run's speed was measured on (the VM's host may change between sessions): speeds compare only
-    between runs timed on the same one."""
-    machine = result.get("provenance", {}).get("machine", {})
+    """The processor a run's speed was measured on, last (``--retime``) or when it finished: speeds compare only
+    between runs timed on the same one (the VM's host may change between sessions)."""
+    machine = result.get("retimed", {}).get("machine") or result.get("provenance", {}).get("machine", {})
     if machine.get("device", "cpu") != "cpu":
         return str(machine.get("device_name", "?"))
     return f"{machine.get('cpu', '?')} ({machine.get('cpu_capability', '?')})"
@@ -200,7 +200,7 @@ def timing_processors(rows: list[Row]) -> str:
 def _decoded_alone(rows: list[Row]) -> str:
     """Whether the speed columns were measured with the grid's other runs stopped (recorded since 2026-11-23)."""
     shared = [f"{row.name} seed {r['seed']}" for row in rows for r in row.results
-              if "paused_minutes" not in r.get("provenance", {})]  # fmt: skip
+              if "paused_minutes" not in r.get("provenance", {}) and "retimed" not in r]  # fmt: skip
     if not shared:
         return "each run decoding with the grid's other runs stopped"
     return (f"each run decoding with the grid's other runs stopped, except {', '.join(shared)}: decoded while another "
@@ -293,6 +293,10 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
         f"decoding speed on {grid.tests[0].name} (target pieces + EOS per second), device {', '.join(devices) or '–'}"
         f", {', '.join(map(str, threads)) or '–'} thread(s), {_decoded_alone(rows)}.",
     ]
+    retimed = [f"{row.name} seed {r['seed']}" for row in rows for r in row.results if "retimed" in r]
+    if retimed:
+        lines.append(f"Speeds measured again after training (`--retime`: one run after another, alone, the first "
+                     f"timing kept in result.json): {', '.join(retimed)}.")  # fmt: skip
     if processors := timing_processors(rows):
         lines.append(processors)
     if grid.baseline:
