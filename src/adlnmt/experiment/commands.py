@@ -101,8 +101,11 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         shutil.rmtree(run.dir, ignore_errors=True)
         shutil.rmtree(run.archive, ignore_errors=True)
     if args.retime:
-        for run in selected:
+        finished = [run for run in selected if run.finished_in() is not None]
+        for run in finished:
             print(retime(run), flush=True)
+        if unfinished := len(selected) - len(finished):
+            print(f"{unfinished} of the selected runs not finished: not timed")
     elif not args.report_only:
         outcomes = run_selected(grid, selected, out, args)
     if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
