@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adlnmt.experiment.convergence import judge
+from adlnmt.experiment.convergence import judge, unconverged
 
 
 def result(ppls: list[float]) -> dict:
@@ -25,3 +25,9 @@ def test_convergence(ppls: list[float], stopped_by: str, converged: bool) -> Non
     judged = judge(result(ppls), {"patience": 3})
     assert (judged.stopped_by, judged.converged) == (stopped_by, converged)
     assert judged.best_ppl == min(ppls) and judged.last_update == 100 * len(ppls)
+
+
+def test_a_run_capped_after_its_best_is_not_called_still_improving() -> None:
+    falling, past = judge(result([9.0, 8.0, 7.0, 6.5, 6.0]), {"patience": 3}), judge(result([9, 6.0, 6.3, 6.4]), {})
+    assert "still improving" in unconverged(falling)
+    assert not past.converged and "past its best" in unconverged(past) and "2 validation(s)" in unconverged(past)

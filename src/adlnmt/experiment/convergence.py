@@ -2,7 +2,8 @@
 
 A run converged when early stopping ended it: ``patience`` validations after the best checkpoint found no better
 one. A run that reached its update cap first converged only if its last ``patience`` validations lie within
-``PLATEAU`` (relative) of the best; otherwise it was still improving and its row says so.
+``PLATEAU`` (relative) of the best; otherwise its row says whether it was still improving (the best checkpoint was
+the last one) or past its best (worse validations after it, fewer than ``patience``, beyond the plateau).
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ def _relative(value: float, best: float) -> str:
     return f"{value:.2f} ({(value / best - 1) * 100:+.1f} %)"
 
 
+def unconverged(c: Convergence) -> str:
+    """Why a run stopped by its update cap does not count as converged."""
+    if not c.after_best:
+        return "**no**: still improving at the cap"
+    return (f"**no**: past its best, but the cap came {len(c.after_best)} validation(s) after it, before early "
+            f"stopping, and they are more than {PLATEAU:.0%} above it")  # fmt: skip
+
+
 def convergence_table(grid: Grid, rows: list[Row]) -> str:
     """One line per finished run: best checkpoint, where and why training stopped, the validations after the best."""
     trains = {variant.name: variant.train for variant in grid.variants}
@@ -56,7 +65,7 @@ def convergence_table(grid: Grid, rows: list[Row]) -> str:
         for result in row.results:
             c = judge(result, trains[row.name])
             after = [_relative(ppl, c.best_ppl) for ppl in c.after_best[:1] + c.after_best[-1:]] or ["–", "–"]
-            verdict = "yes" if c.converged else "**no**: still improving at the cap"
+            verdict = "yes" if c.converged else unconverged(c)
             lines.append(f"| {row.name} | {result['seed']} | {c.best_update} | {c.best_ppl:.2f} | {c.last_update} | "
                          f"{c.stopped_by} | {after[0]} | {after[-1]} | {verdict} |")  # fmt: skip
     return "\n".join(lines)
