@@ -81,6 +81,22 @@ def test_prune_also_keeps_the_best_by_score(tmp_path: Path) -> None:
     assert sorted(int(p.stem.split("-")[1]) for p in (tmp_path / "checkpoints").iterdir()) == [200, 300, 500]
 
 
+def test_saved_states_are_found_newest_first_and_weights_are_not_states(tmp_path: Path) -> None:
+    for update in (90, 100, 200):
+        for path in (ckpt.checkpoint_path(tmp_path, update), ckpt.state_path(tmp_path, update)):
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(b"")
+    ckpt.checkpoint_path(tmp_path, 300).write_bytes(b"")  # weights without a state: nothing to resume from
+    (tmp_path / ckpt.LEGACY_STATE).write_bytes(b"")
+    assert [update for update, _ in ckpt.state_files(tmp_path)] == [90, 100, 200]
+    assert ckpt.saved_states(tmp_path) == [
+        ckpt.state_path(tmp_path, 200),
+        ckpt.state_path(tmp_path, 100),
+        ckpt.state_path(tmp_path, 90),
+        tmp_path / ckpt.LEGACY_STATE,
+    ]
+
+
 def two_layers(tie: bool = False) -> nn.Sequential:
     model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 3, bias=False))
     if tie:

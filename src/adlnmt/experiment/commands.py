@@ -25,7 +25,7 @@ from adlnmt.experiment.runner import (
     shared_runs,
     write_spec,
 )
-from adlnmt.train.checkpoint import checkpoint_files
+from adlnmt.train.checkpoint import state_files
 
 
 def default_out(grid: Grid) -> Path:
@@ -40,8 +40,8 @@ def status(run: Run, shared: dict[str, str]) -> str:
         return f"finished as {shared[run.fingerprint]} (shared)"
     if not run.model_dir.exists():
         return "new"
-    states = [update for update, path in checkpoint_files(run.model_dir) if path.name.endswith(".state.pt")]
-    return f"started (resumes at update {states[-1]})" if states else "started"
+    states = state_files(run.model_dir)
+    return f"started (resumes at update {states[-1][0]})" if states else "started"
 
 
 def print_plan(grid: Grid, runs: list[Run], out: Path, shared: dict[str, str]) -> None:

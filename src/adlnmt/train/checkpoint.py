@@ -183,9 +183,14 @@ def checkpoint_files(model_dir: Path) -> list[tuple[int, Path]]:
     return sorted((int(m.group(1)), p) for p in paths if (m := CHECKPOINT_FILE.fullmatch(p.name)))
 
 
+def state_files(model_dir: Path) -> list[tuple[int, Path]]:
+    """The training states in ``states/`` as (update, path), oldest first."""
+    return [(update, path) for update, path in checkpoint_files(model_dir) if path.name.endswith(".state.pt")]
+
+
 def saved_states(model_dir: Path) -> list[Path]:
     """Training states to resume from, newest first (a legacy ``state.pt`` last)."""
-    states = [path for _, path in reversed(checkpoint_files(model_dir)) if path.name.endswith(".state.pt")]
+    states = [path for _, path in reversed(state_files(model_dir))]
     legacy = model_dir / LEGACY_STATE
     return states + ([legacy] if legacy.is_file() else [])
 
