@@ -1,10 +1,10 @@
 """Greedy and beam search, batched over sentences, on the incremental decoding protocol.
 
 Both take their options as one :class:`SearchOptions` and share a :class:`SearchBatch` (the encoded batch, its
-length limits and the dropping of finished sentences). They run on a :class:`Stepper`: incremental (one cached
-decoder step per token, the default) or re-fed (the whole prefix through the decoder every step — the regime of
-the AAN paper's baseline, kept for comparisons and tests). Finished sentences leave the batch (their rows are
-dropped with one gather); sentences are sorted by length into batches and returned in input order.
+length limits and the dropping of finished sentences). They run on a :class:`~adlnmt.stepper.Stepper`
+(incremental or re-fed decoding of a PyTorch model, or another runtime's :class:`~adlnmt.stepper.Engine`).
+Finished sentences leave the batch (their rows are dropped with one gather); sentences are sorted by length into
+batches and returned in input order.
 
 Scores: ``log_prob`` is the sum of the token log-probabilities including EOS; ``score`` divides it by
 the GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (|Y| counts EOS; α = 0 gives log_prob).
@@ -18,16 +18,15 @@ import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import UserError
-from adlnmt.layers.base import DecoderState, SourceMemory
-from adlnmt.model import Seq2Seq, iter_layers
+from adlnmt.model import Seq2Seq
 from adlnmt.speedups import SPEEDUPS
+from adlnmt.stepper import Engine, Stepper
 from adlnmt.workers import in_workers
 
 
@@ -83,82 +82,6 @@ def pad_batch(sentences: Sequence[Sequence[int]], device: torch.device | str = "
     for row, sentence in enumerate(sentences):
         batch[row, : len(sentence)] = torch.as_tensor(list(sentence), dtype=torch.long)
     return batch.to(device)
-
-
-class Engine(Protocol):
-    """Another runtime for the search (e.g. ONNX Runtime sessions, :mod:`adlnmt.export.engines`): the incremental
-    protocol of :class:`~adlnmt.model.Seq2Seq` with the step's log-softmax (and alignment) inside."""
-
-    def encode(self, src: Tensor) -> SourceMemory:
-        """src [B, S] → the source memory."""
-        ...
-
-    def init_state(self, memory: SourceMemory) -> DecoderState:
-        """The decoder state before the first step (its tensors are reordered and dropped by the search)."""
-        ...
-
-    def next_log_probs(
-        self, tokens: Tensor, memory: SourceMemory, state: DecoderState, alignments: bool
-    ) -> tuple[Tensor, Tensor | None]:
-        """tokens [N] → float32 log-probabilities [N, V] and, if ``alignments``, the alignment [N, S]; advances
-        ``state``."""
-        ...
-
-
-class Stepper:
-    """One decoding session over a batch of rows (sentences × hypotheses): next-token log-probabilities
-    for the rows' last tokens, and the row bookkeeping beam search needs."""
-
-    def __init__(
-        self, model: Seq2Seq | Engine, memory: SourceMemory, incremental: bool = True, alignments: bool = False
-    ) -> None:
-        if not incremental and not isinstance(model, Seq2Seq):
-            raise UserError("the uncached (re-fed) search needs the torch engine")
-        self.model = model
-        self.memory = memory
-        self.incremental = incremental
-        self.alignments = alignments
-        self.state = model.init_state(memory) if incremental else None
-        self.prefix = memory.mask.new_zeros(memory.mask.size(0), 0, dtype=torch.long)  # [N, t] (re-fed mode)
-        self.attention_layers = (
-            sum(1 for layer in iter_layers(model.decoder) if layer.reads_source) if isinstance(model, Seq2Seq) else 0
-        )
-
-    def step(self, tokens: Tensor) -> tuple[Tensor, Tensor | None]:
-        """tokens [N] → log-probabilities [N, V] and, if asked, the alignment [N, S] of this step."""
-        if not isinstance(self.model, Seq2Seq):
-            assert self.state is not None
-            log_probs, alignment = self.model.next_log_probs(tokens, self.memory, self.state, self.alignments)
-            log_probs[:, PAD] = float("-inf")
-            log_probs[:, BOS] = float("-inf")
-            return log_probs, alignment
-        attention: list[Tensor] | None = [] if self.alignments else None
-        if self.incremental:
-            logits = self.model.decode_step(tokens, self.memory, self.state, attention)  # [N, V]
-        else:
-            self.prefix = torch.cat([self.prefix, tokens.unsqueeze(1)], dim=1)  # [N, t + 1]
-            logits = self.model.decode_full(self.prefix, self.memory, attention)[:, -1]  # [N, V]
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
-        log_probs[:, PAD] = float("-inf")
-        log_probs[:, BOS] = float("-inf")
-        if attention is None:
-            return log_probs, None
-        last = attention[-self.attention_layers :]  # this step's maps, one per source attention layer
-        alignment = torch.stack([a[:, :, -1].float().mean(1) for a in last]).mean(0)  # [N, S]
-        return log_probs, alignment
-
-    def reorder(self, index: Tensor) -> None:
-        """Row i continues the hypothesis of row ``index[i]`` of the same sentence."""
-        if self.state is not None:
-            self.state.reorder(index)
-        self.prefix = self.prefix.index_select(0, index)
-
-    def select(self, index: Tensor) -> None:
-        """Keep (or repeat) rows ``index`` of any sentences (e.g. drop finished sentences)."""
-        if self.state is not None:
-            self.state.select(index)
-        self.prefix = self.prefix.index_select(0, index)
-        self.memory = self.memory.select(index)
 
 
 def bar_eos(log_probs: Tensor, rows: Tensor) -> None:

@@ -1,6 +1,6 @@
 """Inference engines over export directories, for :class:`adlnmt.translator.Translator`.
 
-:class:`OnnxEngine` is an engine of :mod:`adlnmt.search` (``encode`` / ``init_state`` / ``next_log_probs``):
+:class:`OnnxEngine` is an :class:`~adlnmt.stepper.Engine` (``encode`` / ``init_state`` / ``next_log_probs``):
 the search's one batched greedy/beam algorithm drives ONNX Runtime sessions, and the decoder state stays a
 :class:`~adlnmt.layers.base.DecoderState` of torch tensors (shared with numpy, no copies), so beam reorders and
 dropped sentences are the same gathers as with PyTorch. :class:`CTranslate2Engine` hands whole batches to
