@@ -5,7 +5,7 @@
 
 For each server mode — cross-request batching (``--max-batch-sentences 32 --max-wait-ms 10``, the defaults) and
 one request at a time (``--max-batch-sentences 1 --max-wait-ms 0``) — it starts a real server on a free loopback
-port, warms it up, then for each client count runs that many asyncio (httpx) clients, each sending single-sentence
+port, warms it up, then for each client count runs that many asyncio (httpx2) clients, each sending single-sentence
 requests back to back until ``--requests`` requests are sent or ``--seconds`` have passed (both bound every level).
 It reports sentences/s, p50/p99 latency, errors (non-200 answers and transport errors), the mean batch size the
 server formed (from ``GET /health``) and the server's RSS (current and peak) after the level.
@@ -32,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = [ROOT.parent / "shared" / "data" / "multi30k", ROOT.parents[1] / "shared" / "data" / "multi30k"]
@@ -72,9 +72,9 @@ def start_server(model: Path, threads: int, flags: list[str]) -> tuple[subproces
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
         try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+            if httpx2.get(f"{url}/health", timeout=2).status_code == 200:
                 return process, url
-        except httpx.TransportError:
+        except httpx2.TransportError:
             time.sleep(0.2)
     process.kill()
     raise SystemExit(f"adlnmt serve did not start (exit status {process.poll()})")
@@ -86,8 +86,8 @@ async def level(url: str, sentences: list[str], clients: int, requests: int, sec
     latencies: list[float] = []
     errors: Counter[str] = Counter()
     deadline = time.monotonic() + seconds
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+    limits = httpx2.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx2.AsyncClient(timeout=300, limits=limits) as client:
 
         async def one_client() -> None:
             while time.monotonic() < deadline and (number := next(numbers)) < requests:
@@ -95,7 +95,7 @@ async def level(url: str, sentences: list[str], clients: int, requests: int, sec
                 started = time.perf_counter()
                 try:
                     reply = await client.post(f"{url}/translate", json=body)
-                except httpx.HTTPError as err:
+                except httpx2.HTTPError as err:
                     errors[type(err).__name__] += 1
                     continue
                 if reply.status_code != 200:
@@ -119,9 +119,9 @@ def run_mode(name: str, args: argparse.Namespace, sentences: list[str]) -> list[
     try:
         asyncio.run(level(url, sentences[-20:], 2, 20, 60, args.beam))  # warm-up (not reported)
         for clients in args.clients:
-            before = httpx.get(f"{url}/health").json()["batching"]
+            before = httpx2.get(f"{url}/health").json()["batching"]
             row = asyncio.run(level(url, sentences, clients, args.requests, args.seconds, args.beam))
-            after = httpx.get(f"{url}/health").json()["batching"]
+            after = httpx2.get(f"{url}/health").json()["batching"]
             batches = after["batches"] - before["batches"]
             row["mean_batch"] = (after["sentences"] - before["sentences"]) / batches if batches else float("nan")
             row["rss_mb"], row["peak_rss_mb"] = memory_mb(process.pid)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 import adlnmt
 
@@ -47,9 +47,9 @@ def running_server(model_dir: Path, *flags: str, log: Path | None = None) -> Ite
                 text = log.read_text() if log else ""
                 raise AssertionError(f"adlnmt serve exited with {process.returncode} before answering: {text}")
             try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                if httpx2.get(f"{url}/health", timeout=2).status_code == 200:
                     break
-            except httpx.TransportError:
+            except httpx2.TransportError:
                 pass
             assert time.monotonic() < deadline, "adlnmt serve did not answer /health within 120 s"
             time.sleep(0.2)

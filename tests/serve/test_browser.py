@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from serve.server import running_server
@@ -30,7 +30,7 @@ def browser():  # type: ignore[no-untyped-def]
 def test_translate_in_the_page(browser, serve_model: Path, test_lines: list[str], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     sentence = test_lines[1]
     with running_server(serve_model, log=tmp_path / "serve.log") as (_, url):
-        expected = httpx.post(f"{url}/translate", json={"text": [sentence], "beam": 4, "nbest": 3,
+        expected = httpx2.post(f"{url}/translate", json={"text": [sentence], "beam": 4, "nbest": 3,
                                                         "alignments": True}).json()["translations"][0]  # fmt: skip
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
         errors: list[str] = []

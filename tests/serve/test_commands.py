@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from adlnmt.cli import main
@@ -49,15 +49,15 @@ def test_a_signal_finishes_the_request_in_flight_then_exits(
 ) -> None:
     log = tmp_path / "serve.log"
     with running_server(serve_model, log=log) as (process, url):
-        replies: list[httpx.Response] = []
+        replies: list[httpx2.Response] = []
         request = threading.Thread(
             target=lambda: replies.append(
-                httpx.post(f"{url}/translate", json={"text": SLOW_TEXT, "beam": 8}, timeout=300)
+                httpx2.post(f"{url}/translate", json={"text": SLOW_TEXT, "beam": 8}, timeout=300)
             )
         )
         request.start()
         deadline = time.monotonic() + 30
-        while httpx.get(f"{url}/health").json()["batching"]["searching_sentences"] == 0:
+        while httpx2.get(f"{url}/health").json()["batching"]["searching_sentences"] == 0:
             assert time.monotonic() < deadline, "the request never reached the search"
             time.sleep(0.02)
         process.send_signal(stop)
