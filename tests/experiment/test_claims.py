@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adlnmt.experiment.claims import FAILS, HOLDS, MISSING, OPEN, Judge, speed_verdict, verdict
+from adlnmt.experiment.claims import FAILS, HOLDS, MISSING, OPEN, Judge, Judgement, measured, speed_verdict, verdict
 from adlnmt.experiment.grid import Claim, load_grid
 from adlnmt.experiment.runner import plan_runs
 
@@ -46,6 +46,14 @@ def test_verdicts(kind: str, difference: float | None, significant: set[str], ex
 )
 def test_speed_verdicts(ratios: dict[int, float], expected: str) -> None:
     assert speed_verdict(claim("faster", ratio=4.0), ratios) == expected
+
+
+def test_a_speed_claim_measures_the_seed_pairs_ratios_not_the_ratio_of_mean_speeds() -> None:
+    # A: 10 and 40 sent/s, B: 20 and 20 (each pair timed in its own session): pairs ×0.5 and ×2, means ×1.25
+    judged = Judgement(claim("faster", ratio=4.0), (1, 2), (25.0, 21.2), (20.0, 0.0), {}, {}, FAILS, {1: 0.5, 2: 2.0})
+    assert measured(judged) == "×1.00"
+    assert measured(Judgement(claim("faster"), (), (None, None), (None, None), {}, {}, MISSING)) == "–"
+    assert measured(Judgement(claim("close"), (1,), (39.07, None), (39.27, None), {1: 0.1}, {1: "b"}, OPEN)) == "-0.20"
 
 
 def test_speeds_timed_on_different_processors_are_not_compared(tmp_path: Path) -> None:

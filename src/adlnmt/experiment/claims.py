@@ -18,6 +18,7 @@ The verdicts are computed from the results every time the report is written, nev
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,11 +140,12 @@ def relation(claim: Claim) -> str:
 
 
 def measured(j: Judgement) -> str:
-    """The measured difference: A − B, or A / B for a speed claim."""
+    """The measured difference: A − B, or for a speed claim the geometric mean of A / B over the seed pairs (each
+    timed on one processor; a ratio of the mean speeds would mix timings of different sessions)."""
+    if j.claim.kind == "faster":
+        return f"×{statistics.geometric_mean(j.ratios.values()):.2f}" if j.ratios else "–"
     a, b = j.first[0], j.second[0]
-    if a is None or b is None:
-        return "–"
-    return f"×{a / b:.2f}" if j.claim.kind == "faster" else f"{a - b:+.2f}"
+    return "–" if a is None or b is None else f"{a - b:+.2f}"
 
 
 def _tests(j: Judgement) -> str:
@@ -203,8 +205,8 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
         "every seed pair timed on one processor reaches the ratio and does not hold when none does. Anything else: "
         "inconclusive at this scale. A verdict from fewer seeds than planned says so and may change.",
         "",
-        "| claim | tested as (A vs B) | metric | A vs B | A − B (A / B for speed) | p per seed (speed: A / B) "
-        "| verdict |",
+        "| claim | tested as (A vs B) | metric | A vs B | A − B (speed: geometric mean of A / B) "
+        "| p per seed (speed: A / B) | verdict |",
         "|---|---|---|---|---:|---|---|",
         *(_line(j, len(grid.seeds)) for j in judgements),
     ]
