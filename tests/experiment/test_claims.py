@@ -8,7 +8,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adlnmt.experiment.claims import FAILS, HOLDS, MISSING, OPEN, Judge, Judgement, measured, speed_verdict, verdict
+from adlnmt.experiment.claims import (
+    FAILS,
+    HOLDS,
+    MISSING,
+    OPEN,
+    Judge,
+    Judgement,
+    measured,
+    relation,
+    speed_verdict,
+    verdict,
+)
 from adlnmt.experiment.grid import Claim, load_grid
 from adlnmt.experiment.runner import plan_runs
 
@@ -33,6 +44,14 @@ def claim(kind: str, tolerance: float = 0.0, ratio: float = 1.0) -> Claim:
 )
 def test_verdicts(kind: str, difference: float | None, significant: set[str], expected: str) -> None:
     assert verdict(claim(kind, 0.5), difference, significant) == expected
+
+
+def test_a_close_claim_with_no_tolerance_means_not_worse() -> None:
+    # "Neither modification increased BLEU": A ≥ B; a significantly better B refutes it, a tie does not
+    assert relation(claim("close")) == "A ≥ B" and relation(claim("close", 0.5)) == "A ≥ B − 0.5"
+    assert verdict(claim("close"), 0.0, set()) == HOLDS
+    assert verdict(claim("close"), -0.1, {"b"}) == FAILS
+    assert verdict(claim("close"), -0.1, set()) == OPEN
 
 
 @pytest.mark.parametrize(

@@ -135,7 +135,7 @@ def relation(claim: Claim) -> str:
     if claim.kind == "better":
         return f"{claim.first} > {claim.second}"
     if claim.kind == "close":
-        return f"{claim.first} ≥ {claim.second} − {claim.tolerance:g}"
+        return f"{claim.first} ≥ {claim.second}" + (f" − {claim.tolerance:g}" if claim.tolerance else "")
     return f"{claim.first} ≥ {claim.ratio:g} × {claim.second}"
 
 
