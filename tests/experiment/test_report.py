@@ -1,5 +1,5 @@
 """The report's comparison with the paper (Spearman's rank correlation of our scores with the published ones) and
-its note on the processors the speeds were measured on."""
+its note on the processors the speeds were measured on, and its times kept apart per kind of device."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from adlnmt.experiment.report import paper_agreement, ranks, timing_processors
+from adlnmt.experiment.report import paper_agreement, ranks, time_cell, time_mean, timing_processors
 from adlnmt.experiment.rows import Row
 
 
@@ -48,3 +48,23 @@ def test_runs_timed_on_different_processors_are_listed() -> None:
     assert timing_processors([Row("a", [run(1, "AVX2"), run(2, "AVX2")], 2), Row("b", [run(1, "AVX2")], 2)]) == ""
     note = timing_processors([Row("a", [run(1, "AVX2"), run(2, "AVX512")], 2), Row("b", [run(1, "AVX2", "cuda")], 2)])
     assert note.endswith("AMD EPYC (AVX2): a seed 1; AMD EPYC (AVX512): a seed 2; NVIDIA H100: b seed 1.")
+
+
+def timed_run(minutes: float, device: str, retimed_on: str | None = None) -> dict:
+    def machine(on: str) -> dict:
+        return {"device": on, "device_name": "NVIDIA H200", "cpu": "AMD EPYC", "cpu_capability": "AVX512"}
+
+    run = {"train_minutes": minutes, "provenance": {"machine": machine(device)}}
+    return {**run, "retimed": {"machine": machine(retimed_on)}} if retimed_on else run
+
+
+def test_times_average_within_one_kind_of_device_only() -> None:
+    cpu_only = Row("a", [timed_run(60.0, "cpu"), timed_run(80.0, "cpu")], 2)
+    assert time_cell(cpu_only, ("train_minutes",), 1, timed=False) == "70.0"
+    assert time_mean(cpu_only, ("train_minutes",), timed=False) == 70.0
+    mixed = Row("b", [timed_run(90.0, "cpu"), timed_run(3.0, "cuda:0"), timed_run(2.0, "cuda:0")], 3)
+    assert time_cell(mixed, ("train_minutes",), 1, timed=False) == "90.0 (CPU) / 2.5 (NVIDIA H200)"
+    assert time_mean(mixed, ("train_minutes",), timed=False) is None  # no mean of a CPU's and a GPU's minutes
+    # a decoding speed counts where it was last timed: a GPU-trained run retimed on the CPU is a CPU timing
+    retimed = Row("c", [timed_run(90.0, "cpu"), timed_run(3.0, "cuda:0", retimed_on="cpu")], 2)
+    assert len(retimed.by_device(timed=True)) == 1 and len(retimed.by_device(timed=False)) == 2

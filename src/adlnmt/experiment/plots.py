@@ -118,8 +118,12 @@ def length_scores(grid: Grid, rows: list[Row], test: str, path: Path) -> Path:
 def decode_times(grid: Grid, rows: list[Row], test: str, path: Path) -> Path:
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(6.5, 4.2))
-    for index, row in enumerate(rows):
-        axis.plot(*_buckets(row, test, lambda b: b["ms_per_sentence"]), label=row.name, **_style(index, len(rows)))
+    lines = []  # (label, runs): a variant timed on several kinds of device gets one line per kind
+    for row in rows:
+        groups = row.by_device(timed=True)
+        lines += [(row.name if len(groups) == 1 else f"{row.name} ({kind})", runs) for kind, runs in groups]
+    for index, (label, runs) in enumerate(lines):
+        axis.plot(*_buckets(runs, test, lambda b: b["ms_per_sentence"]), label=label, **_style(index, len(lines)))
     t = grid.translate
     axis.set_title(f"decoding time per sentence ({test}, beam {t['beam']}, batch {t['batch_size']})")
     axis.set_xlabel("source length in words (sentences)")

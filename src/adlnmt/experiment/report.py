@@ -18,7 +18,7 @@ from typing import Any
 from adlnmt.experiment.convergence import convergence_note, convergence_table
 from adlnmt.experiment.grid import Grid
 from adlnmt.experiment.plots import SHORT, make_plots
-from adlnmt.experiment.rows import Row, collect
+from adlnmt.experiment.rows import Row, collect, device_kind, run_machine
 from adlnmt.experiment.runner import Run, fingerprint, last_lines, read_json, write_json
 
 SIGNIFICANT = 0.05
@@ -124,12 +124,26 @@ def markdown_table(grid: Grid, rows: list[Row]) -> str:
         cells += [
             cell(row.values("best_valid_ppl")),
             cell(row.values("updates"), 0, spread=False),
-            cell(row.values("train_minutes"), 1, spread=False),
-            cell(row.values("tests", speed_test, "sentences_per_s"), 1, spread=False),
-            cell(row.values("tests", speed_test, "tokens_per_s"), 0, spread=False),
+            time_cell(row, ("train_minutes",), 1, timed=False),
+            time_cell(row, ("tests", speed_test, "sentences_per_s"), 1, timed=True),
+            time_cell(row, ("tests", speed_test, "tokens_per_s"), 0, timed=True),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def time_cell(row: Row, path: tuple[str, ...], digits: int, timed: bool) -> str:
+    """The mean time or speed at ``path`` over the row's runs; one mean per device kind, each labelled, where the runs
+    trained (``timed``: were timed) on more than one."""
+    groups = row.by_device(timed)
+    if len(groups) <= 1:
+        return cell(row.values(*path), digits, spread=False)
+    return " / ".join(f"{cell(runs.values(*path), digits, spread=False)} ({kind})" for kind, runs in groups)
+
+
+def time_mean(row: Row, path: tuple[str, ...], timed: bool) -> float | None:
+    """The mean time or speed at ``path``, or None where the runs span device kinds (no mean across them)."""
+    return mean_std(row.values(*path))[0] if len(row.by_device(timed)) <= 1 else None
 
 
 def _count(parameters: int) -> str:
@@ -165,9 +179,9 @@ def csv_table(grid: Grid, rows: list[Row]) -> str:
                 line += [_number(mark.get("p_max")), mark.get("significant", "")]
         line += [_number(published[row.name].get(column)) for column in paper_columns(grid)]
         line += [_number(v) for v in mean_std(row.values("best_valid_ppl"))]
-        line += [_number(mean_std(row.values(key))[0]) for key in ("updates", "train_minutes")]
+        line += [_number(mean_std(row.values("updates"))[0]), _number(time_mean(row, ("train_minutes",), False))]
         for test in grid.tests:
-            line += [_number(mean_std(row.values("tests", test.name, key))[0])
+            line += [_number(time_mean(row, ("tests", test.name, key), True))
                      for key in ("sentences_per_s", "tokens_per_s", "decode_seconds")]  # fmt: skip
         writer.writerow(line)
     return buffer.getvalue()
@@ -176,9 +190,9 @@ def csv_table(grid: Grid, rows: list[Row]) -> str:
 def timed_on(result: dict[str, Any]) -> str:
     """The processor a run's speed was measured on, last (``--retime``) or when it finished: speeds compare only
     between runs timed on the same one (the VM's host may change between sessions)."""
-    machine = result.get("retimed", {}).get("machine") or result.get("provenance", {}).get("machine", {})
+    machine = run_machine(result, timed=True)
     if machine.get("device", "cpu") != "cpu":
-        return str(machine.get("device_name", "?"))
+        return device_kind(machine)
     return f"{machine.get('cpu', '?')} ({machine.get('cpu_capability', '?')})"
 
 
@@ -212,6 +226,7 @@ def runs_csv(grid: Grid, rows: list[Row]) -> str:
     header = ["variant", "seed", "parameters", "updates", "best_update", "train_minutes", "best_valid_ppl"]
     header += [f"{t.name}.{m}" for t in grid.tests for m in grid.metrics]
     header += [f"{t.name}.{k}" for t in grid.tests for k in ("sentences_per_s", "tokens_per_s")]
+    header += ["trained_on", "timed_on"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -221,6 +236,7 @@ def runs_csv(grid: Grid, rows: list[Row]) -> str:
             line += [_number(r["train_minutes"]), _number(r["best_valid_ppl"])]
             line += [_number(r["tests"][t.name]["scores"][m]) for t in grid.tests for m in grid.metrics]
             line += [_number(r["tests"][t.name][k]) for t in grid.tests for k in ("sentences_per_s", "tokens_per_s")]
+            line += [device_kind(run_machine(r)), timed_on(r)]
             writer.writerow(line)
     return buffer.getvalue()
 

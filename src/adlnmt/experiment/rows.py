@@ -28,6 +28,26 @@ class Row:
             found.append(value)
         return found
 
+    def by_device(self, timed: bool = False) -> list[tuple[str, Row]]:
+        """This row's runs grouped by the kind of device they trained on (``timed``: the one their decoding speed was
+        last measured on), as (kind, row of those runs): a CPU's minutes and a GPU's do not average."""
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for result in self.results:
+            groups.setdefault(device_kind(run_machine(result, timed)), []).append(result)
+        return [(kind, Row(self.name, results, self.total)) for kind, results in groups.items()]
+
+
+def run_machine(result: dict[str, Any], timed: bool = False) -> dict[str, Any]:
+    """The machine record of the run's training, or (``timed``) of its last decoding-speed measurement (``--retime``
+    or, when not retimed, the one it finished on)."""
+    trained = result.get("provenance", {}).get("machine", {})
+    return (result.get("retimed", {}).get("machine") or trained) if timed else trained
+
+
+def device_kind(machine: dict[str, Any]) -> str:
+    """'CPU', or the GPU's name."""
+    return "CPU" if machine.get("device", "cpu") == "cpu" else str(machine.get("device_name", "GPU"))
+
 
 def collect(grid: Grid, runs: list[Run]) -> list[Row]:
     """One row per variant of ``grid``, in grid order, of the results of its ``runs``."""
