@@ -54,3 +54,23 @@ def test_batch_norm_statistics_come_from_real_positions_only() -> None:
 def test_batch_norm_is_rejected_in_the_decoder_with_the_reason() -> None:
     with pytest.raises(ADLError, match="leak the future"):
         build_chain("res(norm -> bnorm)", Side.DECODER, 8)
+
+
+def test_batch_norm_keeps_fp32_statistics_under_bf16_autocast() -> None:
+    """Under autocast the layer before bnorm gives bf16 (a convolution in COMET's unit); the statistics, the running
+    averages and the normalisation stay fp32, as layer norm's do (this failed on the H200 before)."""
+    layer = build_chain("linear -> bnorm", Side.ENCODER, 8, ModelOptions(d_model=8, heads=1)).train()
+    x = torch.randn(2, 5, 8)
+    mask = lengths_mask([5, 3], 5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = layer(x, Context(mask=mask))
+        hidden = layer.layers[0](x, Context(mask=mask))  # the bf16 input bnorm saw
+    assert hidden.dtype == torch.bfloat16 and out.dtype == torch.float32
+    real = hidden[mask].float()
+    expected = (real - real.mean(0)) / (real.var(0, unbiased=False) + 1e-5).sqrt()
+    assert torch.allclose(out[mask], expected, atol=1e-4)
+    norm = layer.layers[1].norm
+    assert norm.running_mean.dtype == torch.float32
+    assert torch.allclose(norm.running_mean, 0.1 * real.mean(0), atol=1e-6)
+    out.sum().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in layer.parameters())

@@ -32,7 +32,8 @@ class MaskedBatchNorm(nn.Module):
     """Batch norm whose statistics come from real (non-padding) positions only.
 
     Training: y = g ⊗ (h − μ_B) / √(σ²_B + ε) + b, with μ_B, σ²_B over all real positions of the
-    batch, and running averages updated with ``momentum``; evaluation uses the running averages.
+    batch, and running averages updated with ``momentum``; evaluation uses the running averages. Computed in fp32
+    (under bf16/fp16 autocast too, as layer norm is).
     """
 
     def __init__(self, width: int, eps: float = 1e-5, momentum: float = 0.1) -> None:
@@ -46,6 +47,7 @@ class MaskedBatchNorm(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
         # x: [B, T, D]; mask: [B, T] True at real positions
+        x = x.float()  # no-op in fp32; under autocast the statistics must match the fp32 running averages
         if self.training:
             real = x.reshape(-1, x.size(-1)) if mask is None else x[mask]  # [N, D]
             if real.size(0) > 1:
