@@ -45,6 +45,13 @@ def test_data_is_prepared_once_per_set_of_options_and_checked(demo_data: Path, t
         prepare_data(other, out, log=lambda _: None)
 
 
+def test_data_reached_through_a_link_is_prepared_once(demo_data: Path, tmp_path: Path) -> None:
+    (tmp_path / "linked").symlink_to(demo_data / "corpus")
+    grid = load_grid(grid_at(tmp_path, tmp_path / "linked", 150))
+    dirs = prepare_data(grid, tmp_path / "out", log=lambda _: None)
+    assert prepare_data(grid, tmp_path / "out", log=pytest.fail) == dirs  # the manifest's resolved paths match
+
+
 def test_a_test_set_with_misaligned_files_is_an_error(demo_data: Path, tmp_path: Path) -> None:
     check_inputs(load_grid(grid_at(tmp_path, demo_data / "corpus", 150)))
     (tmp_path / "short.tgt").write_text("one line\n")
@@ -53,12 +60,16 @@ def test_a_test_set_with_misaligned_files_is_an_error(demo_data: Path, tmp_path:
         check_inputs(grid)
 
 
-def test_fingerprints_do_not_depend_on_where_the_tree_lies(tmp_path: Path) -> None:
+def test_fingerprints_do_not_depend_on_where_the_tree_or_its_data_lies(tmp_path: Path) -> None:
     for name in ("first", "second/deeper"):
         root = tmp_path / name
-        (root / "corpus").mkdir(parents=True)
+        root.mkdir(parents=True)
+        corpus = root / "corpus" if name == "first" else tmp_path / "elsewhere"  # second: reached through a link
+        corpus.mkdir()
+        if name != "first":
+            (root / "corpus").symlink_to(corpus)
         for file in ("a.src", "a.tgt", "t.src", "t.tgt"):
-            (root / "corpus" / file).write_text("x\n")
+            (corpus / file).write_text("x\n")
         grid = {"name": "g", "test": [{"name": "t", "src": "corpus/t.src", "ref": "corpus/t.tgt"}],
                 "data": {"train_src": "corpus/a.src", "train_tgt": "corpus/a.tgt", "valid_src": "corpus/a.src",
                          "valid_tgt": "corpus/a.tgt"},

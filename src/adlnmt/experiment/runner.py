@@ -157,7 +157,8 @@ def _manifest_differences(manifest: dict[str, Any], arguments: dict[str, Any]) -
               "model_type": manifest.get("model_type")}  # fmt: skip
     defaults = {"vocab_size": 8000, "joint": True, "model_type": "bpe", "max_len": 250, "max_ratio": 3.0,
                 "source_markers": False}  # fmt: skip
-    wanted = {**defaults, **{k: str(v) if isinstance(v, Path) else v for k, v in arguments.items()}}
+    # the manifest records the files prepare() read, links followed
+    wanted = {**defaults, **{k: str(v.resolve()) if isinstance(v, Path) else v for k, v in arguments.items()}}
     return [key for key, value in wanted.items() if stored.get(key) != value]
 
 
@@ -196,8 +197,9 @@ def default_results(grid: Grid) -> Path:
 
 
 def _portable(path: Path, grid: Grid) -> str:
-    """A path as fingerprints see it: relative to the grid file's folder, the same in every clone."""
-    return Path(os.path.relpath(Path(path).resolve(), grid.path.parent.resolve())).as_posix()
+    """A path as fingerprints see it: relative to the grid file's folder, the same in every clone. Lexical (symbolic
+    links not followed): data reached through a link, e.g. ``../shared`` pointing to another disk, is the same data."""
+    return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(grid.path.parent))).as_posix()
 
 
 def _evaluation(grid: Grid) -> dict[str, Any]:

@@ -70,11 +70,12 @@ class Reader:
         return value.strip()
 
     def path_value(self, value: Any, where: str) -> Path:
-        """An absolute path: ``~`` and ``$VARS`` expanded, relative to the file's directory."""
+        """An absolute path: ``~`` and ``$VARS`` expanded, relative to the file's directory, ``..`` folded lexically
+        (symbolic links kept: the runs' fingerprints name the data by the path the grid gives)."""
         if not isinstance(value, str) or not value.strip():
             self.fail(where, f"expected a file path, got {show(value)}")
         path = Path(os.path.expandvars(os.path.expanduser(value.strip())))
-        return (path if path.is_absolute() else self.path.parent / path).resolve()
+        return Path(os.path.abspath(path if path.is_absolute() else self.path.parent / path))
 
     def positive_ints(self, value: Any, where: str, increasing: bool = False) -> tuple[int, ...]:
         if not isinstance(value, list) or not value:
