@@ -6,7 +6,9 @@
 - causality (decoder): changing later target positions leaves earlier outputs unchanged;
 - incremental decoding: step-by-step output equals the full masked forward pass, also after the
   states were reordered as beam search does and after sentences were dropped from the batch;
-- gradients reach every parameter.
+- gradients reach every parameter;
+- low precision: under bf16 autocast, on the bf16 input a preceding layer gives there, training forward and backward
+  run, with a finite output and gradients to every parameter (fp32 buffers updated from bf16 values fail here).
 """
 
 from __future__ import annotations
@@ -205,12 +207,26 @@ def check_gradients(setup: Setup) -> None:
     assert x.grad is not None and x.grad.abs().sum() > 0
 
 
+def check_low_precision(setup: Setup) -> None:
+    torch.manual_seed(5)
+    setup.layer.train()
+    x = torch.randn(3, 6, setup.d_in).to(torch.bfloat16).requires_grad_()
+    memory = make_memory(setup, 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = full(setup, x, lengths_mask([6, 5, 3], 6), memory)
+    assert torch.isfinite(out.float()).all(), "non-finite output under bf16 autocast"
+    (out.float() * torch.randn(out.shape)).sum().backward()
+    for name, param in setup.layer.named_parameters():
+        assert param.grad is not None and torch.isfinite(param.grad).all(), f"no finite bf16 gradient for {name}"
+
+
 def check_contract(adl: str, side: Side, **kwargs) -> Setup:
     """Every check that applies to ``adl`` on ``side``."""
     setup = build(adl, side, **kwargs)
     check_width(setup)
     check_padding_invariance(setup)
     check_gradients(setup)
+    check_low_precision(setup)
     if side is Side.DECODER:
         check_causality(setup)
         check_incremental(setup)

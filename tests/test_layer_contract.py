@@ -8,7 +8,14 @@ from torch import Tensor, nn
 
 from adlnmt.adl.registry import Side
 from adlnmt.layers.base import Context, Layer
-from layer_contract import Setup, check_causality, check_gradients, check_incremental, check_padding_invariance
+from layer_contract import (
+    Setup,
+    check_causality,
+    check_gradients,
+    check_incremental,
+    check_low_precision,
+    check_padding_invariance,
+)
 
 
 class _Broken(Layer):
@@ -50,6 +57,19 @@ class ReordersNothing(_Broken):
         return self.linear(self.total)
 
 
+class KeepsAnFp32Average(_Broken):
+    """Updates an fp32 running average from its (bf16, under autocast) input, as bnorm did before 0f41c27."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("average", torch.zeros(4))
+
+    def forward(self, x: Tensor, ctx: Context) -> Tensor:
+        with torch.no_grad():
+            self.average.lerp_(x.mean((0, 1)), 0.1)
+        return self.linear(x) + self.unused(x)
+
+
 def setup(layer: Layer, side: Side = Side.DECODER) -> Setup:
     return Setup(layer, side, 4, 4, 3)
 
@@ -77,3 +97,8 @@ def test_state_outside_the_decoder_state_is_caught_by_reordering() -> None:
 def test_unreached_parameter_is_caught() -> None:
     with pytest.raises(AssertionError, match="no gradient reaches unused"):
         check_gradients(setup(ForgetsItsState(), Side.ENCODER))
+
+
+def test_low_precision_failure_is_caught() -> None:
+    with pytest.raises(RuntimeError, match="expected dtype float"):
+        check_low_precision(setup(KeepsAnFp32Average(), Side.ENCODER))
