@@ -31,6 +31,14 @@ def _style(index: int, count: int) -> dict[str, Any]:
     return {"color": colours(index % colours.N), "marker": "os^vDP*Xhp<>"[index % 12], "markersize": 4}
 
 
+def _legend(axis: Any, lines: int) -> None:
+    """Inside the axes for a few lines; beside them, where it hides no data, for more than 10."""
+    if lines <= 10:
+        axis.legend(fontsize="small")
+    else:
+        axis.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+
+
 def _mean(values: list[float | None]) -> float:
     found = [v for v in values if v is not None and not math.isnan(v)]
     return statistics.fmean(found) if found else math.nan
@@ -56,7 +64,7 @@ def _buckets(row: Row, test: str, value: Any) -> tuple[list[str], list[float]]:
 def _save(figure: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")  # a legend beside the axes included
     _pyplot().close(figure)
     return path
 
@@ -85,7 +93,7 @@ def valid_curves(grid: Grid, rows: list[Row], path: Path) -> Path:
             axis.set_yscale("log")
             for axis_format in (axis.yaxis.set_major_formatter, axis.yaxis.set_minor_formatter):
                 axis_format(FuncFormatter(lambda value, _: f"{value:g}"))
-    axes[0][-1].legend(fontsize="small")
+    _legend(axes[0][-1], len(rows))
     figure.suptitle(f"{grid.name}: training curves (mean over seeds; circles: each run's best checkpoint)")
     return _save(figure, path)
 
@@ -111,17 +119,17 @@ def length_scores(grid: Grid, rows: list[Row], test: str, path: Path) -> Path:
     for axis in axes[0]:
         axis.set_xlabel("source length in words (sentences)")
         axis.grid(alpha=0.3)
-        axis.legend(fontsize="small")
+        _legend(axis, len(rows))
     return _save(figure, path)
 
 
 def decode_times(grid: Grid, rows: list[Row], test: str, path: Path) -> Path:
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(6.5, 4.2))
-    lines = []  # (label, runs): a variant timed on several kinds of device gets one line per kind
-    for row in rows:
-        groups = row.by_device(timed=True)
-        lines += [(row.name if len(groups) == 1 else f"{row.name} ({kind})", runs) for kind, runs in groups]
+    # one line per variant and kind of device it was timed on, labelled with the kind where the figure has several
+    groups = [(row.name, kind, runs) for row in rows for kind, runs in row.by_device(timed=True)]
+    several = len({kind for _, kind, _ in groups}) > 1
+    lines = [(f"{name} ({kind})" if several else name, runs) for name, kind, runs in groups]
     for index, (label, runs) in enumerate(lines):
         axis.plot(*_buckets(runs, test, lambda b: b["ms_per_sentence"]), label=label, **_style(index, len(lines)))
     t = grid.translate
@@ -129,7 +137,7 @@ def decode_times(grid: Grid, rows: list[Row], test: str, path: Path) -> Path:
     axis.set_xlabel("source length in words (sentences)")
     axis.set_ylabel("ms per sentence")
     axis.grid(alpha=0.3)
-    axis.legend(fontsize="small")
+    _legend(axis, len(lines))
     return _save(figure, path)
 
 
