@@ -195,27 +195,29 @@ def check_incremental(setup: Setup, steps: int = 9) -> None:
     assert torch.allclose(stepped, expected, atol=ATOL), "selected state differs from re-run history"
 
 
-def check_gradients(setup: Setup) -> None:
-    torch.manual_seed(4)
+def training_pass(setup: Setup, seed: int, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+    """One forward and backward pass in training mode on a random ``dtype`` input (bf16: under bf16 autocast, as a
+    preceding autocast layer hands it on), with the output weighted at random; (input, output)."""
+    torch.manual_seed(seed)
     setup.layer.train()
-    x = torch.randn(3, 6, setup.d_in, requires_grad=True)
+    x = torch.randn(3, 6, setup.d_in).to(dtype).requires_grad_()
     memory = make_memory(setup, 3)
-    out = full(setup, x, lengths_mask([6, 5, 3], 6), memory)
-    (out * torch.randn_like(out)).sum().backward()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+        out = full(setup, x, lengths_mask([6, 5, 3], 6), memory)
+    (out.float() * torch.randn(out.shape)).sum().backward()
+    return x, out
+
+
+def check_gradients(setup: Setup) -> None:
+    x, _ = training_pass(setup, seed=4)
     for name, param in setup.layer.named_parameters():
         assert param.grad is not None and param.grad.abs().sum() > 0, f"no gradient reaches {name}"
     assert x.grad is not None and x.grad.abs().sum() > 0
 
 
 def check_low_precision(setup: Setup) -> None:
-    torch.manual_seed(5)
-    setup.layer.train()
-    x = torch.randn(3, 6, setup.d_in).to(torch.bfloat16).requires_grad_()
-    memory = make_memory(setup, 3)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = full(setup, x, lengths_mask([6, 5, 3], 6), memory)
+    _, out = training_pass(setup, seed=5, dtype=torch.bfloat16)
     assert torch.isfinite(out.float()).all(), "non-finite output under bf16 autocast"
-    (out.float() * torch.randn(out.shape)).sum().backward()
     for name, param in setup.layer.named_parameters():
         assert param.grad is not None and torch.isfinite(param.grad).all(), f"no finite bf16 gradient for {name}"
 
