@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import yaml
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import load_grid
-from adlnmt.experiment.runner import check_inputs, plan_runs, prepare_data, running_order
+from adlnmt.experiment.runner import check_inputs, plan_runs, prepare_data, running_order, write_json, write_spec
 
 
 def grid_at(tmp_path: Path, corpus: Path, vocab_size: int, ref: str = "test.tgt") -> Path:
@@ -105,3 +106,53 @@ def test_runs_stopped_part_way_run_first_and_the_rest_seed_by_seed(tmp_path: Pat
     (runs[2].model_dir / "checkpoints" / "update-0000200.safetensors").write_bytes(b"")
     assert [r.label for r in running_order(runs)] == ["c seed 1", "a seed 2", "a seed 1", "b seed 1", "b seed 2",
                                                        "c seed 2"]  # fmt: skip
+
+
+def small_grid(tmp_path: Path, **extra: object) -> Path:
+    (tmp_path / "c").mkdir(exist_ok=True)
+    for file in ("a.src", "a.tgt", "b.src", "b.tgt"):
+        (tmp_path / "c" / file).write_text("x\n")
+    grid = {"name": "g", "test": [{"name": "t", "src": "c/a.src", "ref": "c/a.tgt"}], "metrics": ["bleu"],
+            "data": {"train_src": "c/a.src", "train_tgt": "c/a.tgt", "valid_src": "c/a.src", "valid_tgt": "c/a.tgt"},
+            "variants": [{"name": "a", "preset": "transformer-small"}],
+            "scales": {"cpu": {"train": {"d_model": 32, "heads": 4, "max_updates": 3000, "patience": 3}}},
+            **extra}  # fmt: skip
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    return path
+
+
+def test_an_added_evaluation_keeps_the_fingerprints_and_is_run_by_new_evaluations(tmp_path: Path) -> None:
+    before = plan_runs(load_grid(small_grid(tmp_path), "cpu"), tmp_path / "out")
+    added = {"since": "2026-11-26", "test": [{"name": "u", "src": "c/b.src", "ref": "c/b.tgt"}], "metrics": ["chrf"]}
+    grid = load_grid(small_grid(tmp_path, added_evaluation=added), "cpu")
+    after = plan_runs(grid, tmp_path / "out")
+    assert [r.fingerprint for r in after] == [r.fingerprint for r in before]  # committed runs stay finished
+    assert [t.name for t in grid.tests] == ["t", "u"] and grid.metrics == ("bleu", "chrf")
+    write_spec(grid, after[0], tmp_path / "data", "cpu", 1)
+    spec = json.loads((after[0].dir / "run.json").read_text())
+    assert [t["name"] for t in spec["tests"]] == ["t", "u"] and spec["metrics"] == ["bleu", "chrf"]  # scored on all
+    again = {**added, "metrics": ["bleu"]}
+    with pytest.raises(UserError, match=r"added_evaluation.metrics: 'bleu' is already in 'metrics'"):
+        load_grid(small_grid(tmp_path, added_evaluation=again), "cpu")
+
+
+@pytest.mark.parametrize(("updates", "finished"), [(2800, True), (3000, False)])
+def test_a_run_early_stopped_under_an_earlier_cap_stands_one_that_reached_it_does_not(
+    tmp_path: Path, updates: int, finished: bool
+) -> None:
+    old = plan_runs(load_grid(small_grid(tmp_path), "cpu"), tmp_path / "out")[0]
+    write_json(old.archive / "result.json", {"fingerprint": old.fingerprint, "updates": updates, "tests": {}})
+    raw = yaml.safe_load((tmp_path / "grid.yaml").read_text())
+    raw["scales"]["cpu"]["train"]["max_updates"] = 6000
+    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(raw))
+    assert plan_runs(load_grid(tmp_path / "grid.yaml", "cpu"), tmp_path / "out")[0].finished_in() is None  # no claim
+    raw["scales"]["cpu"]["earlier_max_updates"] = [3000]
+    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(raw))
+    run = plan_runs(load_grid(tmp_path / "grid.yaml", "cpu"), tmp_path / "out")[0]
+    assert run.fingerprint != old.fingerprint
+    assert (run.finished_in() == run.archive) is finished
+    raw["scales"]["cpu"]["earlier_max_updates"] = [6000]
+    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(UserError, match=r"earlier_max_updates: earlier caps must lie below"):
+        load_grid(tmp_path / "grid.yaml", "cpu")

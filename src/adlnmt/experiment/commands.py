@@ -136,7 +136,7 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
           f"(skipped), {len(pending)} to run ({resumed} resumed first), {args.jobs} at a time with {threads} thread(s) "
           f"each; output {out}",
           flush=True)  # fmt: skip
-    return execute(pending, args.jobs, threads)
+    return execute(pending, args.jobs, threads, decode_alone=not args.decode_beside_training)
 
 
 def exit_status(outcomes: list[Outcome]) -> int:
@@ -213,6 +213,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--variants", help="run only these variants (comma-separated names); the report has all")
     parser.add_argument("--seeds", help="run only these seeds (comma-separated), e.g. 1")
     parser.add_argument("--dry-run", action="store_true", help="check the grid, list the runs and their state")
+    parser.add_argument(
+        "--decode-beside-training",
+        action="store_true",
+        help="with --jobs > 1: translate the test sets without stopping the other runs (faster on a GPU; the speeds "
+        "are then taken beside their training, recorded as such, and --retime can measure them again)",
+    )
     parser.add_argument("--report-only", action="store_true", help="only rebuild tables, plots and report.md")
     parser.add_argument(
         "--retime",

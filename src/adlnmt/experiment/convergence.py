@@ -1,9 +1,12 @@
 """Whether each finished run converged, read from its validation curve (the report's "Convergence" table).
 
 A run converged when early stopping ended it: ``patience`` validations after the best checkpoint found no better
-one. A run that reached its update cap first converged only if its last ``patience`` validations lie within
-``PLATEAU`` (relative) of the best; otherwise its row says whether it was still improving (the best checkpoint was
-the last one) or past its best (worse validations after it, fewer than ``patience``, beyond the plateau).
+one. A run that reached its update cap first converged only if at least ``MIN_AFTER_BEST`` validations followed
+its best checkpoint and its last ``patience`` validations lie within ``PLATEAU`` (relative) of the best. A run
+whose best checkpoint is its last has not shown convergence, whatever its curve (before 2026-11-26 the plateau test
+passed such a run by construction: its best lies among its last validations). Otherwise the row says whether it was
+still improving (the best checkpoint was the last one) or past its best (worse validations after it, fewer than
+``patience``, beyond the plateau or too few).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from adlnmt.experiment.rows import Row
 from adlnmt.train.config import TrainConfig
 
 PLATEAU = 0.02  # the last validations within 2 % of the best perplexity
+MIN_AFTER_BEST = 2  # validations after the best that a run stopped by its cap needs to show a plateau
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ def judge(result: dict[str, Any], train: dict[str, Any]) -> Convergence:
     after = [point["valid_ppl"] for point in curve if point["update"] > best["update"]]
     early_stop = patience > 0 and len(after) >= patience
     tail = [point["valid_ppl"] for point in curve[-max(patience, 1) :]]
-    plateau = max(tail) <= best["valid_ppl"] * (1 + PLATEAU)
+    plateau = len(after) >= MIN_AFTER_BEST and max(tail) <= best["valid_ppl"] * (1 + PLATEAU)
     return Convergence(best["update"], best["valid_ppl"], curve[-1]["update"], after,
                        "early stop" if early_stop else "update cap", early_stop or plateau)  # fmt: skip
 
@@ -49,6 +53,9 @@ def unconverged(c: Convergence) -> str:
     """Why a run stopped by its update cap does not count as converged."""
     if not c.after_best:
         return "**no**: still improving at the cap"
+    if len(c.after_best) < MIN_AFTER_BEST:
+        return (f"**no**: past its best, but the cap came {len(c.after_best)} validation after it, too few to show "
+                "a plateau")  # fmt: skip
     return (f"**no**: past its best, but the cap came {len(c.after_best)} validation(s) after it, before early "
             f"stopping, and they are more than {PLATEAU:.0%} above it")  # fmt: skip
 
@@ -75,7 +82,8 @@ def convergence_note(grid: Grid) -> str:
     patience = {variant.train.get("patience", TrainConfig.patience) for variant in grid.variants}
     return (
         f"Converged: early stopping ended the run ({'/'.join(map(str, sorted(patience)))} validations after the best "
-        f"found no lower perplexity), or the last validations before the update cap lie within {PLATEAU:.0%} of the "
-        "best. The best checkpoint is the one evaluated; validations after it show the overfitting that early "
+        f"found no lower perplexity), or at least {MIN_AFTER_BEST} validations followed the best and the last ones "
+        f"before the update cap lie within {PLATEAU:.0%} of it; a run whose best checkpoint is its last is not "
+        "converged. The best checkpoint is the one evaluated; validations after it show the overfitting that early "
         "stopping cuts off."
     )

@@ -21,10 +21,12 @@ from adlnmt.metrics import parse_metrics
 from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
-            "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims")  # fmt: skip
+            "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
+            "added_evaluation")  # fmt: skip
+ADDED_KEYS = ("since", "test", "metrics")
 CLAIM_KEYS = ("quote", "where", "better", "close", "faster", "tolerance", "ratio", "metric", "test")
 CLAIM_KINDS = ("better", "close", "faster")
-SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale")
+SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
 PREPARE_OPTIONS = {"vocab_size": int, "joint": bool, "model_type": str, "max_len": int, "max_ratio": float,
@@ -107,6 +109,21 @@ class Grid:
     baseline: str | None
     bootstrap_resamples: int
     claims: tuple[Claim, ...] = ()
+    # Test sets and metrics of ``added_evaluation``: in ``tests``/``metrics`` (every run evaluated since they were
+    # added is scored on them) but not in the fingerprints, so runs finished before keep their results.
+    added_tests: tuple[str, ...] = ()
+    added_metrics: tuple[str, ...] = ()
+    # Lower update caps this scale had: a run that stopped early (by patience) under one of them is the same run
+    # under the current cap, so its result stands; one that reached such a cap is trained again.
+    earlier_max_updates: tuple[int, ...] = ()
+
+    @property
+    def fingerprinted_tests(self) -> tuple[TestSet, ...]:
+        return tuple(t for t in self.tests if t.name not in self.added_tests)
+
+    @property
+    def fingerprinted_metrics(self) -> tuple[str, ...]:
+        return tuple(m for m in self.metrics if m not in self.added_metrics)
 
     def variant(self, name: str) -> Variant:
         return next(v for v in self.variants if v.name == name)
@@ -170,12 +187,12 @@ def _prepare_options(reader: Reader, value: Any, where: str, with_paths: bool) -
     return options
 
 
-def _tests(reader: Reader, value: Any) -> tuple[TestSet, ...]:
+def _tests(reader: Reader, value: Any, at: str = "test", taken: tuple[TestSet, ...] = ()) -> tuple[TestSet, ...]:
     if not isinstance(value, list) or not value:
-        reader.fail("test", "expected a non-empty list of {name, src, ref} test sets")
-    tests = []
+        reader.fail(at, "expected a non-empty list of {name, src, ref} test sets")
+    tests = list(taken)
     for i, item in enumerate(value):
-        where = f"test[{i}]"
+        where = f"{at}[{i}]"
         block = reader.mapping(item, where, ("name", "src", "ref"))
         for key in ("name", "src", "ref"):
             if key not in block:
@@ -185,7 +202,32 @@ def _tests(reader: Reader, value: Any) -> tuple[TestSet, ...]:
             reader.fail(f"{where}.name", f"{name!r} must be unique and use only letters, digits, '.', '_', '-'")
         tests.append(TestSet(name, reader.path_value(block["src"], f"{where}.src"),
                              reader.path_value(block["ref"], f"{where}.ref")))  # fmt: skip
-    return tuple(tests)
+    return tuple(tests[len(taken) :])
+
+
+def _metric_names(reader: Reader, value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
+        reader.fail(where, f"expected a list of metric names, got {value!r}")
+    try:
+        return parse_metrics(value)
+    except UserError as err:
+        reader.fail(where, str(err))
+
+
+def _added_evaluation(reader: Reader, value: Any, tests: tuple[TestSet, ...], metrics: tuple[str, ...]
+                      ) -> tuple[tuple[TestSet, ...], tuple[str, ...]]:  # fmt: skip
+    """The test sets and metrics of ``added_evaluation`` (``since``: when they were added, for the reader)."""
+    if value is None:
+        return (), ()
+    block = reader.mapping(value, "added_evaluation", ADDED_KEYS)
+    if "test" not in block and "metrics" not in block:
+        reader.fail("added_evaluation", "give 'test' (test sets) or 'metrics' added to the evaluation")
+    added_tests = _tests(reader, block["test"], "added_evaluation.test", tests) if "test" in block else ()
+    added_metrics = _metric_names(reader, block["metrics"], "added_evaluation.metrics") if "metrics" in block else ()
+    for metric in added_metrics:
+        if metric in metrics:
+            reader.fail("added_evaluation.metrics", f"{metric!r} is already in 'metrics'")
+    return added_tests, added_metrics
 
 
 def _average(reader: Reader, value: dict, where: str) -> None:
@@ -391,13 +433,7 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     seeds_value, seeds_where = (
         (chosen["seeds"], f"{at}.seeds") if "seeds" in chosen else (raw.get("seeds", [1]), "seeds")
     )
-    metrics_value = raw.get("metrics", ["bleu", "chrf"])
-    if not isinstance(metrics_value, list) or not all(isinstance(m, str) for m in metrics_value):
-        reader.fail("metrics", f"expected a list of metric names, got {metrics_value!r}")
-    try:
-        metrics = parse_metrics(metrics_value)
-    except UserError as err:
-        reader.fail("metrics", str(err))
+    metrics = _metric_names(reader, raw.get("metrics", ["bleu", "chrf"]), "metrics")
     if not isinstance(raw.get("variants"), list) or not raw["variants"]:
         reader.fail("variants", "expected a non-empty list of variants")
     repeat_scale = reader.typed(chosen.get("repeat_scale", 1.0), float, f"{at}.repeat_scale")
@@ -420,6 +456,14 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     if resamples < 1:
         reader.fail("bootstrap_resamples", "must be at least 1")
     tests = _tests(reader, raw["test"])
+    added_tests, added_metrics = _added_evaluation(reader, raw.get("added_evaluation"), tests, metrics)
+    tests, metrics = tests + added_tests, metrics + added_metrics
+    earlier_caps = ()
+    if "earlier_max_updates" in chosen:
+        earlier_caps = reader.positive_ints(chosen["earlier_max_updates"], f"{at}.earlier_max_updates")
+    cap = train.get("max_updates", TrainConfig.max_updates)
+    if earlier_caps and not (cap and max(earlier_caps) < cap):
+        reader.fail(f"{at}.earlier_max_updates", f"earlier caps must lie below this scale's max_updates ({cap})")
     return Grid(
         path=path,
         name=name,
@@ -437,4 +481,7 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         baseline=baseline,
         bootstrap_resamples=resamples,
         claims=_claims(reader, raw.get("claims"), variants, metrics, tests),
+        added_tests=tuple(t.name for t in added_tests),
+        added_metrics=added_metrics,
+        earlier_max_updates=earlier_caps,
     )

@@ -149,8 +149,17 @@ def make_plots(grid: Grid, rows: list[Row], directory: Path) -> list[tuple[str, 
     figures = [("Training and validation curves", valid_curves(grid, rows, directory / "curves.png"))]
     for test in grid.tests:
         metric = SHORT[grid.metrics[0]]
+        scored = scored_on(rows, test.name)
+        if not scored:  # a test set added to the grid after every finished run
+            continue
         figures.append((f"{metric} by source length, {test.name}",
-                        length_scores(grid, rows, test.name, directory / f"length-{test.name}.png")))  # fmt: skip
+                        length_scores(grid, scored, test.name, directory / f"length-{test.name}.png")))  # fmt: skip
         figures.append((f"Decoding time by source length, {test.name}",
-                        decode_times(grid, rows, test.name, directory / f"speed-{test.name}.png")))  # fmt: skip
+                        decode_times(grid, scored, test.name, directory / f"speed-{test.name}.png")))  # fmt: skip
     return figures
+
+
+def scored_on(rows: list[Row], test: str) -> list[Row]:
+    """The rows with the runs of theirs that were scored on ``test`` (one added to the grid later is not on all)."""
+    found = [Row(row.name, [r for r in row.results if test in r["tests"]], row.total) for row in rows]
+    return [row for row in found if row.results]

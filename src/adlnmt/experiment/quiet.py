@@ -23,6 +23,12 @@ from pathlib import Path
 
 REQUEST, GRANTED, PAUSED = "decoding.request", "decoding.granted", "paused.json"
 ENVIRONMENT = "ADLNMT_DECODE_ALONE"  # set by the runner for its workers when several run at once
+BESIDE_TRAINING = "ADLNMT_DECODE_BESIDE_TRAINING"  # ... when they run at once and decode without stopping the others
+
+
+def timed_alone() -> bool:
+    """Whether this worker's decoding is timed with no other worker of the grid training beside it."""
+    return os.environ.get(BESIDE_TRAINING) != "1"
 
 
 @contextmanager

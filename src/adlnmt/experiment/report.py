@@ -77,16 +77,18 @@ def add_significance(grid: Grid, rows: list[Row], runs: list[Run], out: Path) ->
             continue
         for test in grid.tests:
             found = {}
-            for result in (r for r in row.results if r["seed"] in base):
+            for result in (r for r in row.results if r["seed"] in base and test.name in r["tests"]
+                           and test.name in base[r["seed"]]["tests"]):  # fmt: skip
                 seed = result["seed"]
                 a = _hypotheses(dirs[(grid.baseline, seed)], base[seed], test.name)
                 b = _hypotheses(dirs[(row.name, seed)], result, test.name)
-                key = fingerprint([a, b, references[test.name], grid.metrics, grid.bootstrap_resamples])
+                metrics = tuple(m for m in grid.metrics if m in result["tests"][test.name]["scores"])
+                key = fingerprint([a, b, references[test.name], metrics, grid.bootstrap_resamples])
                 if key not in cache:
-                    tested = paired_bootstrap(a, b, references[test.name], grid.metrics, grid.bootstrap_resamples)
+                    tested = paired_bootstrap(a, b, references[test.name], metrics, grid.bootstrap_resamples)
                     cache[key] = tested["metrics"]
                 found[seed] = cache[key]
-            for metric in grid.metrics if found else ():
+            for metric in (m for m in grid.metrics if found and all(m in f for f in found.values())):
                 row.significance[(test.name, metric)] = _verdict({seed: f[metric] for seed, f in found.items()})
     write_json(cache_path, cache)
 
@@ -234,8 +236,9 @@ def runs_csv(grid: Grid, rows: list[Row]) -> str:
         for r in row.results:
             line = [row.name, r["seed"], r["parameters"], r["updates"], r["best_update"]]
             line += [_number(r["train_minutes"]), _number(r["best_valid_ppl"])]
-            line += [_number(r["tests"][t.name]["scores"][m]) for t in grid.tests for m in grid.metrics]
-            line += [_number(r["tests"][t.name][k]) for t in grid.tests for k in ("sentences_per_s", "tokens_per_s")]
+            tests = {t.name: r["tests"].get(t.name, {}) for t in grid.tests}  # none for a test set added later
+            line += [_number(tests[t.name].get("scores", {}).get(m)) for t in grid.tests for m in grid.metrics]
+            line += [_number(tests[t.name].get(k)) for t in grid.tests for k in ("sentences_per_s", "tokens_per_s")]
             line += [device_kind(run_machine(r)), timed_on(r)]
             writer.writerow(line)
     return buffer.getvalue()

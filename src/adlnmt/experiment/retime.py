@@ -61,7 +61,7 @@ def retime(run: Run) -> str:
     result["retimed"] = {"machine": machine_record(torch.device(device)), **code_version(), "before": first}
     for place in (run.archive, run.dir):
         kept = read_json(place / "result.json")
-        if kept is not None and kept.get("fingerprint") == run.fingerprint:
+        if run.matches(kept):
             write_json(place / "result.json", result)
     speeds = ", ".join(f"{name} {previous[name]['sentences_per_s']:.1f} → {test['sentences_per_s']:.1f}"
                        for name, test in timed.items())  # fmt: skip

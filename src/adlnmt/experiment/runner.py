@@ -86,6 +86,7 @@ class Run:
     archive: Path  # where its finished result is kept: the results directory
     train_fingerprint: str  # what changes the trained model
     fingerprint: str  # ... and what changes its evaluation
+    earlier: tuple[tuple[str, int], ...] = ()  # (fingerprint, cap) under the scale's earlier update caps
 
     @property
     def label(self) -> str:
@@ -104,11 +105,18 @@ class Run:
         """Whether an earlier attempt stopped with a training state to resume from."""
         return bool(saved_states(self.model_dir))
 
+    def matches(self, result: dict[str, Any] | None) -> bool:
+        """Whether ``result`` is this run's: its fingerprint is the current one, or one under an earlier, lower
+        update cap that the run never reached (early stopping ended it, so a higher cap changes nothing)."""
+        if result is None:
+            return False
+        key = result.get("fingerprint")
+        return key == self.fingerprint or any(key == old and result["updates"] < cap for old, cap in self.earlier)
+
     def finished_in(self) -> Path | None:
         """The archive, else the run directory, when it holds a result of the current settings."""
         for folder in (self.archive, self.dir):
-            result = read_json(folder / "result.json")
-            if result is not None and result.get("fingerprint") == self.fingerprint:
+            if self.matches(read_json(folder / "result.json")):
                 return folder
         return None
 
@@ -120,7 +128,7 @@ class Run:
     def archive_result(self) -> None:
         """Copy a finished result and its hypotheses from the run directory into the archive (no weights)."""
         result = read_json(self.dir / "result.json")
-        if result is None or result.get("fingerprint") != self.fingerprint or self.finished_in() == self.archive:
+        if not self.matches(result) or self.finished_in() == self.archive:
             return
         self._archive(self.dir, result)
 
@@ -203,33 +211,39 @@ def _portable(path: Path, grid: Grid) -> str:
 
 
 def _evaluation(grid: Grid) -> dict[str, Any]:
+    """What the fingerprints cover of a run's evaluation (not the test sets and metrics added since: grid.py)."""
     return {
-        "tests": [{"name": t.name, "src": _portable(t.src, grid), "ref": _portable(t.ref, grid)} for t in grid.tests],
-        "metrics": list(grid.metrics),
+        "tests": [
+            {"name": t.name, "src": _portable(t.src, grid), "ref": _portable(t.ref, grid)}
+            for t in grid.fingerprinted_tests
+        ],
+        "metrics": list(grid.fingerprinted_metrics),
         "translate": grid.translate,
         "length_buckets": list(grid.length_buckets),
     }
 
 
-def fingerprints(grid: Grid, variant: Variant, seed: int) -> tuple[str, str]:
-    """(training, whole-run) fingerprints: the options, the data it is prepared from, the seed, the evaluation."""
+def fingerprints(grid: Grid, variant: Variant, seed: int, **override: Any) -> tuple[str, str]:
+    """(training, whole-run) fingerprints: the options (``override`` replacing some), the data it is prepared from,
+    the seed, the evaluation."""
     data = variant.data
     source = {k: _portable(v, grid) if isinstance(v, Path) else v for k, v in data.arguments().items()}
     if data.prepared is not None:
         source = {"prepared": _portable(data.prepared, grid)}
-    train = {k: v for k, v in variant.train.items() if k not in NOT_FINGERPRINTED}
+    train = {k: v for k, v in {**variant.train, **override}.items() if k not in NOT_FINGERPRINTED}
     train_print = fingerprint({**train, "data": source, "seed": seed})
     return train_print, fingerprint([train_print, _evaluation(grid)])
 
 
+def plan_run(grid: Grid, variant: Variant, seed: int, out: Path, results: Path) -> Run:
+    where = Path("runs") / variant.slug / f"seed-{seed}"
+    earlier = tuple((fingerprints(grid, variant, seed, max_updates=cap)[1], cap) for cap in grid.earlier_max_updates)
+    return Run(variant, seed, out / where, results / where, *fingerprints(grid, variant, seed), earlier)
+
+
 def plan_runs(grid: Grid, out: Path, results: Path | None = None) -> list[Run]:
     results = results if results is not None else default_results(grid)
-    runs = []
-    for variant in grid.variants:
-        for seed in grid.seeds:
-            where = Path("runs") / variant.slug / f"seed-{seed}"
-            runs.append(Run(variant, seed, out / where, results / where, *fingerprints(grid, variant, seed)))
-    return runs
+    return [plan_run(grid, variant, seed, out, results) for variant in grid.variants for seed in grid.seeds]
 
 
 def running_order(runs: Iterable[Run]) -> list[Run]:
@@ -243,14 +257,21 @@ def shared_runs(grid: Grid, runs: Iterable[Run], results: Path) -> list[tuple[Ru
     """The runs of ``grid`` not finished here that another experiment (a grid of another name; the same grid in
     another output directory is a rerun, not shared) archived beside ``results`` (``results/../*/runs``) with the
     same fingerprint: (run, that archived run's folder, its name relative to ``results/..``)."""
-    pending = {run.fingerprint: run for run in runs if run.finished_in() is None}
+    pending = {}
+    for run in (run for run in runs if run.finished_in() is None):
+        pending.update({key: run for key in (run.fingerprint, *(old for old, _ in run.earlier))})
     root = results.resolve().parent
     found: dict[str, tuple[Run, Path, str]] = {}
     for path in sorted(root.glob("*/runs/*/seed-*/result.json")) if pending else []:
         result = read_json(path) or {}
-        key = result.get("fingerprint")
-        if key in pending and key not in found and result.get("experiment") != grid.name:
-            found[key] = (pending[key], path.parent, path.parent.relative_to(root).as_posix())
+        run = pending.get(result.get("fingerprint"))
+        if (
+            run is not None
+            and run.matches(result)
+            and run.fingerprint not in found
+            and result.get("experiment") != grid.name
+        ):
+            found[run.fingerprint] = (run, path.parent, path.parent.relative_to(root).as_posix())
     return list(found.values())
 
 
@@ -268,6 +289,7 @@ def write_spec(grid: Grid, run: Run, data_dir: Path, device: str, threads: int) 
         "fingerprint": run.fingerprint,
         **_evaluation(grid),
         "tests": [{"name": t.name, "src": str(t.src), "ref": str(t.ref)} for t in grid.tests],
+        "metrics": list(grid.metrics),
     }
     run.dir.mkdir(parents=True, exist_ok=True)
     options = {**train, "device": device, "threads": threads, "progress": False}
@@ -305,11 +327,12 @@ class Workers:
     """The running worker processes; a stop signal the experiment receives is passed on to each of them (each
     finishes its update, checkpoints and exits), and no new run starts after one."""
 
-    def __init__(self, decode_alone: bool = False) -> None:
+    def __init__(self, decode_alone: bool = False, timed_beside_training: bool = False) -> None:
         self.running: dict[Path, subprocess.Popen] = {}
         self.lock = threading.Lock()
         self.stopping = False
         self.decode_alone = DecodeAlone(self.running, self.lock) if decode_alone else None
+        self.timed_beside_training = timed_beside_training
 
     def forward(self, number: int) -> None:
         self.stopping = True
@@ -325,6 +348,8 @@ class Workers:
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
         if self.decode_alone:
             env[quiet.ENVIRONMENT] = "1"
+        if self.timed_beside_training:
+            env[quiet.BESIDE_TRAINING] = "1"
         command = [sys.executable, "-m", "adlnmt.experiment.worker", str(run.dir)]
         start = time.monotonic()
         run.dir.mkdir(parents=True, exist_ok=True)
@@ -350,16 +375,18 @@ def _outcome(run: Run, returncode: int, seconds: float) -> Outcome:
     return Outcome(run, returncode, seconds, run.result() if returncode == 0 else None)
 
 
-def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str], None] = print) -> list[Outcome]:
+def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str], None] = print,
+            decode_alone: bool = True) -> list[Outcome]:  # fmt: skip
     """Run every run in a subprocess, ``jobs`` at a time, each translating its test sets with the other workers
-    stopped (:mod:`adlnmt.experiment.quiet`); a failure is reported and the others go on. A SIGTERM or SIGINT stops
+    stopped (:mod:`adlnmt.experiment.quiet`; not with ``decode_alone`` off, when the speeds are taken beside the
+    others' training and recorded as such); a failure is reported and the others go on. A SIGTERM or SIGINT stops
     the running workers with a checkpoint and starts no further run (a second one: at once)."""
     from adlnmt.train.signals import StopSignals
 
     runs = list(runs)
     lock = threading.Lock()
     done: list[Outcome] = []
-    workers = Workers(decode_alone=jobs > 1)
+    workers = Workers(decode_alone=jobs > 1 and decode_alone, timed_beside_training=jobs > 1 and not decode_alone)
 
     def one(run: Run) -> Outcome:
         if workers.stopping:

@@ -18,7 +18,7 @@ from typing import Any
 
 from adlnmt.errors import UserError
 from adlnmt.exits import exit_status
-from adlnmt.experiment.quiet import decoding_alone, paused_seconds
+from adlnmt.experiment.quiet import decoding_alone, paused_seconds, timed_alone
 from adlnmt.experiment.runner import STOPPED, read_json, write_json
 from adlnmt.search import SearchOptions
 from adlnmt.translator import Translator
@@ -148,11 +148,13 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from adlnmt.bench.machine import machine_record
-    from adlnmt.train.device import pick_device
+    from adlnmt.train.device import fp32_precision, full_fp32, pick_device
 
     torch.set_num_threads(spec["threads"])
     model_dir = run_dir / "model"
     stored = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    if stored["train"]["precision"] == "fp32":
+        full_fp32()  # as the trainer set it, also where this process only evaluates
     records = read_records(model_dir)
     if not records:
         raise UserError(f"{model_dir}: training wrote no checkpoint record (metrics.jsonl)")
@@ -193,9 +195,11 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
             "training_sessions": read_training_sessions(run_dir),
             "adl": stored["canonical"],
             "precision": stored["train"]["precision"],
+            "fp32_precision": fp32_precision(),  # "ieee" everywhere: no TF32 (train.device.full_fp32)
             "machine": machine_record(torch.device(device)),
             "train_minutes": train_minutes,
             "paused_minutes": paused_minutes,  # stopped while another run decoded, not in train_minutes
+            "timed_alone": timed_alone(),  # False: decoded beside other runs' training (--decode-beside-training)
             "evaluate_minutes": (time.perf_counter() - started) / 60,
         },
     }

@@ -21,9 +21,26 @@ def pick_device(name: str, local_rank: int) -> torch.device:
     return torch.device(name)
 
 
+def full_fp32() -> dict[str, str]:
+    """IEEE fp32 in every matrix product, convolution and RNN kernel (no TF32: PyTorch's default uses it in cuDNN's
+    convolutions and RNNs on Ampere and later GPUs), so fp32 on a GPU is the arithmetic of fp32 on a CPU. Returns
+    the precision each kind of kernel now runs at (recorded with a run's results)."""
+    torch.backends.fp32_precision = "ieee"
+    return fp32_precision()
+
+
+def fp32_precision() -> dict[str, str]:
+    """The precision fp32 matrix products, cuDNN convolutions and cuDNN RNNs run at: "ieee" or "tf32"."""
+    cudnn = torch.backends.cudnn
+    return {"matmul": torch.backends.cuda.matmul.fp32_precision, "conv": cudnn.conv.fp32_precision,
+            "rnn": cudnn.rnn.fp32_precision}  # fmt: skip
+
+
 def precision_setup(precision: str, device: torch.device) -> torch.amp.GradScaler:
-    """Check ``precision`` against the device, cap oneDNN's primitive cache for bf16 on the CPU (adlnmt.memory),
-    and return the loss scaler (active for fp16 on CUDA only)."""
+    """Check ``precision`` against the device, make fp32 full fp32 (:func:`full_fp32`), cap oneDNN's primitive
+    cache for bf16 on the CPU (adlnmt.memory), and return the loss scaler (active for fp16 on CUDA only)."""
+    if precision == "fp32":
+        full_fp32()
     if precision == "fp16" and device.type != "cuda":
         raise UserError("--precision fp16 needs a CUDA device; on the CPU use bf16 (or fp32)")
     if precision == "bf16" and device.type == "cpu":
