@@ -25,15 +25,24 @@ def full_fp32() -> dict[str, str]:
     """IEEE fp32 in every matrix product, convolution and RNN kernel (no TF32: PyTorch's default uses it in cuDNN's
     convolutions and RNNs on Ampere and later GPUs), so fp32 on a GPU is the arithmetic of fp32 on a CPU. Returns
     the precision each kind of kernel now runs at (recorded with a run's results)."""
-    torch.backends.fp32_precision = "ieee"
+    if _NEW_TF32_API:
+        torch.backends.fp32_precision = "ieee"
+    else:  # torch before 2.9
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     return fp32_precision()
+
+
+_NEW_TF32_API = hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cudnn.conv, "fp32_precision")
 
 
 def fp32_precision() -> dict[str, str]:
     """The precision fp32 matrix products, cuDNN convolutions and cuDNN RNNs run at: "ieee" or "tf32"."""
     cudnn = torch.backends.cudnn
-    return {"matmul": torch.backends.cuda.matmul.fp32_precision, "conv": cudnn.conv.fp32_precision,
-            "rnn": cudnn.rnn.fp32_precision}  # fmt: skip
+    if _NEW_TF32_API:
+        return {"matmul": torch.backends.cuda.matmul.fp32_precision, "conv": cudnn.conv.fp32_precision,
+                "rnn": cudnn.rnn.fp32_precision}  # fmt: skip
+    conv = "tf32" if cudnn.allow_tf32 else "ieee"
+    return {"matmul": "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee", "conv": conv, "rnn": conv}
 
 
 def precision_setup(precision: str, device: torch.device) -> torch.amp.GradScaler:
