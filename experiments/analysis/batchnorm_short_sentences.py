@@ -33,6 +33,7 @@ import torch
 from adlnmt.layers.norm import MaskedBatchNorm
 from adlnmt.metrics import read_lines, score
 from adlnmt.search import SearchOptions, pad_batch
+from adlnmt.train.device import full_fp32
 from adlnmt.translator import Translator
 
 MODES = ("running", "alone", "batch-stats", "precise")
@@ -132,7 +133,7 @@ def main() -> None:
     parser.add_argument("--calibration-batches", type=int, default=200)
     parser.add_argument("--limit", type=int, help="only the first N test sentences (a quick try)")
     args = parser.parse_args()
-    torch.backends.fp32_precision = "ieee"  # as the grids train and evaluate (adlnmt.train.device.full_fp32)
+    full_fp32()  # as the grids train and evaluate
     sources, references = read_lines(args.src)[: args.limit], read_lines(args.ref)[: args.limit]
     options = SearchOptions(beam=args.beam, batch_size=64)
     print("| model | mode | slice | sentences | sentBLEU | BLEU | hyp/ref words | differ from running |")

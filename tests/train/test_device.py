@@ -10,10 +10,10 @@ def test_fp32_training_turns_tf32_off_everywhere_and_says_so() -> None:
     # A fresh interpreter: the setting is process-wide, and PyTorch starts with TF32 allowed in cuDNN.
     script = (
         "import torch\n"
-        "from adlnmt.train.device import fp32_precision, precision_setup\n"
-        "before = fp32_precision()\n"
+        "from adlnmt.train.device import precision_setup, tf32_allowed\n"
+        "before = tf32_allowed()\n"
         "precision_setup('fp32', torch.device('cpu'))\n"
-        "print(before['conv'], sorted(set(fp32_precision().values())))\n"
+        "print(before['cudnn'], sorted(set(tf32_allowed().values())))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["tf32", "['ieee']"]
+    assert done.stdout.split() == ["True", "[False]"]

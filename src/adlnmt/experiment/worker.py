@@ -148,7 +148,7 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from adlnmt.bench.machine import machine_record
-    from adlnmt.train.device import fp32_precision, full_fp32, pick_device
+    from adlnmt.train.device import full_fp32, pick_device, tf32_allowed
 
     torch.set_num_threads(spec["threads"])
     model_dir = run_dir / "model"
@@ -195,7 +195,7 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
             "training_sessions": read_training_sessions(run_dir),
             "adl": stored["canonical"],
             "precision": stored["train"]["precision"],
-            "fp32_precision": fp32_precision(),  # "ieee" everywhere: no TF32 (train.device.full_fp32)
+            "tf32_allowed": tf32_allowed(),  # False for fp32: IEEE fp32 (train.device.full_fp32)
             "machine": machine_record(torch.device(device)),
             "train_minutes": train_minutes,
             "paused_minutes": paused_minutes,  # stopped while another run decoded, not in train_minutes

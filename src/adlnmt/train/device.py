@@ -21,28 +21,18 @@ def pick_device(name: str, local_rank: int) -> torch.device:
     return torch.device(name)
 
 
-def full_fp32() -> dict[str, str]:
-    """IEEE fp32 in every matrix product, convolution and RNN kernel (no TF32: PyTorch's default uses it in cuDNN's
-    convolutions and RNNs on Ampere and later GPUs), so fp32 on a GPU is the arithmetic of fp32 on a CPU. Returns
-    the precision each kind of kernel now runs at (recorded with a run's results)."""
-    if _NEW_TF32_API:
-        torch.backends.fp32_precision = "ieee"
-    else:  # torch before 2.9
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    return fp32_precision()
+def full_fp32() -> dict[str, bool]:
+    """IEEE fp32 in every matrix product, convolution and RNN kernel (no TF32: PyTorch's default lets cuDNN's
+    convolutions and RNNs use it on Ampere and later GPUs), so fp32 on a GPU is the arithmetic of fp32 on a CPU.
+    Returns :func:`tf32_allowed` (recorded with a run's results). Set through the ``allow_tf32`` flags: PyTorch
+    refuses to read them once its newer per-operator ``fp32_precision`` settings have been used."""
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    return tf32_allowed()
 
 
-_NEW_TF32_API = hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cudnn.conv, "fp32_precision")
-
-
-def fp32_precision() -> dict[str, str]:
-    """The precision fp32 matrix products, cuDNN convolutions and cuDNN RNNs run at: "ieee" or "tf32"."""
-    cudnn = torch.backends.cudnn
-    if _NEW_TF32_API:
-        return {"matmul": torch.backends.cuda.matmul.fp32_precision, "conv": cudnn.conv.fp32_precision,
-                "rnn": cudnn.rnn.fp32_precision}  # fmt: skip
-    conv = "tf32" if cudnn.allow_tf32 else "ieee"
-    return {"matmul": "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee", "conv": conv, "rnn": conv}
+def tf32_allowed() -> dict[str, bool]:
+    """Whether fp32 matrix products and cuDNN kernels (convolutions, RNNs) may round to TF32."""
+    return {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn": torch.backends.cudnn.allow_tf32}
 
 
 def precision_setup(precision: str, device: torch.device) -> torch.amp.GradScaler:
