@@ -16,8 +16,8 @@ python3 -c "import torch, adlnmt.train.device as d; print('torch', torch.__versi
 timeout -k 10 300 python3 -m pytest -m cuda tests/cuda -q -p no:cacheprovider > "$out/cuda-tests.log" 2>&1 &
 grid() {  # GRID LOG OPTIONS...: one grid until the deadline (45 s kept for packing)
     local grid=$1 log=$2; shift 2
-    timeout -k 20 -s TERM $((deadline - SECONDS - 45)) python3 -m adlnmt experiment "$grid" --scale cpu \
-        --device cuda --threads 1 --decode-beside-training "$@" > "$out/$log" 2>&1
+    timeout -k 40 -s TERM $((deadline - SECONDS - 45)) python3 -m adlnmt experiment "$grid" --scale cpu \
+        --device "${DEVICE:-cuda}" --threads 1 --decode-beside-training "$@" > "$out/$log" 2>&1
     echo "=== $grid: exit $?" >> "$out/$log"
 }
 grid experiments/adl-table5.yaml adl-table5.log --seeds 2,3 --jobs 11 &
