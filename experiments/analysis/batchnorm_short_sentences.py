@@ -3,8 +3,9 @@ norm in four ways and compare (issue 38, point 4; the findings are in experiment
 sentences"):
 
 - ``running``: the running averages, as every evaluation does (the grid's numbers);
-- ``alone``: each sentence in a batch of its own, running averages: its output must equal ``running`` token for
-  token, or padding leaks into real positions (the convolutions' zero padding, the masks of the batch statistics);
+- ``alone``: each short sentence in a batch of its own, running averages: its output must equal ``running`` token
+  for token, or padding leaks into real positions (the convolutions' zero padding, the masks of the batch
+  statistics); longer sentences keep their ``running`` output;
 - ``batch-stats``: the statistics of the decoded batch itself (its real positions), as in training, where each
   batch of similar-length sentences is normalised by its own statistics;
 - ``precise``: the running averages recomputed as the plain mean over ``--calibration-batches`` training batches
@@ -101,9 +102,11 @@ def batch_statistics_updating(norms: list[MaskedBatchNorm]) -> Iterator[None]:
             norm.training = False
 
 
-def decode(translator: Translator, sources: list[str], mode: str, options: SearchOptions) -> list[str]:
-    if mode == "alone":
-        return [translator.translate([line], options)[0] for line in sources]
+def decode(translator: Translator, sources: list[str], mode: str, options: SearchOptions,
+           running: list[str], short: int) -> list[str]:  # fmt: skip
+    if mode == "alone":  # the short sources only (the question is theirs); the others keep their running output
+        return [translator.translate([line], options)[0] if len(line.split()) <= short else found
+                for line, found in zip(sources, running, strict=True)]  # fmt: skip
     with batch_statistics(batch_norms(translator)) if mode == "batch-stats" else contextlib.nullcontext():
         return translator.translate(sources, options)
 
@@ -146,7 +149,7 @@ def main() -> None:
             if mode == "precise":
                 calibration = training_batches(translator, args.train_src, args.batch_tokens, args.calibration_batches)
                 precise_statistics(translator, norms, calibration)
-            found[mode] = decode(translator, sources, mode, options)
+            found[mode] = decode(translator, sources, mode, options, found.get("running", []), args.short)
             for name, rows in slices(sources, args.short).items():
                 hyps, refs = [found[mode][i] for i in rows], [references[i] for i in rows]
                 scores = score(hyps, refs, ("sentbleu", "bleu"))
