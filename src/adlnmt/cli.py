@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     layers.set_defaults(func=cmd_layers)
     architectures = commands.add_parser("architectures", help="list the presets: paper row, size, description")
     architectures.set_defaults(func=cmd_architectures)
+    from adlnmt.analysis.commands import add_commands as add_analysis_commands
     from adlnmt.average import add_average_command
     from adlnmt.bench.commands import add_commands as add_bench_commands
     from adlnmt.data.commands import add_commands as add_data_commands
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_commands(commands)
     add_train_commands(commands)
     add_average_command(commands)
+    add_analysis_commands(commands)
     add_bench_commands(commands)
     add_experiment_commands(commands)
     add_export_commands(commands)

@@ -1,0 +1,119 @@
+"""CLI subcommands of the analysis side: score-pairs (forced decoding), contrastive, contrastive-suite."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from adlnmt.errors import UserError
+
+
+def cmd_score_pairs(args: argparse.Namespace) -> int:
+    from adlnmt.analysis.forced import PairScorer
+    from adlnmt.metrics import read_lines
+    from adlnmt.train.commands import write_output
+
+    sources, targets = read_lines(args.source), read_lines(args.target)
+    if len(sources) != len(targets):
+        raise UserError(f"{args.source} has {len(sources)} lines but {args.target} has {len(targets)}")
+    scorer = PairScorer.load(args.model, args.checkpoint, args.device, args.engine)
+    scores = scorer.score(sources, targets, args.batch_size)
+    records = ({"line": number, **score.to_dict(args.normalize)} for number, score in enumerate(scores, start=1))
+    write_output(args.output, "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
+    return 0
+
+
+def cmd_contrastive(args: argparse.Namespace) -> int:
+    from adlnmt.analysis.contrastive import evaluate_model, markdown_table
+    from adlnmt.train.commands import write_output
+
+    result = evaluate_model(args.model, args.suite, args.checkpoint, args.device, args.batch_size, args.normalize,
+                            args.resamples, args.seed, args.engine)  # fmt: skip
+    table = markdown_table(result)
+    if args.json:
+        write_output(args.json, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write_output(args.output, table)
+    return 0
+
+
+def cmd_contrastive_suite(args: argparse.Namespace) -> int:
+    from adlnmt.analysis.contrastive import write_suite
+    from adlnmt.metrics import read_lines
+
+    references = read_lines(args.reference) if args.reference else []
+    sources = read_lines(args.source) if args.source else [""] * len(references)
+    if len(sources) != len(references):
+        raise UserError(f"{args.source} has {len(sources)} lines but {args.reference} has {len(references)}")
+    if args.kind == "agreement":
+        from adlnmt.analysis.agreement import agreement_suite
+
+        if not args.reference:
+            raise UserError("contrastive-suite agreement needs --reference (English; --source: its sources)")
+        items = agreement_suite(sources, references, [read_lines(path) for path in args.lexicon or []])
+    else:
+        from adlnmt.analysis.demo_suite import demo_items, demo_suite
+
+        items = (
+            demo_items(sources, references, args.size, args.seed)
+            if args.reference
+            else demo_suite(args.size, args.seed)
+        )
+    write_suite(items, args.output)
+    print(f"{len(items)} items written to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="model directory, or a CTranslate2 export directory")
+    parser.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
+    parser.add_argument("--batch-size", type=int, default=64, help="pairs per batch, sorted by length (default 64)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument(
+        "--engine",
+        default="torch",
+        choices=("torch", "ctranslate2"),
+        help="torch (default) or ctranslate2 (score_batch; a model directory is exported first)",
+    )
+    parser.add_argument("--normalize", action="store_true", help="score = mean log-probability per token")
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    score_pairs = commands.add_parser(
+        "score-pairs", help="forced decoding: the log-probability of given translations (JSON lines)"
+    )
+    _scoring_arguments(score_pairs)
+    score_pairs.add_argument("--source", required=True, help="source file, one sentence per line")
+    score_pairs.add_argument("--target", required=True, help="target file, aligned with --source")
+    score_pairs.add_argument("--output", help="output file (default: stdout)")
+    score_pairs.set_defaults(func=cmd_score_pairs)
+
+    contrastive = commands.add_parser(
+        "contrastive", help="contrastive evaluation: how often the reference outscores its minimally wrong variants"
+    )
+    _scoring_arguments(contrastive)
+    contrastive.add_argument("--suite", required=True, help="suite file, JSON lines (docs/contrastive.md)")
+    contrastive.add_argument("--output", help="Markdown table (default: stdout)")
+    contrastive.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
+    contrastive.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    contrastive.add_argument("--seed", type=int, default=1, help="bootstrap seed (default 1)")
+    contrastive.set_defaults(func=cmd_contrastive)
+
+    suite = commands.add_parser("contrastive-suite", help="generate a contrastive suite (JSON lines)")
+    suite.add_argument(
+        "kind",
+        choices=("agreement", "demo"),
+        help="agreement: English subject-verb agreement from --reference; demo: the demo language's agreement",
+    )
+    suite.add_argument("--reference", help="reference file (agreement: English; demo: optional, demo targets)")
+    suite.add_argument("--source", help="its source file (aligned), copied into the suite")
+    suite.add_argument(
+        "--lexicon",
+        action="append",
+        metavar="TEXT",
+        help="agreement: more English text whose -ing forms tell verbs (e.g. the training side)",
+    )
+    suite.add_argument("--size", type=int, default=500, help="demo: items at most (default 500)")
+    suite.add_argument("--seed", type=int, default=7, help="demo: seed of the pairs and the balancing (default 7)")
+    suite.add_argument("--output", required=True, help="suite file to write")
+    suite.set_defaults(func=cmd_contrastive_suite)

@@ -1,0 +1,148 @@
+"""Forced decoding: the log-probability a model gives a given translation (fairseq's ``--score-reference``,
+``sockeye-score``, ``marian-scorer``).
+
+Each target is teacher-forced through the model in one pass (:meth:`adlnmt.model.Seq2Seq.forward`; input-feeding
+decoders step through it): log p(y_t | y_<t, x) for every target piece and the final EOS, the same values the
+search adds up (its ``log_prob`` of a hypothesis equals the forced score of its tokens). Pairs are sorted by length
+into batches and returned in input order. A CTranslate2 export (or ``engine="ctranslate2"``) scores with
+CTranslate2's ``score_batch`` instead.
+
+``PairScorer.load("model_dir").score(["Ein Hund läuft."], ["A dog runs."])`` → one :class:`PairScore` per pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from adlnmt.data.vocab import BOS, EOS
+from adlnmt.errors import UserError
+from adlnmt.model import Seq2Seq
+from adlnmt.search import evaluating, pad_batch
+from adlnmt.translator import Translator
+
+SCORING_ENGINES = ("torch", "ctranslate2")
+
+
+@dataclass
+class PairScore:
+    """The forced-decoding score of one (source, target) pair."""
+
+    token_log_probs: list[float]  # log p(y_t | y_<t, x) of each target piece, then of EOS
+    pieces: list[str]  # the target pieces, then the EOS piece
+
+    @property
+    def log_prob(self) -> float:
+        """Σ log p(y_t | y_<t, x), EOS included."""
+        return sum(self.token_log_probs)
+
+    @property
+    def tokens(self) -> int:
+        """Scored tokens: the target pieces and EOS."""
+        return len(self.token_log_probs)
+
+    def score(self, normalize: bool = False) -> float:
+        """``log_prob``, or with ``normalize`` the mean log-probability per token."""
+        return self.log_prob / self.tokens if normalize else self.log_prob
+
+    def to_dict(self, normalize: bool = False) -> dict[str, Any]:
+        return {"score": self.score(normalize), "log_prob": self.log_prob, "tokens": self.tokens,
+                "pieces": self.pieces, "token_log_probs": self.token_log_probs}  # fmt: skip
+
+
+def batches_by_length(lengths: Sequence[tuple[int, int]], batch_size: int) -> list[list[int]]:
+    """Indices sorted by (source, target) length, cut into batches of ``batch_size``."""
+    if batch_size < 1:
+        raise UserError(f"the batch size must be at least 1, got {batch_size}")
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def forced_log_probs(
+    model: Seq2Seq,
+    sources: Sequence[Sequence[int]],
+    targets: Sequence[Sequence[int]],
+    batch_size: int = 64,
+    device: torch.device | str = "cpu",
+) -> list[list[float]]:
+    """log p(y_t | y_<t, x) of every target token and EOS, per pair in input order: encoded ``sources`` (as the
+    search takes them, ending with EOS) and ``targets`` (pieces only, no BOS/EOS), teacher-forced in batches."""
+    results: list[list[float]] = [[] for _ in sources]
+    lengths = [(len(s), len(t)) for s, t in zip(sources, targets, strict=True)]
+    with evaluating(model), torch.inference_mode():
+        for rows in batches_by_length(lengths, batch_size):
+            src = pad_batch([sources[i] for i in rows], device)
+            tgt_in = pad_batch([[BOS, *targets[i]] for i in rows], device)
+            tgt_out = pad_batch([[*targets[i], EOS] for i in rows], device)
+            log_probs = torch.log_softmax(model(src, tgt_in).float(), dim=-1)  # [B, T, V]
+            chosen = log_probs.gather(2, tgt_out.unsqueeze(-1)).squeeze(-1).tolist()  # [B, T]
+            for row, values in zip(rows, chosen, strict=True):
+                results[row] = values[: len(targets[row]) + 1]
+    return results
+
+
+class PairScorer:
+    """Forced-decoding scores of raw (source, target) sentence pairs with a loaded :class:`Translator`."""
+
+    def __init__(self, translator: Translator) -> None:
+        if translator.engine is not None and translator.engine_name != "ctranslate2":
+            raise UserError(f"forced scoring runs on the {' and '.join(SCORING_ENGINES)} engines, "
+                            f"not {translator.engine_name}")  # fmt: skip
+        self.translator = translator
+
+    @classmethod
+    def load(
+        cls, model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", engine: str = "torch"
+    ) -> PairScorer:
+        """A model directory (``engine`` torch, or ctranslate2: exported on the fly) or a CTranslate2 export."""
+        if engine not in SCORING_ENGINES:
+            raise UserError(f"unknown scoring engine {engine!r}; choose one of {', '.join(SCORING_ENGINES)}")
+        return cls(Translator.load(model_dir, checkpoint, device, engine=engine))
+
+    def score(self, sources: Sequence[str], targets: Sequence[str], batch_size: int = 64) -> list[PairScore]:
+        """One :class:`PairScore` per pair, in input order; sources longer than the model's input limit are cut
+        (with a warning), as for translation."""
+        if len(sources) != len(targets):
+            raise UserError(f"{len(sources)} sources but {len(targets)} targets: need one target per source")
+        translator = self.translator
+        src_ids = [translator.encode(line, number) for number, line in enumerate(sources, start=1)]
+        tgt_ids = translator.data.tgt_vocab.encode_batch(list(targets))
+        if translator.model is not None:
+            limit = translator.model.config.max_len
+            for number, ids in enumerate(tgt_ids, start=1):
+                if len(ids) + 1 > limit:
+                    raise UserError(f"target line {number}: {len(ids) + 1} tokens with EOS; the model covers {limit}")
+            values = forced_log_probs(translator.model, src_ids, tgt_ids, batch_size, translator.device)
+        else:
+            values = self.ctranslate2_log_probs(src_ids, tgt_ids, batch_size)
+        vocab = translator.data.tgt_vocab
+        return [
+            PairScore(token_log_probs, [vocab.piece(t) for t in [*ids, EOS]])
+            for ids, token_log_probs in zip(tgt_ids, values, strict=True)
+        ]
+
+    def ctranslate2_log_probs(
+        self, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], batch_size: int
+    ) -> list[list[float]]:
+        """CTranslate2's ``score_batch`` on the same length-sorted batches (it adds BOS and EOS to the targets)."""
+        engine: Any = self.translator.engine
+        src_vocab, tgt_vocab = engine.src_vocab, engine.tgt_vocab
+        results: list[list[float]] = [[] for _ in sources]
+        for rows in batches_by_length([(len(s), len(t)) for s, t in zip(sources, targets, strict=True)], batch_size):
+            scored = engine.translator.score_batch(
+                [[src_vocab.piece(i) for i in sources[row]] for row in rows],
+                [[tgt_vocab.piece(i) for i in targets[row]] for row in rows],
+                max_batch_size=len(rows),
+            )
+            for row, result in zip(rows, scored, strict=True):
+                if len(result.log_probs) != len(targets[row]) + 1:
+                    raise UserError(
+                        f"target line {row + 1}: CTranslate2 scored {len(result.log_probs)} of its "
+                        f"{len(targets[row]) + 1} tokens (longer than the exported positions?)"
+                    )
+                results[row] = list(result.log_probs)
+        return results
