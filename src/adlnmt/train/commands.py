@@ -23,7 +23,6 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from adlnmt.data.corpus import decode_lines
     from adlnmt.metrics import read_lines
     from adlnmt.search import SearchOptions
-    from adlnmt.translator import Translator
 
     if args.beam < 1 or not 1 <= args.nbest <= args.beam:
         raise UserError(f"need --beam >= 1 and 1 <= --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
@@ -33,7 +32,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     asked = {"alignments": args.alignments, "--uncached": args.uncached, "--workers": args.workers > 1}
     torch_only = [name for name, wanted in asked.items() if wanted]
-    translator = Translator.load(args.model, args.checkpoint, args.device, args.precision, args.engine, torch_only)
+    translator = load_translator(args, torch_only)
     lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
     options = SearchOptions(
         beam=args.beam,
@@ -53,6 +52,21 @@ def cmd_translate(args: argparse.Namespace) -> int:
         text = "".join((hyps[0].text if hyps else "") + "\n" for hyps in found)
     write_output(args.output, text)
     return 0
+
+
+def load_translator(args: argparse.Namespace, torch_only: list[str]):
+    """The translator of ``adlnmt translate``'s --model (one, or several: an ensemble) and --checkpoint flags."""
+    from adlnmt.translator import Translator
+
+    checkpoints = args.checkpoint or ["best"]
+    if len(args.model) == 1 and len(checkpoints) == 1:
+        return Translator.load(args.model[0], checkpoints[0], args.device, args.precision, args.engine, torch_only)
+    if args.engine != "torch":
+        raise UserError(f"an ensemble runs on the torch engine, not {args.engine}")
+    from adlnmt.ensemble import load_ensemble
+
+    models = args.model * len(checkpoints) if len(args.model) == 1 else args.model  # checkpoints of one model
+    return load_ensemble(models, checkpoints, args.device, args.precision, args.combine)
 
 
 def write_output(path: str | None, text: str) -> None:
@@ -93,10 +107,26 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train.set_defaults(func=cmd_train)
 
     translate = commands.add_parser("translate", help="translate raw text with a trained model (beam search)")
-    translate.add_argument("--model", required=True, help="model directory, or an export directory (adlnmt export)")
+    translate.add_argument(
+        "--model",
+        required=True,
+        action="append",
+        help="model directory, or an export directory (adlnmt export); repeated: an ensemble of the models",
+    )
     translate.add_argument("--input", help="input file, one sentence per line (default: stdin)")
     translate.add_argument("--output", help="output file (default: stdout)")
-    translate.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
+    translate.add_argument(
+        "--checkpoint",
+        action="append",
+        help="best (default), last, averaged or a .safetensors path; repeated: one per --model, or an ensemble of "
+        "checkpoints of one model",
+    )
+    translate.add_argument(
+        "--combine",
+        default="log-linear",
+        choices=("log-linear", "linear"),
+        help="ensembles: average the members' log-probabilities (log-linear, default) or probabilities (linear)",
+    )
     translate.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
     translate.add_argument("--nbest", type=int, default=1, help="hypotheses per input; >1 writes JSON lines")
     translate.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
