@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Issue 43 on a lent GPU, from the repository root, after the models are trained (about 200 s in all):
+#   bash .gpu/run43.sh OUT MODEL_DIR TEST_SRC TEST_REF
+# 1. every CUDA test (tests/cuda, CUDA graphs included) → OUT/cuda-tests.log;
+# 2. benchmarks/gpu_decode.py on MODEL_DIR → OUT/gpu_decode.md (rows written as they come), its log OUT/gpu_decode.log.
+set -uo pipefail
+usage="usage: bash .gpu/run43.sh OUT MODEL_DIR TEST_SRC TEST_REF"
+out=${1:?$usage} model=${2:?$usage} src=${3:?$usage} ref=${4:?$usage}
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+mkdir -p "$out"
+bench_mode=()  # without a GPU (a try on the CPU): the reduced table
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/device.txt" 2>&1 ||
+    bench_mode=(--device cpu --quick)
+start=$SECONDS
+timeout -k 5 115 "${PYTHON:-python3}" -m pytest -m cuda tests/cuda -q -p no:cacheprovider > "$out/cuda-tests.log" 2>&1
+echo "cuda tests: exit $? after $((SECONDS - start)) s"; tail -n 15 "$out/cuda-tests.log"
+start=$SECONDS
+timeout -k 5 75 "${PYTHON:-python3}" benchmarks/gpu_decode.py --model "$model" --src "$src" --ref "$ref" "${bench_mode[@]}" \
+    --out "$out/gpu_decode.md" > "$out/gpu_decode.log" 2>&1
+echo "gpu_decode: exit $? after $((SECONDS - start)) s"; cat "$out/gpu_decode.md" 2>/dev/null; tail -n 5 "$out/gpu_decode.log"

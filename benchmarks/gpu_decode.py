@@ -1,0 +1,147 @@
+"""Decoding speed of one model on a GPU: torch eager vs torch with CUDA graphs (and CTranslate2 where it runs),
+beams × batch sizes × precisions, one markdown row per configuration.
+
+    PYTHONPATH=src python3 benchmarks/gpu_decode.py --model MODEL_DIR --src test.de --ref test.en [--out table.md]
+    PYTHONPATH=src python benchmarks/gpu_decode.py --model MODEL_DIR --src ... --ref ... --device cpu --quick
+
+Each configuration decodes the whole set once to warm up (on CUDA graphs: the captures; its time is the "first
+pass" column) and once timed; peak GPU memory is ``torch.cuda.max_memory_allocated`` over both passes (reset per
+configuration); BLEU (sacrebleu) shows that the outputs agree. ``--quick``: fp32, beams 1 and 5, batch 16, the
+first 64 sentences (a try on the CPU, where CUDA graphs run their padded path uncaptured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import functools
+import gzip
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import sacrebleu
+import torch
+
+from adlnmt.cuda_graphs import BUCKETS
+from adlnmt.errors import UserError
+from adlnmt.search import SearchOptions
+from adlnmt.translator import Translator
+
+HEADER = (
+    "| engine | precision | beam | batch | sentences/s | first pass s | peak GPU MB | BLEU |\n"
+    "|---|---|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def read_lines(path: Path, limit: int | None) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle][:limit]
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def timed(translate: Callable[[], list[str]], device: str) -> tuple[list[str], float, float, float]:
+    """Warm-up pass, timed pass → outputs, first-pass seconds, timed seconds, peak GPU MB (0 on the CPU)."""
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    translate()
+    synchronize(device)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    outputs = translate()
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    peak = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else 0.0
+    return outputs, first, seconds, peak
+
+
+def ctranslate2_unavailable(device: str) -> str | None:
+    """Why CTranslate2 cannot decode on ``device`` here, or None."""
+    if device.startswith("cuda"):
+        try:  # the ctranslate2 4.x wheels (4.8.5 checked) are built against CUDA 12's cuBLAS
+            ctypes.CDLL("libcublas.so.12")
+        except OSError as error:
+            return f"its CUDA build needs libcublas.so.12 (CUDA 12 cuBLAS): {error}"
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        return "the ctranslate2 package is not installed"
+    return None
+
+
+def rows(args: argparse.Namespace, lines: list[str], refs: list[str]) -> Iterator[str]:
+    def row(engine: str, precision: str, beam: int, batch: int, translate: Callable[[], list[str]]) -> str:
+        try:
+            outputs, first, seconds, peak = timed(translate, args.device)
+        except (RuntimeError, UserError) as error:  # one failed configuration (e.g. out of memory) ends no others
+            return f"| {engine} | {precision} | {beam} | {batch} | failed: {str(error).splitlines()[0]} | | | |"
+        bleu = sacrebleu.corpus_bleu(outputs, [refs]).score
+        return (
+            f"| {engine} | {precision} | {beam} | {batch} | {len(lines) / seconds:,.0f} | {first:.2f} | "
+            f"{peak:,.0f} | {bleu:.2f} |"
+        )
+
+    for precision in args.precisions:
+        translator = Translator.load(args.model, device=args.device, precision=precision)
+        for graphs in (False, True):
+            for beam in args.beams:
+                for batch in args.batch_sizes:
+                    options = SearchOptions(beam=beam, batch_size=batch, cuda_graphs=graphs)
+                    engine = "torch + CUDA graphs" if graphs else "torch eager"
+                    yield row(engine, precision, beam, batch, functools.partial(translator.translate, lines, options))
+                    BUCKETS.pop(translator.model, None)  # the next configuration starts without buffers
+        del translator
+    reason = ctranslate2_unavailable(args.device)
+    if reason is not None:
+        yield f"| CTranslate2 | – | – | – | unavailable: {reason} | | | |"
+        return
+    try:
+        ct2 = Translator.load(args.model, device=args.device, engine="ctranslate2")
+    except UserError as error:
+        yield f"| CTranslate2 | – | – | – | unavailable: {error} | | | |"
+        return
+    for beam in args.beams:
+        for batch in args.batch_sizes:
+            options = SearchOptions(beam=beam, batch_size=batch)
+            yield row("CTranslate2", "fp32", beam, batch, functools.partial(ct2.translate, lines, options))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, required=True, help="model directory")
+    parser.add_argument("--src", type=Path, required=True, help="source lines (.gz allowed)")
+    parser.add_argument("--ref", type=Path, required=True, help="reference lines (.gz allowed)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--beams", type=int, nargs="+", default=[1, 5])
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
+    parser.add_argument("--sentences", type=int, default=None, help="only the first N lines")
+    parser.add_argument("--quick", action="store_true", help="fp32, batch 16, 64 sentences (a CPU try)")
+    parser.add_argument("--out", type=Path, help="also write the table there")
+    args = parser.parse_args()
+    if args.quick:
+        args.precisions, args.batch_sizes, args.sentences = ["fp32"], [16], args.sentences or 64
+    lines, refs = read_lines(args.src, args.sentences), read_lines(args.ref, args.sentences)
+    if len(lines) != len(refs):
+        parser.error(f"{args.src} has {len(lines)} lines but {args.ref} has {len(refs)}")
+    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
+    title = f"{args.model}: {len(lines)} sentences of {args.src.name} on {device}, torch {torch.__version__}"
+    out = [f"{title}\n", HEADER]
+    print(*out, sep="\n", flush=True)
+    for line in rows(args, lines, refs):
+        print(line, flush=True)
+        out.append(line)
+        if args.out:
+            args.out.write_text("\n".join(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
