@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from adlnmt.cuda_graphs import GraphStepper
+from adlnmt.cuda_graphs import BUCKETS, GraphStepper
 from adlnmt.data.vocab import BOS
 from adlnmt.search import SearchOptions, translate_ids
 from adlnmt.stepper import Stepper
@@ -75,3 +75,15 @@ def test_a_step_past_the_bucket_cache_is_refused() -> None:
         for _ in range(graphed.bucket.steps + 1):
             graphed.step(tokens)
     assert isinstance(graphed, Stepper)
+
+
+def test_buckets_of_moved_or_converted_weights_are_dropped() -> None:
+    model = tiny(DECODERS["transformer"])
+    options = SearchOptions(beam=2, cuda_graphs=True)
+    with torch.inference_mode():
+        before = translate_ids(model, random_sources(5), options)
+        old = list(BUCKETS[model])
+        model.double().float()  # new parameter tensors: graphs captured on the old ones would read freed memory
+        after = translate_ids(model, random_sources(5), options)
+    assert old and not any(bucket in BUCKETS[model] for bucket in old)
+    assert [h[0].tokens for h in after] == [h[0].tokens for h in before]

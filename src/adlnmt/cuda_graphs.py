@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import warnings
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -37,7 +39,7 @@ def round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-@dataclass
+@dataclass(eq=False)  # buckets are compared by identity
 class Bucket:
     """Persistent buffers of one fixed shape (rows × source length, caches of ``steps`` positions) and the
     graphs captured on them, one per step."""
@@ -52,14 +54,18 @@ class Bucket:
     caches: dict[Key, Tensor] = field(default_factory=dict)  # growing entries, ``steps`` positions
     graphs: dict[int, torch.cuda.CUDAGraph] = field(default_factory=dict)
     pool: object = None  # the graphs' shared memory pool
+    stream: torch.cuda.Stream | None = None  # where they are captured
     capture: bool = False  # False: the padded path runs eagerly (no CUDA, or a capture failed)
+    weights: tuple[int, ...] = ()  # the addresses of the model's parameters that the graphs read
+    kept: list[Tensor] = field(default_factory=list)  # tensors the graphs read that the model may replace
     warmed: bool = False
 
-    def fits(self, rows: int, source_length: int, steps: int, like: Tensor) -> bool:
-        """Whether a batch of ``rows`` fits without padding it to more than twice its rows."""
+    def fits(self, rows: int, source_length: int, steps: int, like: Tensor, weights: tuple[int, ...]) -> bool:
+        """Whether a batch of ``rows`` fits without padding it to more than twice its rows, on the same weights."""
         final = self.memory.final
         return (
-            rows <= self.rows < 2 * round_up(rows, ROW_MULTIPLE)
+            weights == self.weights
+            and rows <= self.rows < 2 * round_up(rows, ROW_MULTIPLE)
             and source_length <= self.source_length
             and steps <= self.steps
             and final.dtype == like.dtype
@@ -93,6 +99,10 @@ def gather_rows(buffer: Tensor, index: Tensor) -> None:
     buffer.narrow(0, 0, index.numel()).copy_(buffer.index_select(0, index))
 
 
+def weight_addresses(model: Seq2Seq) -> tuple[int, ...]:
+    return tuple(p.data_ptr() for p in model.parameters())
+
+
 def new_bucket(model: Seq2Seq, memory: SourceMemory, steps: int, capture: bool) -> Bucket:
     rows = round_up(memory.mask.size(0), ROW_MULTIPLE)
     length = round_up(memory.mask.size(1), SOURCE_MULTIPLE)
@@ -102,20 +112,23 @@ def new_bucket(model: Seq2Seq, memory: SourceMemory, steps: int, capture: bool) 
 
     padded = SourceMemory(buffer(memory.final), buffer(memory.mask), [buffer(b) for b in memory.blocks])
     bucket = Bucket(rows, length, round_up(steps, STEP_MULTIPLE), padded, memory.mask.new_zeros(rows, dtype=torch.long))
-    bucket.capture = capture
+    bucket.capture, bucket.weights = capture, weight_addresses(model)
     if capture:
-        bucket.pool = torch.cuda.graph_pool_handle()
+        bucket.pool, bucket.stream = torch.cuda.graph_pool_handle(), torch.cuda.Stream(memory.final.device)
     for layer in iter_layers(model.decoder):
         if type(layer) is Pos:  # its sinusoid table grows on demand: never inside a capture
             layer.embedding(0, bucket.steps + 1, memory.final.device)
+            bucket.kept.append(layer.cache)  # a later, longer bucket replaces it: this one's graphs read it
     return bucket
 
 
 def bucket_for(model: Seq2Seq, memory: SourceMemory, steps: int, capture: bool) -> Bucket:
     """The smallest bucket of ``model`` that holds ``memory`` and ``steps`` decoding steps (a new one if none)."""
     rows, length = memory.mask.shape
+    weights = weight_addresses(model)
     buckets = BUCKETS.setdefault(model, [])
-    fitting = [b for b in buckets if b.fits(rows, length, steps, memory.final)]
+    buckets[:] = [b for b in buckets if b.weights == weights]  # moved or converted weights: old graphs are stale
+    fitting = [b for b in buckets if b.fits(rows, length, steps, memory.final, weights)]
     if fitting:
         return min(fitting, key=lambda b: (b.rows, b.source_length, b.steps))
     bucket = new_bucket(model, memory, steps, capture)
@@ -203,26 +216,39 @@ class GraphStepper(Stepper):
         return bucket.log_probs.narrow(0, 0, self.rows).clone(), None
 
     def first_step(self) -> None:
-        """Step 0, eagerly (on a side stream once per bucket, the warm-up CUDA graphs ask for)."""
+        """Step 0, eagerly (on the capture stream once per bucket: the warm-up CUDA graphs ask for)."""
         if not self.bucket.capture or self.bucket.warmed:
             self.compute()
         else:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
+            with self.on_capture_stream():
                 self.compute()
-            torch.cuda.current_stream().wait_stream(side)
             self.bucket.warmed = True
         self.adopt_caches()
 
+    @contextmanager
+    def on_capture_stream(self) -> Iterator[None]:
+        """Run on the bucket's side stream, ordered after and before the current stream's work."""
+        stream, current = self.bucket.stream, torch.cuda.current_stream()
+        assert stream is not None
+        stream.wait_stream(current)
+        with torch.cuda.stream(stream):
+            yield
+        current.wait_stream(stream)
+
     def capture_step(self, t: int) -> None:
-        """Capture step ``t`` (the capture records, it does not run), then replay it; eager if capture fails."""
+        """Capture step ``t`` (the capture records, it does not run), then replay it; eager if capture fails.
+        (``CUDAGraph.capture_begin`` rather than ``torch.cuda.graph``, which synchronises and empties the
+        allocator's cache before each of the many captures.)"""
         state, bucket = self.state, self.bucket
         assert state is not None
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph, pool=bucket.pool):
-                self.compute()
+            with self.on_capture_stream():
+                graph.capture_begin(pool=bucket.pool)
+                try:
+                    self.compute()
+                finally:
+                    graph.capture_end()
         except RuntimeError as error:
             bucket.capture = False
             warnings.warn(f"CUDA graphs: capturing the decoder step failed ({error}); decoding eagerly", stacklevel=2)
