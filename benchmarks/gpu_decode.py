@@ -23,7 +23,7 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from adlnmt.cuda_graphs import BUCKETS
+from adlnmt.cuda_graphs import BUCKETS, Bucket
 from adlnmt.errors import UserError
 from adlnmt.search import SearchOptions
 from adlnmt.translator import Translator
@@ -76,6 +76,16 @@ def ctranslate2_unavailable(device: str) -> str | None:
     return None
 
 
+def engine_label(graphs: bool, buckets: list[Bucket]) -> str:
+    """The torch engine's label; with CUDA graphs, says so where a capture failed (the padded path ran eagerly)."""
+    if not graphs:
+        return "torch eager"
+    if buckets and not buckets[0].memory.final.is_cuda:
+        return "torch, padded path of CUDA graphs (CPU: not captured)"
+    eager = [b for b in buckets if not b.capture]
+    return "torch + CUDA graphs" + (f" (**{len(eager)} of {len(buckets)} buckets eager**)" if eager else "")
+
+
 def rows(args: argparse.Namespace, lines: list[str], refs: list[str]) -> Iterator[str]:
     def row(engine: str, precision: str, beam: int, batch: int, translate: Callable[[], list[str]]) -> str:
         try:
@@ -94,9 +104,8 @@ def rows(args: argparse.Namespace, lines: list[str], refs: list[str]) -> Iterato
             for beam in args.beams:
                 for batch in args.batch_sizes:
                     options = SearchOptions(beam=beam, batch_size=batch, cuda_graphs=graphs)
-                    engine = "torch + CUDA graphs" if graphs else "torch eager"
-                    yield row(engine, precision, beam, batch, functools.partial(translator.translate, lines, options))
-                    BUCKETS.pop(translator.model, None)  # the next configuration starts without buffers
+                    line = row("torch", precision, beam, batch, functools.partial(translator.translate, lines, options))
+                    yield line.replace("torch", engine_label(graphs, BUCKETS.pop(translator.model, [])), 1)
         del translator
     reason = ctranslate2_unavailable(args.device)
     if reason is not None:
