@@ -11,7 +11,7 @@ import torch
 
 from adlnmt.cuda_graphs import BUCKETS, GraphStepper
 from adlnmt.data.vocab import BOS
-from adlnmt.search import SearchOptions, translate_ids
+from adlnmt.search import SearchOptions, pad_batch, translate_ids
 from adlnmt.stepper import Stepper
 from test_stepper import DECODERS, VOCAB, session, tiny
 
@@ -87,3 +87,31 @@ def test_buckets_of_moved_or_converted_weights_are_dropped() -> None:
         after = translate_ids(model, random_sources(5), options)
     assert old and not any(bucket in BUCKETS[model] for bucket in old)
     assert [h[0].tokens for h in after] == [h[0].tokens for h in before]
+
+
+def state_addresses(stepper: GraphStepper) -> set[int]:
+    """Where every tensor a captured step reads or writes lives (a graph replays on these addresses)."""
+    state, bucket = stepper.state, stepper.bucket
+    assert state is not None and bucket.log_probs is not None
+    tensors = [*state.static.values(), *state.dynamic.values(), *(e.buffer for e in state.growing.values())]
+    tensors += [*GraphStepper.bucket_tensors(bucket.memory), bucket.tokens, bucket.log_probs]
+    return {t.data_ptr() for t in tensors}
+
+
+@pytest.mark.parametrize("family", list(DECODERS))
+def test_every_step_of_every_batch_in_a_bucket_uses_the_same_buffers(family: str) -> None:
+    model = tiny(DECODERS[family])
+    seen: set[frozenset[int]] = set()
+    with torch.inference_mode():
+        for sources in (pad_batch([[5, 6, 7, 2], [8, 2]]), pad_batch([[9, 10, 2]])):  # the second batch: 1 row
+            stepper = GraphStepper(model, model.encode(sources).select(torch.arange(sources.size(0)).repeat(2)), 6)
+            tokens = torch.full((stepper.rows,), BOS, dtype=torch.long)
+            for step in range(5):
+                stepper.step(tokens)
+                seen.add(frozenset(state_addresses(stepper)))
+                if step == 2:
+                    stepper.reorder(torch.arange(stepper.rows).flip(0))
+                if step == 3 and stepper.rows > 2:
+                    stepper.select(torch.tensor([0, 1]))
+                tokens = torch.full((stepper.rows,), 7, dtype=torch.long)
+    assert len(seen) == 1
