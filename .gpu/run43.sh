@@ -11,6 +11,16 @@ mkdir -p "$out"
 bench_mode=()  # without a GPU (a try on the CPU): the reduced table
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/device.txt" 2>&1 ||
     bench_mode=(--device cpu --quick)
+if ls .whl/ctranslate2-*.whl > /dev/null 2>&1; then  # CTranslate2 carried (its wheels need CUDA 12's cuBLAS)
+    "${PYTHON:-python3}" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .whl/ctranslate2-*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
+    sites=$("${PYTHON:-python3}" -c 'import site; print(*site.getsitepackages())')
+    cublas13=$(find $sites -name 'libcublas.so.13*' 2>/dev/null | head -n 1)
+    if [ -n "$cublas13" ]; then  # try the device's CUDA 13 cuBLAS under the CUDA 12 name (the row says so)
+        mkdir -p /tmp/cublas12 && ln -sf "$cublas13" /tmp/cublas12/libcublas.so.12
+        export LD_LIBRARY_PATH=/tmp/cublas12${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} CT2_NOTE="cuBLAS 13 as libcublas.so.12"
+    fi
+fi
 start=$SECONDS
 timeout -k 5 125 "${PYTHON:-python3}" -m pytest -m cuda tests/cuda -q -p no:cacheprovider > "$out/cuda-tests.log" 2>&1
 echo "cuda tests: exit $? after $((SECONDS - start)) s"; tail -n 15 "$out/cuda-tests.log"

@@ -16,6 +16,8 @@ import argparse
 import ctypes
 import functools
 import gzip
+import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,9 +27,14 @@ import torch
 
 from adlnmt.cuda_graphs import BUCKETS, Bucket
 from adlnmt.errors import UserError
+from adlnmt.export.ctranslate2 import CTranslate2Engine
+from adlnmt.export.directory import Source
+from adlnmt.export.formats import export_model
 from adlnmt.search import SearchOptions
-from adlnmt.translator import Translator
+from adlnmt.translator import Translator, load_model
 
+CT2_TYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # --precisions → CTranslate2's compute type
+CT2_LABEL = "CTranslate2" + (f" ({os.environ['CT2_NOTE']})" if os.environ.get("CT2_NOTE") else "")
 HEADER = (
     "| engine | precision | beam | batch | sentences/s | first pass s | peak GPU MB | BLEU |\n"
     "|---|---|---:|---:|---:|---:|---:|---:|"
@@ -111,15 +118,22 @@ def rows(args: argparse.Namespace, lines: list[str], refs: list[str]) -> Iterato
     if reason is not None:
         yield f"| CTranslate2 | – | – | – | unavailable: {reason} | | | |"
         return
-    try:
-        ct2 = Translator.load(args.model, device=args.device, engine="ctranslate2")
-    except UserError as error:
-        yield f"| CTranslate2 | – | – | – | unavailable: {error} | | | |"
-        return
-    for beam in args.beams:
-        for batch in args.batch_sizes:
-            options = SearchOptions(beam=beam, batch_size=batch)
-            yield row("CTranslate2", "fp32", beam, batch, functools.partial(ct2.translate, lines, options))
+    with tempfile.TemporaryDirectory(prefix="gpu-decode-") as tmp:
+        model, data, max_len = load_model(args.model, "best")
+        export = export_model(Source(model.eval(), data, max_len, args.model), Path(tmp), "ctranslate2")
+        translator = Translator.from_export(export, "ctranslate2")
+        for precision in args.precisions:
+            try:
+                translator.engine = CTranslate2Engine(export, 1, args.device.split(":")[0], CT2_TYPES[precision])
+            except (RuntimeError, ValueError) as error:
+                yield f"| CTranslate2 | {precision} | – | – | unavailable: {str(error).splitlines()[0]} | | | |"
+                continue
+            for beam in args.beams:
+                for batch in args.batch_sizes:
+                    options = SearchOptions(beam=beam, batch_size=batch)
+                    yield row(
+                        CT2_LABEL, precision, beam, batch, functools.partial(translator.translate, lines, options)
+                    )
 
 
 def main() -> int:
