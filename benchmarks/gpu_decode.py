@@ -28,7 +28,7 @@ import torch
 from adlnmt.cuda_graphs import BUCKETS, Bucket
 from adlnmt.errors import UserError
 from adlnmt.export.ctranslate2 import CTranslate2Engine
-from adlnmt.export.directory import Source
+from adlnmt.export.directory import ExportDir, Source
 from adlnmt.export.formats import export_model
 from adlnmt.search import SearchOptions
 from adlnmt.translator import Translator, load_model
@@ -93,7 +93,9 @@ def engine_label(graphs: bool, buckets: list[Bucket]) -> str:
     return "torch + CUDA graphs" + (f" (**{len(eager)} of {len(buckets)} buckets eager**)" if eager else "")
 
 
-def rows(args: argparse.Namespace, lines: list[str], refs: list[str]) -> Iterator[str]:
+def rows(args: argparse.Namespace, lines: list[str], refs: list[str], ct2_export: Path | None) -> Iterator[str]:
+    """Per precision: torch eager, torch with CUDA graphs, CTranslate2 (on ``ct2_export`` where it runs)."""
+
     def row(engine: str, precision: str, beam: int, batch: int, translate: Callable[[], list[str]]) -> str:
         try:
             outputs, first, seconds, peak = timed(translate, args.device)
@@ -105,35 +107,33 @@ def rows(args: argparse.Namespace, lines: list[str], refs: list[str]) -> Iterato
             f"{peak:,.0f} | {bleu:.2f} |"
         )
 
+    configs = [(beam, batch) for beam in args.beams for batch in args.batch_sizes]
     for precision in args.precisions:
         translator = Translator.load(args.model, device=args.device, precision=precision)
         for graphs in (False, True):
-            for beam in args.beams:
-                for batch in args.batch_sizes:
-                    options = SearchOptions(beam=beam, batch_size=batch, cuda_graphs=graphs)
-                    line = row("torch", precision, beam, batch, functools.partial(translator.translate, lines, options))
-                    yield line.replace("torch", engine_label(graphs, BUCKETS.pop(translator.model, [])), 1)
+            for beam, batch in configs:
+                options = SearchOptions(beam=beam, batch_size=batch, cuda_graphs=graphs)
+                line = row("torch", precision, beam, batch, functools.partial(translator.translate, lines, options))
+                yield line.replace("torch", engine_label(graphs, BUCKETS.pop(translator.model, [])), 1)
         del translator
-    reason = ctranslate2_unavailable(args.device)
-    if reason is not None:
-        yield f"| CTranslate2 | – | – | – | unavailable: {reason} | | | |"
-        return
-    with tempfile.TemporaryDirectory(prefix="gpu-decode-") as tmp:
-        model, data, max_len = load_model(args.model, "best")
-        export = export_model(Source(model.eval(), data, max_len, args.model), Path(tmp), "ctranslate2")
-        translator = Translator.from_export(export, "ctranslate2")
-        for precision in args.precisions:
-            try:
-                translator.engine = CTranslate2Engine(export, 1, args.device.split(":")[0], CT2_TYPES[precision])
-            except (RuntimeError, ValueError) as error:
-                yield f"| CTranslate2 | {precision} | – | – | unavailable: {str(error).splitlines()[0]} | | | |"
-                continue
-            for beam in args.beams:
-                for batch in args.batch_sizes:
-                    options = SearchOptions(beam=beam, batch_size=batch)
-                    yield row(
-                        CT2_LABEL, precision, beam, batch, functools.partial(translator.translate, lines, options)
-                    )
+        if ct2_export is None:
+            continue
+        export = ExportDir.load(ct2_export)
+        ct2 = Translator.from_export(export, "ctranslate2")  # its CPU engine replaced by one on the device:
+        try:
+            ct2.engine = CTranslate2Engine(export, 1, args.device.split(":")[0], CT2_TYPES[precision])
+        except (RuntimeError, ValueError) as error:
+            yield f"| CTranslate2 | {precision} | – | – | unavailable: {str(error).splitlines()[0]} | | | |"
+            continue
+        for beam, batch in configs:
+            translate = functools.partial(ct2.translate, lines, SearchOptions(beam=beam, batch_size=batch))
+            yield row(CT2_LABEL, precision, beam, batch, translate)
+
+
+def export_for_ctranslate2(model_dir: Path, out: Path) -> Path:
+    """The model exported for CTranslate2 (fp32 weights; the compute type is chosen at load time) into ``out``."""
+    model, data, max_len = load_model(model_dir, "best")
+    return export_model(Source(model.eval(), data, max_len, model_dir), out, "ctranslate2").path
 
 
 def main() -> int:
@@ -158,11 +158,17 @@ def main() -> int:
     title = f"{args.model}: {len(lines)} sentences of {args.src.name} on {device}, torch {torch.__version__}"
     out = [f"{title}\n", HEADER]
     print(*out, sep="\n", flush=True)
-    for line in rows(args, lines, refs):
-        print(line, flush=True)
-        out.append(line)
-        if args.out:
-            args.out.write_text("\n".join(out) + "\n")
+    reason = ctranslate2_unavailable(args.device)
+    if reason is not None:
+        out.append(f"| CTranslate2 | – | – | – | unavailable: {reason} | | | |")
+        print(out[-1], flush=True)
+    with tempfile.TemporaryDirectory(prefix="gpu-decode-") as tmp:
+        ct2_export = None if reason else export_for_ctranslate2(args.model, Path(tmp) / "ct2")
+        for line in rows(args, lines, refs, ct2_export):
+            print(line, flush=True)
+            out.append(line)
+            if args.out:
+                args.out.write_text("\n".join(out) + "\n")
     return 0
 
 
