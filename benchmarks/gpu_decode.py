@@ -159,11 +159,15 @@ def main() -> int:
     out = [f"{title}\n", HEADER]
     print(*out, sep="\n", flush=True)
     reason = ctranslate2_unavailable(args.device)
-    if reason is not None:
-        out.append(f"| CTranslate2 | – | – | – | unavailable: {reason} | | | |")
-        print(out[-1], flush=True)
     with tempfile.TemporaryDirectory(prefix="gpu-decode-") as tmp:
-        ct2_export = None if reason else export_for_ctranslate2(args.model, Path(tmp) / "ct2")
+        ct2_export = None
+        try:
+            ct2_export = None if reason else export_for_ctranslate2(args.model, Path(tmp) / "ct2")
+        except UserError as error:  # a decoder CTranslate2 has no layers for (RNN, CNN, ...)
+            reason = f"the export is refused: {error}"
+        if reason is not None:
+            out.append(f"| CTranslate2 | – | – | – | unavailable: {reason} | | | |")
+            print(out[-1], flush=True)
         for line in rows(args, lines, refs, ct2_export):
             print(line, flush=True)
             out.append(line)
