@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from adlnmt.cuda_graphs import graph_stepper
 from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import UserError
 from adlnmt.model import Seq2Seq
@@ -61,6 +62,8 @@ class SearchOptions:
     """Give every hypothesis its source-attention alignment."""
     workers: int = 1
     """Search the batches in that many forked single-thread CPU processes (:mod:`adlnmt.workers`)."""
+    cuda_graphs: bool = False
+    """Decoder steps at fixed (padded) shapes, captured in CUDA graphs on CUDA (:mod:`adlnmt.cuda_graphs`)."""
 
     def __post_init__(self) -> None:
         if self.beam < 1 or not 1 <= self.nbest <= self.beam:
@@ -151,7 +154,11 @@ class SearchBatch:
         self.src_lengths: list[int] = memory.mask.sum(1).tolist()
         if k > 1:
             memory = memory.select(torch.arange(src.size(0), device=src.device).repeat_interleave(k))
-        self.stepper = Stepper(model, memory, options.incremental, options.alignments)
+        self.stepper = (
+            graph_stepper(model, memory, int(max_len.max()) + 1, options.incremental, options.alignments)
+            if options.cuda_graphs
+            else Stepper(model, memory, options.incremental, options.alignments)
+        )
         self.k = k
         self.sentences = torch.arange(src.size(0), device=src.device)  # original sentence of each active one
         self.active: list[int] = list(range(src.size(0)))  # the same, on the host

@@ -3,12 +3,14 @@ precisions translate every line."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import torch
 
 from adlnmt.cli import main
+from adlnmt.cuda_graphs import BUCKETS
 from adlnmt.search import SearchOptions, translate_ids
 from adlnmt.translator import Translator
 from test_search import DECODERS, ENCODER
@@ -78,3 +80,30 @@ def test_translate_command_on_cuda_writes_the_cpu_lines(
                 str(tmp_path / device), "--beam", "5", "--device", device]  # fmt: skip
         assert main(argv) == 0
     assert (tmp_path / "cuda").read_text() == (tmp_path / "cpu").read_text()
+
+
+@pytest.mark.parametrize("family", list(DECODERS))
+def test_cuda_graphs_are_token_identical_to_eager_cuda_search(
+    trained, demo_data: Path, family: str, strict_fp32: None
+) -> None:
+    gpu = Translator.load(trained[family], device="cuda")
+    sources = source_ids(gpu, demo_data)
+    for beam in (1, 5):
+        options = SearchOptions(beam=beam, nbest=beam, batch_size=16)
+        eager = translate_ids(gpu.model, sources, options, device="cuda")
+        graphed = translate_ids(gpu.model, sources, dataclasses.replace(options, cuda_graphs=True), device="cuda")
+        for a, b in zip(eager, graphed, strict=True):
+            assert [h.tokens for h in a] == [h.tokens for h in b], f"{family}, beam {beam}"
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+    buckets = BUCKETS[gpu.model]
+    assert all(b.capture for b in buckets) and any(b.graphs for b in buckets), f"{family}: no graphs captured"
+
+
+def test_cuda_graphs_in_bf16_translate_as_eager_bf16(trained, demo_data: Path) -> None:
+    gpu = Translator.load(trained["transformer"], device="cuda", precision="bf16")
+    lines = (demo_data / "corpus" / "test.src").read_text().splitlines()[:30]
+    eager = gpu.translate(lines, SearchOptions(beam=4))
+    graphed = gpu.translate(lines, SearchOptions(beam=4, cuda_graphs=True))
+    same = sum(a == b for a, b in zip(eager, graphed, strict=True))
+    assert same >= 0.9 * len(lines), f"bf16 with CUDA graphs: only {same}/{len(lines)} lines equal eager bf16"
+    assert all(b.capture for b in BUCKETS[gpu.model]) and any(b.graphs for b in BUCKETS[gpu.model])

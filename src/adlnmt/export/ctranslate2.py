@@ -267,12 +267,13 @@ class CTranslate2Engine:
 
     name = "ctranslate2"
 
-    def __init__(self, export: ExportDir, threads: int) -> None:
+    def __init__(self, export: ExportDir, threads: int, device: str = "cpu", compute_type: str | None = None) -> None:
+        """``device``: cpu or cuda; ``compute_type``: CTranslate2's (e.g. float32, bfloat16), else the export's."""
         import ctranslate2
 
         section = export.manifest["ctranslate2"]
-        self.translator = ctranslate2.Translator(str(export.path / section["model"]), device="cpu",
-                                                 compute_type=section["compute_type"],
+        self.translator = ctranslate2.Translator(str(export.path / section["model"]), device=device,
+                                                 compute_type=compute_type or section["compute_type"],
                                                  intra_threads=max(1, threads), inter_threads=1)  # fmt: skip
         self.src_vocab, self.tgt_vocab = export.data.src_vocab, export.data.tgt_vocab
         self.barred = [[self.tgt_vocab.piece(PAD)], [self.tgt_vocab.piece(BOS)]]

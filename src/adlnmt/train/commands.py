@@ -30,7 +30,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise UserError(f"need --workers >= 1 and --threads >= 0, got {args.workers} and {args.threads}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    asked = {"alignments": args.alignments, "--uncached": args.uncached, "--workers": args.workers > 1}
+    asked = {"alignments": args.alignments, "--uncached": args.uncached, "--workers": args.workers > 1,
+             "--cuda-graphs": args.cuda_graphs}  # fmt: skip
     torch_only = [name for name, wanted in asked.items() if wanted]
     translator = load_translator(args, torch_only)
     lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
@@ -43,6 +44,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         incremental=not args.uncached,
         alignments=args.alignments,
         workers=args.workers,
+        cuda_graphs=args.cuda_graphs,
     )
     found = translator.search(lines, options)
     if args.nbest > 1 or args.alignments:
@@ -139,6 +141,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="write JSON lines with source-attention alignments (mean over layers and heads)",
     )
     translate.add_argument("--uncached", action="store_true", help="re-feed the whole prefix every step (slow)")
+    translate.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="CUDA: replay each decoder step from a captured CUDA graph (token-identical to eager; adlnmt.cuda_graphs)",
+    )
     translate.add_argument("--device", default="cpu", help="cpu or cuda")
     translate.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     translate.add_argument(
