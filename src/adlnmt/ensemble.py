@@ -109,9 +109,15 @@ class Ensemble:
         state.step += 1
         return combine([log_probs for log_probs, _ in steps], self.combination), steps[0][1]
 
-    def translate_ids(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
+    def translate_ids(
+        self,
+        sources: Sequence[Sequence[int]],
+        options: SearchOptions,
+        prefixes: Sequence[Sequence[int]] | None = None,
+    ) -> list[list[Hypothesis]]:
+        """:func:`adlnmt.search.translate_ids` with the ensemble as the model."""
         with torch.inference_mode():
-            return translate_ids(self, sources, options, self.device)
+            return translate_ids(self, sources, options, self.device, prefixes=prefixes)
 
 
 def load_ensemble(

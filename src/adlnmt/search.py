@@ -10,6 +10,10 @@ Scores: ``log_prob`` is the sum of the token log-probabilities including EOS; ``
 the GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (|Y| counts EOS; α = 0 gives log_prob).
 Alignments: per output token, the source attention probabilities averaged over every source
 attention layer and head of the decoder, [|Y| + 1, S] (rows for each token and EOS; each sums to 1).
+
+Sampling (``SearchOptions.sampling``) draws each token instead of taking the argmax, in the greedy loop; a target
+prefix (``translate_ids(..., prefixes=...)``) forces the first tokens of a sentence's hypotheses, then the search goes
+on as usual (the prefix's log-probabilities count in the scores; with an empty prefix nothing changes).
 """
 
 from __future__ import annotations
@@ -64,13 +68,52 @@ class SearchOptions:
     """Search the batches in that many forked single-thread CPU processes (:mod:`adlnmt.workers`)."""
     cuda_graphs: bool = False
     """Decoder steps at fixed (padded) shapes, captured in CUDA graphs on CUDA (:mod:`adlnmt.cuda_graphs`)."""
+    sampling: str | None = None
+    """Sample instead of searching: ``topk:K`` draws each token from the K most likely ones, ``topp:P`` from the
+    fewest most likely ones whose probability reaches P (nucleus); ``nbest`` samples per sentence, in the order
+    drawn (``beam`` is not used). None: greedy or beam search."""
+    temperature: float = 1.0
+    """Sampling: the log-probabilities are divided by it before top-k / top-p (below 1 sharper, above flatter)."""
+    seed: int = 1
+    """Sampling: every batch's generator is seeded from it and the batch's number, so samples are reproducible."""
 
     def __post_init__(self) -> None:
-        if self.beam < 1 or not 1 <= self.nbest <= self.beam:
+        if self.sampling is not None:
+            sampling_rule(self.sampling)
+            if self.nbest < 1 or self.temperature <= 0:
+                raise ValueError(f"sampling needs nbest >= 1 and temperature > 0, got {self.nbest}, {self.temperature}")
+        elif self.beam < 1 or not 1 <= self.nbest <= self.beam:
             raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={self.beam}, nbest={self.nbest}")
 
 
 DEFAULT_OPTIONS = SearchOptions()  # those of `adlnmt translate` without flags
+
+
+def sampling_rule(spec: str) -> tuple[str, float]:
+    """``topk:K`` → ("topk", K) with K a positive integer; ``topp:P`` → ("topp", P) with 0 < P <= 1."""
+    kind, _, value = spec.partition(":")
+    try:
+        number = float(value) if kind == "topp" else int(value)
+    except ValueError:
+        number = 0
+    if kind not in ("topk", "topp") or not (0 < number <= 1 if kind == "topp" else number >= 1):
+        raise UserError(f"unknown sampling {spec!r}: use topk:K (K >= 1) or topp:P (0 < P <= 1)")
+    return kind, number
+
+
+def sample(log_probs: Tensor, options: SearchOptions, generator: torch.Generator) -> Tensor:
+    """One token per row of log_probs [N, V], drawn from the top-k or top-p words at the options' temperature."""
+    kind, value = sampling_rule(options.sampling or "")
+    logits = log_probs / options.temperature
+    if kind == "topk":
+        threshold = logits.topk(min(int(value), logits.size(1)), dim=-1).values[:, -1:]  # [N, 1]
+        logits = logits.masked_fill(logits < threshold, float("-inf"))
+    else:
+        ranked, order = logits.sort(dim=-1, descending=True)
+        probs = torch.softmax(ranked, dim=-1)
+        outside = probs.cumsum(-1) - probs >= value  # the words before already reach P
+        logits = torch.full_like(logits, float("-inf")).scatter(1, order, ranked.masked_fill(outside, float("-inf")))
+    return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator).squeeze(1)
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -149,6 +192,7 @@ class SearchBatch:
         min_len: Tensor | None,
         options: SearchOptions,
         k: int = 1,
+        prefix: Tensor | None = None,
     ) -> None:
         memory = model.encode(src)
         self.src_lengths: list[int] = memory.mask.sum(1).tolist()
@@ -165,6 +209,7 @@ class SearchBatch:
         self.limit = max_len.to(src.device)
         self.limits: list[int] = max_len.tolist()
         self.floor = None if min_len is None else min_len.to(src.device)
+        self.prefix = prefix  # [B, P] target prefixes, PAD after each one's end
         self.step = 0
 
     def per_row(self, per_sentence: Tensor) -> Tensor:
@@ -176,6 +221,8 @@ class SearchBatch:
         log_probs, alignment = self.stepper.step(tokens)  # [N, V], [N, S]
         if self.floor is not None:
             bar_eos(log_probs, self.per_row(self.floor[self.sentences] > self.step))
+        if self.prefix is not None and self.step < self.prefix.size(1):
+            log_probs = force_tokens(log_probs, self.per_row(self.prefix[self.sentences, self.step]))
         return log_probs, alignment
 
     def sentence_ids(self) -> list[int]:
@@ -202,6 +249,14 @@ class SearchBatch:
         self.active = [self.active[i] for i in kept]
         self.stepper.select(rows)
         return keep, rows
+
+
+def force_tokens(log_probs: Tensor, forced: Tensor) -> Tensor:
+    """log_probs [N, V] where each row with a forced token ``forced`` [N] (PAD: none) may only continue with it,
+    at its log-probability."""
+    chosen = forced.unsqueeze(1)
+    only = torch.full_like(log_probs, float("-inf")).scatter(1, chosen, log_probs.gather(1, chosen))
+    return torch.where(forced.ne(PAD).unsqueeze(1), only, log_probs)
 
 
 def force_eos(log_probs: Tensor, forced: Tensor) -> Tensor:
@@ -301,17 +356,19 @@ def ended(
 
 @torch.inference_mode()
 def beam_batch(
-    model: Seq2Seq | Engine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None
-) -> list[list[Hypothesis]]:
+    model: Seq2Seq | Engine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None,
+    prefix: Tensor | None = None,
+) -> list[list[Hypothesis]]:  # fmt: skip
     """Beam search for a batch src [B, S]; up to ``options.nbest`` hypotheses per sentence, best first.
 
     Each step takes the 2k best continuations of every sentence: EOS among its k best ends a
     hypothesis, the k best others continue (so the beam stays full). A sentence is done when k
     hypotheses have ended or it reaches ``max_len[b]`` tokens (EOS is forced there); EOS is barred
-    before ``min_len[b]`` tokens (min_len = max_len forces an exact output length, for speed sweeps).
+    before ``min_len[b]`` tokens (min_len = max_len forces an exact output length, for speed sweeps); ``prefix``
+    [B, P] forces each sentence's first tokens (PAD-padded).
     """
     k = options.beam
-    batch = SearchBatch(model, src, max_len, min_len, options, k)
+    batch = SearchBatch(model, src, max_len, min_len, options, k, prefix)
     beams = Beams.start(src, k)
     finished: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
     while batch.sentences.numel() > 0:
@@ -338,10 +395,12 @@ def beam_batch(
 
 @torch.inference_mode()
 def greedy_batch(
-    model: Seq2Seq | Engine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None
-) -> list[Hypothesis]:
-    """The argmax continuation of each sentence of src [B, S], ``min_len[b]`` to ``max_len[b]`` tokens long."""
-    batch = SearchBatch(model, src, max_len, min_len, options)
+    model: Seq2Seq | Engine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None,
+    prefix: Tensor | None = None, generator: torch.Generator | None = None,
+) -> list[Hypothesis]:  # fmt: skip
+    """The argmax continuation of each sentence of src [B, S], ``min_len[b]`` to ``max_len[b]`` tokens long, after
+    its ``prefix`` (see :func:`beam_batch`); with a ``generator``, tokens sampled by ``options.sampling`` instead."""
+    batch = SearchBatch(model, src, max_len, min_len, options, 1, prefix)
     size = src.size(0)
     tokens = torch.full((size,), BOS, dtype=torch.long, device=src.device)
     outputs: list[list[int]] = [[] for _ in range(size)]
@@ -349,7 +408,7 @@ def greedy_batch(
     rows_alignment: list[list[Tensor]] = [[] for _ in range(size)]
     while batch.sentences.numel() > 0:
         log_probs, alignment = batch.next_log_probs(tokens)  # [B_act, V]
-        tokens = log_probs.argmax(-1)  # [B_act]
+        tokens = log_probs.argmax(-1) if generator is None else sample(log_probs, options, generator)  # [B_act]
         tokens = torch.where(batch.at_limit(), torch.full_like(tokens, EOS), tokens)
         chosen = log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
         token_ids = tokens.tolist()
@@ -376,40 +435,52 @@ def translate_ids(
     options: SearchOptions,
     device: torch.device | str = "cpu",
     exact_lengths: Sequence[int] | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Search for encoded ``sources`` (each ending with EOS) on the model's ``device``, in input order:
-    ``options.nbest`` hypotheses each (greedy when beam = 1), at most ``max_len_ratio · |source| + max_len_extra``
-    tokens long, or exactly ``exact_lengths[i]`` tokens long when given (speed measurements with untrained models).
+    ``options.nbest`` hypotheses each (greedy when beam = 1; samples with ``options.sampling``), at most
+    ``max_len_ratio · |source| + max_len_extra`` tokens long, or exactly ``exact_lengths[i]`` tokens long when given
+    (speed measurements with untrained models); ``prefixes[i]`` (target ids) starts every hypothesis of sentence i
+    (the length limit grows to hold it).
 
-    Sentences are sorted by length into batches of ``batch_size``; ``workers > 1`` searches the batches in that
-    many forked single-thread processes (CPU only; :mod:`adlnmt.workers`), with the same batches and results.
-    ``model`` may be an :class:`Engine` instead (CPU, one process)."""
+    Sentences are sorted by length into batches of ``batch_size`` (with sampling, each sentence ``nbest`` times);
+    ``workers > 1`` searches the batches in that many forked single-thread CPU processes (:mod:`adlnmt.workers`),
+    with the same batches and results. ``model`` may be an :class:`Engine` instead (CPU, one process)."""
     if options.workers > 1 and torch.device(device).type != "cpu":
         raise UserError(f"worker processes are for the CPU; with device {device} use 1 worker")
     if options.workers > 1 and not isinstance(model, Seq2Seq):
         raise UserError("worker processes are for the torch engine; other engines use threads (--threads)")
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    copies = options.nbest if options.sampling else 1
+    sentence = [i for i in range(len(sources)) for _ in range(copies)]  # the sentence of each searched row
+    order = sorted(range(len(sentence)), key=lambda row: len(sources[sentence[row]]))
     batches = [order[start : start + options.batch_size] for start in range(0, len(order), options.batch_size)]
+    forced = prefixes if prefixes is not None and any(prefixes) else None
 
     def search(number: int) -> list[list[Hypothesis]]:
-        rows = batches[number]
+        rows = [sentence[row] for row in batches[number]]
         src = pad_batch([sources[i] for i in rows], device)
         lengths = torch.tensor([len(sources[i]) for i in rows])
         max_len = (lengths.float() * options.max_len_ratio).long() + options.max_len_extra
-        min_len = None
+        min_len = prefix = None
         if exact_lengths is not None:
             max_len = min_len = torch.tensor([exact_lengths[i] for i in rows])
+        if forced is not None:
+            prefix = pad_batch([forced[i] for i in rows], device)
+            max_len = torch.maximum(max_len, torch.tensor([len(forced[i]) for i in rows]))
+        if options.sampling:
+            generator = torch.Generator(src.device).manual_seed(options.seed * 1_000_003 + number)
+            return [[h] for h in greedy_batch(model, src, max_len, options, min_len, prefix, generator)]
         if options.beam == 1:
-            return [[h] for h in greedy_batch(model, src, max_len, options, min_len)]
-        return beam_batch(model, src, max_len, options, min_len)
+            return [[h] for h in greedy_batch(model, src, max_len, options, min_len, prefix)]
+        return beam_batch(model, src, max_len, options, min_len, prefix)
 
-    results: list[list[Hypothesis]] = [[] for _ in sources]
+    found_rows: list[list[Hypothesis]] = [[] for _ in sentence]
     with evaluating(model):
         longest_first = list(reversed(range(len(batches))))
         for number, found in zip(longest_first, in_workers(search, longest_first, options.workers), strict=True):
             for row, hyps in zip(batches[number], found, strict=True):
-                results[row] = hyps
-    return results
+                found_rows[row] = hyps
+    return [[h for hyps in found_rows[i * copies : (i + 1) * copies] for h in hyps] for i in range(len(sources))]
 
 
 @contextmanager

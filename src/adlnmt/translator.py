@@ -177,15 +177,29 @@ class Translator:
             print(f"warning: {warning}", file=sys.stderr)
         return self.data.encode_source(line, self.max_input_len)
 
-    def search(self, lines: Sequence[str], options: SearchOptions = DEFAULT_OPTIONS) -> list[list[Translation]]:
-        """``options.nbest`` translations per input line, best first, in input order; an empty line gets none."""
+    def search(
+        self, lines: Sequence[str], options: SearchOptions = DEFAULT_OPTIONS, prefixes: Sequence[str] | None = None
+    ) -> list[list[Translation]]:
+        """``options.nbest`` translations per input line, best first (samples: in the order drawn), in input order;
+        an empty line gets none. ``prefixes[i]`` (target text) starts every translation of line i (the torch
+        engine and ensembles)."""
+        if prefixes is not None and len(prefixes) != len(lines):
+            raise UserError(f"{len(prefixes)} target prefixes for {len(lines)} input lines: need one per line")
         rows = [i for i, line in enumerate(lines) if line.strip()]
         sources = [self.encode(lines[i], i + 1) for i in rows]
-        if self.engine is not None:
-            found = self.engine.translate_ids(sources, options)
-        else:
+        forced = None if prefixes is None else [self.data.tgt_vocab.encode(prefixes[i]) for i in rows]
+        forced = forced if forced is not None and any(forced) else None  # empty prefixes: plain search
+        if forced is not None and self.engine_name not in ("torch", "ensemble"):
+            raise UserError(f"a target prefix needs the torch engine, not {self.engine_name}")
+        if options.sampling and self.engine_name == "ctranslate2":
+            raise UserError("sampling needs the torch or onnxruntime engine, not ctranslate2")
+        if self.engine is None:
             assert self.model is not None
-            found = translate_ids(self.model, sources, options, self.device)
+            found = translate_ids(self.model, sources, options, self.device, prefixes=forced)
+        elif forced is not None:
+            found = self.engine.translate_ids(sources, options, prefixes=forced)  # type: ignore[call-arg]
+        else:
+            found = self.engine.translate_ids(sources, options)
         results: list[list[Translation]] = [[] for _ in lines]
         vocab = self.data.tgt_vocab
         for row, hyps in zip(rows, found, strict=True):

@@ -22,16 +22,21 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     from adlnmt.data.corpus import decode_lines
     from adlnmt.metrics import read_lines
-    from adlnmt.search import SearchOptions
+    from adlnmt.search import SearchOptions, sampling_rule
 
-    if args.beam < 1 or not 1 <= args.nbest <= args.beam:
+    if args.sampling:
+        sampling_rule(args.sampling)
+        if args.nbest < 1 or args.temperature <= 0:
+            raise UserError(f"need --nbest >= 1 and --temperature > 0, got {args.nbest} and {args.temperature}")
+    elif args.beam < 1 or not 1 <= args.nbest <= args.beam:
         raise UserError(f"need --beam >= 1 and 1 <= --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
     if args.workers < 1 or args.threads < 0:
         raise UserError(f"need --workers >= 1 and --threads >= 0, got {args.workers} and {args.threads}")
     if args.threads:
         torch.set_num_threads(args.threads)
     asked = {"alignments": args.alignments, "--uncached": args.uncached, "--workers": args.workers > 1,
-             "--cuda-graphs": args.cuda_graphs}  # fmt: skip
+             "--cuda-graphs": args.cuda_graphs, "--sampling": bool(args.sampling),
+             "--prefix": bool(args.prefix)}  # fmt: skip
     torch_only = [name for name, wanted in asked.items() if wanted]
     translator = load_translator(args, torch_only)
     lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
@@ -45,8 +50,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
         alignments=args.alignments,
         workers=args.workers,
         cuda_graphs=args.cuda_graphs,
+        sampling=args.sampling,
+        temperature=args.temperature,
+        seed=args.seed,
     )
-    found = translator.search(lines, options)
+    found = translator.search(lines, options, read_lines(args.prefix) if args.prefix else None)
     if args.nbest > 1 or args.alignments:
         records = ({"line": i + 1, "hypotheses": [t.to_dict() for t in hyps]} for i, hyps in enumerate(found))
         text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
@@ -145,6 +153,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--cuda-graphs",
         action="store_true",
         help="CUDA: replay each decoder step from a captured CUDA graph (token-identical to eager; adlnmt.cuda_graphs)",
+    )
+    translate.add_argument(
+        "--sampling",
+        metavar="topk:K|topp:P",
+        help="sample instead of searching: from the K most likely words, or the fewest whose probability reaches P; "
+        "--nbest N samples per input (--beam is not used)",
+    )
+    translate.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
+    translate.add_argument("--seed", type=int, default=1, help="sampling seed: same seed, same samples (default 1)")
+    translate.add_argument(
+        "--prefix", metavar="FILE", help="target prefixes, one per input line: each translation starts with its own"
     )
     translate.add_argument("--device", default="cpu", help="cpu or cuda")
     translate.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
