@@ -467,11 +467,10 @@ def translate_ids(
         if forced is not None:
             prefix = pad_batch([forced[i] for i in rows], device)
             max_len = torch.maximum(max_len, torch.tensor([len(forced[i]) for i in rows]))
-        if options.sampling:
-            generator = torch.Generator(src.device).manual_seed(options.seed * 1_000_003 + number)
-            return [[h] for h in greedy_batch(model, src, max_len, options, min_len, prefix, generator)]
-        if options.beam == 1:
-            return [[h] for h in greedy_batch(model, src, max_len, options, min_len, prefix)]
+        if options.sampling or options.beam == 1:
+            seeded = torch.Generator(src.device).manual_seed(options.seed * 1_000_003 + number)
+            return [[h] for h in greedy_batch(model, src, max_len, options, min_len, prefix,
+                                              seeded if options.sampling else None)]  # fmt: skip
         return beam_batch(model, src, max_len, options, min_len, prefix)
 
     found_rows: list[list[Hypothesis]] = [[] for _ in sentence]

@@ -94,7 +94,8 @@ class Service:
         options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
                                 alignments=request.alignments)  # fmt: skip
         try:
-            found = await asyncio.wait_for(self.batcher.submit(lines, options), self.options.request_timeout_s)
+            found = await asyncio.wait_for(self.batcher.submit(lines, options, request.prefix),
+                                           self.options.request_timeout_s)  # fmt: skip
         except TimeoutError:
             raise ApiError(504, f"not translated within the server's {self.options.request_timeout_s:g} s") from None
         except QueueFull as err:

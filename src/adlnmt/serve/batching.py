@@ -13,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from adlnmt.search import SearchOptions
 from adlnmt.translator import Translation
 
-SearchFunction = Callable[[Sequence[str], SearchOptions], list[list[Translation]]]
+SearchFunction = Callable[..., list[list[Translation]]]  # (lines, options[, prefixes=...]) → results
 
 
 class QueueFull(Exception):
@@ -35,6 +36,7 @@ class Job:
     options: SearchOptions
     future: asyncio.Future[list[list[Translation]]]
     queued_at: float = field(default_factory=time.monotonic)
+    prefixes: list[str] | None = None  # target prefixes, one per line
 
 
 @dataclass
@@ -86,7 +88,9 @@ class Batcher:
         self._waiting = []
         self._worker.shutdown(wait=True)
 
-    async def submit(self, lines: list[str], options: SearchOptions) -> list[list[Translation]]:
+    async def submit(
+        self, lines: list[str], options: SearchOptions, prefixes: list[str] | None = None
+    ) -> list[list[Translation]]:
         """The search results for ``lines`` (in their order) once a batch containing them has been searched.
 
         Raises :class:`QueueFull` at once when the waiting sentences would exceed ``max_queue_sentences``.
@@ -98,7 +102,7 @@ class Batcher:
         if self.stats.queued_sentences + len(lines) > self.max_queue_sentences:
             raise QueueFull(f"{self.stats.queued_sentences} sentences are waiting; the queue takes "
                             f"{self.max_queue_sentences}")  # fmt: skip
-        job = Job(lines, options, asyncio.get_running_loop().create_future())
+        job = Job(lines, options, asyncio.get_running_loop().create_future(), prefixes=prefixes)
         self.stats.queued_sentences += len(lines)
         self._arrived.put_nowait(job)
         return await job.future
@@ -168,9 +172,11 @@ class Batcher:
         lines = [line for job in batch for line in job.lines]
         self.stats.queued_sentences -= len(lines)
         options = batch[0].options
+        prefixes = [p for job in batch for p in job.prefixes or [""] * len(job.lines)]
+        search = partial(self.search, prefixes=prefixes) if any(prefixes) else self.search
         self.stats.searching_sentences = len(lines)
         try:
-            found = await asyncio.get_running_loop().run_in_executor(self._worker, self.search, lines, options)
+            found = await asyncio.get_running_loop().run_in_executor(self._worker, search, lines, options)
         except asyncio.CancelledError:  # stop() during a search: its callers get an answer, never silence
             for job in batch:
                 if not job.future.done():

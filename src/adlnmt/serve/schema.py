@@ -16,11 +16,15 @@ class TranslateRequest(BaseModel):
     beam: int = Field(5, ge=1, description="beam size; 1 is greedy search (at most the server's max_beam)")
     nbest: int = Field(1, ge=1, description="hypotheses per sentence, best first (at most beam)")
     alignments: bool = Field(False, description="add the source-attention alignment of every hypothesis")
+    prefix: list[str] | None = Field(None, description="target prefixes, one per sentence: each translation starts "
+                                     "with its own and the search continues from there ('' for none)")  # fmt: skip
 
     @model_validator(mode="after")
     def _nbest_within_beam(self) -> TranslateRequest:
         if self.nbest > self.beam:
             raise ValueError(f"nbest ({self.nbest}) must be at most beam ({self.beam})")
+        if self.prefix is not None and len(self.prefix) != len(self.text):
+            raise ValueError(f"{len(self.prefix)} prefixes for {len(self.text)} sentences: give one per sentence")
         return self
 
 
