@@ -87,14 +87,21 @@ def test_unequal_sources_and_targets_are_refused(demo_data: Path) -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ctranslate2") is None, reason="ctranslate2 is not installed")
-def test_ctranslate2_score_batch_gives_the_torch_scores(agreement_model: Path, demo_data: Path) -> None:
+def test_ctranslate2_score_batch_gives_the_torch_scores(agreement_model: Path, demo_data: Path, tmp_path: Path) -> None:
     sources, targets = lines(demo_data, "test", "src", 16), lines(demo_data, "test", "tgt", 16)
     targets[3] = ""  # EOS alone
     torch_scores = PairScorer.load(agreement_model).score(sources, targets, batch_size=5)
-    ct2_scores = PairScorer.load(agreement_model, engine="ctranslate2").score(sources, targets, batch_size=5)
-    for a, b in zip(torch_scores, ct2_scores, strict=True):
-        assert a.pieces == b.pieces
-        assert a.token_log_probs == pytest.approx(b.token_log_probs, abs=1e-4)
+    assert (
+        main(["export", "--model", str(agreement_model), "--format", "ctranslate2", "--out", str(tmp_path / "ct2")])
+        == 0
+    )
+    exported = PairScorer.load(tmp_path / "ct2")  # an export directory is scored by its engine
+    assert exported.translator.engine_name == "ctranslate2"
+    on_the_fly = PairScorer.load(agreement_model, engine="ctranslate2")
+    for scorer in (exported, on_the_fly):
+        for a, b in zip(torch_scores, scorer.score(sources, targets, batch_size=5), strict=True):
+            assert a.pieces == b.pieces
+            assert a.token_log_probs == pytest.approx(b.token_log_probs, abs=1e-4)
 
 
 def test_score_pairs_writes_json_lines(agreement_model: Path, demo_data: Path, tmp_path: Path, capsys) -> None:

@@ -41,6 +41,8 @@ def cmd_contrastive_suite(args: argparse.Namespace) -> int:
     from adlnmt.analysis.contrastive import write_suite
     from adlnmt.metrics import read_lines
 
+    if args.source and not args.reference:
+        raise UserError("--source needs --reference (the suite's targets)")
     references = read_lines(args.reference) if args.reference else []
     sources = read_lines(args.source) if args.source else [""] * len(references)
     if len(sources) != len(references):

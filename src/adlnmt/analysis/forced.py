@@ -98,10 +98,15 @@ class PairScorer:
     def load(
         cls, model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", engine: str = "torch"
     ) -> PairScorer:
-        """A model directory (``engine`` torch, or ctranslate2: exported on the fly) or a CTranslate2 export."""
+        """A model directory (``engine`` torch, or ctranslate2: exported on the fly) or a CTranslate2 export (scored
+        by CTranslate2 whatever ``engine`` says)."""
+        from adlnmt.export.directory import is_export_dir
+
         if engine not in SCORING_ENGINES:
             raise UserError(f"unknown scoring engine {engine!r}; choose one of {', '.join(SCORING_ENGINES)}")
-        return cls(Translator.load(model_dir, checkpoint, device, engine=engine))
+        return cls(
+            Translator.load(model_dir, checkpoint, device, engine="auto" if is_export_dir(model_dir) else engine)
+        )
 
     def score(self, sources: Sequence[str], targets: Sequence[str], batch_size: int = 64) -> list[PairScore]:
         """One :class:`PairScore` per pair, in input order; sources longer than the model's input limit are cut
