@@ -11,9 +11,10 @@ import torch
 from adlnmt.analysis.forced import forced_log_probs
 from adlnmt.cli import main
 from adlnmt.data.dataset import DataDir
+from adlnmt.data.vocab import BOS, PAD
 from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import SearchOptions, sample, sampling_rule, translate_ids
+from adlnmt.search import SearchOptions, pad_batch, sample, sampling_rule, translate_ids
 
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODERS = {
@@ -66,6 +67,18 @@ def test_sampling_follows_the_truncated_distribution() -> None:
     assert frequencies("topp:1") == pytest.approx([0.5, 0.3, 0.15, 0.05], abs=0.015)
     sharp = torch.tensor([0.5, 0.3, 0.15, 0.05]) ** 2
     assert frequencies("topk:4", 0.5) == pytest.approx((sharp / sharp.sum()).tolist(), abs=0.015)
+
+
+def test_sampled_translations_keep_to_the_k_best_at_every_step(data: DataDir, demo_data: Path) -> None:
+    model, src = untrained(data, "transformer"), sources(data, demo_data, 6)
+    found = translate_ids(model, src, SearchOptions(sampling="topk:3", nbest=4, temperature=5.0, seed=3))
+    for source, hyps in zip(src, found, strict=True):
+        for hyp in hyps:
+            with torch.no_grad():
+                logits = model(pad_batch([source]), torch.tensor([[BOS, *hyp.tokens]]))[0]  # [T, V]
+            logits[:, [PAD, BOS]] = float("-inf")  # never predicted
+            best = logits.topk(3, dim=-1).indices[: len(hyp.tokens)]  # the final EOS may be forced at the limit
+            assert all(token in row for token, row in zip(hyp.tokens, best.tolist(), strict=True))
 
 
 @pytest.mark.parametrize("spec", ["topk", "topk:0", "topk:x", "topp:0", "topp:1.5", "nucleus:0.9"])
