@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from adlnmt.errors import UserError
 from adlnmt.train.config import add_arguments, from_arguments
+
+if TYPE_CHECKING:
+    from adlnmt.translator import Translator
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -64,7 +68,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_translator(args: argparse.Namespace, torch_only: list[str]):
+def load_translator(args: argparse.Namespace, torch_only: list[str]) -> Translator:
     """The translator of ``adlnmt translate``'s --model (one, or several: an ensemble) and --checkpoint flags."""
     from adlnmt.translator import Translator
 
