@@ -32,7 +32,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q $(if $(CI),-m "not slow",) tests
 
 # The demo: generate the embedded toy corpus, learn subwords, train a small Transformer for a few
-# minutes on the CPU, translate the test split (beam 5) and score it with sacreBLEU. Outputs in demo/.
+# minutes on the CPU, translate the test split (beam 5), score it with sacreBLEU and on the demo agreement suite
+# (contrastive evaluation; chance is 50 %). Outputs in demo/.
 DEMO := demo
 DEMO_ENCODER := pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm
 DEMO_DECODER := pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm
@@ -51,6 +52,9 @@ demo: $(STAMP)
 	@echo "--- first test translations (source / hypothesis / reference):"
 	@paste -d '\n' $(DEMO)/corpus/test.src $(DEMO)/test.hyp $(DEMO)/corpus/test.tgt | head -9
 	$(BIN)/adlnmt score --hyp $(DEMO)/test.hyp --ref $(DEMO)/corpus/test.tgt
+	$(BIN)/adlnmt contrastive-suite demo --source $(DEMO)/corpus/test.src --reference $(DEMO)/corpus/test.tgt \
+	  --output $(DEMO)/agreement.jsonl
+	$(BIN)/adlnmt contrastive --model $(DEMO)/model --suite $(DEMO)/agreement.jsonl
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
