@@ -10,17 +10,22 @@ The rule, and what it skips (it skips rather than guesses):
 
 - Subject: the sentence starts with a determiner or numeral (``a``, ``the``, ``two``, ``his`` …), a noun, or
   the pronoun ``he`` / ``she`` / ``it`` / ``they``; its noun phrase runs to the first preposition, comma,
-  relative pronoun, ``-ing`` word or verb, and its head is its last word. The number comes from the determiner
-  (``a``, ``one``, ``this`` … singular; ``two``, ``several``, ``these`` … plural) and the head's form (irregular
-  plurals ``men``, ``women``, ``children``, ``people`` …; an ``-s`` that is not ``-ss`` / ``-us`` / ``-is`` …);
-  skipped when the two disagree or the head is a collective noun (``group``, ``crowd``, ``couple`` …) whose
-  verb may be singular or plural, and sentences that start otherwise (``There``, a preposition, an adverb …).
+  relative pronoun, ``-ing`` word, ``-ly`` adverb, participle (``dressed in``) or verb, and its head is its last
+  word. The number comes from the determiner (``a``, ``one``, ``this`` … singular; ``two``, ``several``,
+  ``these`` … plural) and the head's form (irregular plurals ``men``, ``women``, ``children``, ``people`` …; an
+  ``-s`` that is not ``-ss`` / ``-us`` / ``-is`` …). Skipped: the two disagree; the head is a collective noun
+  (``group``, ``crowd``, ``couple`` …) whose verb may be singular or plural, or looks like the verb itself; the
+  noun phrase goes on after a comma (``a long-haired, tall man``); the sentence starts otherwise (``There``, a
+  preposition, a participle …).
 - Verb: the first word after the head that is ``is`` / ``are`` / ``was`` / ``were`` / ``has`` / ``have`` /
   ``does`` / ``do``, or a lexical verb: a word whose ``-ing`` form occurs in the references (or in the extra
   lexicon texts), not after a determiner, preposition, numeral or possessive, and followed by a word that can
-  follow a verb (a determiner, preposition, particle, pronoun, ``-ly`` adverb, punctuation or the end).
-  Skipped when ``and`` / ``or`` / ``but`` / a modal / a colon, semicolon or quote comes first (a coordinated
-  subject, or no finite verb), or when the verb's number is not the subject's.
+  follow a verb (a determiner, preposition, particle, pronoun, ``-ly`` adverb, or the sentence's end). More than
+  one word after the head, a lexical verb must also be followed by a word, and not be used as a noun (after a
+  determiner) twice or more in the lexicon texts: fragments without a finite verb are common in captions.
+  Skipped when ``and`` / ``or`` / ``but`` / a subordinating conjunction / a pronoun / a modal / a colon,
+  semicolon or quote comes first (a coordinated subject, another clause, or no finite verb), when a relative
+  pronoun comes after a nearer noun, or when the verb's number is not the subject's.
 
 The precision of the rule on Multi30k, checked by hand, is in ``experiments/contrastive/README.md``.
 """
