@@ -173,8 +173,9 @@ def evaluate_model(
 ) -> dict[str, Any]:
     """A model directory (or CTranslate2 export) on a suite file: the result of :func:`evaluate_suite` with the
     model and suite paths added (what a grid records per finished run)."""
-    scorer = PairScorer.load(model_dir, checkpoint, device, engine)
-    result = evaluate_suite(scorer, read_suite(suite), batch_size, normalize, resamples, seed)
+    items = read_suite(suite)  # a malformed suite fails before the model loads
+    result = evaluate_suite(PairScorer.load(model_dir, checkpoint, device, engine), items, batch_size, normalize,
+                            resamples, seed)  # fmt: skip
     return {**result, "model": str(model_dir), "suite": str(suite)}
 
 
