@@ -46,6 +46,13 @@ class TrainConfig:
         choices=INIT_SCHEMES,
     )
     batch_tokens: int = option(4096, "padded tokens per batch (max(src, tgt) length × sentences)")
+    batching: str = option(
+        "length",
+        "length: batches of sentences of similar lengths (least padding); mixed: sentences in random order, so "
+        "each batch mixes lengths (for batch norm, whose statistics otherwise differ by length between training "
+        "and evaluation: experiments/analysis/README.md)",
+        choices=("length", "mixed"),
+    )
     accumulate: int = option(1, "batches per update (gradient accumulation)")
     lr: float = option(2e-4, "learning rate (peak rate with inverse-sqrt)")
     lr_schedule: str = option(

@@ -437,7 +437,11 @@ class Trainer:
             if c.max_epochs and p.epoch >= c.max_epochs:
                 reason = f"reached {c.max_epochs} epochs"
                 break
-            batches = shard(make_batches(self.train_split, c.batch_tokens, c.seed, p.epoch), self.rank, self.world)
+            batches = shard(
+                make_batches(self.train_split, c.batch_tokens, c.seed, p.epoch, mixed_lengths=c.batching == "mixed"),
+                self.rank,
+                self.world,
+            )
             epoch_over = not batches
             while not (epoch_over or reason):
                 group = batches[p.batch_in_epoch : p.batch_in_epoch + c.accumulate]
