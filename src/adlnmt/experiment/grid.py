@@ -21,7 +21,8 @@ from adlnmt.metrics import parse_metrics
 from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
-            "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims")  # fmt: skip
+            "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
+            "slurm")  # fmt: skip  (slurm: read by adlnmt.experiment.slurm)
 CLAIM_KEYS = ("quote", "where", "better", "close", "faster", "tolerance", "ratio", "metric", "test")
 CLAIM_KINDS = ("better", "close", "faster")
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale")
