@@ -22,7 +22,7 @@ from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
-            "slurm")  # fmt: skip  (slurm: read by adlnmt.experiment.slurm)
+            "slurm")  # fmt: skip
 CLAIM_KEYS = ("quote", "where", "better", "close", "faster", "tolerance", "ratio", "metric", "test")
 CLAIM_KINDS = ("better", "close", "faster")
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale")
