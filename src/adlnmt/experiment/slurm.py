@@ -280,6 +280,16 @@ def job_states(records: Iterable[dict[str, Any]]) -> dict[str, str]:
     return states
 
 
+def _last_attempt(log: Path, count: int = 5) -> str:
+    """The last lines the latest attempt wrote to a run's log (after its ``===`` header)."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line for line in text.split("\n=== ")[-1].splitlines()[1:] if line.strip()]
+    return "\n".join(lines[-count:])
+
+
 def describe(run: Run, record: dict[str, Any] | None, state: str) -> str:
     """One run's state: finished, pending, queued (job id), running, cancelled, or failed with its log's last lines."""
     if (folder := run.finished_in()) is not None:
@@ -298,7 +308,7 @@ def describe(run: Run, record: dict[str, Any] | None, state: str) -> str:
         return f"cancelled ({job}" + (f"; saved {at}: submitting again resumes there)" if at else ")")
     if state == "COMPLETED":  # a finished job whose result no longer matches the grid's settings
         return f"pending ({job} finished under other settings)"
-    tail = last_lines(run.log, 5) or last_lines(job_log(record), 5)
+    tail = _last_attempt(run.log) or last_lines(job_log(record), 5)
     lines = [f"failed ({job}: {state}); log {run.log} (job output: {job_log(record)})"]
     return "\n      ".join(lines + [line for line in tail.splitlines()])
 
