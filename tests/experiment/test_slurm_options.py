@@ -14,7 +14,8 @@ import yaml
 from adlnmt.cli import build_parser
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import load_grid
-from adlnmt.experiment.slurm import RunJob, SlurmOptions, _expand, parse_time, slurm_options
+from adlnmt.experiment.slurm import SlurmOptions, _expand, parse_time, slurm_options
+from adlnmt.experiment.slurm_job import RunJob
 
 
 @pytest.mark.parametrize(
