@@ -173,7 +173,7 @@ def submit(grid: Grid, runs: list[Run], out: Path, options: SlurmOptions, thread
         executor = _executor(folder, options, grid.name)
         try:
             jobs = executor.map_array(RunJob(threads), [str(run.dir) for run in todo])
-        except Exception as err:  # sbatch refused (submitit's FailedJobError carries its message)
+        except RuntimeError as err:  # sbatch refused them (submitit's FailedJobError carries its message)
             raise UserError(f"sbatch refused the jobs: {str(err).strip()}") from None
         submitted = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         for run, job in zip(todo, jobs, strict=True):
@@ -255,18 +255,13 @@ def describe(run: Run, record: dict[str, Any] | None, state: str) -> str:
     return "\n      ".join(lines + [line for line in tail.splitlines()])
 
 
-def print_status(runs: list[Run]) -> dict[str, int]:
-    """Every run's state, one line each (a failed run with its log's last lines); the count of each state."""
+def print_status(runs: list[Run]) -> None:
+    """Every run's state, one line each (a failed run with its log's last lines)."""
     records = {run.dir: read_json(run.dir / RECORD) for run in runs}
     states = job_states(record for record in records.values() if record)
-    counts: dict[str, int] = {}
     for run in runs:
         record = records[run.dir]
-        text = describe(run, record, states.get(record["job_id"], "") if record else "")
-        print(f"  {run.label}: {text}")
-        kind = text.split(" ", 1)[0]
-        counts[kind] = counts.get(kind, 0) + 1
-    return counts
+        print(f"  {run.label}: {describe(run, record, states.get(record['job_id'], '') if record else '')}")
 
 
 def wait(runs: list[Run], report: Callable[[str], None] = print) -> list[Outcome]:
