@@ -85,7 +85,7 @@ def sequence(slurm_cluster: None, demo_data: Path, tmp_path_factory: pytest.Temp
     out = root / "out"
     base = (str(grid), "--out", str(out))
     slurm = (*base, "--executor", "slurm")
-    s = SimpleNamespace(out=out, **{name: run_dir(out, name, 1) for name in ("a", "b", "c", "long")})
+    s = SimpleNamespace(grid=grid, out=out, **{name: run_dir(out, name, 1) for name in ("a", "b", "c", "long")})
     s.b.mkdir(parents=True)
     (s.b / "model").write_text("not a directory")  # the trainer cannot create its model directory: it raises
     # 1.
@@ -190,3 +190,15 @@ def test_the_grid_ends_as_the_local_runner_ends_it(sequence: SimpleNamespace) ->
         assert (run_dir(sequence.out, variant, 1) / "hyp/test.txt").read_text() == (
             run_dir(sequence.local, variant, 1) / "hyp/test.txt"
         ).read_text()
+
+
+def test_a_submission_sbatch_refuses_is_one_clear_error(
+    sequence: SimpleNamespace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _ = experiment(str(sequence.grid), "--out", str(tmp_path / "out"), "--executor", "slurm",
+                           "--variants", "a", "--partition", "no-such-partition")  # fmt: skip
+    assert status == 2
+    assert "error: sbatch refused the jobs: sbatch: error: invalid partition specified: no-such-partition" in (
+        capsys.readouterr().err
+    )
+    assert not (run_dir(tmp_path / "out", "a", 1) / RECORD).exists()
