@@ -14,7 +14,7 @@ CONF=/etc/slurm/slurm.conf
 DBD_CONF=/etc/slurm/slurmdbd.conf
 MARK="# written by adlnmt scripts/slurm/start.sh"
 CLUSTER=adlnmt
-NODE=$(hostname)
+NODE=$(hostname -s)
 
 cannot() { echo "single-node SLURM cannot be started here: $*" >&2; exit 77; }
 alive() { [ -s "$STATE/$1.pid" ] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null; }  # a PID file in $STATE
@@ -37,8 +37,8 @@ command -v mariadbd >/dev/null || packages+=(mariadb-server)
 if [ ${#packages[@]} -gt 0 ]; then
   command -v apt-get >/dev/null || cannot "${packages[*]} missing and no apt-get to install them"
   echo "slurm: installing ${packages[*]}"
-  apt-get update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${packages[@]}" >/dev/null
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${packages[@]}"; } >"/tmp/adlnmt-slurm-apt.log" 2>&1 \
+    || cannot "apt-get could not install ${packages[*]} (its output: /tmp/adlnmt-slurm-apt.log)"
 fi
 for file in "$CONF" "$DBD_CONF"; do
   if [ -e "$file" ] && ! grep -qF "$MARK" "$file"; then cannot "$file exists and was not written by this script"; fi
