@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from adlnmt.train.device import pick_device
 from adlnmt.train.launch import PORT_BASE, adopt_slurm_environment, first_host
 from slurm_cluster import slurm_cluster  # noqa: F401 (a fixture)
 
@@ -70,3 +71,14 @@ def test_two_srun_tasks_train_in_lockstep(slurm_cluster: None, demo_data: Path, 
     assert rank0.keys() == rank1.keys()
     assert all(torch.equal(rank0[name], rank1[name]) for name in rank0)
     assert "WORLD_SIZE" not in os.environ  # set in the tasks only
+
+
+@pytest.mark.parametrize(("visible", "local_rank", "device"), [(4, 3, "cuda:3"), (1, 3, "cuda:0")])
+def test_each_task_trains_on_its_own_gpu(
+    monkeypatch: pytest.MonkeyPatch, visible: int, local_rank: int, device: str
+) -> None:
+    """All of a node's GPUs visible to each task (--gpus-per-node): the local rank's; only its own (--gpus-per-task=1):
+    that one."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
+    assert pick_device("cuda", local_rank) == pick_device("auto", local_rank) == torch.device(device)
