@@ -29,6 +29,7 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	@bash scripts/slurm/start.sh || echo "note: no single-node SLURM here (see above): the slurm tests skip or fail"
 	$(BIN)/python -m pytest -q $(if $(CI),-m "not slow",) tests
 
 # The demo: generate the embedded toy corpus, learn subwords, train a small Transformer for a few

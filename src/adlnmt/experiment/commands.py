@@ -10,6 +10,7 @@ import signal
 from pathlib import Path
 
 from adlnmt.errors import UserError
+from adlnmt.experiment import slurm
 from adlnmt.experiment.grid import Grid, load_grid
 from adlnmt.experiment.retime import retime
 from adlnmt.experiment.runner import (
@@ -89,6 +90,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(grid, runs, out, {run.fingerprint: name for run, _, name in shared})
         return 0
+    if args.status:
+        print(f"{grid.name} (scale {grid.scale or '-'}), output {out}:")
+        slurm.print_status(selected)
+        return 0
     outcomes: list[Outcome] = []
     for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
         run.archive_result()
@@ -108,6 +113,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             print(f"{unfinished} of the selected runs not finished: not timed")
     elif not args.report_only:
         outcomes = run_selected(grid, selected, out, args)
+        if args.executor == "slurm" and not args.wait:
+            return 0  # submitted: --status follows the jobs, --report-only (or --wait) reports
     if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
         print(f"no finished run yet, so no report in {results}")
         return exit_status(outcomes)
@@ -127,15 +134,19 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(grid.path, out / "grid.yaml")
     data_dirs = prepare_data(grid, out)
-    threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+    options = slurm.slurm_options(grid, args) if args.executor == "slurm" else None
+    threads = args.threads or (options.cpus if options else max(1, (os.cpu_count() or 1) // args.jobs))
     for run in selected:
         write_spec(grid, run, data_dirs[run.variant.data.key], args.device, threads)
     pending = running_order(run for run in selected if run.result() is None)
     resumed = sum(run.resumable for run in pending)
     print(f"{grid.name} (scale {grid.scale or '-'}): {len(selected)} runs, {len(selected) - len(pending)} finished "
-          f"(skipped), {len(pending)} to run ({resumed} resumed first), {args.jobs} at a time with {threads} thread(s) "
-          f"each; output {out}",
+          f"(skipped), {len(pending)} to run ({resumed} resumed first), "
+          f"{'as SLURM jobs' if options else f'{args.jobs} at a time'} with {threads} thread(s) each; output {out}",
           flush=True)  # fmt: skip
+    if options is not None:
+        on_slurm = slurm.submit(grid, pending, out, options, threads)
+        return slurm.wait(on_slurm) if args.wait else []
     return execute(pending, args.jobs, threads, decode_alone=not args.decode_beside_training)
 
 
@@ -226,6 +237,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="measure the decoding speed of the selected finished runs again on this machine, one after another "
         "(their weights must be here; run it with nothing else running), then rebuild the report",
     )
+    slurm.add_arguments(parser)
     parser.set_defaults(func=cmd_experiment)
 
     verdicts = commands.add_parser(

@@ -22,7 +22,7 @@ from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
-            "added_evaluation")  # fmt: skip
+            "added_evaluation", "slurm")  # fmt: skip
 ADDED_KEYS = ("since", "test", "metrics")
 CLAIM_KEYS = ("quote", "where", "better", "close", "faster", "tolerance", "ratio", "metric", "test")
 CLAIM_KINDS = ("better", "close", "faster")

@@ -31,6 +31,7 @@ from adlnmt.speedups import SPEEDUPS
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.device import pick_device, precision_setup, use_deterministic_kernels
+from adlnmt.train.launch import adopt_slurm_environment
 from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
 from adlnmt.train.model_dir import CONFIG_FILE, check_same_run, copy_vocabularies, data_digest
@@ -77,6 +78,7 @@ def make_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) 
 class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
+        adopt_slurm_environment()  # under srun with several tasks: rank and world size from SLURM's environment
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         # Under torchrun (even with one process: NCCL/DDP then run as they would on many GPUs).
         self.distributed = self.world > 1 or "TORCHELASTIC_RUN_ID" in os.environ
