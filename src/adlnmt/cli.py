@@ -91,7 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     describe = commands.add_parser("describe", help="canonical ADL, layer tree, widths and parameter counts")
     _model_arguments(describe)
     describe.add_argument(
-        "--diagram", metavar="PATH", help="also draw the architecture to PATH.svg, or PATH.html (a page embedding it)"
+        "--diagram",
+        metavar="PATH",
+        help="also draw the architecture to PATH.svg, .png, .pdf, or .html (a page embedding the SVG)",
     )
     describe.set_defaults(func=cmd_describe)
     layers = commands.add_parser("layers", help="list every ADL layer with its arguments")

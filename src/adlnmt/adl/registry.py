@@ -170,11 +170,26 @@ def layer_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+# Layer names of other toolkits that the ADL spells with arguments.
+OTHER_NAMES = {
+    "lstm": "rnn(cell=lstm)",
+    "gru": "rnn(cell=gru)",
+    "bilstm": "birnn(cell=lstm)",
+    "bigru": "birnn(cell=gru)",
+    "layernorm": "norm",
+    "layer_norm": "norm",
+    "batchnorm": "bnorm",
+    "batch_norm": "bnorm",
+}
+
+
 def lookup(node: LayerNode, text: str = "") -> LayerSpec:
     """The spec of a layer name or alias; an unknown name gets a "did you mean" hint."""
     name = ALIASES.get(node.name, node.name)
     if name in REGISTRY:
         return REGISTRY[name]
+    if node.name.lower() in OTHER_NAMES:
+        raise ADLError(f"unknown layer '{node.name}' (write {OTHER_NAMES[node.name.lower()]})", text, node.col)
     known = sorted([*REGISTRY, *ALIASES])
     close = difflib.get_close_matches(node.name, known, n=3, cutoff=0.6)
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
