@@ -141,7 +141,7 @@ def register(
     """Class decorator: make a layer class available in the ADL under ``name`` (and ``aliases``).
 
     ``example`` is a small chain using the layer, valid on each of its ``sides``: the registry-wide
-    contract test builds and checks it, and the README's layer table shows the class docstring's first
+    contract test builds and checks it, and the layer table of docs/adl.md shows the class docstring's first
     paragraph (its formula)."""
 
     def decorate(cls: type) -> type:
@@ -160,7 +160,7 @@ def register(
 
 
 def layer_table() -> str:
-    """The README's layer table (Markdown): one row per registered layer, by module, then in source order."""
+    """The layer table of docs/adl.md (Markdown): one row per registered layer, by module, then in source order."""
     rows = ["| layer | formula | sides |", "|---|---|---|"]
     for spec in sorted(REGISTRY.values(), key=lambda spec: spec.cls.__module__):
         aliases = "".join(f" (`{alias}`)" for alias in spec.aliases)

@@ -1,5 +1,5 @@
 """CLI: ``adlnmt experiment GRID.yaml [--scale S] [--out DIR] [--jobs N] [--threads T] [--device D]`` and
-``adlnmt verdicts [ARCHIVE ...] [--readme README.md [--check]]``."""
+``adlnmt verdicts [ARCHIVE ...] [--readme docs/reproductions.md [--check]]``."""
 
 from __future__ import annotations
 
@@ -230,11 +230,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     verdicts = commands.add_parser(
         "verdicts",
-        help="the table of every judged claim (claims.json of the archived grids), printed or put into the README",
+        help="the table of every judged claim (claims.json of the archived grids), printed or put into the docs",
         description="Collect the claims judged by adlnmt experiment (ARCHIVE/claims.json) into one Markdown table: "
-        "printed, or written between the verdict markers of a README.",
+        "printed, or written between the verdict markers of a Markdown page (docs/reproductions.md).",
     )
     verdicts.add_argument("archives", nargs="*", help="archive directories (default: experiments/results/*/)")
-    verdicts.add_argument("--readme", help="replace the table between the verdict markers of this file")
+    verdicts.add_argument(
+        "--readme",
+        "--page",
+        dest="readme",
+        help="replace the table between the verdict markers of this Markdown file (docs/reproductions.md)",
+    )
     verdicts.add_argument("--check", action="store_true", help="with --readme: exit 1 if its table is out of date")
     verdicts.set_defaults(func=cmd_verdicts)
