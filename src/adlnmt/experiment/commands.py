@@ -191,7 +191,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="train, translate and score a grid of variants × seeds; results table, plots, report (resumable)",
         description="Run every (variant, seed) of a grid file as its own training + translation + scoring run, "
         "then write results.md/.csv (mean ± std over seeds), plots and report.md. Re-running skips finished runs "
-        "and resumes interrupted ones. Grid format: experiments/README.md.",
+        "and resumes interrupted ones. Grid format: docs/experiments.md.",
     )
     parser.add_argument("grid", help="grid file (YAML)")
     parser.add_argument("--scale", help="one of the grid's scales, e.g. small or full (default: its default_scale)")
