@@ -54,6 +54,11 @@ def plot_runs(model_dirs: list[Path], out: Path) -> Path:
         axis.grid(alpha=0.3)
         if key in ("valid_ppl", "lr"):
             axis.set_yscale("log")
+        if key == "valid_ppl":  # 20, 50, 100 rather than 2×10¹ ...
+            from matplotlib.ticker import FuncFormatter
+
+            for axis_format in (axis.yaxis.set_major_formatter, axis.yaxis.set_minor_formatter):
+                axis_format(FuncFormatter(lambda value, _: f"{value:g}"))
     _legend(axes[0][-1], len(runs))
     return _save(figure, out)
 
