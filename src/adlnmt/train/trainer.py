@@ -1,6 +1,6 @@
 """The training loop: token batches, label-smoothed cross-entropy, checkpoints with validation,
-early stopping, exact resume after any kill, a graceful stop on SIGTERM/SIGINT, and DistributedDataParallel
-under torchrun."""
+early stopping, exact resume after any kill, a graceful stop on SIGTERM/SIGINT, DistributedDataParallel
+under torchrun, and progress lines and TensorBoard scalars (:mod:`adlnmt.train.monitor`)."""
 
 from __future__ import annotations
 
