@@ -1,5 +1,5 @@
 """CLI: ``adlnmt experiment GRID.yaml [--scale S] [--out DIR] [--jobs N] [--threads T] [--device D]`` and
-``adlnmt verdicts [ARCHIVE ...] [--readme docs/reproductions.md [--check]]``."""
+``adlnmt verdicts [ARCHIVE ...] [--page docs/reproductions.md [--check]]``."""
 
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
     updated = replace_block(text, verdict_table(archives, readme.parent), readme)
     if args.check:
         if updated != text:
-            print(f"{readme}: the verdict table is out of date; rebuild it with adlnmt verdicts --readme {readme}")
+            print(f"{readme}: the verdict table is out of date; rebuild it with adlnmt verdicts --page {readme}")
             return 1
         print(f"{readme}: the verdict table matches {len(archives)} archive(s)")
         return 0
@@ -236,10 +236,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     verdicts.add_argument("archives", nargs="*", help="archive directories (default: experiments/results/*/)")
     verdicts.add_argument(
-        "--readme",
         "--page",
+        "--readme",
         dest="readme",
+        metavar="PAGE",
         help="replace the table between the verdict markers of this Markdown file (docs/reproductions.md)",
     )
-    verdicts.add_argument("--check", action="store_true", help="with --readme: exit 1 if its table is out of date")
+    verdicts.add_argument("--check", action="store_true", help="with --page: exit 1 if its table is out of date")
     verdicts.set_defaults(func=cmd_verdicts)
