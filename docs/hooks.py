@@ -5,6 +5,7 @@ not added, and its link fails the build)."""
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ from mkdocs.structure.files import File, Files
 
 LINK = re.compile(r"(\]\()([^)#\s]+)((?:#[^)\s]*)?\))")  # [text](target#anchor)
 PREFIX = "repository/"
+log = logging.getLogger("mkdocs.hooks.repository_links")  # under "mkdocs": a warning fails a strict build
 
 
 def _repository(config) -> Path:
@@ -51,6 +53,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         target = posixpath.normpath(posixpath.join(posixpath.dirname(page.file.src_uri), match.group(2)))
         if not target.startswith("../"):
             return match.group(0)
+        if not (_repository(config) / target[3:]).exists():
+            log.warning(f"Doc file '{page.file.src_uri}' links '{match.group(2)}', which is not in the repository")
         return match.group(1) + "../" * depth + PREFIX + target[3:] + match.group(3)
 
     return LINK.sub(rewrite, markdown)
