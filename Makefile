@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo lint clean
+.PHONY: install test demo lint docs clean
 
 $(STAMP): pyproject.toml
 # Graphviz's `dot` lays out `adlnmt describe --diagram` (its tests skip without it), and chromium runs the browser
@@ -53,9 +53,14 @@ demo: $(STAMP)
 	@paste -d '\n' $(DEMO)/corpus/test.src $(DEMO)/test.hyp $(DEMO)/corpus/test.tgt | head -9
 	$(BIN)/adlnmt score --hyp $(DEMO)/test.hyp --ref $(DEMO)/corpus/test.tgt
 
+# The documentation site (MkDocs, docs/ + mkdocs.yml) into site/; strict: a broken link or reference fails. `make test`
+# builds it too (tests/test_doc_links.py).
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build site src/*.egg-info .pytest_cache .ruff_cache

@@ -1,5 +1,5 @@
 """CLI: ``adlnmt experiment GRID.yaml [--scale S] [--out DIR] [--jobs N] [--threads T] [--device D]`` and
-``adlnmt verdicts [ARCHIVE ...] [--readme README.md [--check]]``."""
+``adlnmt verdicts [ARCHIVE ...] [--page docs/reproductions.md [--check]]``."""
 
 from __future__ import annotations
 
@@ -180,7 +180,7 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
     updated = replace_block(text, verdict_table(archives, readme.parent), readme)
     if args.check:
         if updated != text:
-            print(f"{readme}: the verdict table is out of date; rebuild it with adlnmt verdicts --readme {readme}")
+            print(f"{readme}: the verdict table is out of date; rebuild it with adlnmt verdicts --page {readme}")
             return 1
         print(f"{readme}: the verdict table matches {len(archives)} archive(s)")
         return 0
@@ -202,7 +202,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="train, translate and score a grid of variants × seeds; results table, plots, report (resumable)",
         description="Run every (variant, seed) of a grid file as its own training + translation + scoring run, "
         "then write results.md/.csv (mean ± std over seeds), plots and report.md. Re-running skips finished runs "
-        "and resumes interrupted ones. Grid format: experiments/README.md.",
+        "and resumes interrupted ones. Grid format: docs/experiments.md.",
     )
     parser.add_argument("grid", help="grid file (YAML)")
     parser.add_argument("--scale", help="one of the grid's scales, e.g. small or full (default: its default_scale)")
@@ -242,11 +242,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     verdicts = commands.add_parser(
         "verdicts",
-        help="the table of every judged claim (claims.json of the archived grids), printed or put into the README",
+        help="the table of every judged claim (claims.json of the archived grids), printed or put into the docs",
         description="Collect the claims judged by adlnmt experiment (ARCHIVE/claims.json) into one Markdown table: "
-        "printed, or written between the verdict markers of a README.",
+        "printed, or written between the verdict markers of a Markdown page (docs/reproductions.md).",
     )
     verdicts.add_argument("archives", nargs="*", help="archive directories (default: experiments/results/*/)")
-    verdicts.add_argument("--readme", help="replace the table between the verdict markers of this file")
-    verdicts.add_argument("--check", action="store_true", help="with --readme: exit 1 if its table is out of date")
+    verdicts.add_argument(
+        "--page",
+        "--readme",
+        dest="readme",
+        metavar="PAGE",
+        help="replace the table between the verdict markers of this Markdown file (docs/reproductions.md)",
+    )
+    verdicts.add_argument("--check", action="store_true", help="with --page: exit 1 if its table is out of date")
     verdicts.set_defaults(func=cmd_verdicts)
