@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH_PIN := torch==2.13.0
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo lint clean
+.PHONY: install test demo lint docs clean
 
 $(STAMP): pyproject.toml
 # Graphviz's `dot` lays out `adlnmt describe --diagram` (its tests skip without it), and chromium runs the browser
@@ -29,6 +29,7 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	@bash scripts/slurm/start.sh || echo "note: no single-node SLURM here (see above): the slurm tests skip or fail"
 	$(BIN)/python -m pytest -q $(if $(CI),-m "not slow",) tests
 
 # The demo: generate the embedded toy corpus, learn subwords, train a small Transformer for a few
@@ -56,9 +57,14 @@ demo: $(STAMP)
 	  --output $(DEMO)/agreement.jsonl
 	$(BIN)/adlnmt contrastive --model $(DEMO)/model --suite $(DEMO)/agreement.jsonl
 
+# The documentation site (MkDocs, docs/ + mkdocs.yml) into site/; strict: a broken link or reference fails. `make test`
+# builds it too (tests/test_doc_links.py).
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build site src/*.egg-info .pytest_cache .ruff_cache

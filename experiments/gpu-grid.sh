@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Grids on a lent machine within a deadline (experiments/README.md, "On a lent GPU"). From the repository root:
+# Grids on a lent machine within a deadline (docs/experiments.md, "On a lent GPU"). From the repository root:
 #   experiments/gpu-grid.sh OUT SECONDS CORPUS GRID [GRID ...] -- EXPERIMENT-OPTIONS
 # e.g. experiments/gpu-grid.sh "$OUT" 540 .m30k experiments/adl-table2.yaml -- --scale cpu --device cuda --jobs 6
 # CORPUS is the Multi30k folder carried along: the grids read ../shared/data/multi30k, which is linked to it when

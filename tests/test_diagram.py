@@ -162,8 +162,22 @@ def test_describe_writes_svg_and_html(tmp_path: Path, capsys: pytest.CaptureFixt
     page = (tmp_path / "a.html").read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "encoder: pos -&gt; repeat(3" in page
     ET.fromstring(page[page.index("<svg") : page.index("</svg>") + 6])
-    assert main([*flags, "--diagram", str(tmp_path / "a.png")]) == 2
-    assert "written as .svg or .html" in capsys.readouterr().err
+    assert main([*flags, "--diagram", str(tmp_path / "a.gif")]) == 2
+    assert "written as .svg, .html, .png or .pdf, not '.gif'" in capsys.readouterr().err
+
+
+@needs_graphviz
+def test_describe_writes_png_and_pdf(tmp_path: Path) -> None:
+    """Papers and slides take PNG or PDF: Graphviz writes them from the same graph as the SVG."""
+    flags = ["describe", "--preset", "transformer-small", "--d-model", "16", "--heads", "4"]
+    assert main([*flags, "--diagram", str(tmp_path / "a.png")]) == 0
+    png = (tmp_path / "a.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")  # the IHDR chunk
+    assert width > 200 and height > 800  # a tall diagram at 200 dpi, not an empty image
+    assert main([*flags, "--diagram", str(tmp_path / "a.PDF")]) == 0
+    pdf = (tmp_path / "a.PDF").read_bytes()
+    assert pdf.startswith(b"%PDF-") and b"%%EOF" in pdf[-32:]
 
 
 @needs_graphviz

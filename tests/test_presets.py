@@ -84,6 +84,14 @@ def test_every_alias_names_a_preset_and_names_are_unique() -> None:
         get_preset("transformr")
 
 
+def test_a_misspelled_preset_gets_a_did_you_mean() -> None:
+    with pytest.raises(UserError, match=r"unknown preset 'transfomer-small' \(did you mean 'transformer-small'"):
+        get_preset("transfomer-small")
+    with pytest.raises(UserError) as caught:
+        get_preset("zzz")
+    assert "did you mean" not in str(caught.value)
+
+
 def test_every_paper_table_row_has_a_preset() -> None:
     rows = {
         "t2-upper",

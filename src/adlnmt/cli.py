@@ -91,7 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     describe = commands.add_parser("describe", help="canonical ADL, layer tree, widths and parameter counts")
     _model_arguments(describe)
     describe.add_argument(
-        "--diagram", metavar="PATH", help="also draw the architecture to PATH.svg, or PATH.html (a page embedding it)"
+        "--diagram",
+        metavar="PATH",
+        help="also draw the architecture to PATH.svg, .png, .pdf, or .html (a page embedding the SVG)",
     )
     describe.set_defaults(func=cmd_describe)
     layers = commands.add_parser("layers", help="list every ADL layer with its arguments")
@@ -106,9 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     from adlnmt.export.commands import add_commands as add_export_commands
     from adlnmt.serve.commands import add_commands as add_serve_commands
     from adlnmt.train.commands import add_commands as add_train_commands
+    from adlnmt.train.plot import add_plot_command
 
     add_data_commands(commands)
     add_train_commands(commands)
+    add_plot_command(commands)
     add_average_command(commands)
     add_analysis_commands(commands)
     add_bench_commands(commands)

@@ -9,6 +9,7 @@ out (``as_run``); several rows share one architecture
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -274,5 +275,7 @@ ALIASES: dict[str, str] = {alias: p.name for p in _PRESETS for alias in p.aliase
 def get_preset(name: str) -> Preset:
     name = ALIASES.get(name, name)
     if name not in PRESETS:
-        raise UserError(f"unknown preset '{name}'; `adlnmt architectures` lists them")
+        close = difflib.get_close_matches(name, [*PRESETS, *ALIASES], n=3, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        raise UserError(f"unknown preset '{name}'{hint}; `adlnmt architectures` lists them")
     return PRESETS[name]

@@ -185,6 +185,16 @@ def test_batches_are_reproducible_and_vary_by_epoch_and_seed(train: Split) -> No
     assert np.median(spreads) <= 1
 
 
+def test_mixed_length_batches_keep_the_budget_and_mix_lengths(train: Split) -> None:
+    mixed = make_batches(train, 500, seed=3, epoch=2, mixed_lengths=True)
+    assert sorted(np.concatenate(mixed).tolist()) == list(range(len(train)))
+    assert all(max(train.src_lengths[b].max(), train.tgt_lengths[b].max()) * len(b) <= 500 or len(b) == 1
+               for b in mixed)  # fmt: skip
+    assert [b.tolist() for b in mixed] == [b.tolist() for b in make_batches(train, 500, 3, 2, mixed_lengths=True)]
+    spreads = [np.ptp(train.tgt_lengths[b]) for b in mixed if len(b) > 1]
+    assert np.median(spreads) >= 5  # lengths mixed within a batch (length-bucketed batches: at most 1)
+
+
 def test_unshuffled_batches_are_length_sorted(train: Split) -> None:
     batches = make_batches(train, 500, seed=0, epoch=0, shuffle=False)
     order = np.concatenate(batches)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib.util
 import io
 import json
 import os
@@ -152,6 +153,17 @@ def test_each_run_decoded_alone_and_no_handshake_is_left(sequence: SimpleNamespa
         result = json.loads((directory / "result.json").read_text())
         assert result["provenance"]["paused_minutes"] >= 0
         assert not list(directory.glob("decoding.*"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorboard") is None, reason="pip install 'adlnmt[tensorboard]'")
+def test_tensorboard_on_the_output_folder_finds_one_run_per_grid_row(sequence: SimpleNamespace) -> None:
+    from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
+
+    runs = (
+        EventMultiplexer().AddRunsFromDirectory(str(sequence.out)).Reload().Runs()
+    )  # what `tensorboard --logdir` does
+    assert sorted(runs) == [f"runs/{v}/seed-{s}/model/tensorboard" for v in ("a", "b") for s in (1, 2)]
+    assert all("valid/perplexity" in tags["tensors"] for tags in runs.values())  # scalars, as the plugins read them
 
 
 def test_the_table_is_the_mean_and_sample_std_of_the_runs(sequence: SimpleNamespace) -> None:

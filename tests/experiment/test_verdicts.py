@@ -1,4 +1,4 @@
-"""The README's verdict table is built from the archived claims.json files and kept between its markers."""
+"""The verdict table of docs/reproductions.md is built from the archived claims.json files, kept between markers."""
 
 from __future__ import annotations
 
@@ -48,10 +48,10 @@ def test_missing_markers_and_archives_are_clear_errors(tmp_path: Path, capsys) -
     assert "claims.json: missing or malformed" in capsys.readouterr().err
 
 
-def test_the_repository_readme_matches_the_committed_results(monkeypatch) -> None:
-    """Committing a finished run (and its claims.json) without rebuilding the README's table fails here."""
+def test_the_reproductions_page_matches_the_committed_results(monkeypatch) -> None:
+    """Committing a finished run (and its claims.json) without rebuilding the docs page's table fails here."""
     monkeypatch.chdir(REPOSITORY)
-    assert main(["verdicts", "--readme", "README.md", "--check"]) == 0
+    assert main(["verdicts", "--page", "docs/reproductions.md", "--check"]) == 0
 
 
 def test_without_archives_the_readme_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

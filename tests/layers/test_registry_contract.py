@@ -1,5 +1,5 @@
 """Every registered layer keeps the layer contract on every side it allows, built from its spec's example
-(so a new layer is checked without a test of its own); the README's layer table is the registry's."""
+(so a new layer is checked without a test of its own); the layer table of the docs (docs/adl.md) is the registry's."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import adlnmt.layers  # noqa: F401  (registers every layer)
 from adlnmt.adl.registry import REGISTRY, Side, layer_table
 from layer_contract import check_contract
 
-README = Path(__file__).parents[2] / "README.md"
+ADL_PAGE = Path(__file__).parents[2] / "docs" / "adl.md"
 CASES = [
     pytest.param(spec.name, side, id=f"{spec.name}-{side.value}")
     for spec in REGISTRY.values()
@@ -28,19 +28,19 @@ def test_every_registered_layer_keeps_the_contract(name: str, side: Side) -> Non
     assert any(type(m) is spec.cls for m in setup.layer.modules()), f"the example {spec.example!r} has no {name}"
 
 
-def readme_table() -> str:
-    """The table under the README's "### Layers" heading."""
-    lines = README.read_text(encoding="utf-8").split("\n### Layers\n", 1)[1].splitlines()
+def documented_table() -> str:
+    """The table under the "### Layers" heading of docs/adl.md."""
+    lines = ADL_PAGE.read_text(encoding="utf-8").split("\n### Layers\n", 1)[1].splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
     end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
     return "\n".join(lines[start:end]) + "\n"
 
 
-def test_readme_layer_table_is_generated_from_the_registry() -> None:
-    actual, expected = readme_table(), layer_table()
-    diff = "".join(difflib.unified_diff(actual.splitlines(True), expected.splitlines(True), "README.md", "registry"))
+def test_the_documented_layer_table_is_generated_from_the_registry() -> None:
+    actual, expected = documented_table(), layer_table()
+    diff = "".join(difflib.unified_diff(actual.splitlines(True), expected.splitlines(True), "docs/adl.md", "registry"))
     assert actual == expected, (
-        "the README's layer table differs from the registry; replace it with the output of "
+        "the layer table of docs/adl.md differs from the registry; replace it with the output of "
         "`python -c 'import adlnmt.layers; from adlnmt.adl.registry import layer_table; print(layer_table())'`:\n"
         + diff
     )

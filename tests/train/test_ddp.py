@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ def test_two_gloo_ranks_train_in_lockstep(demo_data: Path, tmp_path: Path) -> No
         torchrun, "--standalone", "--nproc_per_node", "2", str(Path(__file__).with_name("ddp_worker.py")),
         str(tmp_path), "train", "--data", str(demo_data / "data"), "--model", str(model), *TINY_MODEL,
         "--max-updates", "30", "--checkpoint-interval", "10", "--lr", "2e-3", "--no-valid-bleu", "--device", "cpu",
+        "--log-interval", "10",
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
@@ -31,7 +33,11 @@ def test_two_gloo_ranks_train_in_lockstep(demo_data: Path, tmp_path: Path) -> No
     for name in rank0:
         assert torch.equal(rank0[name], rank1[name]), name
     log = [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines()]
-    assert [r["update"] for r in log] == [10, 20, 30]  # only rank 0 writes
+    assert [r["update"] for r in log] == [10, 20, 30]  # only rank 0 writes ...
+    assert [line.split(" ")[1] for line in result.stderr.splitlines() if line.startswith("update ")] == [
+        "10/30", "20/30", "30/30"]  # ... prints progress lines  # fmt: skip
+    if importlib.util.find_spec("tensorboard") is not None:  # ... and TensorBoard events
+        assert len(list((model / "tensorboard").glob("events.out.tfevents.*"))) == 1
     assert log[-1]["train_loss"] < log[0]["train_loss"]
 
 

@@ -46,6 +46,8 @@ def tokenize(text: str) -> list[Token]:
     tokens: list[Token] = []
     pos = 0
     while pos < len(text):
+        if text.startswith("=>", pos):  # '=' alone is a token (key=value): the arrow of other languages
+            raise ADLError("unexpected '=>': layers are chained with '->'", text, pos)
         match = _TOKEN.match(text, pos)
         if match is None:
             char = text[pos]

@@ -141,7 +141,7 @@ def register(
     """Class decorator: make a layer class available in the ADL under ``name`` (and ``aliases``).
 
     ``example`` is a small chain using the layer, valid on each of its ``sides``: the registry-wide
-    contract test builds and checks it, and the README's layer table shows the class docstring's first
+    contract test builds and checks it, and the layer table of docs/adl.md shows the class docstring's first
     paragraph (its formula)."""
 
     def decorate(cls: type) -> type:
@@ -160,7 +160,7 @@ def register(
 
 
 def layer_table() -> str:
-    """The README's layer table (Markdown): one row per registered layer, by module, then in source order."""
+    """The layer table of docs/adl.md (Markdown): one row per registered layer, by module, then in source order."""
     rows = ["| layer | formula | sides |", "|---|---|---|"]
     for spec in sorted(REGISTRY.values(), key=lambda spec: spec.cls.__module__):
         aliases = "".join(f" (`{alias}`)" for alias in spec.aliases)
@@ -170,11 +170,26 @@ def layer_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+# Layer names of other toolkits that the ADL spells with arguments.
+OTHER_NAMES = {
+    "lstm": "rnn(cell=lstm)",
+    "gru": "rnn(cell=gru)",
+    "bilstm": "birnn(cell=lstm)",
+    "bigru": "birnn(cell=gru)",
+    "layernorm": "norm",
+    "layer_norm": "norm",
+    "batchnorm": "bnorm",
+    "batch_norm": "bnorm",
+}
+
+
 def lookup(node: LayerNode, text: str = "") -> LayerSpec:
     """The spec of a layer name or alias; an unknown name gets a "did you mean" hint."""
     name = ALIASES.get(node.name, node.name)
     if name in REGISTRY:
         return REGISTRY[name]
+    if node.name.lower() in OTHER_NAMES:
+        raise ADLError(f"unknown layer '{node.name}' (write {OTHER_NAMES[node.name.lower()]})", text, node.col)
     known = sorted([*REGISTRY, *ALIASES])
     close = difflib.get_close_matches(node.name, known, n=3, cutoff=0.6)
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""

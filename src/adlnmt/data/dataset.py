@@ -228,8 +228,12 @@ class Batch:
         )
 
 
-def make_batches(split: Split, batch_tokens: int, seed: int, epoch: int, shuffle: bool = True) -> list[np.ndarray]:
+def make_batches(split: Split, batch_tokens: int, seed: int, epoch: int, shuffle: bool = True,
+                 mixed_lengths: bool = False) -> list[np.ndarray]:  # fmt: skip
     """Token-budget, length-bucketed batches of sentence ids: every sentence exactly once.
+
+    ``mixed_lengths`` (with ``shuffle``): the sentences in the generator's random order instead, so every batch
+    mixes lengths (more padding; what batch norm needs, whose statistics otherwise depend on the batch's length).
 
     Sentences are sorted by (target length, source length); with ``shuffle`` ties are broken by a permutation drawn
     from ``np.random.default_rng((seed, epoch))``, so batch contents also vary between epochs. Consecutive sentences
@@ -244,7 +248,7 @@ def make_batches(split: Split, batch_tokens: int, seed: int, epoch: int, shuffle
     if shuffle:
         rng = np.random.default_rng((seed, epoch))
         perm = rng.permutation(n)
-        order = perm[np.lexsort((src_len[perm], tgt_len[perm]))]
+        order = perm if mixed_lengths else perm[np.lexsort((src_len[perm], tgt_len[perm]))]
     else:
         order = np.lexsort((np.arange(n), src_len, tgt_len))
     widths = np.maximum(src_len, tgt_len)[order].tolist()

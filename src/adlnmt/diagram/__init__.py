@@ -1,8 +1,10 @@
-"""Architecture diagrams drawn from ADL: SVG (laid out by Graphviz's ``dot``) and a page embedding it.
+"""Architecture diagrams drawn from ADL: SVG, PNG or PDF (laid out by Graphviz's ``dot``) and a page embedding the
+SVG.
 
 :mod:`adlnmt.diagram.dot` turns a built model into a DOT graph; this module renders it. Entry points:
 ``diagram_svg(encoder, decoder, options, variables)`` for two ADL chains, ``model_dir_svg(model_dir)``
-for a trained model, ``model_svg(model)`` / ``diagram_html(model)`` / ``write_diagram(model, path)``
+for a trained model, ``model_svg(model)`` / ``model_image(model, kind)`` / ``diagram_html(model)`` /
+``write_diagram(model, path)``
 for a model already built (``adlnmt describe --diagram``).
 """
 
@@ -13,6 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -21,14 +24,26 @@ from adlnmt.diagram.dot import FONT, INSTALL_HINT, load_graphviz, model_graph
 from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
 
-__all__ = ["diagram_html", "diagram_svg", "model_dir_svg", "model_graph", "model_svg", "write_diagram"]
+__all__ = ["diagram_html", "diagram_svg", "model_dir_svg", "model_graph", "model_image", "model_svg", "write_diagram"]
+PNG_DPI = 200  # sharp enough for slides and papers (Graphviz's default is 96)
 
 
 def model_svg(model: Seq2Seq) -> str:
     """The diagram of a built model as SVG text."""
+    return _render(model_graph(model), "svg").decode("utf-8")
+
+
+def model_image(model: Seq2Seq, kind: str) -> bytes:
+    """The diagram of a built model as an image Graphviz writes: ``png`` (at PNG_DPI) or ``pdf`` (vector)."""
     graph = model_graph(model)
+    if kind == "png":
+        graph.graph_attr["dpi"] = str(PNG_DPI)
+    return _render(graph, kind)
+
+
+def _render(graph: Any, kind: str) -> bytes:
     try:
-        return graph.pipe(format="svg", encoding="utf-8")
+        return graph.pipe(format=kind)
     except load_graphviz().ExecutableNotFound:
         raise UserError(INSTALL_HINT) from None
 
@@ -67,13 +82,21 @@ def diagram_html(model: Seq2Seq) -> str:
     )
 
 
-WRITERS: dict[str, Callable[[Seq2Seq], str]] = {".svg": model_svg, ".html": diagram_html}
+WRITERS: dict[str, Callable[[Seq2Seq], bytes]] = {
+    ".svg": lambda model: model_svg(model).encode("utf-8"),
+    ".html": lambda model: diagram_html(model).encode("utf-8"),
+    ".png": lambda model: model_image(model, "png"),
+    ".pdf": lambda model: model_image(model, "pdf"),
+}
 
 
 def write_diagram(model: Seq2Seq, path: str | Path) -> None:
-    """Write the diagram to ``path``: SVG for ``.svg``, a page embedding it for ``.html``."""
+    """Write the diagram to ``path`` by its suffix: ``.svg``, ``.html`` (a page embedding the SVG), ``.png`` or
+    ``.pdf`` (for papers and slides)."""
     path = Path(path)
     writer = WRITERS.get(path.suffix.lower())
     if writer is None:
-        raise UserError(f"{path}: a diagram is written as .svg or .html, not '{path.suffix or 'no suffix'}'")
-    path.write_text(writer(model), encoding="utf-8")
+        raise UserError(
+            f"{path}: a diagram is written as .svg, .html, .png or .pdf, not '{path.suffix or 'no suffix'}'"
+        )
+    path.write_bytes(writer(model))

@@ -168,7 +168,7 @@ def _line(j: Judgement, planned: int) -> str:
 
 
 def _record(j: Judgement, planned: int) -> dict[str, Any]:
-    """One claim's judgement for ``claims.json`` (which the README's verdict table is built from)."""
+    """One claim's judgement for ``claims.json`` (which the verdict table of docs/reproductions.md is built from)."""
     return {
         **asdict(j.claim),
         "tested_as": relation(j.claim),

@@ -1,5 +1,5 @@
 """CLI: ``adlnmt experiment GRID.yaml [--scale S] [--out DIR] [--jobs N] [--threads T] [--device D]`` and
-``adlnmt verdicts [ARCHIVE ...] [--readme README.md [--check]]``."""
+``adlnmt verdicts [ARCHIVE ...] [--page docs/reproductions.md [--check]]``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import signal
 from pathlib import Path
 
 from adlnmt.errors import UserError
+from adlnmt.experiment import slurm
 from adlnmt.experiment.grid import Grid, load_grid
 from adlnmt.experiment.retime import retime
 from adlnmt.experiment.runner import (
@@ -89,6 +90,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(grid, runs, out, {run.fingerprint: name for run, _, name in shared})
         return 0
+    if args.status:
+        print(f"{grid.name} (scale {grid.scale or '-'}), output {out}:")
+        slurm.print_status(selected)
+        return 0
     outcomes: list[Outcome] = []
     for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
         run.archive_result()
@@ -108,6 +113,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             print(f"{unfinished} of the selected runs not finished: not timed")
     elif not args.report_only:
         outcomes = run_selected(grid, selected, out, args)
+        if args.executor == "slurm" and not args.wait:
+            return 0  # submitted: --status follows the jobs, --report-only (or --wait) reports
     if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
         print(f"no finished run yet, so no report in {results}")
         return exit_status(outcomes)
@@ -127,15 +134,19 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(grid.path, out / "grid.yaml")
     data_dirs = prepare_data(grid, out)
-    threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+    options = slurm.slurm_options(grid, args) if args.executor == "slurm" else None
+    threads = args.threads or (options.cpus if options else max(1, (os.cpu_count() or 1) // args.jobs))
     for run in selected:
         write_spec(grid, run, data_dirs[run.variant.data.key], args.device, threads)
     pending = running_order(run for run in selected if run.result() is None)
     resumed = sum(run.resumable for run in pending)
     print(f"{grid.name} (scale {grid.scale or '-'}): {len(selected)} runs, {len(selected) - len(pending)} finished "
-          f"(skipped), {len(pending)} to run ({resumed} resumed first), {args.jobs} at a time with {threads} thread(s) "
-          f"each; output {out}",
+          f"(skipped), {len(pending)} to run ({resumed} resumed first), "
+          f"{'as SLURM jobs' if options else f'{args.jobs} at a time'} with {threads} thread(s) each; output {out}",
           flush=True)  # fmt: skip
+    if options is not None:
+        on_slurm = slurm.submit(grid, pending, out, options, threads)
+        return slurm.wait(on_slurm) if args.wait else []
     return execute(pending, args.jobs, threads, decode_alone=not args.decode_beside_training)
 
 
@@ -169,7 +180,7 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
     updated = replace_block(text, verdict_table(archives, readme.parent), readme)
     if args.check:
         if updated != text:
-            print(f"{readme}: the verdict table is out of date; rebuild it with adlnmt verdicts --readme {readme}")
+            print(f"{readme}: the verdict table is out of date; rebuild it with adlnmt verdicts --page {readme}")
             return 1
         print(f"{readme}: the verdict table matches {len(archives)} archive(s)")
         return 0
@@ -191,7 +202,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="train, translate and score a grid of variants × seeds; results table, plots, report (resumable)",
         description="Run every (variant, seed) of a grid file as its own training + translation + scoring run, "
         "then write results.md/.csv (mean ± std over seeds), plots and report.md. Re-running skips finished runs "
-        "and resumes interrupted ones. Grid format: experiments/README.md.",
+        "and resumes interrupted ones. Grid format: docs/experiments.md.",
     )
     parser.add_argument("grid", help="grid file (YAML)")
     parser.add_argument("--scale", help="one of the grid's scales, e.g. small or full (default: its default_scale)")
@@ -226,15 +237,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="measure the decoding speed of the selected finished runs again on this machine, one after another "
         "(their weights must be here; run it with nothing else running), then rebuild the report",
     )
+    slurm.add_arguments(parser)
     parser.set_defaults(func=cmd_experiment)
 
     verdicts = commands.add_parser(
         "verdicts",
-        help="the table of every judged claim (claims.json of the archived grids), printed or put into the README",
+        help="the table of every judged claim (claims.json of the archived grids), printed or put into the docs",
         description="Collect the claims judged by adlnmt experiment (ARCHIVE/claims.json) into one Markdown table: "
-        "printed, or written between the verdict markers of a README.",
+        "printed, or written between the verdict markers of a Markdown page (docs/reproductions.md).",
     )
     verdicts.add_argument("archives", nargs="*", help="archive directories (default: experiments/results/*/)")
-    verdicts.add_argument("--readme", help="replace the table between the verdict markers of this file")
-    verdicts.add_argument("--check", action="store_true", help="with --readme: exit 1 if its table is out of date")
+    verdicts.add_argument(
+        "--page",
+        "--readme",
+        dest="readme",
+        metavar="PAGE",
+        help="replace the table between the verdict markers of this Markdown file (docs/reproductions.md)",
+    )
+    verdicts.add_argument("--check", action="store_true", help="with --page: exit 1 if its table is out of date")
     verdicts.set_defaults(func=cmd_verdicts)

@@ -4,7 +4,7 @@ path, e.g. ``grid.yaml: variants[2] ('RNN/RNN').train.d_modle: unknown training 
 A grid names the data (a prepared directory, or raw files the experiment prepares once), shared training options,
 the variants (a preset or an encoder/decoder ADL pair, with overrides), the seeds, the test sets, the metrics and
 the decoding options; ``scales`` hold named sets of overrides (``small`` for a CPU, ``full`` for the papers' sizes).
-Paths are relative to the grid file; ``~`` and ``$VARS`` are expanded. experiments/README.md documents the format.
+Paths are relative to the grid file; ``~`` and ``$VARS`` are expanded. docs/experiments.md documents the format.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
-            "added_evaluation")  # fmt: skip
+            "added_evaluation", "slurm")  # fmt: skip
 ADDED_KEYS = ("since", "test", "metrics")
 CLAIM_KEYS = ("quote", "where", "better", "close", "faster", "tolerance", "ratio", "metric", "test")
 CLAIM_KINDS = ("better", "close", "faster")

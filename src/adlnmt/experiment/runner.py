@@ -58,7 +58,7 @@ from adlnmt.train.checkpoint import atomic_write, saved_states
 STOPPED = {"SIGTERM": 143, "SIGINT": 130}
 ENDED_BY = {-signal.SIGTERM: "SIGTERM", -signal.SIGINT: "SIGINT"}
 # Training options that may differ between attempts of one run without changing its result.
-NOT_FINGERPRINTED = ("device", "threads", "progress")
+NOT_FINGERPRINTED = ("device", "threads", "progress", "log_interval", "tensorboard")  # what a run shows
 
 
 def write_json(path: Path, value: Any) -> None:

@@ -1,6 +1,6 @@
-"""The README's verdict table: the judged claims of every archived grid (``claims.json`` next to each
-``claims.md``) in one Markdown table, kept between two marker lines of the README so that it is rebuilt from the
-committed results, never typed in (``adlnmt verdicts --readme README.md``)."""
+"""The verdict table of the documentation's Reproductions page: the judged claims of every archived grid
+(``claims.json`` next to each ``claims.md``) in one Markdown table, kept between two marker lines of the page so that
+it is rebuilt from the committed results, never typed in (``adlnmt verdicts --page docs/reproductions.md``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from pathlib import Path
 from adlnmt.errors import UserError
 from adlnmt.experiment.runner import read_json
 
-START = "<!-- verdicts: built by `adlnmt verdicts --readme README.md` from experiments/results/*/claims.json -->"
+START = (
+    "<!-- verdicts: built by `adlnmt verdicts --page docs/reproductions.md` from experiments/results/*/claims.json -->"
+)
 END = "<!-- /verdicts -->"
 QUOTE_CHARS = 110  # longer quotes are shortened here; claims.md has them whole
 

@@ -46,6 +46,13 @@ class TrainConfig:
         choices=INIT_SCHEMES,
     )
     batch_tokens: int = option(4096, "padded tokens per batch (max(src, tgt) length × sentences)")
+    batching: str = option(
+        "length",
+        "length: batches of sentences of similar lengths (least padding); mixed: sentences in random order, so "
+        "each batch mixes lengths (for batch norm, whose statistics otherwise differ by length between training "
+        "and evaluation: experiments/analysis/README.md)",
+        choices=("length", "mixed"),
+    )
     accumulate: int = option(1, "batches per update (gradient accumulation)")
     lr: float = option(2e-4, "learning rate (peak rate with inverse-sqrt)")
     lr_schedule: str = option(
@@ -81,6 +88,14 @@ class TrainConfig:
     )
     on_nan: str = option("skip", "non-finite loss: skip the update or stop", choices=("skip", "stop"))
     progress: bool = option(True, "show a progress bar (when stderr is a terminal)", flag=True, negatable=True)
+    log_interval: int = option(
+        100,
+        "updates between progress lines on stderr, terminal or not: loss, lr, gradient norm, tokens/s, ETA (0 = none)",
+    )
+    tensorboard: str = option(
+        "auto",
+        "TensorBoard event folder: auto (MODEL/tensorboard when the package is installed), off, or a folder",
+    )
 
     def resolved(self) -> TrainConfig:
         """Schedule-dependent defaults filled in and values checked."""
@@ -91,6 +106,8 @@ class TrainConfig:
         for name in ("d_model", "heads", "batch_tokens", "accumulate", "checkpoint_interval", "keep_last"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.log_interval < 0:
+            raise UserError(f"--log-interval must be >= 0, got {self.log_interval}")
         if d_ff % self.d_model:
             raise UserError(f"--d-ff ({d_ff}) must be a multiple of --d-model ({self.d_model}) for ffl")
         if not 0 <= self.label_smoothing < 1 or not 0 <= self.dropout < 1:

@@ -12,13 +12,13 @@ from adlnmt.memory import limit_onednn_cache
 
 
 def pick_device(name: str, local_rank: int) -> torch.device:
-    if name == "auto":
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"--device {name}: CUDA is not available on this machine")
-    if name == "cuda":
-        return torch.device(f"cuda:{local_rank}")  # this process's GPU (under torchrun: one per process)
-    return torch.device(name)
+    if name in ("auto", "cuda") and torch.cuda.is_available():
+        # this process's GPU (under torchrun or srun: one per process; where SLURM shows each task only its own GPU,
+        # that one)
+        return torch.device(f"cuda:{local_rank % torch.cuda.device_count()}")
+    return torch.device("cpu" if name == "auto" else name)
 
 
 def full_fp32() -> dict[str, bool]:

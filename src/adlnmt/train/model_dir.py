@@ -18,7 +18,8 @@ from adlnmt.train.config import TrainConfig
 
 CONFIG_FILE = "config.json"
 VOCAB_DIR = "vocab"
-# Training options that may change when a run is resumed (how long and where it runs, not what it computes).
+# Training options that may change when a run is resumed (how long and where it runs and what it shows, not the
+# model or the data order); a change is recorded in metrics.jsonl and config.json (changed_settings).
 RESUMABLE_CHANGES = frozenset(
     {
         "max_updates",
@@ -31,6 +32,9 @@ RESUMABLE_CHANGES = frozenset(
         "patience",
         "keep_last",
         "keep_best",
+        "checkpoint_interval",
+        "log_interval",
+        "tensorboard",
     }
 )
 PATH_OPTIONS = frozenset({"data", "model"})  # compared by content (the data's manifest), so that directories can move
@@ -86,6 +90,16 @@ def check_same_run(model_dir: Path, train: dict[str, Any], model: ModelConfig, d
             f"{model_dir} holds a run with different settings ({fields_text}); "
             "re-run the same command to resume it, or choose a new --model directory"
         )
+
+
+def changed_settings(before: dict[str, Any], train: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The options of ``train`` that differ from ``before`` (a stored run's; only those a resume may change:
+    :func:`check_same_run` refuses the others), as ``{option: {"before": old, "now": new}}``."""
+    return {
+        name: {"before": before.get(name), "now": train[name]}
+        for name in sorted(RESUMABLE_CHANGES)
+        if before.get(name) != train[name]
+    }
 
 
 def load_vocabularies(model_dir: Path, stored: dict[str, Any]) -> DataDir:

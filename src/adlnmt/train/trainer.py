@@ -1,6 +1,6 @@
 """The training loop: token batches, label-smoothed cross-entropy, checkpoints with validation,
-early stopping, exact resume after any kill, a graceful stop on SIGTERM/SIGINT, and DistributedDataParallel
-under torchrun."""
+early stopping, exact resume after any kill, a graceful stop on SIGTERM/SIGINT, DistributedDataParallel
+under torchrun, and progress lines and TensorBoard scalars (:mod:`adlnmt.train.monitor`)."""
 
 from __future__ import annotations
 
@@ -31,9 +31,18 @@ from adlnmt.speedups import SPEEDUPS
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.device import pick_device, precision_setup, use_deterministic_kernels
+from adlnmt.train.launch import adopt_slurm_environment
 from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
-from adlnmt.train.model_dir import CONFIG_FILE, check_same_run, copy_vocabularies, data_digest
+from adlnmt.train.model_dir import (
+    CONFIG_FILE,
+    changed_settings,
+    check_same_run,
+    copy_vocabularies,
+    data_digest,
+    read_stored_config,
+)
+from adlnmt.train.monitor import Board, Interval, progress_line, tensorboard_dir
 from adlnmt.train.schedule import Schedule
 from adlnmt.train.signals import StopSignals
 from adlnmt.train.validation import validate
@@ -77,6 +86,7 @@ def make_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) 
 class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
+        adopt_slurm_environment()  # under srun with several tasks: rank and world size from SLURM's environment
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         # Under torchrun (even with one process: NCCL/DDP then run as they would on many GPUs).
         self.distributed = self.world > 1 or "TORCHELASTIC_RUN_ID" in os.environ
@@ -97,6 +107,11 @@ class Trainer:
             raise UserError("train needs --data DIR and --model DIR")
         self.dir = Path(config.model)
         self.lock = DirectoryLock(self.dir) if self.main else None  # rank 0 writes; released by close()
+        self.board: Board | None = None
+        self.grad_norm = math.nan  # of the last update (NaN when nothing clips or shows it)
+        # Settings a resume changed: in the next metrics record, and (all resumes) in config.json.
+        self.changed: dict[str, dict[str, Any]] = {}
+        self.change_history: list[dict[str, Any]] = []
         try:
             self._setup()
         except BaseException:
@@ -115,6 +130,9 @@ class Trainer:
         self.schedule = Schedule(config)
         self.progress = Progress()
         self._resume()
+        board_dir = tensorboard_dir(config.tensorboard, self.dir)
+        if board_dir is not None and self.main:
+            self.board = Board(board_dir, self.progress.update)
         self.network = (
             DistributedDataParallel(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
             if self.distributed
@@ -124,6 +142,9 @@ class Trainer:
     def close(self) -> None:
         """Release the model directory (its lock) and the process group this trainer opened: a gloo group left
         open at interpreter exit can abort the process ("terminate called without an active exception")."""
+        if self.board is not None:
+            self.board.close()
+            self.board = None
         if self.lock is not None:
             self.lock.release()
         if self.owns_process_group and dist.is_initialized():
@@ -139,6 +160,7 @@ class Trainer:
             "data_digest": data_digest(self.data),
             "canonical": {},
             "version": 1,
+            "changed_settings": self.change_history,
         }
 
     def _write_config(self) -> None:
@@ -210,12 +232,26 @@ class Trainer:
             for problem in problems:
                 self.log(f"warning: {problem}; skipped")
             self.log(f"resuming at update {self.progress.update} (epoch {self.progress.epoch + 1}) from {path}")
+            self._note_changes()
             if self.distributed:
                 dist.barrier()  # every rank has read its state before rank 0 tidies the directory
             if self.main:
                 self._tidy_after_resume(state["model"])
             return
         self._start_fresh(problems)
+
+    def _note_changes(self) -> None:
+        """Record the settings this resume changes (checkpoint interval, patience ...: RESUMABLE_CHANGES)."""
+        if not (self.dir / CONFIG_FILE).is_file():
+            return
+        stored = read_stored_config(self.dir)
+        self.changed = changed_settings(stored["train"], asdict(self.config))
+        self.change_history = list(stored.get("changed_settings", []))
+        if self.changed:
+            self.change_history.append({"update": self.progress.update, "changed": self.changed})
+            self.log(
+                "changed on resume: " + ", ".join(f"{k} {v['before']} -> {v['now']}" for k, v in self.changed.items())
+            )
 
     def _start_fresh(self, problems: list[str]) -> None:
         """Start at update 0, unless the directory shows a committed checkpoint (best.safetensors, or checkpoints of
@@ -311,10 +347,14 @@ class Trainer:
                 raise TrainingError(message + "; stopping (--on-nan stop)")
             self.log(message + "; update skipped")
             self.optimizer.zero_grad(set_to_none=True)
+            self.grad_norm = math.nan
             return math.nan, int(tokens.item())
-        if self.config.clip_norm > 0:
+        c = self.config
+        if c.clip_norm > 0 or c.log_interval > 0 or c.tensorboard != "off":  # the gradient norm is clipped or shown
             self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm)
+            # Without clipping, an infinite bound only measures (gradients × 1.0: unchanged).
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm or math.inf)
+            self.grad_norm = norm.item()
         self.schedule.step_update(self.optimizer, self.progress.update + 1)
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -362,9 +402,13 @@ class Trainer:
             "train_minutes": p.train_seconds / 60,
             "best_update": p.best_update,
         }
+        if self.changed:
+            record["changed_settings"], self.changed = self.changed, {}
         rank_rng = self._rank_rng()
         if self.main:
             self.save(record, rank_rng)
+            if self.board is not None:
+                self.board.validation(p.update, record)
             bleu = f" bleu {metrics['valid_bleu']:.2f}" if "valid_bleu" in metrics else ""
             self.log(
                 f"checkpoint {p.update}: train loss {train_loss:.3f} valid ppl {metrics['valid_ppl']:.2f}{bleu} "
@@ -429,6 +473,7 @@ class Trainer:
         self.model.train()
         session_start, session_base = time.monotonic(), p.train_seconds
         window_start = time.monotonic() - p.window_seconds
+        interval = Interval()
         bar = tqdm(total=c.max_updates or None, initial=p.update, disable=None if (self.main and c.progress) else True,
                    unit="upd", dynamic_ncols=True)  # fmt: skip
         reason = "" if not (c.max_updates and p.update >= c.max_updates) else f"reached {c.max_updates} updates"
@@ -437,7 +482,11 @@ class Trainer:
             if c.max_epochs and p.epoch >= c.max_epochs:
                 reason = f"reached {c.max_epochs} epochs"
                 break
-            batches = shard(make_batches(self.train_split, c.batch_tokens, c.seed, p.epoch), self.rank, self.world)
+            batches = shard(
+                make_batches(self.train_split, c.batch_tokens, c.seed, p.epoch, mixed_lengths=c.batching == "mixed"),
+                self.rank,
+                self.world,
+            )
             epoch_over = not batches
             while not (epoch_over or reason):
                 group = batches[p.batch_in_epoch : p.batch_in_epoch + c.accumulate]
@@ -450,6 +499,10 @@ class Trainer:
                     p.window_loss += loss * tokens
                     p.window_tokens += tokens
                 bar.update(1)
+                interval.add(loss, tokens, self.grad_norm)
+                if c.log_interval and p.update % c.log_interval == 0:
+                    self._progress_line(interval)
+                    interval = Interval()
                 rate = p.window_tokens / max(p.window_seconds, 1e-9)
                 bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", epoch=p.epoch + 1)
                 if p.batch_in_epoch >= len(batches):  # the saved position always points at the next batch
@@ -475,6 +528,15 @@ class Trainer:
         bar.close()
         self.log(f"training stopped: {reason}; best checkpoint at update {p.best_update}")
         return {"reason": reason, "updates": p.update, "best_update": p.best_update, "signal": stopped_by}
+
+    def _progress_line(self, interval: Interval) -> None:
+        """The ``--log-interval`` line on stderr (beside the bar on a terminal) and the TensorBoard train scalars."""
+        if not self.main:
+            return
+        p, lr, summary = self.progress, self.optimizer.param_groups[0]["lr"], interval.summary()
+        self.log(progress_line(p.update, self.config.max_updates, p.epoch + 1, lr, summary))
+        if self.board is not None:
+            self.board.train(p.update, lr, summary)
 
     def _interrupted(self, name: str, saved: bool) -> None:
         """After a stop signal: the checkpoint of this update (unless one was just written), without validation."""
