@@ -22,7 +22,7 @@ from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
-            "added_evaluation", "slurm")  # fmt: skip
+            "added_evaluation", "slurm", "contrastive")  # fmt: skip
 ADDED_KEYS = ("since", "test", "metrics")
 CLAIM_KEYS = ("quote", "where", "better", "close", "faster", "tolerance", "ratio", "metric", "test")
 CLAIM_KINDS = ("better", "close", "faster")
@@ -65,6 +65,15 @@ class TestSet:
     name: str
     src: Path
     ref: Path
+
+
+@dataclass(frozen=True)
+class ContrastiveSuite:
+    """A contrastive suite every run is scored on after its test sets (adlnmt.analysis.contrastive)."""
+
+    name: str
+    suite: Path
+    normalize: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,9 @@ class Grid:
     # Lower update caps this scale had: a run that stopped early (by patience) under one of them is the same run
     # under the current cap, so its result stands; one that reached such a cap is trained again.
     earlier_max_updates: tuple[int, ...] = ()
+    # Contrastive suites: not in the fingerprints either (scoring a run on a suite changes neither its training nor
+    # its test-set scores); runs evaluated before a suite was added lack its results, and the report says so.
+    contrastive: tuple[ContrastiveSuite, ...] = ()
 
     @property
     def fingerprinted_tests(self) -> tuple[TestSet, ...]:
@@ -212,6 +224,26 @@ def _metric_names(reader: Reader, value: Any, where: str) -> tuple[str, ...]:
         return parse_metrics(value)
     except UserError as err:
         reader.fail(where, str(err))
+
+
+def _contrastive(reader: Reader, value: Any) -> tuple[ContrastiveSuite, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value:
+        reader.fail("contrastive", "expected a list of {name, suite, normalize} contrastive suites")
+    suites: list[ContrastiveSuite] = []
+    for i, item in enumerate(value):
+        where = f"contrastive[{i}]"
+        block = reader.mapping(item, where, ("name", "suite", "normalize"))
+        for key in ("name", "suite"):
+            if key not in block:
+                reader.fail(where, f"missing '{key}'")
+        name = reader.name(block["name"], f"{where}.name")
+        if not NAME.fullmatch(name) or name in {s.name for s in suites}:
+            reader.fail(f"{where}.name", f"{name!r} must be unique and use only letters, digits, '.', '_', '-'")
+        normalize = reader.typed(block.get("normalize", False), bool, f"{where}.normalize")
+        suites.append(ContrastiveSuite(name, reader.path_value(block["suite"], f"{where}.suite"), normalize))
+    return tuple(suites)
 
 
 def _added_evaluation(reader: Reader, value: Any, tests: tuple[TestSet, ...], metrics: tuple[str, ...]
@@ -484,4 +516,5 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         added_tests=tuple(t.name for t in added_tests),
         added_metrics=added_metrics,
         earlier_max_updates=earlier_caps,
+        contrastive=_contrastive(reader, raw.get("contrastive")),
     )

@@ -290,6 +290,7 @@ def write_spec(grid: Grid, run: Run, data_dir: Path, device: str, threads: int) 
         **_evaluation(grid),
         "tests": [{"name": t.name, "src": str(t.src), "ref": str(t.ref)} for t in grid.tests],
         "metrics": list(grid.metrics),
+        "contrastive": [{"name": c.name, "suite": str(c.suite), "normalize": c.normalize} for c in grid.contrastive],
     }
     run.dir.mkdir(parents=True, exist_ok=True)
     options = {**train, "device": device, "threads": threads, "progress": False}

@@ -116,6 +116,14 @@ def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, 
     }
 
 
+def contrastive(model_dir: Path, checkpoint: str, device: str, suite: dict[str, Any]) -> dict[str, Any]:
+    """The run's accuracy on one contrastive suite (adlnmt.analysis.contrastive), with each item's outcome."""
+    from adlnmt.analysis.contrastive import evaluate_model
+
+    found = evaluate_model(model_dir, suite["suite"], checkpoint, device, normalize=suite["normalize"])
+    return {key: found[key] for key in ("overall", "by_phenomenon", "by_distance", "normalize", "correct")}
+
+
 def code_version() -> dict[str, Any]:
     """The git commit of the code that runs (and whether its tracked files differ from it), where it is a clone."""
     import subprocess
@@ -167,6 +175,7 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     with decoding_alone(run_dir):
         tests = {test["name"]: evaluate_test(translator, test, spec, run_dir) for test in spec["tests"]}
+    suites = {suite["name"]: contrastive(model_dir, checkpoint, device, suite) for suite in spec.get("contrastive", [])}
     paused_minutes = paused_seconds(run_dir) / 60
     train_minutes = max(0.0, last["train_minutes"] - paused_minutes)
     return {
@@ -190,6 +199,7 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
         "threads": spec["threads"],
         "curve": [{key: r[key] for key in curve_keys if key in r} for r in records],
         "tests": tests,
+        **({"contrastive": suites} if suites else {}),
         "provenance": {
             **code_version(),
             "training_sessions": read_training_sessions(run_dir),

@@ -1,0 +1,103 @@
+"""The report's contrastive section: each row's accuracy on the grid's contrastive suites (``contrastive:``), overall
+and by the distance the phenomenon spans, with 95 % intervals from a two-level bootstrap (the suite's items drawn
+with replacement, the same draw for every run, then the row's seeds), and a plot of accuracy against distance.
+
+Every finished run scored on a suite keeps each item's outcome (``result.json``: ``contrastive.NAME.correct``), so
+the rows compare on the same items; runs evaluated before the suite was added lack it and are left out (the table
+gives the seeds each row rests on).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from adlnmt.analysis.contrastive import DISTANCE_BUCKETS, bucket, read_suite
+from adlnmt.experiment.grid import ContrastiveSuite, Grid
+from adlnmt.experiment.rows import Row
+
+RESAMPLES = 2000
+SEED = 20_261_126  # fixed: a rebuilt report gives the same intervals
+BUCKETS = [bucket(low) for low, _ in DISTANCE_BUCKETS] + ["none"]
+
+
+def accuracy_interval(correct: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float]:
+    """Mean accuracy of ``correct`` [seeds, items] and its 95 % two-level bootstrap interval (items, then seeds)."""
+    seeds, items = correct.shape
+    item_draws = rng.integers(0, items, size=(RESAMPLES, items))
+    seed_draws = rng.integers(0, seeds, size=(RESAMPLES, seeds))
+    per_seed = correct[:, item_draws].mean(axis=2)  # [seeds, RESAMPLES]
+    means = np.take_along_axis(per_seed.T, seed_draws, axis=1).mean(axis=1)  # [RESAMPLES]
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(correct.mean()), float(low), float(high)
+
+
+def outcomes(row: Row, suite: ContrastiveSuite) -> np.ndarray | None:
+    """[seeds, items] outcomes of the row's runs scored on ``suite`` (None when none was)."""
+    found = [r["contrastive"][suite.name]["correct"] for r in row.results if suite.name in r.get("contrastive", {})]
+    return np.asarray(found, dtype=float) if found else None
+
+
+def cell(values: tuple[float, float, float]) -> str:
+    mean, low, high = values
+    return f"{100 * mean:.1f} [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def contrastive_section(grid: Grid, rows: list[Row], plots: Path) -> str:
+    """Markdown: per suite, one line per row (accuracy overall and by distance bucket, with intervals) and a plot."""
+    parts = ["## Contrastive evaluation", "",
+             "Accuracy (%) of each row on the grid's contrastive suites: the reference scored above every wrong "
+             "variant by forced decoding. Mean over the row's seeds scored on the suite, with a 95 % two-level "
+             "bootstrap interval (items, then seeds); by the distance (tokens) the phenomenon spans.", ""]  # fmt: skip
+    for suite in grid.contrastive:
+        labels = [bucket(item.distance) for item in read_suite(suite.suite)]
+        present = [name for name in BUCKETS if name in labels]
+        columns = np.asarray(labels)
+        header = ["row", "seeds", "all", *(f"d {name} ({labels.count(name)})" for name in present)]
+        lines = [f"### {suite.name} ({len(labels)} items, `{suite.suite.name}`)", "",
+                 "| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]  # fmt: skip
+        curves: dict[str, list[tuple[float, float, float]]] = {}
+        for row in rows:
+            correct = outcomes(row, suite)
+            if correct is None:
+                continue
+            rng = np.random.default_rng(SEED)
+            overall = accuracy_interval(correct, rng)
+            curves[row.name] = [accuracy_interval(correct[:, columns == name], rng) for name in present]
+            lines.append(f"| {row.name} | {len(correct)} | {cell(overall)} | "
+                         + " | ".join(cell(values) for values in curves[row.name]) + " |")  # fmt: skip
+        if not curves:
+            lines.append("| (no run scored on it yet) | | |")
+        parts += lines + [""]
+        if curves:
+            path = plot(suite, present, curves, plots / f"contrastive-{suite.name}.png")
+            parts += [f"![accuracy by distance, {suite.name}](plots/{path.name})", ""]
+    return "\n".join(parts)
+
+
+def plot(suite: ContrastiveSuite, buckets: list[str], curves: dict[str, list[tuple[float, float, float]]],
+         path: Path) -> Path:  # fmt: skip
+    """Accuracy against distance bucket, one line per row with its intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    positions = np.arange(len(buckets))
+    for offset, (name, values) in enumerate(curves.items()):
+        mean = np.array([v[0] for v in values]) * 100
+        errors = np.array([[v[0] - v[1], v[2] - v[0]] for v in values]).T * 100
+        shift = (offset - (len(curves) - 1) / 2) * 0.06
+        axis.errorbar(positions + shift, mean, yerr=errors, marker="o", capsize=3, label=name)
+    axis.set_xticks(positions, buckets)
+    axis.set_xlabel("distance (tokens) the phenomenon spans")
+    axis.set_ylabel("accuracy (%)")
+    axis.set_title(f"{suite.name}: reference above every contrastive variant")
+    axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(figure)
+    return path
