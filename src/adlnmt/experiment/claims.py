@@ -216,7 +216,8 @@ def registration(j: Judgement) -> str:
     when = f"{claim.registered} ({claim.registered_at[:10]})"
     if not j.after_results:
         return f"{when}: before the results"
-    return f"{when}: after the results of seed {', '.join(map(str, j.after_results))}"
+    seeds = "seed" + ("s" if len(j.after_results) > 1 else "")
+    return f"{when}: after the results of {seeds} {', '.join(map(str, j.after_results))}"
 
 
 def verdict_text(j: Judgement) -> str:
