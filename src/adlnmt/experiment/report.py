@@ -96,7 +96,7 @@ def markdown_table(grid: Grid, rows: list[Row]) -> str:
         for test in grid.tests:
             for metric in grid.metrics:
                 values = [v for v in row.values("tests", test.name, "scores", metric) if v is not None]
-                partial = f" ({len(values)} seeds)" if values and len(values) < len(row.results) else ""
+                partial = f" ({len(values)} of {len(row.results)} seeds)" if 0 < len(values) < len(row.results) else ""
                 mark = row.significance.get((test.name, metric), {})
                 cells.append(cell(values) + (" †" if mark.get("significant") else "") + partial)
         cells += [f"{published[row.name][c]:g}" if c in published[row.name] else "–" for c in paper_columns(grid)]
@@ -300,8 +300,8 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
         lines.append(
             f"† different from {grid.baseline}: the 95 % interval of the difference excludes 0 and its centred "
             f"two-sided p < {ALPHA} (two-level bootstrap over seeds and test sentences, {grid.bootstrap_resamples} "
-            "replicates; one comparison at a time, not adjusted for multiplicity). (n seeds): a test set or metric "
-            "only some of the row's runs were evaluated on."
+            "replicates; one comparison at a time, not adjusted for multiplicity). (n of m seeds): a test set or "
+            "metric only some of the row's runs were evaluated on."
         )
     return "\n".join(f"- {line}" for line in lines)
 
