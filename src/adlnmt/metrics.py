@@ -9,7 +9,7 @@ import contextlib
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +146,26 @@ def _make_metric(name: str) -> Metric:
     return SentenceMean("METEOR", sentence_meteor, extra)
 
 
+def segment_statistics(name: str, hypotheses: Sequence[str], references: Sequence[str]) -> list[list[float]]:
+    """Each sentence's sufficient statistics of metric ``name`` as sacreBLEU computes them for its own tests (for
+    METEOR and sentBLEU: [sentence score, 1]); a corpus score is a function of their sum."""
+    name = parse_metrics([name])[0]
+    _check_aligned(hypotheses, references, "hypotheses", "references")
+    if name == "sentbleu":  # sacreBLEU's sentence score from BLEU's statistics: the same 13a n-grams, counted once
+        smoothed = _sentence_bleu_metric()
+        return [[smoothed._compute_score_from_stats(list(stats)).score, 1.0]
+                for stats in segment_statistics("bleu", hypotheses, references)]  # fmt: skip
+    return _metric_with_references(name, tuple(references))._extract_corpus_statistics(list(hypotheses), None)
+
+
+@lru_cache(maxsize=8)
+def _metric_with_references(name: str, references: tuple[str, ...]) -> Metric:
+    """A metric with its references processed once, for the statistics of many systems' hypotheses."""
+    metric = _make_metric(name)
+    metric._ref_cache = metric._cache_references([list(references)])
+    return metric
+
+
 def _check_aligned(hypotheses: Sequence[str], references: Sequence[str], hyp_name: str, ref_name: str) -> None:
     if len(hypotheses) != len(references):
         raise DataError(
@@ -207,7 +227,11 @@ def paired_bootstrap(
     """sacreBLEU's paired bootstrap resampling (``PairedTest(test_type="bs")``), A the baseline, B the system.
 
     Per metric: each system's score, bootstrap mean and 95% CI half-width (as sacreBLEU gives them), the
-    difference B − A, the p-value of |B − A| and which system is better.
+    difference B − A, sacreBLEU's p-value and which system is better. sacreBLEU's p is the share of resamples whose
+    absolute difference, less the mean absolute difference over the resamples, reaches the observed |B − A|: the
+    resampled |Δ| are centred on their own mean, not on Δ, so it is not the two-sided test of B = A and behaves
+    as a one-sided one. The experiment reports use :mod:`adlnmt.experiment.statistics` (centred, two-sided, over
+    seeds and sentences) instead.
     """
     names_checked = parse_metrics(metrics)
     _check_aligned(hyp_a, references, names[0], ref_name)
@@ -264,7 +288,8 @@ def format_report(result: dict[str, Any]) -> str:
     lines = [
         f"{result['test']}: {result['resamples']} resamples, seed {result['seed']}; "
         f"A = {a_name} (baseline), B = {b_name}, reference {result['reference']}",
-        "scores are followed by the bootstrap mean ± the 95% CI half-width; p is for |B − A| (two-sided)",
+        "scores are followed by the bootstrap mean ± the 95% CI half-width; p is sacreBLEU's: the share of resamples "
+        "whose |B − A|, less its mean over the resamples, reaches the observed |B − A| (one-sided in effect)",
     ]
     for entry in result["metrics"].values():
         a, b = entry["a"], entry["b"]

@@ -1,104 +1,194 @@
-"""The rules that turn a measured difference and its significance into a verdict (claims.md)."""
+"""Claims judged on runs (claims.md, claims.json): which runs enter, per test set; the marks for runs that did not
+converge, claims out of scope and claims registered after results; and the registration of the shipped claims,
+checked against the repository's history."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from adlnmt.experiment.claims import (
-    FAILS,
-    HOLDS,
-    MISSING,
-    OPEN,
-    Judge,
-    Judgement,
-    measured,
-    relation,
-    speed_verdict,
-    verdict,
-)
+from adlnmt.experiment.claims import NOT_CONVERGED, OUT_OF_SCOPE, Judge, relation, seed_list, write_claims
 from adlnmt.experiment.grid import Claim, load_grid
 from adlnmt.experiment.runner import plan_runs
+from adlnmt.experiment.statistics import FAILS, HOLDS, OPEN
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+REFERENCES = [f"a photo of {n} people walking along the {place}" for n in ("two", "three", "four", "five", "six")
+              for place in ("beach", "street", "river", "road", "park", "hill")]  # fmt: skip
+WORSE = [line.replace("people", "dogs").replace("along", "near") for line in REFERENCES]
+CONVERGED = [{"update": 100 * (i + 1), "valid_ppl": ppl} for i, ppl in enumerate((10.0, 11.0, 12.0, 13.0))]
+IMPROVING = [{"update": 100 * (i + 1), "valid_ppl": ppl} for i, ppl in enumerate((20.0, 15.0, 10.0))]
 
 
-def claim(kind: str, tolerance: float = 0.0, ratio: float = 1.0) -> Claim:
-    return Claim("q", "", kind, "A", "B", tolerance, "bleu", "test", ratio)
+def claim(kind: str, margin: float = 0.0, ratio: float = 1.0, metric: str = "bleu") -> Claim:
+    return Claim("q", "", kind, "A", "B", margin, metric, "test", ratio)
 
 
-@pytest.mark.parametrize(
-    ("kind", "difference", "significant", "expected"),
-    [
-        ("better", 1.0, {"a"}, HOLDS),
-        ("better", 1.0, set(), OPEN),  # higher, but not significant for every seed
-        ("better", -1.0, {"b"}, FAILS),
-        ("better", -1.0, set(), OPEN),
-        ("better", None, set(), MISSING),
-        ("close", -0.4, {"b"}, HOLDS),  # within the tolerance, even if significant
-        ("close", 2.0, {"a"}, HOLDS),
-        ("close", -0.6, {"b"}, FAILS),
-        ("close", -0.6, set(), OPEN),
-    ],
-)
-def test_verdicts(kind: str, difference: float | None, significant: set[str], expected: str) -> None:
-    assert verdict(claim(kind, 0.5), difference, significant) == expected
-
-
-def test_a_close_claim_with_no_tolerance_means_not_worse() -> None:
-    # "Neither modification increased BLEU": A ≥ B; a significantly better B refutes it, a tie does not
+def test_relations() -> None:
+    assert relation(claim("better")) == "A > B"
+    assert relation(claim("better", metric="valid_ppl")) == "A < B (valid_ppl, lower is better)"
     assert relation(claim("close")) == "A ≥ B" and relation(claim("close", 0.5)) == "A ≥ B − 0.5"
-    assert verdict(claim("close"), 0.0, set()) == HOLDS
-    assert verdict(claim("close"), -0.1, {"b"}) == FAILS
-    assert verdict(claim("close"), -0.1, set()) == OPEN
+    assert relation(claim("equivalent", 0.5)) == "A = B ± 0.5"
+    assert relation(claim("faster", ratio=3.7)) == "A ≥ 3.7 × B"
 
 
-@pytest.mark.parametrize(
-    ("ratios", "expected"),
-    [
-        ({1: 4.2, 2: 4.0}, HOLDS),  # every seed pair reaches the ratio
-        ({1: 4.2, 2: 3.9}, OPEN),
-        ({1: 1.3, 2: 1.2}, FAILS),
-        ({}, MISSING),
-    ],
-)
-def test_speed_verdicts(ratios: dict[int, float], expected: str) -> None:
-    assert speed_verdict(claim("faster", ratio=4.0), ratios) == expected
+def make_grid(tmp_path: Path, claims: list[dict], tests: tuple[str, ...] = ("t",)) -> Any:
+    (tmp_path / "ref.txt").write_text("\n".join(REFERENCES) + "\n")
+    (tmp_path / "src.txt").write_text("\n".join(REFERENCES) + "\n")
+    files = {f"{s}_{side}": "ref.txt" for s in ("train", "valid") for side in ("src", "tgt")}
+    grid_file = tmp_path / "grid.yaml"
+    grid_file.write_text(yaml.safe_dump({
+        "name": "g", "seeds": [1, 2], "data": files, "bootstrap_resamples": 500,
+        "test": [{"name": name, "src": "src.txt", "ref": "ref.txt"} for name in tests],
+        "train": {"d_model": 32, "heads": 4, "patience": 3},
+        "variants": [{"name": "A", "preset": "transformer-aan"}, {"name": "B", "preset": "transformer-small"}],
+        "claims": claims,
+    }))  # fmt: skip
+    return load_grid(grid_file)
 
 
-def test_a_speed_claim_measures_the_seed_pairs_ratios_not_the_ratio_of_mean_speeds() -> None:
-    # A: 10 and 40 sent/s, B: 20 and 20 (each pair timed in its own session): pairs ×0.5 and ×2, means ×1.25
-    judged = Judgement(claim("faster", ratio=4.0), (1, 2), (25.0, 21.2), (20.0, 0.0), {}, {}, FAILS, {1: 0.5, 2: 2.0})
-    assert measured(judged) == "×1.00"
-    assert measured(Judgement(claim("faster"), (), (None, None), (None, None), {}, {}, MISSING)) == "–"
-    assert measured(Judgement(claim("close"), (1,), (39.07, None), (39.27, None), {1: 0.1}, {1: "b"}, OPEN)) == "-0.20"
+def write_runs(grid: Any, out: Path, runs: dict[tuple[str, int], dict[str, Any]]) -> list:
+    """Results for the planned runs given in ``runs``: (variant, seed) → hypotheses per test set and options."""
+    planned = plan_runs(grid, out)
+    for run in planned:
+        spec = runs.get((run.variant.name, run.seed))
+        if spec is None:
+            continue
+        run.dir.mkdir(parents=True, exist_ok=True)
+        tests = {}
+        for test, lines in spec["tests"].items():
+            (run.dir / "hyp").mkdir(exist_ok=True)
+            (run.dir / "hyp" / f"{test}.txt").write_text("\n".join(lines) + "\n")
+            tests[test] = {"hypotheses": f"hyp/{test}.txt", "sentences_per_s": spec.get("speed", 10.0)}
+        curve = spec.get("curve", CONVERGED)
+        best = min(curve, key=lambda point: point["valid_ppl"])
+        machine = {"device": "cpu", "cpu": "AMD EPYC", "cpu_capability": spec.get("capability", "AVX2"),
+                   "date": spec.get("date", "2026-11-25T12:00:00+00:00")}  # fmt: skip
+        result = {"fingerprint": run.fingerprint, "seed": run.seed, "tests": tests, "curve": curve,
+                  "best_update": best["update"], "best_valid_ppl": best["valid_ppl"],
+                  "provenance": {"machine": machine}}  # fmt: skip
+        (run.dir / "result.json").write_text(json.dumps(result))
+    return plan_runs(grid, out)
+
+
+def both(good: list[str], bad: list[str], **options: Any) -> dict[tuple[str, int], dict[str, Any]]:
+    return {**{("A", s): {"tests": {"t": good}, **options} for s in (1, 2)},
+            **{("B", s): {"tests": {"t": bad}, **options} for s in (1, 2)}}  # fmt: skip
+
+
+def test_a_better_system_holds_and_the_reverse_claim_does_not(tmp_path: Path) -> None:
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]},
+                                {"quote": "B beats A", "better": ["B", "A"]}])  # fmt: skip
+    judged = Judge(grid, write_runs(grid, tmp_path / "out", both(REFERENCES, WORSE))).judge_all()
+    assert [j.verdict for j in judged] == [HOLDS, FAILS]
+    assert judged[0].tested.effect == pytest.approx(-judged[1].tested.effect) and judged[0].tested.effect > 20
+    assert seed_list(judged[0]) == "1, 2" and judged[0].adjusted_p == pytest.approx(2 * judged[0].tested.p_value)
+
+
+def test_unconverged_runs_and_out_of_scope_claims_are_marked(tmp_path: Path) -> None:
+    scoped = {"quote": "A beats B (WMT only)", "better": ["A", "B"], "out_of_scope": "not IWSLT"}
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]}, scoped])
+    runs = both(REFERENCES, WORSE)
+    runs[("B", 2)]["curve"] = IMPROVING  # best at its last validation: not converged
+    judged = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
+    assert (judged[0].verdict, judged[0].measured, judged[0].unconverged) == (NOT_CONVERGED, HOLDS, ("B seed 2",))
+    assert (judged[1].verdict, judged[1].measured, judged[1].adjusted_p) == (OUT_OF_SCOPE, HOLDS, None)
+    assert judged[0].adjusted_p == judged[0].tested.p_value  # alone in the family: the out-of-scope claim is not in it
+    write_claims(grid, write_runs(grid, tmp_path / "out", runs), tmp_path)
+    text = (tmp_path / "claims.md").read_text()
+    assert "**inconclusive: not converged** (B seed 2; the runs as they are: holds)" in text
+    assert "**out of scope at this data size** (not IWSLT; measured: holds)" in text
+
+
+def test_runs_without_a_later_test_set_leave_it_to_the_seeds_that_have_it(tmp_path: Path) -> None:
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]}], tests=("t", "later"))
+    runs = both(REFERENCES, WORSE)
+    runs[("A", 2)]["tests"]["later"] = REFERENCES  # only seed 2 of A and seed 1 of B were scored on it
+    runs[("B", 1)]["tests"]["later"] = WORSE
+    judged = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
+    assert [(j.test, j.primary, seed_list(j)) for j in judged] == [("t", True, "1, 2"), ("later", False, "A 2; B 1")]
+    assert all(j.verdict == HOLDS for j in judged)
+    write_claims(grid, write_runs(grid, tmp_path / "out", runs), tmp_path)
+    record = json.loads((tmp_path / "claims.json").read_text())["claims"][0]
+    assert (record["test"], record["seed_list"], record["other_tests"][0]["seed_list"]) == ("t", "1, 2", "A 2; B 1")
+
+
+def test_a_claim_registered_after_some_results_names_their_seeds(tmp_path: Path) -> None:
+    registered = "abc1234 2026-11-26T08:00:00+00:00"
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"], "registered": registered}])
+    runs = both(REFERENCES, WORSE, date="2026-11-27T08:00:00+00:00")
+    runs[("B", 1)]["date"] = "2026-11-25T08:00:00+00:00"  # evaluated before the claim was registered
+    (judged,) = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
+    assert judged.after_results == (1,)
+    write_claims(grid, write_runs(grid, tmp_path / "out", runs), tmp_path)
+    assert "| abc1234 (2026-11-26): after the results of seed 1 |" in (tmp_path / "claims.md").read_text()
 
 
 def test_speeds_timed_on_different_processors_are_not_compared(tmp_path: Path) -> None:
-    (tmp_path / "t.txt").write_text("x\n")
-    files = {f"{s}_{side}": "t.txt" for s in ("train", "valid") for side in ("src", "tgt")}
-    grid_file = tmp_path / "grid.yaml"
-    grid_file.write_text(yaml.safe_dump({
-        "name": "g", "seeds": [1, 2], "data": files, "test": [{"name": "t", "src": "t.txt", "ref": "t.txt"}],
-        "train": {"d_model": 32, "heads": 4},
-        "variants": [{"name": "A", "preset": "transformer-aan"}, {"name": "B", "preset": "transformer-small"}],
-        "claims": [{"quote": "A is 4x faster", "faster": ["A", "B"], "ratio": 4}],
-    }))  # fmt: skip
-    grid = load_grid(grid_file)
+    grid = make_grid(tmp_path, [{"quote": "A is 4x faster", "faster": ["A", "B"], "ratio": 4}])
 
-    def judged(capabilities: dict[tuple[str, int], str]) -> tuple[tuple[int, ...], tuple[int, ...], str]:
-        for run in plan_runs(grid, tmp_path / "out"):
-            machine = {"device": "cpu", "cpu": "AMD EPYC", "cpu_capability": capabilities[(run.variant.name, run.seed)]}
-            speed = 50.0 if run.variant.name == "A" else 10.0
-            result = {"fingerprint": run.fingerprint, "seed": run.seed, "tests": {"t": {"sentences_per_s": speed}},
-                      "provenance": {"machine": machine}}  # fmt: skip
-            run.dir.mkdir(parents=True, exist_ok=True)
-            (run.dir / "result.json").write_text(json.dumps(result))
-        j = Judge(grid, plan_runs(grid, tmp_path / "out"), tmp_path).judge(grid.claims[0])
-        return j.seeds, j.apart, j.verdict
+    def judged(capabilities: dict[tuple[str, int], str], speed: float = 50.0) -> tuple:
+        runs = {(v, s): {"tests": {"t": REFERENCES}, "speed": speed if v == "A" else 10.0,
+                         "capability": capabilities[(v, s)]} for v in ("A", "B") for s in (1, 2)}  # fmt: skip
+        (j,) = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
+        return j.seeds[0], j.apart, j.verdict
 
     same = {(v, s): "AVX2" for v in ("A", "B") for s in (1, 2)}
-    assert judged(same) == ((1, 2), (), HOLDS)
-    assert judged({**same, ("A", 2): "AVX512"}) == ((1,), (2,), HOLDS)  # 5x on seed 1; seed 2 not compared
-    assert judged({**same, ("A", 1): "AVX512", ("A", 2): "AVX512"}) == ((), (1, 2), OPEN)
+    assert judged(same) == ((1, 2), (), HOLDS)  # 5x on both seed pairs
+    assert judged(same, speed=12.0) == ((1, 2), (), FAILS)
+    assert judged({**same, ("A", 2): "AVX512"}) == ((1,), (2,), HOLDS)  # seed 2 not compared
+    assert judged({**same, ("A", 1): "AVX512", ("A", 2): "AVX512"})[1:] == ((1, 2), "not run yet")
+
+
+def test_a_metric_measured_once_per_run(tmp_path: Path) -> None:
+    grid = make_grid(tmp_path, [{"quote": "A has the lower validation loss", "better": ["A", "B"],
+                                 "metric": "valid_ppl"}])  # fmt: skip
+    runs = both(REFERENCES, REFERENCES)
+    for seed in (1, 2):
+        runs[("B", seed)]["curve"] = [{**point, "valid_ppl": point["valid_ppl"] + 1} for point in CONVERGED]
+    (judged,) = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
+    assert judged.test == "validation" and judged.tested.effect == pytest.approx(1.0)  # lower is better
+    assert judged.verdict in (HOLDS, OPEN)  # two seeds: the interval is the seeds' range
+
+
+def _identity(item: dict[str, Any]) -> tuple:
+    """A claim as registered: what it compares and how, not its provenance (``registered``, ``where``)."""
+    kind = next(k for k in ("better", "close", "equivalent", "faster") if k in item)
+    return (str(item["quote"]).strip(), kind, tuple(item[kind]), float(item.get("margin", item.get("tolerance", 0))),
+            float(item.get("ratio", 1.0)), item.get("metric"), item.get("test"), int(item.get("min_source_words", 0)),
+            int(item.get("max_source_words", 0)), str(item.get("out_of_scope", "")).strip())  # fmt: skip
+
+
+def _claims_at(commit: str, path: str) -> set[tuple]:
+    shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=REPOSITORY, capture_output=True, text=True)
+    return {_identity(c) for c in (yaml.safe_load(shown.stdout) or {}).get("claims") or []} if shown.returncode == 0 \
+        else set()  # fmt: skip
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPOSITORY, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("grid", ["adl-table5", "aan-table2", "comet-table1"])
+def test_every_shipped_claim_names_the_commit_that_registered_it(grid: str) -> None:
+    """The commit a claim names holds the claim as it stands (the same comparison, margin and scope) and its parent
+    does not; its date is that commit's. Editing a claim without registering it again fails here."""
+    try:
+        if _git("rev-parse", "--is-shallow-repository") != "false":
+            pytest.skip("a shallow clone has no history to check against")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    from datetime import datetime
+
+    path = f"experiments/{grid}.yaml"
+    for item in yaml.safe_load((REPOSITORY / path).read_text(encoding="utf-8"))["claims"]:
+        assert "registered" in item, f"{path}: claim {item['quote'][:60]!r} has no 'registered'"
+        commit, date = item["registered"].split(" ")
+        assert _identity(item) in _claims_at(commit, path), f"{commit} does not hold {item['quote'][:60]!r}"
+        assert _identity(item) not in _claims_at(f"{commit}^", path), f"{item['quote'][:60]!r} is older than {commit}"
+        assert datetime.fromisoformat(_git("show", "-s", "--format=%cI", commit)) == datetime.fromisoformat(date)

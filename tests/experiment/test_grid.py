@@ -170,11 +170,24 @@ def test_claims_are_checked(tmp_path: Path) -> None:
     assert "claims[0].better: unknown variant" in error(tmp_path, grid)
     grid["claims"] = [{"quote": "q", "better": ["a", "b"], "close": ["a", "b"]}]
     assert "claims[0]: give 'quote' and one of" in error(tmp_path, grid)
-    grid["claims"] = [{"quote": "q", "close": ["a", "b"], "tolerance": 0.5, "metric": "ter"}]
+    grid["claims"] = [{"quote": "q", "close": ["a", "b"], "margin": 0.5, "metric": "ter"}]
     assert "claims[0].metric: unknown metric" in error(tmp_path, grid)
     grid["claims"][0]["metric"] = "bleu"
     (claim,) = load_grid(write(tmp_path, grid)).claims
-    assert (claim.kind, claim.first, claim.second, claim.tolerance, claim.test) == ("close", "a", "b", 0.5, "test")
+    assert (claim.kind, claim.first, claim.second, claim.margin, claim.test) == ("close", "a", "b", 0.5, "test")
+    assert claim.registered == "" and claim.out_of_scope == ""
+    grid["claims"] = [{"quote": "q", "equivalent": ["a", "b"]}]
+    assert "claims[0].margin: expected a positive margin, got 0" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": "q", "better": ["a", "b"], "metric": "valid_ppl", "min_source_words": 12}]
+    assert "claims[0]: min_source_words/max_source_words: expected 0 ≤ min ≤ max" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": "q", "better": ["a", "b"], "min_source_words": 12, "max_source_words": 11}]
+    assert "claims[0]: min_source_words/max_source_words" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": "q", "better": ["a", "b"], "registered": "5499228"}]
+    assert "claims[0].registered: expected 'COMMIT DATE'" in error(tmp_path, grid)
+    grid["claims"][0].update(registered="5499228 2026-11-23T16:57:42+00:00", out_of_scope=" not IWSLT ")
+    (claim,) = load_grid(write(tmp_path, grid)).claims
+    assert (claim.registered, claim.registered_at, claim.out_of_scope) == ("5499228", "2026-11-23T16:57:42+00:00",
+                                                                          "not IWSLT")  # fmt: skip
     grid["claims"] = [{"quote": "q", "faster": ["a", "b"], "ratio": 0}]
     assert "claims[0].ratio: expected a positive speed ratio" in error(tmp_path, grid)
     grid["claims"][0]["ratio"] = 4

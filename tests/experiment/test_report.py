@@ -7,7 +7,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from adlnmt.experiment.report import paper_agreement, ranks, time_cell, time_mean, timing_processors
+from adlnmt.experiment.report import (
+    markdown_table,
+    paper_agreement,
+    ranks,
+    runs_csv,
+    time_cell,
+    time_mean,
+    timing_processors,
+)
 from adlnmt.experiment.rows import Row
 
 
@@ -68,3 +76,24 @@ def test_times_average_within_one_kind_of_device_only() -> None:
     # a decoding speed counts where it was last timed: a GPU-trained run retimed on the CPU is a CPU timing
     retimed = Row("c", [timed_run(90.0, "cpu"), timed_run(3.0, "cuda:0", retimed_on="cpu")], 2)
     assert len(retimed.by_device(timed=True)) == 1 and len(retimed.by_device(timed=False)) == 2
+
+
+def test_runs_without_a_later_test_set_leave_its_cells_to_the_runs_that_have_it() -> None:
+    """A test set (or metric) added to a grid after some runs finished: the tables use the runs scored on it."""
+
+    def run(seed: int, tests: dict) -> dict:
+        machine = {"device": "cpu", "cpu": "AMD EPYC", "cpu_capability": "AVX2"}
+        return {"seed": seed, "parameters": 1000, "updates": 10, "best_update": 5, "train_minutes": 1.0,
+                "best_valid_ppl": 9.0, "tests": tests, "provenance": {"machine": machine}}  # fmt: skip
+
+    def scored(bleu: float) -> dict:
+        return {"scores": {"bleu": bleu}, "sentences_per_s": 10.0, "tokens_per_s": 100.0}
+
+    grid = SimpleNamespace(tests=[SimpleNamespace(name="t"), SimpleNamespace(name="later")], metrics=["bleu"],
+                           variants=[SimpleNamespace(name="a", paper={})], baseline=None)  # fmt: skip
+    row = Row("a", [run(1, {"t": scored(30.0)}), run(2, {"t": scored(32.0), "later": scored(20.0)})], 2)
+    header, _, line = markdown_table(grid, [row]).splitlines()
+    assert header.startswith("| variant | seeds | params | t BLEU | later BLEU |")
+    assert line.startswith("| a | 2/2 | 1.0K | 31.00 ± 1.41 | 20.00 (1 of 2 seeds) |")
+    rows = runs_csv(grid, [row]).splitlines()
+    assert rows[1].split(",")[7:9] == ["30", ""] and rows[2].split(",")[7:9] == ["32", "20"]

@@ -17,8 +17,10 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 def archive(root: Path, verdict: str) -> Path:
     folder = root / "results" / "tiny-cpu"
     folder.mkdir(parents=True, exist_ok=True)
-    claim = {"quote": "A beats B " * 20, "tested_as": "A > B", "measured": "+1.20", "seeds": [1],
-             "planned_seeds": 2, "verdict": verdict}  # fmt: skip
+    other = {"test": "later", "seed_list": "A 2; B 1", "verdict": "inconclusive"}
+    claim = {"quote": "A beats B " * 20, "tested_as": "A > B", "test": "t", "seed_list": "1", "p_holm": 0.0123,
+             "summary": "+1.20 [+0.40, +2.00] (95 %)", "verdict": verdict, "measured": "holds",
+             "other_tests": [other]}  # fmt: skip
     (folder / "claims.json").write_text(json.dumps({"grid": "tiny", "scale": "cpu", "claims": [claim]}))
     return folder
 
@@ -33,10 +35,17 @@ def test_the_table_goes_between_the_markers_and_check_tells_a_stale_one(tmp_path
     text = readme.read_text()
     assert text.startswith(f"# Title\n\n{START}\n| table |") and text.endswith(f"{END}\n\nafter\n")
     line = next(line for line in text.splitlines() if line.startswith("| [tiny (cpu)](results/tiny-cpu/claims.md)"))
-    assert line.endswith("| A > B | +1.20 | 1/2 | **holds** |") and "…" in line  # the long quote shortened
+    assert (
+        line.endswith(
+            "| A > B | t (1) | +1.20 [+0.40, +2.00] (95 %) | 0.012 | **holds** | later (A 2; B 1): inconclusive |"
+        )
+        and "…" in line
+    )  # the long quote shortened
     assert main(["verdicts", str(folder), "--readme", str(readme), "--check"]) == 0
-    archive(tmp_path, "does not hold")
+    archive(tmp_path, "inconclusive: not converged")
     assert main(["verdicts", str(folder), "--readme", str(readme), "--check"]) == 1
+    assert main(["verdicts", str(folder), "--readme", str(readme)]) == 0
+    assert "| **inconclusive: not converged** (measured: holds) |" in readme.read_text()
 
 
 def test_missing_markers_and_archives_are_clear_errors(tmp_path: Path, capsys) -> None:

@@ -1,194 +1,282 @@
-"""The paper's claims about a grid's rows, judged on the finished runs: ``claims.md``.
+"""The paper's claims about a grid's rows, judged on the finished runs: ``claims.md`` and ``claims.json``.
 
-A claim compares two rows A and B on one metric of one test set (grid key ``claims``):
+Each claim (grid key ``claims``) compares two rows A and B. Its *primary* verdict is on its own test set over every
+seed of each row evaluated on it; the grid's other test sets give further verdicts over the seeds evaluated on them
+(seed counts shown in each cell). The statistics and the verdict rules are :mod:`adlnmt.experiment.statistics`'s;
+Holm's adjustment runs over the primary verdicts of the table, and separately over each other test set's. Marks:
 
-- ``better: [A, B]`` holds when A's mean is higher and every seed pair (the same seed in both rows) is significantly
-  better for A by sacreBLEU's paired bootstrap (p < 0.05); it does not hold when every seed pair is significant for
-  B; otherwise it is inconclusive at this scale;
-- ``close: [A, B]`` with ``tolerance: t`` ("A can replace B with little loss") holds when A's mean is at most t
-  below B's; it does not hold when A is more than t below and every seed pair is significant for B; otherwise
-  inconclusive;
-- ``faster: [A, B]`` with ``ratio: r`` holds when A decoded the test set at least r times as many sentences per
-  second as B in every seed pair, does not hold when it did in none, and is inconclusive otherwise (speeds are single
-  measurements, each taken with the grid's other runs stopped: :mod:`adlnmt.experiment.quiet`); a seed pair timed on
-  two different processors (the machine changed between sessions) is not compared.
+- a claim whose measured rows include a run that did not converge (:func:`adlnmt.experiment.convergence.judge`)
+  reads *inconclusive: not converged*, with what the runs would give;
+- a claim the paper restricts to data unlike this (``out_of_scope``: e.g. "except for IWSLT", its small corpus) reads
+  *out of scope at this data size*, measured but not judged, and left out of the adjustment;
+- each claim names the commit that registered it (``registered``); the seeds whose runs were evaluated before that
+  commit are named: for them the claim was written after the results.
 
 The verdicts are computed from the results every time the report is written, never typed in.
 """
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adlnmt.experiment.grid import Claim, Grid
-from adlnmt.experiment.report import SIGNIFICANT, mean_std, timed_on
-from adlnmt.experiment.runner import Run, fingerprint, read_json, write_json
+from adlnmt.experiment.convergence import judge as convergence
+from adlnmt.experiment.grid import RUN_METRICS, Claim, Grid
+from adlnmt.experiment.report import mean_std, timed_on
+from adlnmt.experiment.runner import Run, write_json
+from adlnmt.experiment.statistics import (
+    LOWER_IS_BETTER,
+    Estimate,
+    Scorer,
+    Tested,
+    assess,
+    holm,
+    seed_level,
+    two_level,
+    verdict,
+)
 
-HOLDS, FAILS, OPEN, MISSING = "holds", "does not hold", "inconclusive at this scale", "not run yet"
+OUT_OF_SCOPE, NOT_CONVERGED, MISSING = "out of scope at this data size", "inconclusive: not converged", "not run yet"
+VALIDATION = "validation"  # the "test set" of a claim on a per-run metric (valid_ppl)
 
 
 @dataclass(frozen=True)
 class Judgement:
     claim: Claim
-    seeds: tuple[int, ...]  # seeds both rows finished
-    first: tuple[float | None, float | None]  # mean, std of A
-    second: tuple[float | None, float | None]
-    p_values: dict[int, float]  # seed → p of the paired bootstrap (kinds better and close)
-    winners: dict[int, str]  # seed → "a" (A better), "b" or "tie"
-    verdict: str
-    ratios: dict[int, float] = field(default_factory=dict)  # seed → A's speed / B's (kind faster)
-    apart: tuple[int, ...] = ()  # seeds whose pair was timed on different processors (kind faster): not compared
+    test: str
+    primary: bool
+    seeds: tuple[tuple[int, ...], tuple[int, ...]]  # the seeds of A and of B measured (for faster: the same pairs)
+    means: tuple[float | None, float | None]  # A's and B's mean (faster: mean sentences per second)
+    tested: Tested | None
+    adjusted_p: float | None = None
+    measured: str = MISSING  # the verdict of the statistics alone
+    verdict: str = MISSING
+    unconverged: tuple[str, ...] = ()  # "A seed 2": measured runs that did not converge
+    apart: tuple[int, ...] = ()  # faster: seeds whose pair was timed on different processors, not compared
+    after_results: tuple[int, ...] = ()  # seeds evaluated before the claim was registered
 
 
-def verdict(claim: Claim, difference: float | None, significant_for: set[str]) -> str:
-    """The rule of the module docstring; ``significant_for`` holds "a"/"b" when every seed pair is significant."""
-    if difference is None:
-        return MISSING
+def relation(claim: Claim) -> str:
+    """The claim as a comparison of its two rows."""
+    a, b = claim.first, claim.second
     if claim.kind == "better":
-        return HOLDS if difference > 0 and "a" in significant_for else FAILS if "b" in significant_for else OPEN
-    if difference >= -claim.tolerance:
-        return HOLDS
-    return FAILS if "b" in significant_for else OPEN
+        return f"{a} < {b} ({claim.metric}, lower is better)" if claim.metric in LOWER_IS_BETTER else f"{a} > {b}"
+    if claim.kind == "close":
+        return f"{a} ≥ {b}" + (f" − {claim.margin:g}" if claim.margin else "")
+    if claim.kind == "equivalent":
+        return f"{a} = {b} ± {claim.margin:g}"
+    return f"{a} ≥ {claim.ratio:g} × {b}"
 
 
-def speed_verdict(claim: Claim, ratios: dict[int, float]) -> str:
-    """A ``faster`` claim from A's speed over B's in each seed pair (see the module docstring)."""
-    if not ratios:
-        return MISSING
-    reached = [ratio >= claim.ratio for ratio in ratios.values()]
-    return HOLDS if all(reached) else FAILS if not any(reached) else OPEN
+def _words(claim: Claim) -> str:
+    low, high = claim.min_source_words, claim.max_source_words
+    if not (low or high):
+        return ""
+    return f", sources of {low}–{high} words" if low and high else f", sources of {low}+ words" if low else \
+        f", sources of at most {high} words"  # fmt: skip
 
 
 class Judge:
-    """Judges claims on the finished runs, with paired bootstrap results cached in ``bootstrap.json``."""
+    """Judges a grid's claims on its finished runs."""
 
-    def __init__(self, grid: Grid, runs: list[Run], out: Path) -> None:
+    def __init__(self, grid: Grid, runs: list[Run]) -> None:
         self.grid = grid
-        self.finished = {(run.variant.name, run.seed): run for run in runs if run.finished_in() is not None}
-        self.cache_path = out / "bootstrap.json"
-        self.cache: dict[str, Any] = read_json(self.cache_path) or {}
+        self.finished: dict[tuple[str, int], tuple[Path, dict[str, Any]]] = {}
+        for run in runs:
+            if (folder := run.finished_in()) is not None and (result := run.result()) is not None:
+                self.finished[(run.variant.name, run.seed)] = (folder, result)
+        self.scorer = Scorer({t.name: (t.src, t.ref) for t in grid.tests}, grid.bootstrap_resamples)
 
-    def _hypotheses(self, run: Run, test: str) -> list[str]:
-        from adlnmt.metrics import read_lines
+    def _runs(self, variant: str, test: str) -> dict[int, tuple[Path, dict[str, Any]]]:
+        """The row's finished runs evaluated on ``test`` (every finished run for a per-run metric), by seed."""
+        return {seed: found for seed in self.grid.seeds if (found := self.finished.get((variant, seed)))
+                and (test == VALIDATION or test in found[1].get("tests", {}))}  # fmt: skip
 
-        folder = run.finished_in()
-        result = read_json(folder / "result.json")
-        return read_lines(folder / result["tests"][test]["hypotheses"])
-
-    def _bootstrap(self, first: Run, second: Run, claim: Claim) -> dict[str, Any]:
-        """sacreBLEU's paired bootstrap with B as the baseline system and A as the system (cached)."""
-        from adlnmt.metrics import paired_bootstrap, read_lines
-
-        reference = read_lines(next(t.ref for t in self.grid.tests if t.name == claim.test))
-        b, a = self._hypotheses(second, claim.test), self._hypotheses(first, claim.test)
-        key = fingerprint([b, a, reference, self.grid.metrics, self.grid.bootstrap_resamples])
-        if key not in self.cache:
-            tested = paired_bootstrap(b, a, reference, self.grid.metrics, self.grid.bootstrap_resamples)
-            self.cache[key] = tested["metrics"]
-        return self.cache[key][claim.metric]
-
-    def scores(self, variant: str, claim: Claim, seeds: tuple[int, ...]) -> list[float]:
-        tests = [self.finished[(variant, s)].result()["tests"][claim.test] for s in seeds]
-        return [test["sentences_per_s"] if claim.kind == "faster" else test["scores"][claim.metric] for test in tests]
-
-    def judge(self, claim: Claim) -> Judgement:
-        seeds = tuple(s for s in self.grid.seeds if (claim.first, s) in self.finished and (claim.second, s) in
-                      self.finished)  # fmt: skip
+    def judge(self, claim: Claim, test: str) -> Judgement:
+        """The claim on ``test`` before the family's adjustment (``adjusted_p`` and the verdicts unset)."""
+        first, second = self._runs(claim.first, test), self._runs(claim.second, test)
         if claim.kind == "faster":
-            return self._judge_speed(claim, seeds)
-        a, b = self.scores(claim.first, claim, seeds), self.scores(claim.second, claim, seeds)
-        first, second = mean_std(a), mean_std(b)
-        p_values, winners = {}, {}
-        for seed in seeds:
-            tested = self._bootstrap(self.finished[(claim.first, seed)], self.finished[(claim.second, seed)], claim)
-            p_values[seed] = tested["p_value"]
-            winners[seed] = {"b": "a", "a": "b"}.get(tested["better"], "tie")  # the test's "b" is the claim's A
-        significant = {w for w in ("a", "b") if seeds and all(winners[s] == w and p_values[s] < SIGNIFICANT
-                                                                  for s in seeds)}  # fmt: skip
-        difference = first[0] - second[0] if seeds else None
-        return Judgement(claim, seeds, first, second, p_values, winners, verdict(claim, difference, significant))
+            return self._speed(claim, test, first, second)
+        words = (claim.min_source_words, claim.max_source_words)
+        lower = claim.metric in LOWER_IS_BETTER
+        if claim.metric in RUN_METRICS:
+            a = [result[RUN_METRICS[claim.metric]] for _, result in first.values()]
+            b = [result[RUN_METRICS[claim.metric]] for _, result in second.values()]
+            estimate = seed_level(a, b, lower, self.grid.bootstrap_resamples) if a and b else None
+        else:
+            a_runs = [r for found in first.values() if (r := self.scorer.run(*found, test, claim.metric, words))]
+            b_runs = [r for found in second.values() if (r := self.scorer.run(*found, test, claim.metric, words))]
+            a, b = [r.score for r in a_runs], [r.score for r in b_runs]
+            estimate = two_level(a_runs, b_runs, lower) if a_runs and b_runs else None
+        tested = assess(claim.kind, estimate, claim.margin) if estimate else None
+        return self._judgement(claim, test, first, second, (mean_std(a)[0], mean_std(b)[0]), tested)
 
-    def _judge_speed(self, claim: Claim, seeds: tuple[int, ...]) -> Judgement:
-        def processor(variant: str, seed: int) -> str:
-            return timed_on(self.finished[(variant, seed)].result() or {})
+    def _speed(self, claim: Claim, test: str, first: dict, second: dict) -> Judgement:
+        """A ``faster`` claim from the speed ratio of each seed pair timed on one processor."""
+        seeds = [s for s in first if s in second]
+        apart = tuple(s for s in seeds if timed_on(first[s][1]) != timed_on(second[s][1]))
+        paired = [s for s in seeds if s not in apart]
+        speeds = [(first[s][1]["tests"][test]["sentences_per_s"], second[s][1]["tests"][test]["sentences_per_s"])
+                  for s in paired]  # fmt: skip
+        estimate: Estimate | None = None
+        if speeds:
+            estimate = seed_level([math.log(a / b) for a, b in speeds], None, False, self.grid.bootstrap_resamples)
+        tested = assess("faster", estimate, ratio=claim.ratio) if estimate else None
+        means = (mean_std([a for a, _ in speeds])[0], mean_std([b for _, b in speeds])[0])
+        pairs = {s: first[s] for s in paired}, {s: second[s] for s in paired}
+        return replace(self._judgement(claim, test, *pairs, means, tested), apart=apart)
 
-        apart = tuple(s for s in seeds if processor(claim.first, s) != processor(claim.second, s))
-        seeds = tuple(s for s in seeds if s not in apart)
-        a, b = self.scores(claim.first, claim, seeds), self.scores(claim.second, claim, seeds)
-        ratios = {seed: x / y for seed, x, y in zip(seeds, a, b, strict=True)}
-        found = OPEN if apart and not seeds else speed_verdict(claim, ratios)
-        return Judgement(claim, seeds, mean_std(a), mean_std(b), {}, {}, found, ratios, apart)
+    def _judgement(self, claim: Claim, test: str, first: dict, second: dict, means: tuple[float | None, ...],
+                   tested: Tested | None) -> Judgement:  # fmt: skip
+        unconverged = tuple(
+            f"{name} seed {seed}" for name, runs in ((claim.first, first), (claim.second, second))
+            for seed, (_, result) in runs.items()
+            if not convergence(result, self.grid.variant(name).train).converged
+        )  # fmt: skip
+        after: set[int] = set()
+        if claim.registered_at:
+            registered = datetime.fromisoformat(claim.registered_at)
+            for runs in (first, second):
+                after |= {seed for seed, (_, result) in runs.items() if _evaluated(result) < registered}
+        return Judgement(claim, test, test == claim.test or test == VALIDATION, (tuple(first), tuple(second)),
+                         means, tested, unconverged=unconverged, after_results=tuple(sorted(after)))  # fmt: skip
 
-    def save(self) -> None:
-        write_json(self.cache_path, self.cache)
+    def judge_all(self) -> list[Judgement]:
+        """Every claim on its own test set, then on each other test set of the grid; verdicts after Holm's
+        adjustment within each test set's family (the primary verdicts are one family)."""
+        judged = []
+        for claim in self.grid.claims:
+            primary = VALIDATION if claim.metric in RUN_METRICS else claim.test
+            judged.append(self.judge(claim, primary))
+            if primary != VALIDATION:
+                others = [t.name for t in self.grid.tests if t.name != primary]
+                judged += [j for test in others if (j := self.judge(claim, test)).tested is not None]
+        families: dict[str, list[int]] = {}
+        for i, j in enumerate(judged):
+            if j.tested is not None and not j.claim.out_of_scope:
+                families.setdefault("primary" if j.primary else j.test, []).append(i)
+        for members in families.values():
+            for i, adjusted in zip(members, holm([judged[i].tested.p_value for i in members]), strict=True):
+                judged[i] = replace(judged[i], adjusted_p=adjusted)
+        return [_verdict(j) for j in judged]
+
+
+def _evaluated(result: dict[str, Any]) -> datetime:
+    """When the run's evaluation started (its result existed from then on); long ago when not recorded."""
+    date = result.get("provenance", {}).get("machine", {}).get("date")
+    return datetime.fromisoformat(date) if date else datetime.fromisoformat("1970-01-01T00:00:00+00:00")
+
+
+def _verdict(j: Judgement) -> Judgement:
+    if j.tested is None:
+        return j
+    measured = verdict(j.tested, j.adjusted_p if j.adjusted_p is not None else j.tested.p_value)
+    final = OUT_OF_SCOPE if j.claim.out_of_scope else NOT_CONVERGED if j.unconverged else measured
+    return replace(j, measured=measured, verdict=final)
+
+
+# --- claims.md and claims.json -------------------------------------------------------------------------------------
+
+
+def _signed(value: float, kind: str) -> str:
+    return f"×{value:.2f}" if kind == "faster" else f"{value:+.2f}"
+
+
+def effect(j: Judgement) -> str:
+    """The effect and its interval, e.g. "+1.19 [+0.52, +1.86] (95 %)"; for speed, ratios."""
+    if j.tested is None:
+        return "–"
+    t, kind = j.tested, j.claim.kind
+    low, high = (_signed(v, kind) for v in t.interval)
+    return f"{_signed(t.effect, kind)} [{low}, {high}] ({t.level:.0%})".replace("%", " %")
+
+
+def p_values(j: Judgement) -> str:
+    if j.tested is None:
+        return "–"
+    adjusted = "not adjusted" if j.adjusted_p is None else f"Holm {j.adjusted_p:.3f}"
+    return f"{j.tested.p_value:.4f} ({adjusted})"
+
+
+def seed_list(j: Judgement) -> str:
+    """The seeds measured, e.g. "1, 2" (both rows) or "A 1, 2, 3; B 1, 2"."""
+    a, b = j.seeds
+    if a == b:
+        return ", ".join(map(str, a)) or "–"
+    return f"A {', '.join(map(str, a)) or '–'}; B {', '.join(map(str, b)) or '–'}"
+
+
+def registration(j: Judgement) -> str:
+    claim = j.claim
+    if not claim.registered:
+        return "not recorded"
+    when = f"{claim.registered} ({claim.registered_at[:10]})"
+    if not j.after_results:
+        return f"{when}: before the results"
+    seeds = "seed" + ("s" if len(j.after_results) > 1 else "")
+    return f"{when}: after the results of {seeds} {', '.join(map(str, j.after_results))}"
+
+
+def verdict_text(j: Judgement) -> str:
+    """The verdict with its reason: the runs not converged, the scope, what the statistics alone give."""
+    text = f"**{j.verdict}**"
+    if j.verdict == NOT_CONVERGED:
+        text += f" ({', '.join(j.unconverged)}; the runs as they are: {j.measured})"
+    elif j.verdict == OUT_OF_SCOPE:
+        text += f" ({j.claim.out_of_scope}; measured: {j.measured})"
+    if j.apart:
+        text += f" (not compared: seed {', '.join(map(str, j.apart))}, A and B timed on different processors)"
+    return text
 
 
 def _number(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
-def relation(claim: Claim) -> str:
-    """The claim as a comparison of its two rows."""
-    if claim.kind == "better":
-        return f"{claim.first} > {claim.second}"
-    if claim.kind == "close":
-        return f"{claim.first} ≥ {claim.second}" + (f" − {claim.tolerance:g}" if claim.tolerance else "")
-    return f"{claim.first} ≥ {claim.ratio:g} × {claim.second}"
-
-
-def measured(j: Judgement) -> str:
-    """The measured difference: A − B, or for a speed claim the geometric mean of A / B over the seed pairs (each
-    timed on one processor; a ratio of the mean speeds would mix timings of different sessions)."""
-    if j.claim.kind == "faster":
-        return f"×{statistics.geometric_mean(j.ratios.values()):.2f}" if j.ratios else "–"
-    a, b = j.first[0], j.second[0]
-    return "–" if a is None or b is None else f"{a - b:+.2f}"
-
-
-def _tests(j: Judgement) -> str:
-    if j.claim.kind == "faster":
-        return ", ".join(f"×{j.ratios[s]:.2f}" for s in j.seeds) or "–"
-    marks = {"a": "A", "b": "B"}
-    return ", ".join(f"{j.p_values[s]:.3f} ({marks.get(j.winners[s], '=')})" for s in j.seeds) or "–"
-
-
-def _line(j: Judgement, planned: int) -> str:
+def _line(j: Judgement) -> str:
     claim = j.claim
-    scores = f"{_number(j.first[0])} ± {_number(j.first[1])} vs {_number(j.second[0])} ± {_number(j.second[1])}"
-    where = f" ({claim.where})" if claim.where else ""
-    partial = f" ({len(j.seeds)} of {planned} seeds)" if j.seeds and len(j.seeds) < planned else ""
-    if j.apart:
-        partial += f" (not compared: seed {', '.join(map(str, j.apart))}, A and B timed on different processors)"
     metric = "sent/s" if claim.kind == "faster" else claim.metric
-    return (f"| “{claim.quote}”{where} | {relation(claim)} | {metric} {claim.test} | {scores} | {measured(j)} | "
-            f"{_tests(j)} | **{j.verdict}**{partial} |")  # fmt: skip
+    scores = f"{_number(j.means[0])} vs {_number(j.means[1])}"
+    if j.primary:
+        where = f" ({claim.where})" if claim.where else ""
+        head = f"“{claim.quote}”{where} | {relation(claim)}"
+    else:
+        head = "↳ the same | on another test set"
+    return (f"| {head} | {metric} {j.test}{_words(claim)} | {seed_list(j)} | {scores} | {effect(j)} | "
+            f"{p_values(j)} | {verdict_text(j)} | {registration(j) if j.primary else ''} |")  # fmt: skip
 
 
-def _record(j: Judgement, planned: int) -> dict[str, Any]:
-    """One claim's judgement for ``claims.json`` (which the verdict table of docs/reproductions.md is built from)."""
+def record(j: Judgement) -> dict[str, Any]:
+    """One judgement for ``claims.json`` (which the verdict table of docs/reproductions.md is built from)."""
+    t = j.tested
     return {
-        **asdict(j.claim),
-        "tested_as": relation(j.claim),
-        "seeds": list(j.seeds),
-        "timed_apart": list(j.apart),
-        "planned_seeds": planned,
-        "first": list(j.first),
-        "second": list(j.second),
-        "measured": measured(j),
+        "test": j.test,
+        "seeds": [list(j.seeds[0]), list(j.seeds[1])],
+        "means": list(j.means),
+        "effect": None if t is None else t.effect,
+        "interval": None if t is None else list(t.interval),
+        "level": None if t is None else t.level,
+        "p": None if t is None else t.p_value,
+        "p_holm": j.adjusted_p,
+        "measured": j.measured,
         "verdict": j.verdict,
+        "unconverged": list(j.unconverged),
+        "timed_apart": list(j.apart),
+        "after_results": list(j.after_results),
+        "summary": effect(j),
+        "seed_list": seed_list(j),
     }
 
 
 def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
-    """Judge every claim of the grid and write ``claims.md`` under ``out`` (nothing when the grid has none)."""
+    """Judge every claim of the grid, write ``claims.md`` and ``claims.json`` under ``out`` and return the primary
+    judgements (nothing when the grid has no claims)."""
     if not grid.claims:
         return []
-    judge = Judge(grid, runs, out)
-    judgements = [judge.judge(claim) for claim in grid.claims]
-    judge.save()
+    judged = Judge(grid, runs).judge_all()
     title = grid.name + (f" (scale {grid.scale})" if grid.scale else "")
     lines = [
         f"# Claims of the paper, judged on {title}",
@@ -196,21 +284,29 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
         grid.description,
         "",
         *([grid.scale_description, ""] if grid.scale_description else []),
-        "Scores: mean ± sample standard deviation over the seeds both rows finished; A − B: difference of the means; "
-        f"p: sacreBLEU's paired bootstrap ({grid.bootstrap_resamples} resamples) of A against B for each seed, with "
-        "the better system in brackets. *better* holds when A is higher and every seed is significant (p < "
-        f"{SIGNIFICANT}) for A, and does not hold when every seed is significant for B; *close* (A ≥ B − tolerance) "
-        "holds when A's mean is within the tolerance, and does not hold when A is further below with every seed "
-        "significant for B; *faster* (A ≥ r × B in sentences per second on the test set) holds when "
-        "every seed pair timed on one processor reaches the ratio and does not hold when none does. Anything else: "
-        "inconclusive at this scale. A verdict from fewer seeds than planned says so and may change.",
+        f"A vs B: the rows' mean scores over the seeds listed. Effect: A − B (B − A where lower is better; for speed "
+        f"the geometric mean of A / B over the seed pairs timed on one processor) with its bootstrap interval "
+        f"({grid.bootstrap_resamples} replicates, two-level: sentences of the test set drawn jointly for every run, "
+        "then each row's seeds). p: the centred bootstrap p of the test that decides the claim (two-sided for "
+        "*better*, one-sided against the margin for *close* and *faster*, two one-sided tests for *equivalent*), "
+        "with Holm's adjustment over the table's primary verdicts (↳ lines: over the claims on that test set). "
+        "*better* holds when the 95 % interval lies above 0 (does not hold: below); *close*, *equivalent* and "
+        "*faster* hold when the 90 % interval lies beyond the threshold or inside the margin (do not hold: wholly "
+        "on the other side); a decided verdict also needs a Holm-adjusted p below 0.05. Anything else: "
+        "inconclusive. A run that did not converge makes the claim inconclusive; a claim the paper restricts to "
+        "other data is out of scope. Registered: the commit that added the claim in this form. Rules and "
+        "references: docs/experiments.md, Significance.",
         "",
-        "| claim | tested as (A vs B) | metric | A vs B | A − B (speed: geometric mean of A / B) "
-        "| p per seed (speed: A / B) | verdict |",
-        "|---|---|---|---|---:|---|---|",
-        *(_line(j, len(grid.seeds)) for j in judgements),
+        "| claim | tested as (A vs B) | metric, test set | seeds | A vs B | effect [interval] | p (Holm) | verdict "
+        "| registered |",
+        "|---|---|---|---|---|---:|---|---|---|",
+        *(_line(j) for j in judged),
     ]
     (out / "claims.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    records = {"grid": grid.name, "scale": grid.scale, "claims": [_record(j, len(grid.seeds)) for j in judgements]}
-    write_json(out / "claims.json", records)
-    return judgements
+    claims = []
+    for claim in grid.claims:
+        mine = [j for j in judged if j.claim is claim]
+        claims.append({**asdict(claim), "tested_as": relation(claim), "planned_seeds": len(grid.seeds),
+                       **record(mine[0]), "other_tests": [record(j) for j in mine[1:]]})  # fmt: skip
+    write_json(out / "claims.json", {"grid": grid.name, "scale": grid.scale, "claims": claims})
+    return [j for j in judged if j.primary]

@@ -55,8 +55,9 @@ def contrastive_section(grid: Grid, rows: list[Row], plots: Path) -> str:
         present = [name for name in BUCKETS if name in labels]
         columns = np.asarray(labels)
         header = ["row", "seeds", "all", *(f"d {name} ({labels.count(name)})" for name in present)]
-        lines = [f"### {suite.name} ({len(labels)} items, `{suite.suite.name}`)", "",
-                 "| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]  # fmt: skip
+        rule = "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"
+        lines = [f"### {suite.name} ({len(labels)} items, `{suite.suite.name}`)", "", "| " + " | ".join(header) + " |",
+                 rule]  # fmt: skip
         curves: dict[str, list[tuple[float, float, float]]] = {}
         for row in rows:
             correct = outcomes(row, suite)
@@ -69,7 +70,7 @@ def contrastive_section(grid: Grid, rows: list[Row], plots: Path) -> str:
                          + " | ".join(cell(values) for values in curves[row.name]) + " |")  # fmt: skip
         if not curves:
             lines.append("| (no run scored on it yet) | | |")
-        parts += lines + [""]
+        parts += [*lines, ""]
         if curves:
             path = plot(suite, present, curves, plots / f"contrastive-{suite.name}.png")
             parts += [f"![accuracy by distance, {suite.name}](plots/{path.name})", ""]

@@ -17,6 +17,7 @@ from typing import Any
 from adlnmt.adl.errors import ADLError
 from adlnmt.errors import UserError
 from adlnmt.experiment.schema import Reader, read_yaml
+from adlnmt.experiment.statistics import RESAMPLES
 from adlnmt.metrics import parse_metrics
 from adlnmt.train.config import TrainConfig, build_config
 
@@ -24,8 +25,11 @@ TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", 
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
             "added_evaluation", "slurm", "contrastive")  # fmt: skip
 ADDED_KEYS = ("since", "test", "metrics")
-CLAIM_KEYS = ("quote", "where", "better", "close", "faster", "tolerance", "ratio", "metric", "test")
-CLAIM_KINDS = ("better", "close", "faster")
+CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "margin", "ratio", "metric", "test",
+              "min_source_words", "max_source_words", "out_of_scope", "registered")  # fmt: skip
+CLAIM_KINDS = ("better", "close", "equivalent", "faster")
+RUN_METRICS = {"valid_ppl": "best_valid_ppl"}  # claim metrics measured once per run (result.json key), not per test
+REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d))")
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
@@ -87,19 +91,27 @@ class Variant:
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim of the paper about two rows: ``first`` is better than ``second`` (kind ``better``), at most
-    ``tolerance`` points worse (kind ``close``) on ``metric`` of test set ``test``, or decodes ``test`` at least
-    ``ratio`` times as many sentences per second (kind ``faster``; ``metric`` is then "sentences_per_s")."""
+    """A claim of the paper about two rows: ``first`` is better than ``second`` (kind ``better``), at most ``margin``
+    points worse (kind ``close``), within ``margin`` points either way (kind ``equivalent``) on ``metric`` of test set
+    ``test`` (of its sources of ``min_source_words`` to ``max_source_words`` words, 0: no bound), or decodes ``test``
+    at least ``ratio`` times as many sentences per second (kind ``faster``; ``metric`` is then "sentences_per_s").
+    ``registered``: the commit that added the claim in this form and its date (ISO 8601), "" when not recorded;
+    ``out_of_scope``: why the paper's claim does not extend to this data (then it is shown, not judged)."""
 
     quote: str
     where: str  # e.g. "§4.4"
-    kind: str  # better | close | faster
+    kind: str  # better | close | equivalent | faster
     first: str
     second: str
-    tolerance: float
+    margin: float
     metric: str
     test: str
     ratio: float = 1.0
+    min_source_words: int = 0
+    max_source_words: int = 0
+    out_of_scope: str = ""
+    registered: str = ""
+    registered_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -373,33 +385,48 @@ def _claims(reader: Reader, value: Any, variants: tuple[Variant, ...], metrics: 
         return ()
     if not isinstance(value, list):
         reader.fail("claims", "expected a list of claims")
-    names, claims = [v.name for v in variants], []
-    for i, item in enumerate(value):
-        where = f"claims[{i}]"
-        block = reader.mapping(item, where, CLAIM_KEYS)
-        kinds = [kind for kind in CLAIM_KINDS if kind in block]
-        if len(kinds) != 1 or "quote" not in block:
-            reader.fail(where, "give 'quote' and one of 'better: [A, B]', 'close: [A, B]' (with 'tolerance') or "
-                        "'faster: [A, B]' (with 'ratio')")  # fmt: skip
-        pair = block[kinds[0]]
-        if not isinstance(pair, list) or len(pair) != 2:
-            reader.fail(f"{where}.{kinds[0]}", f"expected two variant names [A, B], got {pair!r}")
-        for name in pair:
-            if name not in names:
-                reader.unknown(f"{where}.{kinds[0]}", str(name), names, "variant")
-        metric = "sentences_per_s" if kinds[0] == "faster" else str(block.get("metric", metrics[0]))
-        if kinds[0] != "faster" and metric not in metrics:
-            reader.unknown(f"{where}.metric", metric, list(metrics), "metric")
-        test = str(block.get("test", tests[0].name))
-        if test not in {t.name for t in tests}:
-            reader.unknown(f"{where}.test", test, [t.name for t in tests], "test set")
-        tolerance = reader.typed(block.get("tolerance", 0.0), float, f"{where}.tolerance")
-        ratio = reader.typed(block.get("ratio", 1.0), float, f"{where}.ratio")
-        if ratio <= 0:
-            reader.fail(f"{where}.ratio", f"expected a positive speed ratio, got {ratio:g}")
-        claims.append(Claim(str(block["quote"]).strip(), str(block.get("where", "")), kinds[0], pair[0], pair[1],
-                            tolerance, metric, test, ratio))  # fmt: skip
-    return tuple(claims)
+    return tuple(_claim(reader, item, f"claims[{i}]", variants, metrics, tests) for i, item in enumerate(value))
+
+
+def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...], metrics: tuple[str, ...],
+           tests: tuple[TestSet, ...]) -> Claim:  # fmt: skip
+    names = [v.name for v in variants]
+    block = reader.mapping(item, where, CLAIM_KEYS)
+    kinds = [kind for kind in CLAIM_KINDS if kind in block]
+    if len(kinds) != 1 or "quote" not in block:
+        reader.fail(where, "give 'quote' and one of 'better: [A, B]', 'close: [A, B]' or 'equivalent: [A, B]' (with "
+                    "'margin') or 'faster: [A, B]' (with 'ratio')")  # fmt: skip
+    kind, pair = kinds[0], block[kinds[0]]
+    if not isinstance(pair, list) or len(pair) != 2:
+        reader.fail(f"{where}.{kind}", f"expected two variant names [A, B], got {pair!r}")
+    for name in pair:
+        if name not in names:
+            reader.unknown(f"{where}.{kind}", str(name), names, "variant")
+    metric = "sentences_per_s" if kind == "faster" else str(block.get("metric", metrics[0]))
+    if kind != "faster" and metric not in (*metrics, *RUN_METRICS):
+        reader.unknown(f"{where}.metric", metric, [*metrics, *RUN_METRICS], "metric")
+    test = str(block.get("test", tests[0].name))
+    if test not in {t.name for t in tests}:
+        reader.unknown(f"{where}.test", test, [t.name for t in tests], "test set")
+    margin = reader.typed(block.get("margin", 0.0), float, f"{where}.margin")
+    if margin < 0 or (kind == "equivalent" and margin == 0):
+        reader.fail(f"{where}.margin", f"expected a {'positive' if kind == 'equivalent' else 'non-negative'} "
+                    f"margin, got {margin:g}")  # fmt: skip
+    ratio = reader.typed(block.get("ratio", 1.0), float, f"{where}.ratio")
+    if ratio <= 0:
+        reader.fail(f"{where}.ratio", f"expected a positive speed ratio, got {ratio:g}")
+    words = [reader.typed(block.get(key, 0), int, f"{where}.{key}") for key in ("min_source_words", "max_source_words")]
+    if min(words) < 0 or (words[1] and words[0] > words[1]) or (any(words) and metric in RUN_METRICS):
+        reader.fail(where, "min_source_words/max_source_words: expected 0 ≤ min ≤ max (0: no bound), on a metric "
+                    "scored per sentence")  # fmt: skip
+    registered = str(block.get("registered", ""))
+    found = REGISTERED.fullmatch(registered)
+    if registered and not found:
+        reader.fail(f"{where}.registered", f"expected 'COMMIT DATE' (e.g. 5499228 2026-11-23T16:57:09+00:00: the "
+                    f"commit that added the claim and its committer date), got {registered!r}")  # fmt: skip
+    return Claim(str(block["quote"]).strip(), str(block.get("where", "")), kind, pair[0], pair[1], margin, metric,
+                 test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(),
+                 found.group(1) if found else "", found.group(2) if found else "")  # fmt: skip
 
 
 # --- the grid --------------------------------------------------------------------------------------------------
@@ -484,7 +511,7 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     baseline = raw.get("baseline")
     if baseline is not None and baseline not in {v.name for v in variants}:
         reader.unknown("baseline", str(baseline), [v.name for v in variants], "variant")
-    resamples = reader.typed(raw.get("bootstrap_resamples", 1000), int, "bootstrap_resamples")
+    resamples = reader.typed(raw.get("bootstrap_resamples", RESAMPLES), int, "bootstrap_resamples")
     if resamples < 1:
         reader.fail("bootstrap_resamples", "must be at least 1")
     tests = _tests(reader, raw["test"])

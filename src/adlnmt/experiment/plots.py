@@ -55,9 +55,10 @@ def _curve(row: Row, key: str) -> tuple[list[int], list[float]]:
 
 
 def _buckets(row: Row, test: str, value: Any) -> tuple[list[str], list[float]]:
-    """Bucket labels of ``test`` and the mean over seeds of ``value(bucket)`` in each."""
-    per_seed = [result["tests"][test]["buckets"] for result in row.results]
-    labels = [f"{b['label']}\n({b['sentences']})" for b in per_seed[0]]
+    """Bucket labels of ``test`` and the mean of ``value(bucket)`` in each over the seeds evaluated on ``test``
+    (a test set added to a grid later is missing from its earlier runs)."""
+    per_seed = [result["tests"][test]["buckets"] for result in row.results if test in result["tests"]]
+    labels = [f"{b['label']}\n({b['sentences']})" for b in per_seed[0]] if per_seed else []
     return labels, [_mean([value(buckets[i]) for buckets in per_seed]) for i in range(len(labels))]
 
 
@@ -109,7 +110,7 @@ def length_scores(grid: Grid, rows: list[Row], test: str, path: Path) -> Path:
         labels, values = _buckets(row, test, lambda b: b["scores"].get(metric))
         style = _style(index, len(rows))
         axes[0][0].plot(labels, values, label=row.name, **style)
-        if panels == 2 and row is not base:
+        if panels == 2 and row is not base and len(values) == len(base_values):
             axes[0][1].plot(labels, [v - b for v, b in zip(values, base_values, strict=True)], label=row.name, **style)
     axes[0][0].set_ylabel(SHORT[metric])
     axes[0][0].set_title(f"{SHORT[metric]} by source length ({test})")

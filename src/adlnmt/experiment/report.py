@@ -2,9 +2,10 @@
 (Markdown and CSV), per-run values (runs.csv), paired bootstrap significance against the baseline, and report.md
 with the table and the plots.
 
-Significance: for every seed both the baseline and a variant finished, sacreBLEU's paired bootstrap compares their
-hypotheses from that seed (the same seed means the same batch order and initialisation RNG stream). A cell is
-marked † when every such pair is significant at p < 0.05 in the same direction; the largest p is reported.
+Significance: every variant against the baseline, the difference of the means with its 95 % interval and centred
+two-sided p from the two-level bootstrap (seeds, then sentences) of :mod:`adlnmt.experiment.statistics`; a cell is
+marked † when the interval excludes 0 and p < 0.05 (one comparison at a time, unadjusted: the claims carry Holm's
+adjustment).
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from adlnmt.experiment.contrastive import contrastive_section
 from adlnmt.experiment.convergence import convergence_note, convergence_table
 from adlnmt.experiment.grid import Grid
 from adlnmt.experiment.plots import SHORT, make_plots
 from adlnmt.experiment.rows import Row, collect, device_kind, run_machine
-from adlnmt.experiment.runner import Run, fingerprint, last_lines, read_json, write_json
-
-SIGNIFICANT = 0.05
+from adlnmt.experiment.runner import Run, last_lines
+from adlnmt.experiment.statistics import ALPHA, LOWER_IS_BETTER, RunScores, Scorer, assess, two_level
 
 
 def mean_std(values: list[float]) -> tuple[float | None, float | None]:
@@ -43,57 +44,33 @@ def cell(values: list[float], digits: int = 2, spread: bool = True) -> str:
 # --- significance ----------------------------------------------------------------------------------------------
 
 
-def _hypotheses(run_dir: Path, result: dict[str, Any], test: str) -> list[str]:
-    from adlnmt.metrics import read_lines
-
-    return read_lines(run_dir / result["tests"][test]["hypotheses"])
-
-
-def _verdict(tests: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """Summary of one metric's paired tests over seeds: significant when all agree and every p < 0.05."""
-    winners = {entry["better"] for entry in tests.values()}
-    p_max = max(entry["p_value"] for entry in tests.values())
-    return {
-        "p_values": {str(seed): entry["p_value"] for seed, entry in tests.items()},
-        "p_max": p_max,
-        "significant": p_max < SIGNIFICANT and len(winners) == 1 and winners != {"tie"},
-        "better": winners.pop() if len(winners) == 1 else "mixed",
-    }
-
-
-def add_significance(grid: Grid, rows: list[Row], runs: list[Run], out: Path) -> None:
-    """Paired bootstrap of every variant against the baseline, per seed both finished; cached in bootstrap.json."""
-    from adlnmt.metrics import paired_bootstrap, read_lines
-
+def add_significance(grid: Grid, rows: list[Row], runs: list[Run]) -> None:
+    """Every variant against the baseline on every test set and metric: the difference of the means with its 95 %
+    interval and centred two-sided p from the two-level bootstrap of :mod:`adlnmt.experiment.statistics`, over the
+    seeds of each row evaluated on the test set."""
     if grid.baseline is None:
         return
-    dirs = {(run.variant.name, run.seed): run.finished_in() for run in runs}
-    base = {r["seed"]: r for r in next(row for row in rows if row.name == grid.baseline).results}
-    cache_path = out / "bootstrap.json"
-    cache = read_json(cache_path) or {}
-    references = {test.name: read_lines(test.ref) for test in grid.tests}
+    finished = {(run.variant.name, run.seed): (folder, run.result()) for run in runs
+                if (folder := run.finished_in()) is not None}  # fmt: skip
+    scorer = Scorer({test.name: (test.src, test.ref) for test in grid.tests}, grid.bootstrap_resamples)
+
+    def scores(variant: str, test: str, metric: str) -> list[RunScores]:
+        found = (finished.get((variant, seed)) for seed in grid.seeds)
+        return [r for run in found if run and (r := scorer.run(*run, test, metric))]
+
     for row in rows:
         if row.name == grid.baseline:
             continue
         for test in grid.tests:
-            found = {}
-            for result in (r for r in row.results if r["seed"] in base and test.name in r["tests"]
-                           and test.name in base[r["seed"]]["tests"]):  # fmt: skip
-                seed = result["seed"]
-                a = _hypotheses(dirs[(grid.baseline, seed)], base[seed], test.name)
-                b = _hypotheses(dirs[(row.name, seed)], result, test.name)
-                metrics = tuple(m for m in grid.metrics if m in result["tests"][test.name]["scores"])
-                key = fingerprint([a, b, references[test.name], metrics, grid.bootstrap_resamples])
-                if key not in cache:
-                    tested = paired_bootstrap(a, b, references[test.name], metrics, grid.bootstrap_resamples)
-                    cache[key] = tested["metrics"]
-                found[seed] = cache[key]
-            for metric in (m for m in grid.metrics if found and all(m in f for f in found.values())):
-                row.significance[(test.name, metric)] = _verdict({seed: f[metric] for seed, f in found.items()})
-    write_json(cache_path, cache)
-
-
-# --- tables ----------------------------------------------------------------------------------------------------
+            for metric in grid.metrics:
+                ours, theirs = scores(row.name, test.name, metric), scores(grid.baseline, test.name, metric)
+                if not ours or not theirs:
+                    continue
+                tested = assess("better", two_level(ours, theirs))  # variant − baseline, two-sided
+                row.significance[(test.name, metric)] = {
+                    "difference": tested.effect, "interval": tested.interval, "p_value": tested.p_value,
+                    "seeds": tested.seeds, "significant": tested.supports is not None and tested.p_value < ALPHA,
+                }  # fmt: skip
 
 
 def _metric_header(grid: Grid, test: str, metric: str) -> str:
@@ -119,9 +96,10 @@ def markdown_table(grid: Grid, rows: list[Row]) -> str:
         cells = [label, f"{len(row.results)}/{row.total}", _count(params[0]) if params else "–"]
         for test in grid.tests:
             for metric in grid.metrics:
-                text = cell(row.values("tests", test.name, "scores", metric))
+                values = [v for v in row.values("tests", test.name, "scores", metric) if v is not None]
+                partial = f" ({len(values)} of {len(row.results)} seeds)" if 0 < len(values) < len(row.results) else ""
                 mark = row.significance.get((test.name, metric), {})
-                cells.append(text + (" †" if mark.get("significant") else ""))
+                cells.append(cell(values) + (" †" if mark.get("significant") else "") + partial)
         cells += [f"{published[row.name][c]:g}" if c in published[row.name] else "–" for c in paper_columns(grid)]
         cells += [
             cell(row.values("best_valid_ppl")),
@@ -163,7 +141,7 @@ def csv_table(grid: Grid, rows: list[Row]) -> str:
     header = ["variant", "seeds_finished", "seeds_total", "parameters"]
     for test in grid.tests:
         for metric in grid.metrics:
-            header += [f"{test.name}.{metric}.{k}" for k in ("mean", "std", "p_max", "significant")]
+            header += [f"{test.name}.{metric}.{k}" for k in ("mean", "std", "p", "significant")]
     header += [f"paper.{column}" for column in paper_columns(grid)]
     header += ["best_valid_ppl.mean", "best_valid_ppl.std", "updates.mean", "train_minutes.mean"]
     for test in grid.tests:
@@ -178,7 +156,7 @@ def csv_table(grid: Grid, rows: list[Row]) -> str:
             for metric in grid.metrics:
                 mark = row.significance.get((test.name, metric), {})
                 line += [_number(v) for v in mean_std(row.values("tests", test.name, "scores", metric))]
-                line += [_number(mark.get("p_max")), mark.get("significant", "")]
+                line += [_number(mark.get("p_value")), mark.get("significant", "")]
         line += [_number(published[row.name].get(column)) for column in paper_columns(grid)]
         line += [_number(v) for v in mean_std(row.values("best_valid_ppl"))]
         line += [_number(mean_std(row.values("updates"))[0]), _number(time_mean(row, ("train_minutes",), False))]
@@ -236,7 +214,7 @@ def runs_csv(grid: Grid, rows: list[Row]) -> str:
         for r in row.results:
             line = [row.name, r["seed"], r["parameters"], r["updates"], r["best_update"]]
             line += [_number(r["train_minutes"]), _number(r["best_valid_ppl"])]
-            tests = {t.name: r["tests"].get(t.name, {}) for t in grid.tests}  # none for a test set added later
+            tests = {t.name: r["tests"].get(t.name, {}) for t in grid.tests}  # a run may lack a later test set
             line += [_number(tests[t.name].get("scores", {}).get(m)) for t in grid.tests for m in grid.metrics]
             line += [_number(tests[t.name].get(k)) for t in grid.tests for k in ("sentences_per_s", "tokens_per_s")]
             line += [device_kind(run_machine(r)), timed_on(r)]
@@ -244,19 +222,20 @@ def runs_csv(grid: Grid, rows: list[Row]) -> str:
     return buffer.getvalue()
 
 
-def significance_table(grid: Grid, rows: list[Row]) -> str:
+def significance_table(rows: list[Row]) -> str:
     lines = [
-        "| variant | test | metric | Δ mean vs baseline | p per seed | significant |",
-        "|---|---|---|---:|---|---|",
+        "| variant | test | metric | seeds (variant, baseline) | Δ vs baseline [95 % interval] | p (two-sided) "
+        "| significant |",
+        "|---|---|---|---|---:|---:|---|",
     ]
-    base = next(row for row in rows if row.name == grid.baseline)
     for row in rows:
         for (test, metric), mark in row.significance.items():
-            ours, theirs = (mean_std(r.values("tests", test, "scores", metric))[0] for r in (row, base))
-            delta = f"{ours - theirs:+.2f}" if ours is not None and theirs is not None else "–"
-            p_values = ", ".join(f"{seed}: {p:.3f}" for seed, p in mark["p_values"].items())
-            verdict = f"yes ({'better' if mark['better'] == 'b' else 'worse'})" if mark["significant"] else "no"
-            lines.append(f"| {row.name} | {test} | {SHORT[metric]} | {delta} | {p_values} | {verdict} |")
+            low, high = mark["interval"]
+            better = (mark["difference"] > 0) != (metric in LOWER_IS_BETTER)
+            verdict = f"yes ({'better' if better else 'worse'})" if mark["significant"] else "no"
+            lines.append(f"| {row.name} | {test} | {SHORT[metric]} | {mark['seeds'][0]}, {mark['seeds'][1]} | "
+                         f"{mark['difference']:+.2f} [{low:+.2f}, {high:+.2f}] | {mark['p_value']:.4f} | "
+                         f"{verdict} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -320,8 +299,10 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
         lines.append(processors)
     if grid.baseline:
         lines.append(
-            f"† significantly different from {grid.baseline} (sacreBLEU paired bootstrap, {grid.bootstrap_resamples} "
-            f"resamples, p < {SIGNIFICANT} in the same direction for every seed both finished)."
+            f"† different from {grid.baseline}: the 95 % interval of the difference excludes 0 and its centred "
+            f"two-sided p < {ALPHA} (two-level bootstrap over seeds and test sentences, {grid.bootstrap_resamples} "
+            "replicates; one comparison at a time, not adjusted for multiplicity). (n of m seeds): a test set or "
+            "metric only some of the row's runs were evaluated on."
         )
     return "\n".join(f"- {line}" for line in lines)
 
@@ -336,7 +317,7 @@ def _unfinished(run: Run) -> str:
 def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     """Write results.md, results.csv, runs.csv, the plots and report.md under ``out``; return the Markdown table."""
     rows = collect(grid, runs)
-    add_significance(grid, rows, runs, out)
+    add_significance(grid, rows, runs)
     table = markdown_table(grid, rows)
     notes = _notes(grid, rows)
     (out / "results.md").write_text(table + "\n\n" + notes + "\n", encoding="utf-8")
@@ -368,8 +349,10 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     if finished:
         parts += ["## Convergence", convergence_table(grid, rows), convergence_note(grid)]
     if any(row.significance for row in rows):
-        parts += [f"## Paired bootstrap against {grid.baseline}", significance_table(grid, rows)]
+        parts += [f"## Against {grid.baseline}: two-level bootstrap", significance_table(rows)]
     parts += [f"## {caption}\n\n![{caption}](plots/{path.name})" for caption, path in plots]
+    if grid.contrastive:
+        parts.append(contrastive_section(grid, rows, out / "plots"))
     unfinished = [_unfinished(run) for run in runs if run.result() is None]
     if unfinished:
         parts += ["## Unfinished runs", "\n".join(unfinished)]

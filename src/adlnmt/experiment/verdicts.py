@@ -27,8 +27,8 @@ def verdict_table(archives: list[Path], base: Path) -> str:
     if not archives:
         return "No grid has committed runs yet (`experiments/results/*/claims.json`)."
     lines = [
-        "| table | claim | tested as | measured | seeds | verdict |",
-        "|---|---|---|---:|---:|---|",
+        "| table | claim | tested as | test set (seeds) | effect [interval] | p (Holm) | verdict | other test sets |",
+        "|---|---|---|---|---:|---:|---|---|",
     ]
     for archive in archives:
         judged = read_json(archive / "claims.json")
@@ -38,9 +38,13 @@ def verdict_table(archives: list[Path], base: Path) -> str:
         link = Path(os.path.relpath(archive / "claims.md", base)).as_posix()
         title = judged["grid"] + (f" ({judged['scale']})" if judged.get("scale") else "")
         for claim in judged["claims"]:
-            seeds = f"{len(claim['seeds'])}/{claim['planned_seeds']}"
+            others = "; ".join(f"{o['test']} ({o['seed_list']}): {o['verdict']}" for o in claim["other_tests"]) or "–"
+            p_holm = "–" if claim["p_holm"] is None else f"{claim['p_holm']:.3f}"
+            verdict = f"**{claim['verdict']}**" + (f" (measured: {claim['measured']})"
+                                                   if claim["measured"] != claim["verdict"] else "")  # fmt: skip
             lines.append(f"| [{title}]({link}) | “{_short(claim['quote'])}” | {claim['tested_as']} | "
-                         f"{claim['measured']} | {seeds} | **{claim['verdict']}** |")  # fmt: skip
+                         f"{claim['test']} ({claim['seed_list']}) | {claim['summary']} | {p_holm} | "
+                         f"{verdict} | {others} |")  # fmt: skip
     return "\n".join(lines)
 
 

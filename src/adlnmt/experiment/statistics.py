@@ -1,0 +1,317 @@
+"""The statistics of the experiment reports and claims: differences between two rows with bootstrap intervals,
+centred p-values, Holm's adjustment and the verdict rules. Documented in experiments/README.md ("Significance").
+
+**The difference of a corpus metric between rows A and B** (each a set of runs with different seeds) is the mean of
+A's per-seed corpus scores minus the mean of B's. Its sampling distribution comes from a two-level bootstrap: each of
+``RESAMPLES`` replicates draws the test sentences with replacement (one draw for every run of both rows: the systems
+are compared on the same sentences, the paired bootstrap of Koehn 2004), recomputes every run's corpus score from
+the sum of the drawn sentences' sufficient statistics (sacreBLEU's, vectorised here), then draws each row's seeds
+with replacement and averages their scores (the optimizer-instability replicates of Clark et al. 2011: seed
+variance widens the interval). METEOR and sentBLEU have no additive statistics beyond the sentence score: their
+corpus score is the mean of the sentence scores, and the bootstrap averages the drawn sentences' scores. Values
+measured once per run (decoding speed, validation perplexity) are bootstrapped over seeds alone.
+
+**Tests.** With the observed effect d and the replicates d*, d* − d estimates the distribution of the estimate
+around the truth (the bootstrap is *centred* on d). The two-sided p of "no difference" is (1 + #{|d* − d| ≥ |d|}) /
+(R + 1); one-sided p's against a threshold θ are (1 + #{d* − d ≥ d − θ}) / (R + 1) for "the effect exceeds θ" and
+(1 + #{d* − d ≤ d − θ}) / (R + 1) for "it falls short of θ". Intervals are percentile intervals of d*.
+
+**Verdicts** (:func:`assess`, :func:`verdict`), the effect counted so that positive favours A (for lower-is-better
+metrics, B − A):
+
+- ``better``: holds when the 95 % interval lies above 0, does not hold when it lies below 0 (two-sided test);
+- ``close`` (A ≥ B − margin, non-inferiority) and ``faster`` (A ≥ ratio × B, on the log of the speed ratio): holds
+  when the 90 % interval lies above the threshold (a one-sided 5 % test), does not hold when it lies below;
+- ``equivalent`` (|A − B| ≤ margin, TOST): holds when the 90 % interval lies inside ±margin (two one-sided 5 %
+  tests), does not hold when it lies wholly outside;
+
+and in every case only when the Holm-adjusted p (over the table's claims, :func:`holm`) of the test that decides
+it is below ``ALPHA``. Anything else is inconclusive, with the interval shown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESAMPLES = 10_000
+SEED = 20_261_126  # fixed: rebuilding a report gives the same numbers
+ALPHA = 0.05
+SENTENCE_MEANS = frozenset({"meteor", "sentbleu"})  # corpus score = mean of the sentence scores
+LOWER_IS_BETTER = frozenset({"ter", "valid_ppl"})
+KINDS = ("better", "close", "equivalent", "faster")
+
+HOLDS, FAILS, OPEN = "holds", "does not hold", "inconclusive"
+
+
+# --- corpus scores from summed sentence statistics ----------------------------------------------------------------
+
+
+def corpus_scores(metric: str, sums: np.ndarray) -> np.ndarray:
+    """Corpus scores from summed sacreBLEU sufficient statistics (last axis), vectorised over the other axes: the
+    values sacreBLEU's ``_compute_score_from_stats`` gives with its default settings."""
+    sums = np.asarray(sums, dtype=np.float64)
+    if metric in SENTENCE_MEANS:
+        return np.divide(sums[..., 0], sums[..., 1], out=np.zeros(sums.shape[:-1]), where=sums[..., 1] > 0)
+    if metric == "bleu":
+        return _bleu(sums)
+    if metric == "chrf":
+        return _chrf(sums)
+    if metric == "ter":
+        edits, length = sums[..., 0], sums[..., 1]
+        ratio = np.divide(edits, length, out=np.where(edits > 0, 1.0, 0.0), where=length > 0)
+        return 100.0 * ratio
+    raise ValueError(f"no corpus score for metric {metric!r}")
+
+
+def _bleu(sums: np.ndarray) -> np.ndarray:
+    """sacreBLEU's corpus BLEU (4-grams, 'exp' smoothing): statistics [hyp len, ref len, correct 1-4, total 1-4]."""
+    hyp_len, ref_len, correct, total = sums[..., 0], sums[..., 1], sums[..., 2:6], sums[..., 6:10]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        brevity = np.where(hyp_len < ref_len, np.where(hyp_len > 0, np.exp(1 - ref_len / hyp_len), 0.0), 1.0)
+        halvings = np.cumsum(correct == 0, axis=-1)  # 'exp': each order without a match halves the next smoothing
+        precision = np.where(correct > 0, 100.0 * correct / total, 100.0 / (2.0**halvings * total))
+        log_mean = np.log(precision).mean(axis=-1)
+        score = brevity * np.exp(log_mean)
+    return np.where((total > 0).all(axis=-1) & (correct > 0).any(axis=-1), score, 0.0)
+
+
+def _chrf(sums: np.ndarray, beta: float = 2.0) -> np.ndarray:
+    """sacreBLEU's chrF2 (character 6-grams, no word n-grams): statistics [hyp, ref, match] per order."""
+    orders = sums.reshape(*sums.shape[:-1], -1, 3)
+    hyp, ref, match = orders[..., 0], orders[..., 1], orders[..., 2]
+    effective = (hyp > 0) & (ref > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        count = effective.sum(axis=-1)
+        precision = np.where(effective, match / hyp, 0.0).sum(axis=-1) / count
+        recall = np.where(effective, match / ref, 0.0).sum(axis=-1) / count
+        factor = beta**2
+        score = 100 * (1 + factor) * precision * recall / (factor * precision + recall)
+    return np.where((count > 0) & (precision + recall > 0), score, 0.0)
+
+
+# --- resampling ----------------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4)
+def sentence_counts(sentences: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
+    """How often each sentence is drawn in each replicate, (resamples, sentences): the same draws for every run of a
+    test set of this size, so that the systems compared are always compared on the same sentences."""
+    rng = np.random.default_rng([seed, sentences])
+    drawn = rng.integers(0, sentences, size=(resamples, sentences))
+    offsets = (np.arange(resamples) * sentences)[:, None]
+    counts = np.bincount((drawn + offsets).ravel(), minlength=resamples * sentences)
+    counts = counts.reshape(resamples, sentences).astype(np.float64)
+    counts.flags.writeable = False
+    return counts
+
+
+@dataclass(frozen=True)
+class RunScores:
+    """One run's corpus score on a test set and its value in every sentence-bootstrap replicate."""
+
+    score: float
+    replicates: np.ndarray  # (resamples,)
+
+
+def run_scores(metric: str, statistics: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED,
+               subset: np.ndarray | None = None) -> RunScores:  # fmt: skip
+    """A run's score from its sentences' statistics (sentences, k), optionally on the sentences of ``subset`` (a
+    boolean mask) alone, and in each replicate of :func:`sentence_counts`."""
+    statistics = np.asarray(statistics, dtype=np.float64)
+    counts = sentence_counts(len(statistics), resamples, seed)
+    if subset is not None:
+        statistics, counts = statistics[subset], counts[:, subset]
+    return RunScores(float(corpus_scores(metric, statistics.sum(axis=0))), corpus_scores(metric, counts @ statistics))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An effect (positive favours A) and its bootstrap replicates."""
+
+    effect: float
+    replicates: np.ndarray
+    seeds: tuple[int, int]  # how many runs of A and of B it rests on
+
+
+def _seed_means(replicates: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each replicate's mean over a draw with replacement of the row's seeds; ``replicates`` is (seeds, resamples)."""
+    seeds, resamples = replicates.shape
+    drawn = rng.integers(0, seeds, size=(resamples, seeds))
+    return replicates[drawn, np.arange(resamples)[:, None]].mean(axis=1)
+
+
+def two_level(first: Sequence[RunScores], second: Sequence[RunScores], lower_is_better: bool = False,
+              seed: int = SEED) -> Estimate:  # fmt: skip
+    """The difference of the rows' mean scores (A − B; B − A when lower is better) over the two-level bootstrap:
+    sentences drawn once per replicate for all runs (in their :class:`RunScores`), then each row's seeds."""
+    if not first or not second:
+        raise ValueError("each row needs at least one run")
+    rng = np.random.default_rng([seed, len(first), len(second)])
+    a = _seed_means(np.stack([run.replicates for run in first]), rng)
+    b = _seed_means(np.stack([run.replicates for run in second]), rng)
+    effect = float(np.mean([run.score for run in first]) - np.mean([run.score for run in second]))
+    sign = -1.0 if lower_is_better else 1.0
+    return Estimate(sign * effect, sign * (a - b), (len(first), len(second)))
+
+
+def seed_level(first: Sequence[float], second: Sequence[float] | None = None, lower_is_better: bool = False,
+               resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:  # fmt: skip
+    """Values measured once per run, bootstrapped over seeds: the difference of the rows' means (A − B), or with
+    ``second`` None the mean of ``first`` (e.g. the log speed ratio of each seed pair)."""
+    rng = np.random.default_rng([seed, len(first), len(second or ())])
+    a = _seed_means(np.tile(np.asarray(first, dtype=np.float64)[:, None], resamples), rng)
+    effect, replicates = float(np.mean(first)), a
+    if second is not None:
+        b = _seed_means(np.tile(np.asarray(second, dtype=np.float64)[:, None], resamples), rng)
+        effect, replicates = effect - float(np.mean(second)), a - b
+    sign = -1.0 if lower_is_better else 1.0
+    return Estimate(sign * effect, sign * replicates, (len(first), len(second or first)))
+
+
+# --- tests ---------------------------------------------------------------------------------------------------------
+
+
+def _share(count: int, total: int) -> float:
+    return (count + 1) / (total + 1)
+
+
+def p_two_sided(estimate: Estimate) -> float:
+    """The centred two-sided p of "no difference"."""
+    deviations = np.abs(estimate.replicates - estimate.effect)
+    return _share(int((deviations >= abs(estimate.effect)).sum()), len(deviations))
+
+
+def p_above(estimate: Estimate, threshold: float) -> float:
+    """The centred one-sided p of "the effect exceeds ``threshold``" (against: it is at most the threshold)."""
+    deviations = estimate.replicates - estimate.effect
+    return _share(int((deviations >= estimate.effect - threshold).sum()), len(deviations))
+
+
+def p_below(estimate: Estimate, threshold: float) -> float:
+    """The centred one-sided p of "the effect falls short of ``threshold``"."""
+    deviations = estimate.replicates - estimate.effect
+    return _share(int((deviations <= estimate.effect - threshold).sum()), len(deviations))
+
+
+def interval(estimate: Estimate, level: float) -> tuple[float, float]:
+    """The percentile interval of the replicates at ``level`` (e.g. 0.95)."""
+    low, high = np.quantile(estimate.replicates, [(1 - level) / 2, (1 + level) / 2])
+    return float(low), float(high)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment (Holm 1979) of a family of p-values, in their order."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+# --- the verdict rules ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tested:
+    """A claim's test before the family's adjustment: the effect, its interval, the p of the test that would decide
+    it, and which way the interval points (True: for the claim, False: against it, None: neither)."""
+
+    effect: float
+    interval: tuple[float, float]
+    level: float
+    p_value: float
+    supports: bool | None
+    seeds: tuple[int, int]
+
+
+def assess(kind: str, estimate: Estimate, margin: float = 0.0, ratio: float = 1.0) -> Tested:
+    """The test of a claim of ``kind`` (see the module docstring) on ``estimate``; for ``faster`` the estimate is of
+    the log speed ratio, and its effect and interval are returned as ratios."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown claim kind {kind!r}")
+    effect = estimate.effect
+    if kind == "better":
+        low, high = interval(estimate, 0.95)
+        supports = True if low > 0 else False if high < 0 else None
+        return Tested(effect, (low, high), 0.95, p_two_sided(estimate), supports, estimate.seeds)
+    low, high = interval(estimate, 0.90)
+    if kind == "equivalent":
+        tost = max(p_above(estimate, -margin), p_below(estimate, margin))
+        if -margin < low and high < margin:
+            supports, p = True, tost
+        elif high < -margin or low > margin:
+            supports, p = False, p_below(estimate, -margin) if high < -margin else p_above(estimate, margin)
+        else:
+            outside = p_below(estimate, -margin) if effect < 0 else p_above(estimate, margin)
+            supports, p = None, tost if abs(effect) < margin else outside
+        return Tested(effect, (low, high), 0.90, p, supports, estimate.seeds)
+    threshold = math.log(ratio) if kind == "faster" else -margin
+    supports = True if low > threshold else False if high < threshold else None
+    p = p_above(estimate, threshold) if effect > threshold else p_below(estimate, threshold)
+    if kind == "faster":
+        effect, low, high = math.exp(effect), math.exp(low), math.exp(high)
+    return Tested(effect, (low, high), 0.90, p, supports, estimate.seeds)
+
+
+def verdict(tested: Tested, adjusted_p: float) -> str:
+    """The verdict of a tested claim given its Holm-adjusted p."""
+    if tested.supports is None or adjusted_p >= ALPHA:
+        return OPEN
+    return HOLDS if tested.supports else FAILS
+
+
+# --- evidence from finished runs -----------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=256)
+def _sentence_statistics(metric: str, hypotheses: tuple[str, ...], references: tuple[str, ...]) -> np.ndarray:
+    from adlnmt.metrics import segment_statistics
+
+    found = np.asarray(segment_statistics(metric, hypotheses, references), dtype=np.float64)
+    found.flags.writeable = False
+    return found
+
+
+class Scorer:
+    """Runs' scores on the grid's test sets with their sentence-bootstrap replicates, from their archived hypotheses
+    (so a metric the run was not scored on when it finished is computed here alike); computed once per run, test
+    set, metric and source-length range."""
+
+    def __init__(self, tests: dict[str, tuple[Path, Path]], resamples: int = RESAMPLES) -> None:
+        self.tests = tests  # name → (source, reference)
+        self.resamples = resamples
+        self._lines: dict[Path, tuple[str, ...]] = {}
+        self._scores: dict[tuple[Path, str, str, int, int], RunScores] = {}
+
+    def _read(self, path: Path) -> tuple[str, ...]:
+        from adlnmt.metrics import read_lines
+
+        if path not in self._lines:
+            self._lines[path] = tuple(read_lines(path))
+        return self._lines[path]
+
+    def run(self, folder: Path, result: dict[str, Any], test: str, metric: str,
+            words: tuple[int, int] = (0, 0)) -> RunScores | None:  # fmt: skip
+        """The run's scores on ``test`` (its sources of words[0] to words[1] words, 0: no bound); None when the run
+        was not evaluated on it."""
+        entry = result.get("tests", {}).get(test)
+        if not entry or "hypotheses" not in entry:
+            return None
+        key = (folder, test, metric, *words)
+        if key not in self._scores:
+            source, reference = (self._read(path) for path in self.tests[test])
+            statistics = _sentence_statistics(metric, self._read(folder / entry["hypotheses"]), reference)
+            subset = None
+            if any(words):
+                lengths = np.array([len(line.split()) for line in source])
+                subset = (lengths >= words[0]) & ((lengths <= words[1]) if words[1] else True)
+            self._scores[key] = run_scores(metric, statistics, self.resamples, SEED, subset)
+        return self._scores[key]

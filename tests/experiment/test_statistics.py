@@ -1,0 +1,154 @@
+"""The statistics of the reports with known answers: sacreBLEU's corpus scores from summed sentence statistics, the
+two-level bootstrap, centred p-values, Holm's adjustment and the verdict rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adlnmt import metrics
+from adlnmt.experiment.statistics import (
+    FAILS,
+    HOLDS,
+    OPEN,
+    RunScores,
+    assess,
+    corpus_scores,
+    holm,
+    interval,
+    p_two_sided,
+    run_scores,
+    seed_level,
+    two_level,
+    verdict,
+)
+
+REFERENCES = ["the cat sat on the mat", "a dog runs in the park", "two men are playing football on the grass",
+              "a woman reads a book", "children play in the snow", "the sun sets over the sea"]  # fmt: skip
+HYPOTHESES = [
+    "the cat sat on a mat",
+    "",
+    "two men play soccer on grass",
+    "woman reading",
+    "kids play in snow",
+    "zzz",
+]  # fmt: skip  (an empty line and one without any match)
+
+
+@pytest.mark.parametrize("metric", metrics.METRICS)
+def test_corpus_scores_from_summed_statistics_are_sacrebleus(metric: str) -> None:
+    statistics = np.array(metrics.segment_statistics(metric, HYPOTHESES, REFERENCES))
+    for rows in (slice(None), slice(0, 1), slice(1, 2), slice(2, 5), slice(5, 6)):
+        expected = metrics.score(HYPOTHESES[rows], REFERENCES[rows], [metric])[metric]
+        assert corpus_scores(metric, statistics[rows].sum(axis=0)) == pytest.approx(expected, abs=1e-9)
+    # vectorised over leading axes: each row of a stack scored on its own
+    stacked = np.stack([statistics[:3].sum(axis=0), statistics[3:].sum(axis=0)])
+    assert corpus_scores(metric, stacked) == pytest.approx(
+        [float(corpus_scores(metric, stacked[0])), float(corpus_scores(metric, stacked[1]))]
+    )
+
+
+def test_sentence_bleu_statistics_are_the_metric_s_sentence_scores() -> None:
+    statistics = metrics.segment_statistics("sentbleu", HYPOTHESES, REFERENCES)
+    expected = [metrics.sentence_bleu(h, r) for h, r in zip(HYPOTHESES, REFERENCES, strict=True)]
+    assert [s[0] for s in statistics] == expected
+
+
+def sentences(scores: np.ndarray) -> np.ndarray:
+    """Sentence statistics of a sentence-mean metric: [score, 1] per sentence."""
+    return np.stack([scores, np.ones_like(scores)], axis=1)
+
+
+def system(scores: np.ndarray) -> RunScores:
+    return run_scores("sentbleu", sentences(scores), resamples=2000)
+
+
+BASE = np.random.default_rng(7).uniform(10, 60, size=400)  # sentence scores of a system on 400 test sentences
+
+
+def noise(scale: float, seed: int = 8) -> np.ndarray:
+    """Sentence-level noise of mean exactly 0, so that a shifted system's corpus score moves by the shift."""
+    drawn = np.random.default_rng(seed).normal(0, scale, size=BASE.size)
+    return drawn - drawn.mean()
+
+
+def test_identical_systems_have_an_interval_around_0_and_p_1() -> None:
+    same = two_level([system(BASE)], [system(BASE)])
+    assert same.effect == 0 and interval(same, 0.95) == (0.0, 0.0) and p_two_sided(same) == 1.0
+    tested = assess("better", same)
+    assert tested.supports is None and verdict(tested, tested.p_value) == OPEN
+
+
+def test_a_known_shift_is_found_and_covered_and_the_test_is_two_sided() -> None:
+    shifted = BASE + 2.0 + noise(3.0)  # 2 points better, noisy per sentence
+    estimate = two_level([system(shifted)], [system(BASE)])
+    low, high = interval(estimate, 0.95)
+    assert 0 < low < 2.0 < high and estimate.effect == pytest.approx(2.0)
+    tested = assess("better", estimate)
+    assert tested.supports is True and tested.p_value < 0.001 and verdict(tested, tested.p_value) == HOLDS
+    reverse = assess("better", two_level([system(BASE)], [system(shifted)]))
+    assert reverse.supports is False and verdict(reverse, reverse.p_value) == FAILS
+    assert reverse.p_value == tested.p_value  # two-sided: the same p either way round
+    assert verdict(tested, 0.2) == OPEN  # decided only with the adjusted p below 0.05
+    lower = two_level([system(shifted)], [system(BASE)], lower_is_better=True)  # e.g. TER: higher is worse
+    assert lower.effect == -estimate.effect and assess("better", lower).supports is False
+
+
+def test_a_lower_is_better_metric_is_counted_with_its_sign() -> None:
+    assert seed_level([6.4, 6.5], [6.9, 7.0], lower_is_better=True).effect == pytest.approx(0.5)
+
+
+def test_equivalence_holds_inside_the_margin_and_fails_wholly_outside() -> None:
+    close = BASE + 0.2 + noise(0.5)  # the same up to 0.2 and sentence noise
+    inside = assess("equivalent", two_level([system(close)], [system(BASE)]), margin=1.0)
+    assert inside.level == 0.90 and -1.0 < inside.interval[0] < inside.interval[1] < 1.0
+    assert inside.supports is True and verdict(inside, inside.p_value) == HOLDS
+    far = assess("equivalent", two_level([system(BASE + 3.0)], [system(BASE)]), margin=1.0)
+    assert far.interval[0] > 1.0 and verdict(far, far.p_value) == FAILS
+    below = assess("equivalent", two_level([system(BASE - 3.0)], [system(BASE)]), margin=1.0)
+    assert below.interval[1] < -1.0 and verdict(below, below.p_value) == FAILS
+    noisy = BASE + 0.2 + noise(30.0)  # too noisy to tell
+    unsure = assess("equivalent", two_level([system(noisy)], [system(BASE)]), margin=0.5)
+    assert unsure.supports is None and verdict(unsure, 0.0) == OPEN
+
+
+def test_non_inferiority_is_one_sided_against_the_margin() -> None:
+    worse = two_level([system(BASE - 0.5)], [system(BASE)])  # 0.5 below: within a margin of 2, not of 0.1
+    for margin, expected in ((2.0, HOLDS), (0.1, FAILS)):
+        tested = assess("close", worse, margin=margin)
+        assert tested.level == 0.90 and verdict(tested, tested.p_value) == expected
+    far_above = assess("close", two_level([system(BASE + 5)], [system(BASE)]), margin=0.0)
+    assert verdict(far_above, far_above.p_value) == HOLDS  # margin 0: "not worse", shown by being far better
+
+
+def test_seed_variance_widens_the_interval() -> None:
+    steady = [system(BASE + shift) for shift in (1.0, 1.0, 1.0)]
+    unsteady = [system(BASE + shift) for shift in (-1.0, 1.0, 3.0)]  # the same mean shift, seeds apart
+    baseline = [system(BASE), system(BASE), system(BASE)]
+    narrow, wide = two_level(steady, baseline), two_level(unsteady, baseline)
+    assert narrow.effect == pytest.approx(wide.effect) == pytest.approx(1.0)
+    width = [high - low for low, high in (interval(e, 0.95) for e in (narrow, wide))]
+    assert width[1] > 2 * width[0]
+    assert assess("better", narrow).supports is True and assess("better", wide).supports is None
+
+
+def test_the_bootstrap_is_deterministic() -> None:
+    first = two_level([system(BASE + 1)], [system(BASE)])
+    second = two_level([system(BASE + 1)], [system(BASE)])
+    assert np.array_equal(first.replicates, second.replicates)
+
+
+def test_holm_on_a_textbook_example() -> None:
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04 → monotone: 0.02, 0.03, 0.06, 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0]) and holm([]) == []
+
+
+def test_a_speed_claim_from_the_seed_pairs_ratios() -> None:
+    fast = assess("faster", seed_level(np.log([4.4, 4.6, 4.5]).tolist()), ratio=4.0)
+    assert fast.effect == pytest.approx(4.5, rel=1e-3) and 4.0 < fast.interval[0] <= fast.interval[1] < 4.7
+    assert verdict(fast, fast.p_value) == HOLDS
+    slow = assess("faster", seed_level(np.log([1.2, 1.3]).tolist()), ratio=3.7)
+    assert slow.interval[1] < 3.7 and verdict(slow, slow.p_value) == FAILS
+    mixed = assess("faster", seed_level(np.log([3.0, 4.5]).tolist()), ratio=3.7)
+    assert verdict(mixed, mixed.p_value) == OPEN
