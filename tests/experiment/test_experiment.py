@@ -26,6 +26,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from adlnmt.analysis.contrastive import write_suite
+from adlnmt.analysis.demo_suite import demo_suite
 from adlnmt.cli import main
 
 TINY = {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 6, "checkpoint_interval": 3, "lr": 2e-3}
@@ -58,6 +60,8 @@ def grid_file(root: Path, corpus: Path) -> Path:
              "train": {"max_updates": 40, "valid_bleu": False}},
         ],
     }  # fmt: skip
+    write_suite(demo_suite(size=40), root / "agreement.jsonl")  # the demo language's agreement, by construction
+    grid["contrastive"] = [{"name": "agreement", "suite": str(root / "agreement.jsonl")}]
     path = root / "grid.yaml"
     path.write_text(yaml.safe_dump(grid), encoding="utf-8")
     return path
@@ -166,6 +170,18 @@ def test_tensorboard_on_the_output_folder_finds_one_run_per_grid_row(sequence: S
     assert all("valid/perplexity" in tags["tensors"] for tags in runs.values())  # scalars, as the plugins read them
 
 
+def test_every_run_is_scored_on_the_contrastive_suite_and_the_report_has_it(sequence: SimpleNamespace) -> None:
+    items = len((sequence.out.parent / "agreement.jsonl").read_text(encoding="utf-8").splitlines())
+    for variant, seed in (("a", 1), ("a", 2), ("b", 1), BLOCKED):
+        scored = json.loads((run_dir(sequence.out, variant, seed) / "result.json").read_text())["contrastive"]
+        assert (
+            len(scored["agreement"]["correct"]) == items > 20 and 0 <= scored["agreement"]["overall"]["accuracy"] <= 1
+        )
+    report = (sequence.out / "report.md").read_text(encoding="utf-8")
+    assert "## Contrastive evaluation" in report and "| a | 2 | " in report
+    assert (sequence.out / "plots" / "contrastive-agreement.png").is_file()
+
+
 def test_the_table_is_the_mean_and_sample_std_of_the_runs(sequence: SimpleNamespace) -> None:
     rows = read_csv(sequence.out / "results.csv")
     finished = [(row["variant"], row["seeds_finished"], row["seeds_total"]) for row in rows]
@@ -198,7 +214,8 @@ def test_plots_and_the_report(sequence: SimpleNamespace) -> None:
         assert (sequence.out / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"(plots/{name})" in report
     assert "## Against a: two-level bootstrap" in report and "Unfinished" not in report
-    convergence = [line for line in report.split("## Convergence")[1].splitlines() if line.startswith("| a |")]
+    section = report.split("## Convergence")[1].split("\n## ")[0]
+    convergence = [line for line in section.splitlines() if line.startswith("| a |")]
     # 6 updates, a validation every 3, patience 16: the cap ends the runs, converged only on a plateau
     assert len(convergence) == 2 and all("| 6 | update cap |" in line for line in convergence)
     result = json.loads((run_dir(sequence.out, "a", 1) / "result.json").read_text())
