@@ -279,7 +279,7 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
     judged = Judge(grid, runs).judge_all()
     title = grid.name + (f" (scale {grid.scale})" if grid.scale else "")
     lines = [
-        f"# Claims of the paper, judged on {title}",
+        f"# {'Claims of the paper' if any(v.paper for v in grid.variants) else 'Claims'}, judged on {title}",
         "",
         grid.description,
         "",

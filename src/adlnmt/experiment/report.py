@@ -192,13 +192,24 @@ def timing_processors(rows: list[Row]) -> str:
 
 
 def _decoded_alone(rows: list[Row]) -> str:
-    """Whether the speed columns were measured with the grid's other runs stopped (recorded since 2026-11-23)."""
-    shared = [f"{row.name} seed {r['seed']}" for row in rows for r in row.results
-              if "paused_minutes" not in r.get("provenance", {}) and "retimed" not in r]  # fmt: skip
-    if not shared:
-        return "each run decoding with the grid's other runs stopped"
-    return (f"each run decoding with the grid's other runs stopped, except {', '.join(shared)}: decoded while another "
-            "run of the grid may have trained beside it (before the runner stopped the others)")  # fmt: skip
+    """Whether the speed columns were measured with the grid's other runs stopped (recorded since 2026-11-23; since
+    2026-11-26 also when they were not: ``--decode-beside-training``) and on a machine without other load."""
+    timed = [(f"{row.name} seed {r['seed']}", r.get("provenance", {})) for row in rows for r in row.results
+             if "retimed" not in r]  # fmt: skip
+    unknown = [name for name, p in timed if "paused_minutes" not in p]
+    beside = [name for name, p in timed if p.get("timed_alone") is False]
+    loaded = [f"{name} ({load:.1f} on {cores} cores)" for name, p in timed
+              if (load := (p.get("machine", {}).get("load_average") or [0.0])[0])
+              > (cores := p.get("machine", {}).get("usable_cores") or 1)]  # fmt: skip
+    text = "each run decoding with the grid's other runs stopped"
+    if unknown:
+        text += (f", except {', '.join(unknown)}: decoded while another run of the grid may have trained beside it "
+                 "(before the runner stopped the others)")  # fmt: skip
+    if beside:
+        text += f"; **decoded beside the others' training** (`--decode-beside-training`): {', '.join(beside)}"
+    if loaded:
+        text += f"; **on a loaded machine** (load average above the cores when the run started): {', '.join(loaded)}"
+    return text
 
 
 def runs_csv(grid: Grid, rows: list[Row]) -> str:
@@ -283,7 +294,8 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
     devices = sorted({r.get("device") for row in rows for r in row.results})
     lines = [
         "Scores: mean ± sample standard deviation (ddof = 1) over the finished seeds (`seeds` = finished/planned); "
-        "sacreBLEU on detokenised text; METEOR is NLTK's (exact + stem, no WordNet).",
+        "sacreBLEU on detokenised text"
+        + ("; METEOR is NLTK's (exact + stem, no WordNet)." if "meteor" in grid.metrics else "."),
         f"Decoding: beam {t['beam']}, length penalty α = {t['length_penalty']}, batch {t['batch_size']} sentences, "
         f"{weights}. `valid ppl`: validation perplexity of the best checkpoint.",
         f"`train min`: the trainer's cumulative training time (with periodic validation, without the time the run was "
