@@ -33,7 +33,14 @@ from adlnmt.train.config import TrainConfig
 from adlnmt.train.device import pick_device, precision_setup, use_deterministic_kernels
 from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
-from adlnmt.train.model_dir import CONFIG_FILE, check_same_run, copy_vocabularies, data_digest
+from adlnmt.train.model_dir import (
+    CONFIG_FILE,
+    VOCAB_HASHES,
+    check_same_run,
+    data_digest,
+    own_vocabularies,
+    write_vocabularies,
+)
 from adlnmt.train.schedule import Schedule
 from adlnmt.train.signals import StopSignals
 from adlnmt.train.validation import validate
@@ -109,6 +116,7 @@ class Trainer:
         self.train_split = self.data.split("train")
         self.model_config = config.model_config(self.data.src_vocab.size, self.data.tgt_vocab.size)
         check_same_run(self.dir, asdict(config), self.model_config, self.data)
+        self.vocab_hashes = own_vocabularies(self.dir, self.data)
         torch.manual_seed(config.seed)
         self.model = Seq2Seq(self.model_config).to(self.device)
         self.optimizer = make_optimizer(self.model, config, self.device)
@@ -137,6 +145,7 @@ class Trainer:
             "train": asdict(self.config),
             "model": self.model_config.to_dict(),
             "data_digest": data_digest(self.data),
+            VOCAB_HASHES: self.vocab_hashes,
             "canonical": {},
             "version": 1,
         }
@@ -146,8 +155,8 @@ class Trainer:
         stored["canonical"] = {"encoder": self.model.canonical_encoder, "decoder": self.model.canonical_decoder}
         stored["parameters"] = self.model.parameter_count()
         text = json.dumps(stored, indent=2, sort_keys=True)
+        write_vocabularies(self.data, self.dir)  # before the first config.json: a model's vocabulary is written once
         ckpt.atomic_write(self.dir / CONFIG_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-        copy_vocabularies(self.data, self.dir)
 
     # --- state ------------------------------------------------------------------------------------
 
