@@ -20,9 +20,9 @@ SLOW_TEXT = [("ein kleiner Hund läuft über die grüne Wiese und ein Mann sieht
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--max-sentences", "0"], "error: --max-sentences must be at least 1, got 0"),
+        (["--max-sentences", "0"], "error: --max-sentences must be >= 1, got 0"),
         (["--port", "70000", "--max-wait-ms", "-1"],
-         "error: --max-wait-ms must be at least 0, got -1.0; --port must be at most 65535, got 70000"),
+         "error: --port must be in [0, 65535], got 70000; --max-wait-ms must be >= 0, got -1.0"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_message_and_status_2(

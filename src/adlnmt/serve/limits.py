@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from adlnmt.bounds import POSITIVE, Bounds, at_least
 from adlnmt.errors import UserError
 from adlnmt.translator import PRECISIONS
 
 ENGINES = ("torch", "onnxruntime", "ctranslate2", "auto")
+FLAGS = {"request_timeout_s": "request_timeout"}  # option → flag name, where they differ
 
 
 @dataclass(frozen=True)
@@ -63,24 +65,10 @@ class ServeOptions:
 
     def __post_init__(self) -> None:
         problems = [
-            f"--{name.replace('_', '-')} must be at least {least}, got {getattr(self, name)}"
-            for name, least in (
-                ("port", 0),
-                ("threads", 0),
-                ("max_batch_sentences", 1),
-                ("max_wait_ms", 0),
-                ("max_body_bytes", 64),
-                ("max_sentences", 1),
-                ("max_chars", 1),
-                ("max_beam", 1),
-                ("max_queue_sentences", 1),
-            )
-            if getattr(self, name) < least
+            f"--{FLAGS.get(name, name).replace('_', '-')} must be {bounds.describe()}, got {getattr(self, name)}"
+            for name, bounds in RANGES.items()
+            if not bounds.holds(getattr(self, name))
         ]
-        if not self.request_timeout_s > 0:
-            problems.append(f"--request-timeout must be positive, got {self.request_timeout_s}")
-        if self.port > 65535:
-            problems.append(f"--port must be at most 65535, got {self.port}")
         if self.max_queue_sentences < self.max_sentences:
             problems.append(
                 f"--max-queue-sentences ({self.max_queue_sentences}) must be at least --max-sentences "
@@ -98,3 +86,17 @@ class ServeOptions:
         names = ("max_batch_sentences", "max_wait_ms", "max_body_bytes", "max_sentences", "max_chars", "max_beam",
                  "request_timeout_s", "max_queue_sentences")  # fmt: skip
         return {name: getattr(self, name) for name in names}
+
+
+RANGES: dict[str, Bounds] = {  # the range of each numeric option (floats: finite)
+    "port": Bounds(0, 65535),
+    "threads": at_least(0),
+    "max_batch_sentences": at_least(1),
+    "max_wait_ms": at_least(0),
+    "max_body_bytes": at_least(64),
+    "max_sentences": at_least(1),
+    "max_chars": at_least(1),
+    "max_beam": at_least(1),
+    "request_timeout_s": POSITIVE,
+    "max_queue_sentences": at_least(1),
+}

@@ -10,7 +10,8 @@ import os
 import signal
 import sys
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,18 @@ def make_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) 
     )
 
 
+@contextmanager
+def fits_in_memory(device: torch.device) -> Iterator[None]:
+    """A UserError instead of the allocator's traceback when the model does not fit in the memory of ``device``."""
+    try:
+        yield
+    except RuntimeError as err:  # torch.OutOfMemoryError (CUDA) or the CPU allocator's RuntimeError
+        if not isinstance(err, torch.OutOfMemoryError) and "can't allocate memory" not in str(err):
+            raise
+        raise UserError(f"the model does not fit in the memory of {device} (a request for more than there is); "
+                        "choose a smaller one (--d-model, --d-ff, fewer layers)") from None  # fmt: skip
+
+
 class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
@@ -118,8 +131,9 @@ class Trainer:
         check_same_run(self.dir, asdict(config), self.model_config, self.data)
         self.vocab_hashes = own_vocabularies(self.dir, self.data)
         torch.manual_seed(config.seed)
-        self.model = Seq2Seq(self.model_config).to(self.device)
-        self.optimizer = make_optimizer(self.model, config, self.device)
+        with fits_in_memory(self.device):
+            self.model = Seq2Seq(self.model_config).to(self.device)
+            self.optimizer = make_optimizer(self.model, config, self.device)
         self.schedule = Schedule(config)
         self.progress = Progress()
         self._resume()
