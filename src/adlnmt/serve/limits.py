@@ -9,9 +9,15 @@ limit                     answer
 ``max_sentences``         413 (too many sentences in one request)
 ``max_chars``             the sentence is cut to that many characters; the response's ``warnings`` say so
 ``max_beam``              422 (beam outside 1..max_beam, or n-best outside 1..beam)
-``request_timeout_s``     504 (the request's sentences are dropped from the queue if not yet searched)
+``max_request_cost``      413 (beam × the source pieces of all its sentences: the work one request may ask for)
+``request_timeout_s``     504; the request leaves the queue at once, and its search stops before its next step
 ``max_queue_sentences``   503 with ``Retry-After`` (the queue of sentences waiting for the search is full)
+``read_timeout_s``        408 for a body not received by then; a connection without a complete request head (or
+                          idle after a response) by then is closed
 ========================  ==========================================================================
+
+A SIGTERM or SIGINT stops the server within ``read_timeout_s + request_timeout_s`` seconds whatever the clients
+do (the requests in flight are answered meanwhile); a second signal stops it at once.
 """
 
 from __future__ import annotations
@@ -23,7 +29,10 @@ from adlnmt.errors import UserError
 from adlnmt.translator import PRECISIONS
 
 ENGINES = ("torch", "onnxruntime", "ctranslate2", "auto")
-FLAGS = {"request_timeout_s": "request_timeout"}  # option → flag name, where they differ
+FLAGS = {
+    "request_timeout_s": "request_timeout",
+    "read_timeout_s": "read_timeout",
+}  # option → flag name, where they differ
 
 
 @dataclass(frozen=True)
@@ -58,10 +67,19 @@ class ServeOptions:
     """Longer sentences are cut to this many characters, with a warning in the response."""
     max_beam: int = 16
     """Largest beam a request may ask for (422 beyond)."""
+    max_request_cost: int = 150_000
+    """Most work one request may ask for: beam × the source pieces of all its sentences (413 beyond)."""
     request_timeout_s: float = 60.0
-    """A request not answered by then gets 504."""
+    """A request not answered by then gets 504 (its search stops)."""
     max_queue_sentences: int = 2048
     """Sentences waiting for the search; a request that would exceed it gets 503 with Retry-After."""
+    read_timeout_s: float = 10.0
+    """Time a client has to send a request head, then its body (408), and to stay idle between requests."""
+
+    @property
+    def shutdown_timeout_s(self) -> float:
+        """The longest a SIGTERM waits for the requests in flight: their body, then their search."""
+        return self.read_timeout_s + self.request_timeout_s
 
     def __post_init__(self) -> None:
         problems = [
@@ -84,7 +102,7 @@ class ServeOptions:
     def public(self) -> dict[str, float | int]:
         """The limits a client may want to know (``GET /health``)."""
         names = ("max_batch_sentences", "max_wait_ms", "max_body_bytes", "max_sentences", "max_chars", "max_beam",
-                 "request_timeout_s", "max_queue_sentences")  # fmt: skip
+                 "max_request_cost", "request_timeout_s", "max_queue_sentences", "read_timeout_s")  # fmt: skip
         return {name: getattr(self, name) for name in names}
 
 
@@ -99,4 +117,6 @@ RANGES: dict[str, Bounds] = {  # the range of each numeric option (floats: finit
     "max_beam": at_least(1),
     "request_timeout_s": POSITIVE,
     "max_queue_sentences": at_least(1),
+    "max_request_cost": at_least(1),
+    "read_timeout_s": POSITIVE,
 }
