@@ -30,15 +30,16 @@ def options_from(args: argparse.Namespace) -> ServeOptions:
         max_beam=args.max_beam,
         request_timeout_s=args.request_timeout,
         max_queue_sentences=args.max_queue_sentences,
+        max_request_cost=args.max_request_cost,
+        read_timeout_s=args.read_timeout,
     )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     options = options_from(args)
     try:
-        import uvicorn
-
         from adlnmt.serve.app import create_app
+        from adlnmt.serve.server import server
     except ImportError as err:
         raise UserError(f"adlnmt serve needs the 'serve' extra ({err.name} is missing): "
                         "pip install 'adlnmt[serve]'") from None  # fmt: skip
@@ -48,13 +49,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         torch.set_num_threads(options.threads)
     app = create_app(options)  # loads the model: a bad directory is an error before the port is bound
     print(f"serving {options.model} on http://{options.host}:{options.port}/ (API page: /docs)", file=sys.stderr)
-    config = uvicorn.Config(app, host=options.host, port=options.port, log_level="info", access_log=False)
-    # uvicorn catches SIGTERM/SIGINT: it stops accepting, finishes the requests in flight, then raises the signal
-    # again for the handler that was there before: these, so that a graceful stop exits with 0 after SIGTERM and
-    # 130 after Ctrl-C, without a traceback.
+    # uvicorn catches SIGTERM/SIGINT: it stops accepting, finishes the requests in flight (within
+    # options.shutdown_timeout_s; a second signal: at once), then raises the signal again for the handler that was
+    # there before: these, so that a stop exits with 0 after SIGTERM and 130 after Ctrl-C, without a traceback.
     previous = {number: signal.signal(number, _stopped) for number in (signal.SIGTERM, signal.SIGINT)}
     try:
-        uvicorn.Server(config).run()
+        server(app, options).run()
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
@@ -110,10 +110,23 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--max-beam", type=int, default=defaults.max_beam, help="largest beam, else 422 (default %(default)s)"
     )
     serve.add_argument(
+        "--max-request-cost",
+        type=int,
+        default=defaults.max_request_cost,
+        help="most work per request, beam × source pieces, else 413 (default %(default)s)",
+    )
+    serve.add_argument(
+        "--read-timeout",
+        type=float,
+        default=defaults.read_timeout_s,
+        help="seconds a client has to send a request head, then its body (else 408), or may stay idle "
+        "(default %(default)s)",
+    )
+    serve.add_argument(
         "--request-timeout",
         type=float,
         default=defaults.request_timeout_s,
-        help="seconds before a request gets 504 (default %(default)s)",
+        help="seconds before a request gets 504 and its search stops (default %(default)s)",
     )
     serve.add_argument(
         "--max-queue-sentences",

@@ -4,11 +4,12 @@ the status code and message the client gets: 413 (body or sentence count too lar
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from pydantic import ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from adlnmt.serve.limits import ServeOptions
 from adlnmt.serve.schema import TranslateRequest
@@ -30,9 +31,18 @@ class ApiError(Exception):
         return {"error": self.message} | ({"detail": self.detail} if self.detail is not None else {})
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     """The request body, refused with 413 as soon as it is known to exceed ``limit`` bytes (by its Content-Length
-    header, or while it streams in)."""
+    header, or while it streams in), and with 408 when it has not arrived within ``timeout`` seconds."""
+    try:
+        return await asyncio.wait_for(_read_body(request, limit), timeout)
+    except TimeoutError:
+        raise ApiError(408, f"request body not received within the server's {timeout:g} s") from None
+    except ClientDisconnect:  # the answer goes nowhere; no traceback in the log
+        raise ApiError(400, "the client disconnected before sending its body") from None
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.strip().isdigit():
