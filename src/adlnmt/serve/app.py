@@ -26,7 +26,7 @@ from adlnmt.search import SearchOptions, SearchStopped
 from adlnmt.serve.batching import Batcher, QueueFull
 from adlnmt.serve.limits import ServeOptions
 from adlnmt.serve.model_info import model_description
-from adlnmt.serve.parsing import ApiError, cut_long, parse_translate, read_body
+from adlnmt.serve.parsing import ApiError, check_content_type, cut_long, parse_translate, read_body
 from adlnmt.serve.schema import ErrorResponse, TranslateRequest, TranslateResponse
 from adlnmt.translator import Translation, Translator
 
@@ -38,6 +38,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (400, "body not UTF-8 or not JSON"),
         (408, "body not received within read_timeout_s"),
         (413, "body larger than max_body_bytes, more than max_sentences sentences, or costlier than max_request_cost"),
+        (415, "Content-Type not application/json"),
+        (421, "Host header not in --allowed-hosts"),
         (422, "wrong fields or types; beam above max_beam; nbest above beam; alignments from an engine without"),
         (500, "the search failed"),
         (503, "the queue is full (see Retry-After)"),
@@ -106,9 +108,9 @@ class Service:
             raise ApiError(503, f"server busy: {err}; retry later", {"Retry-After": "1"}) from None
         except UserError as err:  # the request asks for something this model or engine cannot do
             raise ApiError(422, f"invalid request: {err}") from None
-        except Exception as err:
+        except Exception:
             LOG.exception("search failed")
-            raise ApiError(500, f"translation failed: {type(err).__name__}: {err}") from None
+            raise ApiError(500, "translation failed (the server's log says why)") from None
         results = [
             self.sentence_result(line, hyps, request.alignments) for line, hyps in zip(lines, found, strict=True)
         ]
@@ -127,7 +129,6 @@ class Service:
     def health(self) -> dict[str, Any]:
         return {
             "status": "ok",
-            "model": self.options.model,
             "engine": self.translator.engine_name,
             "batching": asdict(self.batcher.stats),
             "limits": self.options.public(),
@@ -166,6 +167,18 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
     async def http_error(_: Request, err: StarletteHTTPException) -> JSONResponse:
         return JSONResponse({"error": str(err.detail)}, err.status_code, headers=err.headers)
 
+    @app.exception_handler(Exception)
+    async def unexpected_error(_: Request, err: Exception) -> JSONResponse:
+        """Any other failure: a JSON 500 without internals (the traceback goes to the server's log)."""
+        return JSONResponse({"error": "internal server error (the server's log says why)"}, 500)
+
+    @app.middleware("http")
+    async def known_hosts_only(request: Request, call_next: Any) -> Any:
+        """421 for a Host header not in ``--allowed-hosts`` (DNS rebinding)."""
+        if not options.host_allowed(request.headers.get("host", "")):
+            return JSONResponse({"error": "this server does not answer that Host name (see --allowed-hosts)"}, 421)
+        return await call_next(request)
+
     schema = TranslateRequest.model_json_schema()
     body_doc = {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
@@ -173,6 +186,7 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
     async def translate(request: Request) -> JSONResponse:
         """Translate ``text`` (a list of sentences) with beam search; results in input order. The body is parsed
         here, not by FastAPI, so that bad bytes and bad JSON are a 400 and oversized bodies a 413."""
+        check_content_type(request)
         body = await read_body(request, options.max_body_bytes, options.read_timeout_s)
         return JSONResponse(await service.translate(parse_translate(body, options)))
 

@@ -32,6 +32,7 @@ def options_from(args: argparse.Namespace) -> ServeOptions:
         max_queue_sentences=args.max_queue_sentences,
         max_request_cost=args.max_request_cost,
         read_timeout_s=args.read_timeout,
+        allowed_hosts=tuple(host.strip() for host in args.allowed_hosts.split(",") if host.strip()),
     )
 
 
@@ -70,6 +71,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="serve a model over HTTP: JSON API, web page, batching across requests")
     serve.add_argument("--model", required=True, help="model directory, or an export directory (adlnmt export)")
     serve.add_argument("--host", default=defaults.host, help="address to listen on (default %(default)s)")
+    serve.add_argument(
+        "--allowed-hosts",
+        default="",
+        help="comma-separated Host header names answered, * for any (default: --host, localhost, 127.0.0.1, ::1)",
+    )
     serve.add_argument("--port", type=int, default=defaults.port, help="TCP port (default %(default)s)")
     serve.add_argument("--checkpoint", default=defaults.checkpoint, help="best, last, averaged or a .safetensors path")
     serve.add_argument("--precision", default=defaults.precision, choices=PRECISIONS, help="as in adlnmt translate")

@@ -73,8 +73,18 @@ class ServeOptions:
     """A request not answered by then gets 504 (its search stops)."""
     max_queue_sentences: int = 2048
     """Sentences waiting for the search; a request that would exceed it gets 503 with Retry-After."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host header values answered (without port; ``*``: any); empty: ``host``, localhost, 127.0.0.1 and ::1.
+    Others get 421: a web page of another name resolved to this server (DNS rebinding) cannot use it."""
     read_timeout_s: float = 10.0
     """Time a client has to send a request head, then its body (408), and to stay idle between requests."""
+
+    def host_allowed(self, header: str) -> bool:
+        """Whether a request with this ``Host`` header is answered (see ``allowed_hosts``)."""
+        name = header.strip().lower()
+        name = name[1 : name.find("]")] if name.startswith("[") else name.rsplit(":", 1)[0] if ":" in name else name
+        allowed = self.allowed_hosts or (self.host, "localhost", "127.0.0.1", "::1")
+        return "*" in allowed or name in {host.lower().strip("[]") for host in allowed}
 
     @property
     def shutdown_timeout_s(self) -> float:

@@ -1,6 +1,7 @@
 """From the raw bytes of a ``POST /translate`` to a checked :class:`TranslateRequest`, or an :class:`ApiError` with
-the status code and message the client gets: 413 (body or sentence count too large), 400 (not UTF-8, not JSON),
-422 (wrong fields or types, beam or n-best out of range)."""
+the status code and message the client gets: 415 (not declared as JSON), 413 (body or sentence count too large),
+408 (body too slow), 400 (not UTF-8, not JSON), 422 (wrong fields or types, a lone surrogate, beam or n-best out of
+range)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,14 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def check_content_type(request: Request) -> None:
+    """415 unless the request says its body is JSON (a web page can post text/plain to any server, without asking
+    it first: requiring application/json makes browsers ask, and refuse other origins)."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise ApiError(415, f"expected Content-Type: application/json, got {media_type[:60] or 'none'!r}")
+
+
 def _location(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "body"
 
@@ -80,8 +89,8 @@ def parse_translate(body: bytes, options: ServeOptions) -> TranslateRequest:
         ) from None
     except RecursionError:
         raise ApiError(400, "request body is not valid JSON: nested too deeply") from None
-    except ValueError as err:  # e.g. an integer of more digits than Python converts
-        raise ApiError(400, f"request body is not valid JSON: {err}") from None
+    except ValueError:  # an integer of more digits than Python converts (its message names interpreter settings)
+        raise ApiError(400, "request body is not valid JSON: a number too long") from None
     if not isinstance(data, dict):
         raise ApiError(422, f'expected a JSON object like {{"text": ["..."]}}, got {type(data).__name__}')
     text_field = data.get("text")
@@ -98,6 +107,12 @@ def parse_translate(body: bytes, options: ServeOptions) -> TranslateRequest:
         raise ApiError(
             422, f"invalid request: {_location(first['loc'])}: {first['msg']}{more}", detail=errors
         ) from None
+    for number, line in enumerate(request.text):
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as err:  # JSON's "\ud800" escapes: not a character, no tokenizer takes it
+            raise ApiError(422, f"invalid request: text.{number}: a lone surrogate (U+{ord(line[err.start]):04X}) "
+                           f"at character {err.start + 1}, not a Unicode character") from None  # fmt: skip
     if request.beam > options.max_beam:
         raise ApiError(422, f"invalid request: beam {request.beam} exceeds the server's max_beam {options.max_beam}")
     return request
