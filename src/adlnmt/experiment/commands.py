@@ -11,6 +11,7 @@ from pathlib import Path
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import Grid, load_grid
+from adlnmt.experiment.lock import lock_output
 from adlnmt.experiment.retime import retime
 from adlnmt.experiment.runner import (
     STOPPED,
@@ -89,6 +90,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(grid, runs, out, {run.fingerprint: name for run, _, name in shared})
         return 0
+    lock = lock_output(out)  # noqa: F841 (held while this command runs: released with it, however it ends)
     outcomes: list[Outcome] = []
     for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
         run.archive_result()

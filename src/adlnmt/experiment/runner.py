@@ -50,6 +50,7 @@ from adlnmt.data.corpus import count_lines
 from adlnmt.errors import UserError
 from adlnmt.experiment import quiet
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
+from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.quiet import DecodeAlone
 from adlnmt.train.checkpoint import atomic_write, saved_states
 
@@ -336,7 +337,8 @@ class Workers:
                 if self.stopping:
                     return Outcome(run, STOPPED["SIGTERM"], 0.0, None)
                 # a terminal's Ctrl-C reaches it directly too: the forwarded copy counts as the same signal
-                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                           preexec_fn=die_with_parent)  # fmt: skip
                 self.running[run.dir] = process
             returncode = process.wait()
             with self.lock:
