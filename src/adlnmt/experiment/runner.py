@@ -67,12 +67,14 @@ def write_json(path: Path, value: Any) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def read_json(path: Path) -> Any:
-    """The JSON in ``path``, or None when it is missing or unreadable (a run that did not finish)."""
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None when it is missing, unreadable or not an object (a run that did not
+    finish; :func:`adlnmt.experiment.checks.unreadable_results` lists the damaged ones)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return value if isinstance(value, dict) else None
 
 
 def fingerprint(value: Any) -> str:
