@@ -25,7 +25,7 @@ TRANSLATE = ["translate", "--model", "m"]
     [
         ([*TRAIN, "--seed", str(2**70)], "argument --seed: must be in [0, 4294967295], got 1180591620717411303424"),
         ([*TRAIN, "--seed", "-1"], "argument --seed: must be in [0, 4294967295], got -1"),
-        ([*TRAIN, "--lr", "nan"], "argument --lr: must be > 0, got nan"),
+        ([*TRAIN, "--lr", "nan"], "argument --lr: must be >= 0, got nan"),
         ([*TRAIN, "--max-updates", "-1"], "argument --max-updates: must be >= 0, got -1"),
         ([*TRAIN, "--max-minutes", "-1"], "argument --max-minutes: must be >= 0, got -1"),
         ([*TRAIN, "--threads", "-1"], "argument --threads: must be >= 0, got -1"),
@@ -52,7 +52,7 @@ def test_nonsense_flags_are_refused_naming_the_flag(argv: list[str], message: st
     ("yaml_text", "message"),
     [
         (f"seed: {2**70}\n", "--seed must be in [0, 4294967295], got 1180591620717411303424"),
-        ("lr: .nan\n", "--lr must be > 0, got nan"),
+        ("lr: .nan\n", "--lr must be >= 0, got nan"),
         ("max_updates: -1\n", "--max-updates must be >= 0, got -1"),
         ("max_minutes: -.inf\n", "--max-minutes must be >= 0, got -inf"),
     ],

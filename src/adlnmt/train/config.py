@@ -61,7 +61,7 @@ class TrainConfig:
     )
     batch_tokens: int = option(4096, "padded tokens per batch (max(src, tgt) length × sentences)", bounds=at_least(1))
     accumulate: int = option(1, "batches per update (gradient accumulation)", bounds=at_least(1))
-    lr: float = option(2e-4, "learning rate (peak rate with inverse-sqrt)", bounds=POSITIVE)
+    lr: float = option(2e-4, "learning rate (peak rate with inverse-sqrt)", bounds=at_least(0))
     lr_schedule: str = option(
         "plateau",
         "plateau: ×lr_decay when validation perplexity stalls; inverse-sqrt: linear warm-up then 1/√step",
