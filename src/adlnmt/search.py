@@ -19,8 +19,9 @@ on as usual (the prefix's log-probabilities count in the scores; with an empty p
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +34,24 @@ from adlnmt.model import Seq2Seq
 from adlnmt.speedups import SPEEDUPS
 from adlnmt.stepper import Engine, Stepper
 from adlnmt.workers import in_workers
+
+
+class SearchStopped(Exception):
+    """A search given up between two steps because the ``should_stop`` of :func:`stop_when` said so."""
+
+
+_SHOULD_STOP: ContextVar[Callable[[], bool] | None] = ContextVar("should_stop", default=None)
+
+
+@contextmanager
+def stop_when(should_stop: Callable[[], bool]) -> Iterator[None]:
+    """Searches in this thread meanwhile raise :class:`SearchStopped` before their next step once ``should_stop()``
+    is true (e.g. the server's deadline of the requests searched)."""
+    token = _SHOULD_STOP.set(should_stop)
+    try:
+        yield
+    finally:
+        _SHOULD_STOP.reset(token)
 
 
 @dataclass
@@ -217,7 +236,11 @@ class SearchBatch:
         return per_sentence if self.k == 1 else per_sentence.repeat_interleave(self.k)
 
     def next_log_probs(self, tokens: Tensor) -> tuple[Tensor, Tensor | None]:
-        """:meth:`Stepper.step` for the rows' last tokens [N], with EOS barred before the minimum length."""
+        """:meth:`Stepper.step` for the rows' last tokens [N], with EOS barred before the minimum length; raises
+        :class:`SearchStopped` instead when the search is to stop (:func:`stop_when`)."""
+        should_stop = _SHOULD_STOP.get()
+        if should_stop is not None and should_stop():
+            raise SearchStopped(f"search stopped after {self.step} steps")
         log_probs, alignment = self.stepper.step(tokens)  # [N, V], [N, S]
         if self.floor is not None:
             bar_eos(log_probs, self.per_row(self.floor[self.sentences] > self.step))

@@ -136,3 +136,50 @@ def test_a_stop_signal_reaches_stopped_workers(workers: dict[Path, subprocess.Po
     assert runner.decode_alone.done.is_set()  # and the thread stops no worker again
     for process in workers.values():
         assert process.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_a_grant_is_never_recreated_behind_a_worker_that_left(workers: dict[Path, subprocess.Popen]) -> None:
+    """The race behind a ``decoding.granted`` left in a finished run (seen on a loaded machine): the runner looks
+    at the holder's request, the worker then removes its grant and its request, and the runner's next touch of the
+    grant recreated it. Here the runner's look comes after the grant's removal, the request still there: the
+    runner must not write the grant again while the same hold lasts."""
+    a, _, _ = workers
+    alone = DecodeAlone(workers, threading.Lock())
+    (a / REQUEST).touch()
+    alone.step()
+    assert (a / GRANTED).exists()
+    (a / GRANTED).unlink()  # the worker leaving: its grant removed, its request not yet seen gone
+    alone.step()
+    assert not (a / GRANTED).exists()
+    (a / REQUEST).unlink()
+    alone.step()
+    assert alone.holder is None and not list(a.glob("decoding.*"))
+
+
+def test_a_damaged_paused_file_counts_as_no_pause(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for damaged in ("{", '{"seconds": "x"}', "[]", "\xff"):
+        (tmp_path / PAUSED).write_text(damaged)
+        assert paused_seconds(tmp_path) == 0.0
+        assert f"{tmp_path / PAUSED}: unreadable" in capsys.readouterr().err
+
+
+def test_a_failed_paused_write_keeps_the_previous_value(
+    workers: dict[Path, subprocess.Popen], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A full disk while the runner adds a pause: paused.json keeps its previous content, the runner goes on."""
+    _, b, _ = workers
+    (b / PAUSED).write_text(json.dumps({"seconds": 5.0}))
+    alone = DecodeAlone(workers, threading.Lock())
+    alone.stopped[b] = quiet.Stopped(time.monotonic() - 1, waiting_to_decode=False)
+
+    def full_disk(path: Path, text: str, encoding: str | None = None) -> int:
+        with open(path, "w", encoding=encoding) as handle:
+            handle.write(text[:3])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    alone.release()
+    monkeypatch.undo()
+    assert paused_seconds(b) == 5.0
+    assert "No space left on device" in capsys.readouterr().err
+    assert sorted(path.name for path in b.iterdir()) == [PAUSED]

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from hashlib import sha256
 from pathlib import Path
 
+import pytest
+
 from adlnmt.cli import main
+from adlnmt.data.prepare import prepare
 from adlnmt.train.model_dir import load_vocabularies, read_stored_config
 
 from .harness import records, train_argv
@@ -54,3 +58,58 @@ def test_a_run_from_before_a_setting_existed_resumes(demo_data: Path, tmp_path: 
     (model / "config.json").write_text(json.dumps(stored))
     assert main(train_argv(demo_data / "data", model, 20)) == 0
     assert [r["update"] for r in records(model)] == [10, 20]
+
+
+@pytest.fixture(scope="module")
+def other_spm(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sentencepiece model of the same size from another ``prepare`` (unigram instead of BPE): a valid file that
+    gives the same ids other pieces."""
+    corpus, out = demo_data / "corpus", tmp_path_factory.mktemp("other-data") / "data"
+    prepare(corpus / "train.src", corpus / "train.tgt", corpus / "valid.src", corpus / "valid.tgt", out,
+            vocab_size=150, model_type="unigram")  # fmt: skip
+    assert (out / "spm.model").read_bytes() != (demo_data / "data" / "spm.model").read_bytes()
+    return out / "spm.model"
+
+
+def test_a_resume_on_data_with_another_vocabulary_is_refused(
+    demo_data: Path, other_spm: Path, tmp_path: Path, capsys
+) -> None:
+    """The data's manifest is unchanged but its spm.model was replaced: the resume is refused, naming the file, and
+    the model's own vocabulary is left as it was (never overwritten by the data's)."""
+    model = tmp_path / "model"
+    assert main(train_argv(demo_data / "data", model, 10)) == 0
+    own = (model / "vocab" / "spm.model").read_bytes()
+    swapped = tmp_path / "data"
+    shutil.copytree(demo_data / "data", swapped)
+    shutil.copyfile(other_spm, swapped / "spm.model")
+    capsys.readouterr()
+    assert main(train_argv(swapped, model, 20)) == 2
+    err = capsys.readouterr().err
+    assert f"{swapped / 'spm.model'}: not the vocabulary {model} was trained with" in err, err
+    assert (model / "vocab" / "spm.model").read_bytes() == own
+    assert [r["update"] for r in records(model)] == [10]
+    assert json.loads((model / "config.json").read_text())["vocab_sha256"]["spm.model"] == sha256(own).hexdigest()
+
+
+def test_a_swapped_model_vocabulary_is_refused_by_every_command(
+    demo_data: Path, other_spm: Path, tmp_path: Path, capsys
+) -> None:
+    """MODEL/vocab/spm.model replaced by hand: train (resume), translate, export and serve refuse the model, naming
+    the file; none translates with it."""
+    model = tmp_path / "model"
+    assert main(train_argv(demo_data / "data", model, 10)) == 0
+    shutil.copyfile(other_spm, model / "vocab" / "spm.model")
+    source = tmp_path / "in.txt"
+    source.write_text("ein Hund\n")
+    commands = {
+        "train": train_argv(demo_data / "data", model, 20),
+        "translate": ["translate", "--model", str(model), "--input", str(source), "--output", str(tmp_path / "o")],
+        "export": ["export", "--model", str(model), "--format", "onnx", "--out", str(tmp_path / "export")],
+        "serve": ["serve", "--model", str(model), "--port", "0"],
+    }
+    for name, argv in commands.items():
+        capsys.readouterr()
+        assert main(argv) == 2, name
+        err = capsys.readouterr().err
+        assert f"{model / 'vocab' / 'spm.model'}: not the vocabulary {model} was trained with" in err, (name, err)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "export").exists()

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from adlnmt.search import SearchOptions
+from adlnmt.search import SearchOptions, SearchStopped
 from adlnmt.serve.batching import Batcher, QueueFull
+from adlnmt.stepper import Stepper
 from adlnmt.translator import Translation, Translator
 from serve.server import ClientFactory
 
@@ -176,3 +178,67 @@ def test_stop_answers_waiting_requests() -> None:
 
     run(stop_early, search, max_wait_ms=5000.0)
     assert search.batches == []
+
+
+class BlockedSearch(RecordingSearch):
+    """A search that holds the worker until ``release`` is set (``started``: it has begun)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, lines: Sequence[str], options: SearchOptions) -> list[list[Translation]]:
+        self.started.set()
+        self.release.wait(60)
+        return super().__call__(lines, options)
+
+
+def test_a_request_given_up_leaves_the_queue_at_once() -> None:
+    """A request that timed out while another was searched no longer counts against the queue: the next request
+    is queued, not refused with 503, although the collector is still waiting for the search."""
+    search = BlockedSearch()
+
+    async def scenario(batcher: Batcher):  # type: ignore[no-untyped-def]
+        busy = asyncio.ensure_future(batcher.submit(["busy"], BEAM2))
+        assert await asyncio.to_thread(search.started.wait, 60)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(batcher.submit(["gone"] * 8, BEAM3), 0.01)
+        waiting = batcher.stats.queued_sentences
+        after = asyncio.ensure_future(batcher.submit(["next"] * 9, BEAM3))
+        await asyncio.sleep(0)
+        search.release.set()
+        return waiting, await busy, await after
+
+    waiting, busy, after = run(scenario, search, max_queue_sentences=10)
+    assert waiting == 0
+    assert texts(busy) == ["BUSY"] and texts(after) == ["NEXT"] * 9
+    assert [lines for lines, _ in search.batches] == [["busy"], ["next"] * 9]
+
+
+def test_a_search_past_its_deadline_stops_before_its_next_step(
+    translator: Translator, test_lines: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real search, its request's deadline passed: no decoder step is taken (a 504 frees the worker for the
+    requests behind it instead of searching on for nobody)."""
+    steps: list[int] = []
+    step = Stepper.step
+    monkeypatch.setattr(Stepper, "step", lambda self, tokens: steps.append(1) or step(self, tokens))
+
+    async def late(batcher: Batcher):  # type: ignore[no-untyped-def]
+        with pytest.raises(SearchStopped):
+            await batcher.submit(test_lines[:4], BEAM3, deadline=time.monotonic() - 1)
+        steps_of_the_late = len(steps)
+        return steps_of_the_late, await batcher.submit(test_lines[:1], BEAM3, deadline=time.monotonic() + 600)
+
+    steps_of_the_late, after = run(late, translator.search)
+    assert steps_of_the_late == 0
+    assert len(steps) > 0 and texts(after) == translator.translate(test_lines[:1], BEAM3)  # the next one searched
+
+
+def test_a_request_costlier_than_max_request_cost_is_413(make_client: ClientFactory, test_lines: list[str]) -> None:
+    with make_client(max_request_cost=200) as client:
+        assert client.post("/translate", json={"text": test_lines[:1], "beam": 2}).status_code == 200
+        reply = client.post("/translate", json={"text": test_lines[:8], "beam": 5})
+    assert reply.status_code == 413
+    assert reply.json()["error"].startswith("request too costly: beam 5 × ")
+    assert "exceeds the server's max_request_cost 200" in reply.json()["error"]

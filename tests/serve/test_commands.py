@@ -4,6 +4,7 @@ SIGINT) while it searches, still answers the request in flight and exits with st
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -20,9 +21,9 @@ SLOW_TEXT = [("ein kleiner Hund läuft über die grüne Wiese und ein Mann sieht
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--max-sentences", "0"], "error: --max-sentences must be at least 1, got 0"),
+        (["--max-sentences", "0"], "error: --max-sentences must be >= 1, got 0"),
         (["--port", "70000", "--max-wait-ms", "-1"],
-         "error: --max-wait-ms must be at least 0, got -1.0; --port must be at most 65535, got 70000"),
+         "error: --port must be in [0, 65535], got 70000; --max-wait-ms must be >= 0, got -1.0"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_message_and_status_2(
@@ -69,3 +70,59 @@ def test_a_signal_finishes_the_request_in_flight_then_exits(
     assert len(replies[0].json()["translations"]) == len(SLOW_TEXT)
     text = log.read_text()
     assert "Shutting down" in text and "Finished server process" in text and "Traceback" not in text
+
+
+def stalled_body(url: str) -> socket.socket:
+    """A connection that sends a request head announcing 30 bytes of body, then one byte, then nothing."""
+    host, port = url.removeprefix("http://").split(":")
+    client = socket.create_connection((host, int(port)), timeout=120)
+    client.sendall(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: 30\r\n\r\n{")  # fmt: skip
+    return client
+
+
+def wait_for_line(log: Path, text: str) -> None:
+    deadline = time.monotonic() + 60
+    while text not in log.read_text():
+        assert time.monotonic() < deadline, f"{text!r} never logged: {log.read_text()}"
+        time.sleep(0.05)
+
+
+def test_a_stalled_body_is_408_and_cannot_hold_a_stop(serve_model: Path, tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    with running_server(serve_model, "--read-timeout", "1", "--request-timeout", "5", log=log) as (process, url):
+        client = stalled_body(url)
+        reply = b"".join(iter(lambda: client.recv(4096), b""))  # until the server closes the connection
+        assert reply.startswith(b"HTTP/1.1 408 ") and b'"error":"request body not received within' in reply
+        second = stalled_body(url)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0, log.read_text()
+        second.close()
+        client.close()
+    assert "Traceback" not in log.read_text()
+
+
+def test_a_connection_without_a_complete_request_head_is_closed(serve_model: Path, tmp_path: Path) -> None:
+    with running_server(serve_model, "--read-timeout", "1") as (_, url):
+        host, port = url.removeprefix("http://").split(":")
+        idle = socket.create_connection((host, int(port)), timeout=60)
+        partial = socket.create_connection((host, int(port)), timeout=60)
+        partial.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        assert idle.recv(4096) == b"" and partial.recv(4096) == b""  # closed by the server
+        idle.close()
+        partial.close()
+
+
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_a_second_signal_stops_at_once(stop: signal.Signals, status: int, serve_model: Path, tmp_path: Path) -> None:
+    """The first signal waits for the request in flight (its body may take up to --read-timeout, 300 s here); the
+    second does not wait, and the exit is clean."""
+    log = tmp_path / "serve.log"
+    with running_server(serve_model, "--read-timeout", "300", log=log) as (process, url):
+        client = stalled_body(url)
+        process.send_signal(stop)
+        wait_for_line(log, "Shutting down")
+        process.send_signal(stop)
+        assert process.wait(60) == status, log.read_text()
+        client.close()
+    assert "Traceback" not in log.read_text(), log.read_text()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from adlnmt.errors import UserError
-from adlnmt.train.config import add_arguments, from_arguments
+from adlnmt.train.config import add_arguments, build_config, from_arguments
 
 
 def parse(argv: list[str]):
@@ -64,7 +64,7 @@ def test_bad_values_are_errors() -> None:
     with pytest.raises(UserError, match="multiple of --d-model"):
         parse(["--data", "d", "--model", "m", "--d-model", "64", "--d-ff", "100"])
     with pytest.raises(UserError, match="--batch-tokens must be >= 1"):
-        parse(["--data", "d", "--model", "m", "--batch-tokens", "0"])
+        build_config({"data": "d", "model": "m", "batch_tokens": 0})  # as from YAML or a grid; a flag: argparse
 
 
 @pytest.mark.parametrize(

@@ -5,14 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from adlnmt.bounds import SEED, at_least, flag_type
 from adlnmt.errors import DataError
 
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+_positive_int = flag_type(int, at_least(1))
 
 
 def add_commands(subparsers: Any) -> None:
@@ -36,7 +32,10 @@ def add_commands(subparsers: Any) -> None:
         "--max-len", type=_positive_int, default=250, help="drop train pairs with more subwords (default 250)"
     )
     prepare.add_argument(
-        "--max-ratio", type=float, default=3.0, help="drop train pairs whose length ratio is larger (default 3.0)"
+        "--max-ratio",
+        type=flag_type(float, at_least(1)),
+        default=3.0,
+        help="drop train pairs whose length ratio is larger (default 3.0)",
     )
     prepare.add_argument("--source-markers", action="store_true", help="start every source with BOS (COMET variant)")
     prepare.add_argument("--overwrite", action="store_true", help="replace an existing prepared directory")
@@ -45,7 +44,7 @@ def add_commands(subparsers: Any) -> None:
     demo = subparsers.add_parser("demo-corpus", help="write a deterministic toy parallel corpus (train/valid/test)")
     demo.add_argument("--out", required=True, help="output directory")
     demo.add_argument("--size", type=_positive_int, default=12000, help="training pairs (default 12000)")
-    demo.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    demo.add_argument("--seed", type=flag_type(int, SEED), default=1, help="random seed (default 1)")
     demo.set_defaults(func=cmd_demo_corpus)
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from adlnmt.errors import UserError
 from adlnmt.experiment import slurm
+from adlnmt.experiment.checks import check_input_files, unreadable_results
 from adlnmt.experiment.grid import Grid, load_grid
+from adlnmt.experiment.lock import lock_output
 from adlnmt.experiment.retime import retime
 from adlnmt.experiment.runner import (
     STOPPED,
@@ -89,17 +91,21 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     shared = [found for found in shared_runs(grid, runs, results) if found[0] not in retrained]
     if args.dry_run:
         print_plan(grid, runs, out, {run.fingerprint: name for run, _, name in shared})
+        check_input_files(grid)
         return 0
     if args.status:
         print(f"{grid.name} (scale {grid.scale or '-'}), output {out}:")
         slurm.print_status(selected)
         return 0
+    lock = lock_output(out)  # noqa: F841 (held while this command runs: released with it, however it ends)
     outcomes: list[Outcome] = []
     for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
         run.archive_result()
     for run, folder, name in shared:
         run.adopt(folder, name)
         print(f"{run.label}: finished as {name} (the same settings), copied into {run.archive}")
+    for line in unreadable_results(runs):
+        print(f"warning: {line}: counted as not finished, left out of the report")
     if args.report_only and not any(run.finished_in() for run in runs):
         raise UserError(f"{results}: no finished run of this experiment (give --results, or run the grid first)")
     for run in retrained:

@@ -6,6 +6,10 @@ The handshake is two files in the decoding run's directory: the worker creates `
 ``decoding.granted``, which the runner creates once every other worker is stopped; the worker removes both when it
 is done. One run decodes at a time. The time a run spent stopped while training is added up in its ``paused.json``,
 and the worker takes it out of the run's training time.
+
+The runner writes ``decoding.granted`` once per grant, never again while the grant lasts: a worker that has just
+removed both files (its decoding done) never finds its grant recreated behind it. ``paused.json`` is replaced
+atomically; a damaged one counts as no pause, with a warning.
 """
 
 from __future__ import annotations
@@ -14,12 +18,16 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from adlnmt.errors import UserError
+from adlnmt.train.checkpoint import atomic_write
 
 REQUEST, GRANTED, PAUSED = "decoding.request", "decoding.granted", "paused.json"
 ENVIRONMENT = "ADLNMT_DECODE_ALONE"  # set by the runner for its workers when several run at once
@@ -51,11 +59,28 @@ def decoding_alone(run_dir: Path, poll_seconds: float = 0.05) -> Iterator[None]:
 
 
 def paused_seconds(run_dir: Path) -> float:
-    """How long the runner kept this run's worker stopped while it trained (0 when never)."""
+    """How long the runner kept this run's worker stopped while it trained (0 when never, or with a warning when
+    ``paused.json`` cannot be read)."""
+    path = run_dir / PAUSED
     try:
-        return float(json.loads((run_dir / PAUSED).read_text(encoding="utf-8"))["seconds"])
+        seconds = float(json.loads(path.read_text(encoding="utf-8"))["seconds"])
     except FileNotFoundError:
         return 0.0
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        print(f"warning: {path}: unreadable ({type(err).__name__}); counted as no pause", file=sys.stderr)
+        return 0.0
+    return seconds if seconds >= 0 else 0.0
+
+
+def add_paused(run_dir: Path, seconds: float) -> None:
+    """Add ``seconds`` to the run's ``paused.json`` (replaced atomically); a failed write (e.g. a full disk) is a
+    warning, and the file keeps its previous value."""
+    total = paused_seconds(run_dir) + seconds
+    text = json.dumps({"seconds": total}) + "\n"
+    try:
+        atomic_write(run_dir / PAUSED, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    except UserError as err:
+        print(f"warning: {err}", file=sys.stderr)
 
 
 def clear_handshake(run_dir: Path) -> None:
@@ -101,25 +126,26 @@ class DecodeAlone:
         stop every worker but the holder while it lasts (a worker started meanwhile too)."""
         if self.holder and (self.holder not in self.running or not (self.holder / REQUEST).exists()):
             self.release()
-        if self.holder is None:
+        granting = self.holder is None
+        if granting:
             self.holder = next((run_dir for run_dir in self.running if (run_dir / REQUEST).exists()), None)
         if self.holder is None:
             return
         for run_dir, process in self.running.items():
             if run_dir != self.holder and run_dir not in self.stopped:
                 waiting = (run_dir / REQUEST).exists()
-                os.kill(process.pid, signal.SIGSTOP)
+                process.send_signal(signal.SIGSTOP)  # nothing when it has exited (and been waited for) meanwhile
                 self.stopped[run_dir] = Stopped(time.monotonic(), waiting)
-        (self.holder / GRANTED).touch()
+        if granting:  # once: the worker removes it when done, and a second touch could come after that
+            (self.holder / GRANTED).touch()
 
     def release(self) -> None:
         """Continue every stopped worker and add the time to the paused training time of those that were training
         (call with the lock held; also before a stop signal is passed on, which a stopped worker would not see)."""
         for run_dir, stopped in self.stopped.items():
             if run_dir in self.running:
-                os.kill(self.running[run_dir].pid, signal.SIGCONT)
+                self.running[run_dir].send_signal(signal.SIGCONT)
             if not stopped.waiting_to_decode:
-                seconds = paused_seconds(run_dir) + time.monotonic() - stopped.since
-                (run_dir / PAUSED).write_text(json.dumps({"seconds": seconds}) + "\n", encoding="utf-8")
+                add_paused(run_dir, time.monotonic() - stopped.since)
         self.stopped.clear()
         self.holder = None

@@ -50,6 +50,7 @@ from adlnmt.data.corpus import count_lines
 from adlnmt.errors import UserError
 from adlnmt.experiment import quiet
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
+from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.quiet import DecodeAlone
 from adlnmt.train.checkpoint import atomic_write, saved_states
 
@@ -66,12 +67,14 @@ def write_json(path: Path, value: Any) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def read_json(path: Path) -> Any:
-    """The JSON in ``path``, or None when it is missing or unreadable (a run that did not finish)."""
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None when it is missing, unreadable or not an object (a run that did not
+    finish; :func:`adlnmt.experiment.checks.unreadable_results` lists the damaged ones)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return value if isinstance(value, dict) else None
 
 
 def fingerprint(value: Any) -> str:
@@ -362,7 +365,8 @@ class Workers:
                 if self.stopping:
                     return Outcome(run, STOPPED["SIGTERM"], 0.0, None)
                 # a terminal's Ctrl-C reaches it directly too: the forwarded copy counts as the same signal
-                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                           preexec_fn=die_with_parent)  # fmt: skip
                 self.running[run.dir] = process
             returncode = process.wait()
             with self.lock:

@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import yaml
 
+from adlnmt.bounds import SEED_HIGH
 from adlnmt.errors import UserError
 
 
@@ -78,11 +79,12 @@ class Reader:
         return Path(os.path.abspath(path if path.is_absolute() else self.path.parent / path))
 
     def positive_ints(self, value: Any, where: str, increasing: bool = False) -> tuple[int, ...]:
+        """Distinct integers in [1, 2³² - 1] (seeds: the range ``--seed`` takes; lengths: far below)."""
         if not isinstance(value, list) or not value:
             self.fail(where, f"expected a non-empty list of positive integers, got {show(value)}")
         numbers = tuple(self.typed(item, int, f"{where}[{i}]") for i, item in enumerate(value))
-        if any(n < 1 for n in numbers):
-            self.fail(where, "every value must be a positive integer")
+        if any(not 1 <= n <= SEED_HIGH for n in numbers):
+            self.fail(where, f"every value must be a positive integer of at most {SEED_HIGH}")
         if len(set(numbers)) != len(numbers) or (increasing and list(numbers) != sorted(numbers)):
             self.fail(where, "values must be distinct" + (" and increasing" if increasing else ""))
         return numbers

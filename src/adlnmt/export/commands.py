@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from adlnmt.bounds import at_least, flag_type
 from adlnmt.export.directory import Source
 from adlnmt.export.formats import QUANTIZATIONS, WRITERS, export_model
 from adlnmt.translator import load_model
@@ -34,5 +35,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     export.add_argument("--out", required=True, help="export directory to write")
     export.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
     export.add_argument("--quantize", default="none", choices=QUANTIZATIONS, help="int8: dynamic int8 weights")
-    export.add_argument("--threads", type=int, default=0, help="intra-op threads while exporting (0: default)")
+    export.add_argument(
+        "--threads", type=flag_type(int, at_least(0)), default=0, help="intra-op threads while exporting (0: default)"
+    )
     export.set_defaults(func=cmd_export)

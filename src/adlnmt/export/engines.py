@@ -112,11 +112,18 @@ class OnnxEngine:
 
 
 def load_engine(export: ExportDir, threads: int) -> SearchEngine:
-    """The engine that runs ``export`` (by its format)."""
+    """The engine that runs ``export`` (by its format); a manifest section or a file the engine cannot read is a
+    UserError naming the export (the engines' own messages hold source paths and internals)."""
     from adlnmt.export.ctranslate2 import CTranslate2Engine
 
     engines: dict[str, Any] = {"onnx": OnnxEngine, "ctranslate2": CTranslate2Engine}
-    return engines[export.format](export, threads)
+    try:
+        return engines[export.format](export, threads)
+    except UserError:
+        raise
+    except Exception as err:  # onnxruntime's and ctranslate2's load errors have no common base
+        raise UserError(f"{export.path}: the {export.format} export cannot be loaded ({type(err).__name__}); "
+                        "export the model again") from None  # fmt: skip
 
 
 def engine_for(export: ExportDir) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from adlnmt.errors import UserError
-from adlnmt.export.directory import ExportDir, Source, write_export
+from adlnmt.export.directory import ExportDir, Source, staged, write_export
 from adlnmt.export.engines import OnnxEngine, require
 from adlnmt.export.state import probe_source
 
@@ -58,12 +58,13 @@ WRITERS = {"onnx": write_onnx, "ctranslate2": write_ctranslate2}
 
 
 def export_model(source: Source, out: Path, export_format: str, quantize: str = "none") -> ExportDir:
-    """Write ``source`` to the export directory ``out`` in ``export_format`` (onnx | ctranslate2)."""
+    """Write ``source`` to the export directory ``out`` in ``export_format`` (onnx | ctranslate2), atomically
+    (:func:`~adlnmt.export.directory.staged`)."""
     if export_format not in WRITERS:
         raise UserError(f"unknown export format '{export_format}'; choose one of {', '.join(WRITERS)}")
     if quantize not in QUANTIZATIONS:
         raise UserError(f"unknown quantization '{quantize}'; choose one of {', '.join(QUANTIZATIONS)}")
-    out.mkdir(parents=True, exist_ok=True)
-    details = WRITERS[export_format](source, out, quantize)
-    write_export(source, out, export_format, {"quantize": quantize, **details})
+    with staged(out, source.model_dir) as temporary:
+        details = WRITERS[export_format](source, temporary, quantize)
+        write_export(source, temporary, export_format, {"quantize": quantize, **details})
     return ExportDir.load(out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict
@@ -21,11 +22,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import adlnmt
 from adlnmt.errors import UserError
-from adlnmt.search import SearchOptions
+from adlnmt.search import SearchOptions, SearchStopped
 from adlnmt.serve.batching import Batcher, QueueFull
 from adlnmt.serve.limits import ServeOptions
 from adlnmt.serve.model_info import model_description
-from adlnmt.serve.parsing import ApiError, cut_long, parse_translate, read_body
+from adlnmt.serve.parsing import ApiError, check_content_type, cut_long, parse_translate, read_body
 from adlnmt.serve.schema import ErrorResponse, TranslateRequest, TranslateResponse
 from adlnmt.translator import Translation, Translator
 
@@ -35,7 +36,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}
     for code, text in (
         (400, "body not UTF-8 or not JSON"),
-        (413, "body larger than max_body_bytes, or more than max_sentences sentences"),
+        (408, "body not received within read_timeout_s"),
+        (413, "body larger than max_body_bytes, more than max_sentences sentences, or costlier than max_request_cost"),
+        (415, "Content-Type not application/json"),
+        (421, "Host header not in --allowed-hosts"),
         (422, "wrong fields or types; beam above max_beam; nbest above beam; alignments from an engine without"),
         (500, "the search failed"),
         (503, "the queue is full (see Retry-After)"),
@@ -84,7 +88,9 @@ class Service:
         """The response to a checked request: cut long lines (with warnings), search in a shared batch, format."""
         if request.alignments and not self.describe_model()["alignments"]:
             raise ApiError(422, f"invalid request: the {self.translator.engine_name} engine gives no alignments")
+        deadline = time.monotonic() + self.options.request_timeout_s
         lines, cut = cut_long(request.text, self.options.max_chars)
+        self.check_cost(lines, request.beam)
         warnings = [
             warning
             for number, (line, cut_warning) in enumerate(zip(lines, cut, strict=True), 1)
@@ -93,27 +99,37 @@ class Service:
         ]
         options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
                                 alignments=request.alignments)  # fmt: skip
+        timeout = f"not translated within the server's {self.options.request_timeout_s:g} s"
         try:
-            found = await asyncio.wait_for(self.batcher.submit(lines, options, request.prefix),
-                                           self.options.request_timeout_s)  # fmt: skip
-        except TimeoutError:
-            raise ApiError(504, f"not translated within the server's {self.options.request_timeout_s:g} s") from None
+            found = await asyncio.wait_for(self.batcher.submit(lines, options, deadline, request.prefix),
+                                           deadline - time.monotonic())  # fmt: skip
+        except (TimeoutError, SearchStopped):
+            raise ApiError(504, timeout) from None
         except QueueFull as err:
             raise ApiError(503, f"server busy: {err}; retry later", {"Retry-After": "1"}) from None
         except UserError as err:  # the request asks for something this model or engine cannot do
             raise ApiError(422, f"invalid request: {err}") from None
-        except Exception as err:
+        except Exception:
             LOG.exception("search failed")
-            raise ApiError(500, f"translation failed: {type(err).__name__}: {err}") from None
+            raise ApiError(500, "translation failed (the server's log says why)") from None
         results = [
             self.sentence_result(line, hyps, request.alignments) for line, hyps in zip(lines, found, strict=True)
         ]
         return {"translations": results, "warnings": warnings}
 
+    def check_cost(self, lines: list[str], beam: int) -> None:
+        """413 when the request asks for more work than ``max_request_cost``: beam × its source pieces (each
+        sentence's, cut to the model's input limit, plus EOS)."""
+        limit, vocab = self.translator.max_input_len, self.translator.data.src_vocab
+        pieces = sum(min(len(vocab.encode(line)), limit) + 1 for line in lines if line.strip())
+        if beam * pieces > self.options.max_request_cost:
+            raise ApiError(413, f"request too costly: beam {beam} × {pieces:,} source pieces = {beam * pieces:,} "
+                           f"exceeds the server's max_request_cost {self.options.max_request_cost:,}; send fewer or "
+                           "shorter sentences, or a smaller beam")  # fmt: skip
+
     def health(self) -> dict[str, Any]:
         return {
             "status": "ok",
-            "model": self.options.model,
             "engine": self.translator.engine_name,
             "batching": asdict(self.batcher.stats),
             "limits": self.options.public(),
@@ -152,6 +168,18 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
     async def http_error(_: Request, err: StarletteHTTPException) -> JSONResponse:
         return JSONResponse({"error": str(err.detail)}, err.status_code, headers=err.headers)
 
+    @app.exception_handler(Exception)
+    async def unexpected_error(_: Request, err: Exception) -> JSONResponse:
+        """Any other failure: a JSON 500 without internals (the traceback goes to the server's log)."""
+        return JSONResponse({"error": "internal server error (the server's log says why)"}, 500)
+
+    @app.middleware("http")
+    async def known_hosts_only(request: Request, call_next: Any) -> Any:
+        """421 for a Host header not in ``--allowed-hosts`` (DNS rebinding)."""
+        if not options.host_allowed(request.headers.get("host", "")):
+            return JSONResponse({"error": "this server does not answer that Host name (see --allowed-hosts)"}, 421)
+        return await call_next(request)
+
     schema = TranslateRequest.model_json_schema()
     body_doc = {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
@@ -159,7 +187,8 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
     async def translate(request: Request) -> JSONResponse:
         """Translate ``text`` (a list of sentences) with beam search; results in input order. The body is parsed
         here, not by FastAPI, so that bad bytes and bad JSON are a 400 and oversized bodies a 413."""
-        body = await read_body(request, options.max_body_bytes)
+        check_content_type(request)
+        body = await read_body(request, options.max_body_bytes, options.read_timeout_s)
         return JSONResponse(await service.translate(parse_translate(body, options)))
 
     @app.get("/health")

@@ -6,19 +6,24 @@ holds ``max_batch_sentences`` sentences or the oldest request has waited ``max_w
 the search on the merged sentences (the search sorts them by length into batches), and each request's future gets
 its own slice of the results, in its input order. While the worker searches, new requests queue up and form the
 next batch, so batches grow with the load and a lone request waits at most ``max_wait_ms``.
+
+A request given up by its caller (its deadline passed) leaves the queue at once, so that it no longer counts against
+``max_queue_sentences``; a search whose requests have all passed their deadlines (or been given up) stops before its
+next step (:func:`adlnmt.search.stop_when`), so that the requests behind it are not kept waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from adlnmt.search import SearchOptions
+from adlnmt.search import SearchOptions, stop_when
 from adlnmt.translator import Translation
 
 SearchFunction = Callable[..., list[list[Translation]]]  # (lines, options[, prefixes=...]) → results
@@ -35,7 +40,9 @@ class Job:
     lines: list[str]
     options: SearchOptions
     future: asyncio.Future[list[list[Translation]]]
+    deadline: float = math.inf  # time.monotonic() after which its caller no longer waits
     queued_at: float = field(default_factory=time.monotonic)
+    queued: bool = True  # its sentences count in BatchStats.queued_sentences
     prefixes: list[str] | None = None  # target prefixes, one per line
 
 
@@ -89,12 +96,14 @@ class Batcher:
         self._worker.shutdown(wait=True)
 
     async def submit(
-        self, lines: list[str], options: SearchOptions, prefixes: list[str] | None = None
+        self, lines: list[str], options: SearchOptions, deadline: float = math.inf, prefixes: list[str] | None = None
     ) -> list[list[Translation]]:
         """The search results for ``lines`` (in their order) once a batch containing them has been searched.
 
         Raises :class:`QueueFull` at once when the waiting sentences would exceed ``max_queue_sentences``.
-        Cancelling the call (e.g. a timeout) drops the request's sentences if they were not yet searched."""
+        Cancelling the call (e.g. a timeout) takes the request's sentences out of the queue at once if they were not
+        yet searched; ``deadline`` (``time.monotonic()``): when the search may stop if no other request of its batch
+        still waits (:class:`~adlnmt.search.SearchStopped`)."""
         if self._arrived is None:
             raise RuntimeError("the batcher is not started")
         if not lines:
@@ -102,10 +111,20 @@ class Batcher:
         if self.stats.queued_sentences + len(lines) > self.max_queue_sentences:
             raise QueueFull(f"{self.stats.queued_sentences} sentences are waiting; the queue takes "
                             f"{self.max_queue_sentences}")  # fmt: skip
-        job = Job(lines, options, asyncio.get_running_loop().create_future(), prefixes=prefixes)
+        job = Job(lines, options, asyncio.get_running_loop().create_future(), deadline, prefixes=prefixes)
         self.stats.queued_sentences += len(lines)
         self._arrived.put_nowait(job)
-        return await job.future
+        try:
+            return await job.future
+        except asyncio.CancelledError:
+            self._unqueue(job)
+            raise
+
+    def _unqueue(self, job: Job) -> None:
+        """Stop counting ``job``'s sentences as waiting (once)."""
+        if job.queued:
+            job.queued = False
+            self.stats.queued_sentences -= len(job.lines)
 
     def _drain_arrived(self) -> list[Job]:
         jobs = []
@@ -165,18 +184,19 @@ class Batcher:
     def _drop_abandoned(self) -> None:
         for job in [job for job in self._waiting if job.future.done()]:
             self._waiting.remove(job)
-            self.stats.queued_sentences -= len(job.lines)
+            self._unqueue(job)
 
     async def _run(self, batch: list[Job]) -> None:
         """Search the batch in the worker thread and route each job's slice of the results to its future."""
         lines = [line for job in batch for line in job.lines]
-        self.stats.queued_sentences -= len(lines)
+        for job in batch:
+            self._unqueue(job)
         options = batch[0].options
         prefixes = [p for job in batch for p in job.prefixes or [""] * len(job.lines)]
-        search = partial(self.search, prefixes=prefixes) if any(prefixes) else self.search
         self.stats.searching_sentences = len(lines)
         try:
-            found = await asyncio.get_running_loop().run_in_executor(self._worker, search, lines, options)
+            found = await asyncio.get_running_loop().run_in_executor(self._worker, self._search, lines, options, batch,
+                                                                     prefixes)  # fmt: skip
         except asyncio.CancelledError:  # stop() during a search: its callers get an answer, never silence
             for job in batch:
                 if not job.future.done():
@@ -198,3 +218,15 @@ class Batcher:
             if not job.future.done():
                 job.future.set_result(found[start : start + len(job.lines)])
             start += len(job.lines)
+
+    def _search(self, lines: list[str], options: SearchOptions, batch: list[Job], prefixes: list[str]
+                ) -> list[list[Translation]]:  # fmt: skip
+        """The search (in the worker thread), stopped between steps once no request of ``batch`` waits for it."""
+        latest = max(job.deadline for job in batch)
+
+        def nobody_waits() -> bool:  # Future.done() only reads its state: safe from this thread
+            return time.monotonic() > latest or all(job.future.done() for job in batch)
+
+        search = partial(self.search, prefixes=prefixes) if any(prefixes) else self.search
+        with stop_when(nobody_waits):
+            return search(lines, options)

@@ -30,15 +30,17 @@ def options_from(args: argparse.Namespace) -> ServeOptions:
         max_beam=args.max_beam,
         request_timeout_s=args.request_timeout,
         max_queue_sentences=args.max_queue_sentences,
+        max_request_cost=args.max_request_cost,
+        read_timeout_s=args.read_timeout,
+        allowed_hosts=tuple(host.strip() for host in args.allowed_hosts.split(",") if host.strip()),
     )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     options = options_from(args)
     try:
-        import uvicorn
-
         from adlnmt.serve.app import create_app
+        from adlnmt.serve.server import server
     except ImportError as err:
         raise UserError(f"adlnmt serve needs the 'serve' extra ({err.name} is missing): "
                         "pip install 'adlnmt[serve]'") from None  # fmt: skip
@@ -48,13 +50,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         torch.set_num_threads(options.threads)
     app = create_app(options)  # loads the model: a bad directory is an error before the port is bound
     print(f"serving {options.model} on http://{options.host}:{options.port}/ (API page: /docs)", file=sys.stderr)
-    config = uvicorn.Config(app, host=options.host, port=options.port, log_level="info", access_log=False)
-    # uvicorn catches SIGTERM/SIGINT: it stops accepting, finishes the requests in flight, then raises the signal
-    # again for the handler that was there before: these, so that a graceful stop exits with 0 after SIGTERM and
-    # 130 after Ctrl-C, without a traceback.
+    # uvicorn catches SIGTERM/SIGINT: it stops accepting, finishes the requests in flight (within
+    # options.shutdown_timeout_s; a second signal: at once), then raises the signal again for the handler that was
+    # there before: these, so that a stop exits with 0 after SIGTERM and 130 after Ctrl-C, without a traceback.
     previous = {number: signal.signal(number, _stopped) for number in (signal.SIGTERM, signal.SIGINT)}
     try:
-        uvicorn.Server(config).run()
+        server(app, options).run()
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
@@ -70,6 +71,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="serve a model over HTTP: JSON API, web page, batching across requests")
     serve.add_argument("--model", required=True, help="model directory, or an export directory (adlnmt export)")
     serve.add_argument("--host", default=defaults.host, help="address to listen on (default %(default)s)")
+    serve.add_argument(
+        "--allowed-hosts",
+        default="",
+        help="comma-separated Host header names answered, * for any (default: --host, localhost, 127.0.0.1, ::1)",
+    )
     serve.add_argument("--port", type=int, default=defaults.port, help="TCP port (default %(default)s)")
     serve.add_argument("--checkpoint", default=defaults.checkpoint, help="best, last, averaged or a .safetensors path")
     serve.add_argument("--precision", default=defaults.precision, choices=PRECISIONS, help="as in adlnmt translate")
@@ -110,10 +116,23 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--max-beam", type=int, default=defaults.max_beam, help="largest beam, else 422 (default %(default)s)"
     )
     serve.add_argument(
+        "--max-request-cost",
+        type=int,
+        default=defaults.max_request_cost,
+        help="most work per request, beam × source pieces, else 413 (default %(default)s)",
+    )
+    serve.add_argument(
+        "--read-timeout",
+        type=float,
+        default=defaults.read_timeout_s,
+        help="seconds a client has to send a request head, then its body (else 408), or may stay idle "
+        "(default %(default)s)",
+    )
+    serve.add_argument(
         "--request-timeout",
         type=float,
         default=defaults.request_timeout_s,
-        help="seconds before a request gets 504 (default %(default)s)",
+        help="seconds before a request gets 504 and its search stops (default %(default)s)",
     )
     serve.add_argument(
         "--max-queue-sentences",

@@ -9,19 +9,30 @@ limit                     answer
 ``max_sentences``         413 (too many sentences in one request)
 ``max_chars``             the sentence is cut to that many characters; the response's ``warnings`` say so
 ``max_beam``              422 (beam outside 1..max_beam, or n-best outside 1..beam)
-``request_timeout_s``     504 (the request's sentences are dropped from the queue if not yet searched)
+``max_request_cost``      413 (beam × the source pieces of all its sentences: the work one request may ask for)
+``request_timeout_s``     504; the request leaves the queue at once, and its search stops before its next step
 ``max_queue_sentences``   503 with ``Retry-After`` (the queue of sentences waiting for the search is full)
+``read_timeout_s``        408 for a body not received by then; a connection without a complete request head (or
+                          idle after a response) by then is closed
 ========================  ==========================================================================
+
+A SIGTERM or SIGINT stops the server within ``read_timeout_s + request_timeout_s`` seconds whatever the clients
+do (the requests in flight are answered meanwhile); a second signal stops it at once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from adlnmt.bounds import POSITIVE, Bounds, at_least
 from adlnmt.errors import UserError
 from adlnmt.translator import PRECISIONS
 
 ENGINES = ("torch", "onnxruntime", "ctranslate2", "auto")
+FLAGS = {
+    "request_timeout_s": "request_timeout",
+    "read_timeout_s": "read_timeout",
+}  # option → flag name, where they differ
 
 
 @dataclass(frozen=True)
@@ -56,31 +67,36 @@ class ServeOptions:
     """Longer sentences are cut to this many characters, with a warning in the response."""
     max_beam: int = 16
     """Largest beam a request may ask for (422 beyond)."""
+    max_request_cost: int = 150_000
+    """Most work one request may ask for: beam × the source pieces of all its sentences (413 beyond)."""
     request_timeout_s: float = 60.0
-    """A request not answered by then gets 504."""
+    """A request not answered by then gets 504 (its search stops)."""
     max_queue_sentences: int = 2048
     """Sentences waiting for the search; a request that would exceed it gets 503 with Retry-After."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host header values answered (without port; ``*``: any); empty: ``host``, localhost, 127.0.0.1 and ::1.
+    Others get 421: a web page of another name resolved to this server (DNS rebinding) cannot use it."""
+    read_timeout_s: float = 10.0
+    """Time a client has to send a request head, then its body (408), and to stay idle between requests."""
+
+    def host_allowed(self, header: str) -> bool:
+        """Whether a request with this ``Host`` header is answered (see ``allowed_hosts``)."""
+        name = header.strip().lower()
+        name = name[1 : name.find("]")] if name.startswith("[") else name.rsplit(":", 1)[0] if ":" in name else name
+        allowed = self.allowed_hosts or (self.host, "localhost", "127.0.0.1", "::1")
+        return "*" in allowed or name in {host.lower().strip("[]") for host in allowed}
+
+    @property
+    def shutdown_timeout_s(self) -> float:
+        """The longest a SIGTERM waits for the requests in flight: their body, then their search."""
+        return self.read_timeout_s + self.request_timeout_s
 
     def __post_init__(self) -> None:
         problems = [
-            f"--{name.replace('_', '-')} must be at least {least}, got {getattr(self, name)}"
-            for name, least in (
-                ("port", 0),
-                ("threads", 0),
-                ("max_batch_sentences", 1),
-                ("max_wait_ms", 0),
-                ("max_body_bytes", 64),
-                ("max_sentences", 1),
-                ("max_chars", 1),
-                ("max_beam", 1),
-                ("max_queue_sentences", 1),
-            )
-            if getattr(self, name) < least
+            f"--{FLAGS.get(name, name).replace('_', '-')} must be {bounds.describe()}, got {getattr(self, name)}"
+            for name, bounds in RANGES.items()
+            if not bounds.holds(getattr(self, name))
         ]
-        if not self.request_timeout_s > 0:
-            problems.append(f"--request-timeout must be positive, got {self.request_timeout_s}")
-        if self.port > 65535:
-            problems.append(f"--port must be at most 65535, got {self.port}")
         if self.max_queue_sentences < self.max_sentences:
             problems.append(
                 f"--max-queue-sentences ({self.max_queue_sentences}) must be at least --max-sentences "
@@ -96,5 +112,21 @@ class ServeOptions:
     def public(self) -> dict[str, float | int]:
         """The limits a client may want to know (``GET /health``)."""
         names = ("max_batch_sentences", "max_wait_ms", "max_body_bytes", "max_sentences", "max_chars", "max_beam",
-                 "request_timeout_s", "max_queue_sentences")  # fmt: skip
+                 "max_request_cost", "request_timeout_s", "max_queue_sentences", "read_timeout_s")  # fmt: skip
         return {name: getattr(self, name) for name in names}
+
+
+RANGES: dict[str, Bounds] = {  # the range of each numeric option (floats: finite)
+    "port": Bounds(0, 65535),
+    "threads": at_least(0),
+    "max_batch_sentences": at_least(1),
+    "max_wait_ms": at_least(0),
+    "max_body_bytes": at_least(64),
+    "max_sentences": at_least(1),
+    "max_chars": at_least(1),
+    "max_beam": at_least(1),
+    "request_timeout_s": POSITIVE,
+    "max_queue_sentences": at_least(1),
+    "max_request_cost": at_least(1),
+    "read_timeout_s": POSITIVE,
+}

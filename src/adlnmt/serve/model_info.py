@@ -59,7 +59,6 @@ def model_description(translator: Translator, model_dir: Path, checkpoint: str, 
     from adlnmt.diagram import model_svg
 
     info: dict[str, Any] = {
-        "model_dir": str(model_dir),
         "checkpoint": checkpoint,
         "engine": translator.engine_name,
         "precision": precision,
@@ -75,7 +74,7 @@ def model_description(translator: Translator, model_dir: Path, checkpoint: str, 
     }
     config = stored_model_config(model_dir)
     if config is None:
-        info["diagram_error"] = f"{model_dir}: no model configuration (config.json or export.json) to draw"
+        info["diagram_error"] = "no model configuration (config.json or export.json) to draw"
         return info
     with torch.device("meta"):  # shapes and counts only, no memory
         model = Seq2Seq(ModelConfig(**config))

@@ -1,14 +1,16 @@
 """From the raw bytes of a ``POST /translate`` to a checked :class:`TranslateRequest`, or an :class:`ApiError` with
-the status code and message the client gets: 413 (body or sentence count too large), 400 (not UTF-8, not JSON),
-422 (wrong fields or types, beam or n-best out of range)."""
+the status code and message the client gets: 415 (not declared as JSON), 413 (body or sentence count too large),
+408 (body too slow), 400 (not UTF-8, not JSON), 422 (wrong fields or types, a lone surrogate, beam or n-best out of
+range)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from pydantic import ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from adlnmt.serve.limits import ServeOptions
 from adlnmt.serve.schema import TranslateRequest
@@ -30,9 +32,18 @@ class ApiError(Exception):
         return {"error": self.message} | ({"detail": self.detail} if self.detail is not None else {})
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     """The request body, refused with 413 as soon as it is known to exceed ``limit`` bytes (by its Content-Length
-    header, or while it streams in)."""
+    header, or while it streams in), and with 408 when it has not arrived within ``timeout`` seconds."""
+    try:
+        return await asyncio.wait_for(_read_body(request, limit), timeout)
+    except TimeoutError:
+        raise ApiError(408, f"request body not received within the server's {timeout:g} s") from None
+    except ClientDisconnect:  # the answer goes nowhere; no traceback in the log
+        raise ApiError(400, "the client disconnected before sending its body") from None
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.strip().isdigit():
@@ -48,6 +59,14 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise ApiError(413, f"request body exceeds the server's limit of {limit:,} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def check_content_type(request: Request) -> None:
+    """415 unless the request says its body is JSON (a web page can post text/plain to any server, without asking
+    it first: requiring application/json makes browsers ask, and refuse other origins)."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise ApiError(415, f"expected Content-Type: application/json, got {media_type[:60] or 'none'!r}")
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -70,8 +89,8 @@ def parse_translate(body: bytes, options: ServeOptions) -> TranslateRequest:
         ) from None
     except RecursionError:
         raise ApiError(400, "request body is not valid JSON: nested too deeply") from None
-    except ValueError as err:  # e.g. an integer of more digits than Python converts
-        raise ApiError(400, f"request body is not valid JSON: {err}") from None
+    except ValueError:  # an integer of more digits than Python converts (its message names interpreter settings)
+        raise ApiError(400, "request body is not valid JSON: a number too long") from None
     if not isinstance(data, dict):
         raise ApiError(422, f'expected a JSON object like {{"text": ["..."]}}, got {type(data).__name__}')
     text_field = data.get("text")
@@ -88,6 +107,12 @@ def parse_translate(body: bytes, options: ServeOptions) -> TranslateRequest:
         raise ApiError(
             422, f"invalid request: {_location(first['loc'])}: {first['msg']}{more}", detail=errors
         ) from None
+    for number, line in enumerate(request.text):
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as err:  # JSON's "\ud800" escapes: not a character, no tokenizer takes it
+            raise ApiError(422, f"invalid request: text.{number}: a lone surrogate (U+{ord(line[err.start]):04X}) "
+                           f"at character {err.start + 1}, not a Unicode character") from None  # fmt: skip
     if request.beam > options.max_beam:
         raise ApiError(422, f"invalid request: beam {request.beam} exceeds the server's max_beam {options.max_beam}")
     return request

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from adlnmt.bounds import POSITIVE, SEED, at_least, flag_type
 from adlnmt.errors import UserError
 from adlnmt.train.config import add_arguments, from_arguments
 
@@ -30,12 +31,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     if args.sampling:
         sampling_rule(args.sampling)
-        if args.nbest < 1 or args.temperature <= 0:
-            raise UserError(f"need --nbest >= 1 and --temperature > 0, got {args.nbest} and {args.temperature}")
-    elif args.beam < 1 or not 1 <= args.nbest <= args.beam:
-        raise UserError(f"need --beam >= 1 and 1 <= --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
-    if args.workers < 1 or args.threads < 0:
-        raise UserError(f"need --workers >= 1 and --threads >= 0, got {args.workers} and {args.threads}")
+    elif args.nbest > args.beam:
+        raise UserError(f"need --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
     if args.threads:
         torch.set_num_threads(args.threads)
     asked = {"alignments": args.alignments, "--uncached": args.uncached, "--workers": args.workers > 1,
@@ -141,11 +138,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         choices=("log-linear", "linear"),
         help="ensembles: average the members' log-probabilities (log-linear, default) or probabilities (linear)",
     )
-    translate.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
-    translate.add_argument("--nbest", type=int, default=1, help="hypotheses per input; >1 writes JSON lines")
-    translate.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
-    translate.add_argument("--length-penalty", type=float, default=1.0, help="GNMT α (default 1.0; 0 = none)")
-    translate.add_argument("--max-len-ratio", type=float, default=2.0,
+    translate.add_argument(
+        "--beam", type=flag_type(int, at_least(1)), default=5, help="beam size; 1 = greedy (default 5)"
+    )
+    translate.add_argument(
+        "--nbest", type=flag_type(int, at_least(1)), default=1, help="hypotheses per input; >1 writes JSON lines"
+    )
+    translate.add_argument(
+        "--batch-size", type=flag_type(int, at_least(1)), default=64, help="sentences per batch (default 64)"
+    )
+    translate.add_argument(
+        "--length-penalty", type=flag_type(float, at_least(0)), default=1.0, help="GNMT α (default 1.0; 0 = none)"
+    )
+    translate.add_argument("--max-len-ratio", type=flag_type(float, at_least(0)), default=2.0,
                            help="longest output = ratio · source length + 10 (default 2.0)")  # fmt: skip
     translate.add_argument(
         "--alignments",
@@ -164,16 +169,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="sample instead of searching: from the K most likely words, or the fewest whose probability reaches P; "
         "--nbest N samples per input (--beam is not used)",
     )
-    translate.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
-    translate.add_argument("--seed", type=int, default=1, help="sampling seed: same seed, same samples (default 1)")
+    translate.add_argument(
+        "--temperature", type=flag_type(float, POSITIVE), default=1.0, help="sampling temperature (default 1.0)"
+    )
+    translate.add_argument(
+        "--seed", type=flag_type(int, SEED), default=1, help="sampling seed: same seed, same samples (default 1)"
+    )
     translate.add_argument(
         "--prefix", metavar="FILE", help="target prefixes, one per input line: each translation starts with its own"
     )
     translate.add_argument("--device", default="cpu", help="cpu or cuda")
-    translate.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
+    translate.add_argument(
+        "--threads", type=flag_type(int, at_least(0)), default=0, help="torch CPU threads (default: torch's choice)"
+    )
     translate.add_argument(
         "--workers",
-        type=int,
+        type=flag_type(int, at_least(1)),
         default=1,
         help="CPU: decode the batches in N forked processes of 1 thread each (fastest with N = cores; default 1)",
     )

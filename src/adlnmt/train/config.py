@@ -1,5 +1,8 @@
 """Training configuration: one dataclass is the source of the CLI flags, the YAML keys and the
-resolved ``config.json`` stored in the model directory. Precedence: defaults < YAML < CLI flags."""
+resolved ``config.json`` stored in the model directory. Precedence: defaults < YAML < CLI flags.
+
+Each numeric option declares its range (``bounds``, :mod:`adlnmt.bounds`): flags, YAML files and grids are checked
+against it alike, and no float option takes nan or inf."""
 
 from __future__ import annotations
 
@@ -12,14 +15,23 @@ import yaml
 
 from adlnmt.adl.builder import prepare
 from adlnmt.adl.syntax import rename_layers, to_text
+from adlnmt.bounds import FINITE, FRACTION, POSITIVE, SEED, Bounds, at_least, check, flag_type
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
 from adlnmt.model import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
 
 
-def option(default: Any, help: str, choices: tuple[str, ...] | None = None, **extra: Any) -> Any:
-    return field(default=default, metadata={"help": help, "choices": choices, **extra})
+def option(
+    default: Any, help: str, choices: tuple[str, ...] | None = None, bounds: Bounds | None = None, **extra: Any
+) -> Any:
+    """A TrainConfig field: its help, choices, and for a number its range (floats: finite at least)."""
+    return field(default=default, metadata={"help": help, "choices": choices, "bounds": bounds, **extra})
+
+
+def bounds_of(f: Any) -> Bounds | None:
+    """The range a numeric field's values must lie in (None for other fields)."""
+    return f.metadata.get("bounds") or (FINITE if _kind(f) is float else None)
 
 
 @dataclass
@@ -29,23 +41,25 @@ class TrainConfig:
     encoder: str | None = option(None, "encoder ADL chain")
     decoder: str | None = option(None, "decoder ADL chain")
     preset: str | None = option(None, "a named architecture instead of --encoder/--decoder")
-    d_model: int = option(512, "model width")
-    heads: int = option(8, "default attention heads")
-    d_ff: int | None = option(None, "feed-forward width ($FF_NUM_HIDDEN, ffl factor = d_ff/d_model; default 4·d)")
-    dropout: float = option(0.1, "default dropout rate")
-    label_smoothing: float = option(0.1, "label smoothing")
+    d_model: int = option(512, "model width", bounds=at_least(1))
+    heads: int = option(8, "default attention heads", bounds=at_least(1))
+    d_ff: int | None = option(
+        None, "feed-forward width ($FF_NUM_HIDDEN, ffl factor = d_ff/d_model; default 4·d)", bounds=at_least(1)
+    )
+    dropout: float = option(0.1, "default dropout rate", bounds=FRACTION)
+    label_smoothing: float = option(0.1, "label smoothing", bounds=FRACTION)
     var: list[str] = option(None, "ADL variable NAME=VALUE (repeatable)", action="append")  # noqa: RUF009
     tie_output: bool = option(False, "tie target embedding and output projection", flag=True)
     tie_source: bool = option(False, "tie source and target embeddings (joint vocabulary)", flag=True)
     input_feeding: bool = option(False, "RNMT input feeding z0_t = [z^L_(t-1); E y_t]", flag=True)
     learned_positions: bool = option(False, "learned positional embeddings: every pos becomes learn_pos", flag=True)
-    max_positions: int = option(1024, "table size of learned positional embeddings")
+    max_positions: int = option(1024, "table size of learned positional embeddings", bounds=at_least(1))
     init: str = option(
         "torch",
         "weight initialisation: torch (nn.Linear defaults) or fairseq (fairseq 0.12's attention projections)",
         choices=INIT_SCHEMES,
     )
-    batch_tokens: int = option(4096, "padded tokens per batch (max(src, tgt) length × sentences)")
+    batch_tokens: int = option(4096, "padded tokens per batch (max(src, tgt) length × sentences)", bounds=at_least(1))
     batching: str = option(
         "length",
         "length: batches of sentences of similar lengths (least padding); mixed: sentences in random order, so "
@@ -53,36 +67,40 @@ class TrainConfig:
         "and evaluation: experiments/analysis/README.md)",
         choices=("length", "mixed"),
     )
-    accumulate: int = option(1, "batches per update (gradient accumulation)")
-    lr: float = option(2e-4, "learning rate (peak rate with inverse-sqrt)")
+    accumulate: int = option(1, "batches per update (gradient accumulation)", bounds=at_least(1))
+    lr: float = option(2e-4, "learning rate (peak rate with inverse-sqrt)", bounds=at_least(0))
     lr_schedule: str = option(
         "plateau",
         "plateau: ×lr_decay when validation perplexity stalls; inverse-sqrt: linear warm-up then 1/√step",
         choices=("plateau", "inverse-sqrt"),
     )
-    warmup: int = option(4000, "warm-up updates (inverse-sqrt)")
-    lr_decay: float = option(0.7, "plateau: factor applied to the learning rate")
-    lr_patience: int = option(8, "plateau: checkpoints without improvement before decaying")
-    adam_beta1: float = option(0.9, "Adam β1")
-    adam_beta2: float | None = option(None, "Adam β2 (default 0.999; 0.98 with inverse-sqrt)")
-    adam_eps: float | None = option(None, "Adam ε (default 1e-8; 1e-9 with inverse-sqrt)")
-    weight_decay: float = option(0.0, "AdamW weight decay")
-    clip_norm: float = option(1.0, "clip the gradient norm to this (0 = off)")
-    max_updates: int = option(0, "stop after this many updates (0 = no limit)")
-    max_epochs: int = option(0, "stop after this many epochs (0 = no limit)")
-    max_minutes: float = option(0.0, "stop after this many minutes of training (0 = no limit)")
-    checkpoint_interval: int = option(1000, "updates between checkpoints (validation, saving)")
-    keep_last: int = option(5, "newest checkpoints kept (for adlnmt average --last N)")
-    keep_best: int = option(0, "best checkpoints kept besides (for adlnmt average --best N; the ADL code uses 8)")
-    patience: int = option(16, "stop after this many checkpoints without improvement (0 = never)")
+    warmup: int = option(4000, "warm-up updates (inverse-sqrt)", bounds=at_least(0))
+    lr_decay: float = option(
+        0.7, "plateau: factor applied to the learning rate", bounds=Bounds(low=0, high=1, low_open=True)
+    )
+    lr_patience: int = option(8, "plateau: checkpoints without improvement before decaying", bounds=at_least(0))
+    adam_beta1: float = option(0.9, "Adam β1", bounds=FRACTION)
+    adam_beta2: float | None = option(None, "Adam β2 (default 0.999; 0.98 with inverse-sqrt)", bounds=FRACTION)
+    adam_eps: float | None = option(None, "Adam ε (default 1e-8; 1e-9 with inverse-sqrt)", bounds=POSITIVE)
+    weight_decay: float = option(0.0, "AdamW weight decay", bounds=at_least(0))
+    clip_norm: float = option(1.0, "clip the gradient norm to this (0 = off)", bounds=at_least(0))
+    max_updates: int = option(0, "stop after this many updates (0 = no limit)", bounds=at_least(0))
+    max_epochs: int = option(0, "stop after this many epochs (0 = no limit)", bounds=at_least(0))
+    max_minutes: float = option(0.0, "stop after this many minutes of training (0 = no limit)", bounds=at_least(0))
+    checkpoint_interval: int = option(1000, "updates between checkpoints (validation, saving)", bounds=at_least(1))
+    keep_last: int = option(5, "newest checkpoints kept (for adlnmt average --last N)", bounds=at_least(1))
+    keep_best: int = option(
+        0, "best checkpoints kept besides (for adlnmt average --best N; the ADL code uses 8)", bounds=at_least(0)
+    )
+    patience: int = option(16, "stop after this many checkpoints without improvement (0 = never)", bounds=at_least(0))
     early_stop_metric: str = option("ppl", "metric for best model and early stopping", choices=("ppl", "bleu"))
     valid_bleu: bool = option(
         True, "greedy-decode the validation set at checkpoints for BLEU", flag=True, negatable=True
     )
-    seed: int = option(1, "random seed (initialisation, dropout, batch order)")
+    seed: int = option(1, "random seed (initialisation, dropout, batch order)", bounds=SEED)
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
     precision: str = option("fp32", "fp32, or bf16/fp16 autocast (fp16: CUDA only)", choices=("fp32", "bf16", "fp16"))
-    threads: int = option(0, "CPU threads for torch (0 = torch's default)")
+    threads: int = option(0, "CPU threads for torch (0 = torch's default)", bounds=at_least(0))
     deterministic: bool = option(
         False, "deterministic CUDA kernels (slower): reruns and resumes on a GPU give bit-identical weights", flag=True
     )
@@ -91,6 +109,7 @@ class TrainConfig:
     log_interval: int = option(
         100,
         "updates between progress lines on stderr, terminal or not: loss, lr, gradient norm, tokens/s, ETA (0 = none)",
+        bounds=at_least(0),
     )
     tensorboard: str = option(
         "auto",
@@ -103,15 +122,11 @@ class TrainConfig:
         beta2 = self.adam_beta2 if self.adam_beta2 is not None else (0.98 if inverse else 0.999)
         eps = self.adam_eps if self.adam_eps is not None else (1e-9 if inverse else 1e-8)
         d_ff = self.d_ff if self.d_ff is not None else 4 * self.d_model
-        for name in ("d_model", "heads", "batch_tokens", "accumulate", "checkpoint_interval", "keep_last"):
-            if getattr(self, name) < 1:
-                raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        if self.log_interval < 0:
-            raise UserError(f"--log-interval must be >= 0, got {self.log_interval}")
+        for f in fields(self):
+            if (bounds := bounds_of(f)) is not None:
+                check(f.name, getattr(self, f.name), bounds)
         if d_ff % self.d_model:
             raise UserError(f"--d-ff ({d_ff}) must be a multiple of --d-model ({self.d_model}) for ffl")
-        if not 0 <= self.label_smoothing < 1 or not 0 <= self.dropout < 1:
-            raise UserError("--label-smoothing and --dropout must be in [0, 1)")
         return TrainConfig(
             **{**asdict(self), "adam_beta2": beta2, "adam_eps": eps, "d_ff": d_ff, "var": list(self.var or [])}
         )
@@ -172,11 +187,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 flag, dest=f.name, action="append", default=None, metavar="NAME=VALUE", help=meta["help"]
             )
         else:
-            kind = {int: int, float: float}.get(type(f.default), str) if f.default is not None else _kind(f)
+            kind, bounds = _kind(f), bounds_of(f)
             parser.add_argument(
                 flag,
                 dest=f.name,
-                type=kind,
+                type=kind if bounds is None else flag_type(kind, bounds),
                 default=None,
                 choices=meta.get("choices"),
                 help=f"{meta['help']} (default: {f.default})",
@@ -184,6 +199,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _kind(f: Any) -> Any:
+    """int, float or str: the type of a field's values, from its annotation."""
     text = str(f.type)
     return int if text.startswith("int") else float if text.startswith("float") else str
 

@@ -1,5 +1,5 @@
-"""One trainer per model directory: an exclusive ``flock`` on ``MODEL/train.lock`` while a trainer works on it
-(released by the kernel however the process ends)."""
+"""One process per directory: an exclusive ``flock`` on a lock file in it (``MODEL/train.lock`` while a trainer
+works on a model directory), released by the kernel however the process ends."""
 
 from __future__ import annotations
 
@@ -13,25 +13,34 @@ LOCK_FILE = "train.lock"
 
 
 class DirectoryLock:
-    """Holds the lock from construction until ``release``; UserError when another process holds it."""
+    """Holds the lock from construction until ``release``; UserError naming the holder's process when another
+    process holds it (``holder``: what that process is, ``kind``: what the directory is, ``advice``: what to do)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        name: str = LOCK_FILE,
+        holder: str = "another training run",
+        kind: str = "model directory",
+        advice: str = "wait for it to end or choose another --model",
+    ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / LOCK_FILE
+        path = directory / name
         self._handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held open: the lock lives with it)
         try:
             fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._handle.seek(0)
-            holder = self._handle.read().strip() or "?"
+            pid = self._handle.read().strip() or "?"
             self._handle.close()
-            raise UserError(
-                f"{directory}: another training run (process {holder}) is using this model directory; "
-                "wait for it to end or choose another --model"
-            ) from None
+            raise UserError(f"{directory}: {holder} (process {pid}) is using this {kind}; {advice}") from None
         self._handle.truncate(0)
         self._handle.write(f"{os.getpid()}\n")
         self._handle.flush()
+
+    def __del__(self) -> None:  # a lock held for a function's lifetime is released when it returns
+        if hasattr(self, "_handle"):
+            self.release()
 
     def release(self) -> None:
         if not self._handle.closed:

@@ -10,7 +10,8 @@ import os
 import signal
 import sys
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -36,11 +37,13 @@ from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
 from adlnmt.train.model_dir import (
     CONFIG_FILE,
+    VOCAB_HASHES,
     changed_settings,
     check_same_run,
-    copy_vocabularies,
     data_digest,
+    own_vocabularies,
     read_stored_config,
+    write_vocabularies,
 )
 from adlnmt.train.monitor import Board, Interval, progress_line, tensorboard_dir
 from adlnmt.train.schedule import Schedule
@@ -81,6 +84,18 @@ def make_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) 
         weight_decay=config.weight_decay,
         fused=device.type in ("cpu", "cuda"),
     )
+
+
+@contextmanager
+def fits_in_memory(device: torch.device) -> Iterator[None]:
+    """A UserError instead of the allocator's traceback when the model does not fit in the memory of ``device``."""
+    try:
+        yield
+    except RuntimeError as err:  # torch.OutOfMemoryError (CUDA) or the CPU allocator's RuntimeError
+        if not isinstance(err, torch.OutOfMemoryError) and "can't allocate memory" not in str(err):
+            raise
+        raise UserError(f"the model does not fit in the memory of {device} (a request for more than there is); "
+                        "choose a smaller one (--d-model, --d-ff, fewer layers)") from None  # fmt: skip
 
 
 class Trainer:
@@ -124,9 +139,11 @@ class Trainer:
         self.train_split = self.data.split("train")
         self.model_config = config.model_config(self.data.src_vocab.size, self.data.tgt_vocab.size)
         check_same_run(self.dir, asdict(config), self.model_config, self.data)
+        self.vocab_hashes = own_vocabularies(self.dir, self.data)
         torch.manual_seed(config.seed)
-        self.model = Seq2Seq(self.model_config).to(self.device)
-        self.optimizer = make_optimizer(self.model, config, self.device)
+        with fits_in_memory(self.device):
+            self.model = Seq2Seq(self.model_config).to(self.device)
+            self.optimizer = make_optimizer(self.model, config, self.device)
         self.schedule = Schedule(config)
         self.progress = Progress()
         self._resume()
@@ -158,6 +175,7 @@ class Trainer:
             "train": asdict(self.config),
             "model": self.model_config.to_dict(),
             "data_digest": data_digest(self.data),
+            VOCAB_HASHES: self.vocab_hashes,
             "canonical": {},
             "version": 1,
             "changed_settings": self.change_history,
@@ -168,8 +186,8 @@ class Trainer:
         stored["canonical"] = {"encoder": self.model.canonical_encoder, "decoder": self.model.canonical_decoder}
         stored["parameters"] = self.model.parameter_count()
         text = json.dumps(stored, indent=2, sort_keys=True)
+        write_vocabularies(self.data, self.dir)  # before the first config.json: a model's vocabulary is written once
         ckpt.atomic_write(self.dir / CONFIG_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-        copy_vocabularies(self.data, self.dir)
 
     # --- state ------------------------------------------------------------------------------------
 

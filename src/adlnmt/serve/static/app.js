@@ -103,7 +103,7 @@ async function loadModel() {
     if (!reply.ok) throw new Error(info.error ?? reply.statusText);
     withAlignments = info.alignments !== false;
     const params = info.parameters === null ? "?" : info.parameters.toLocaleString("en");
-    $("model-line").textContent = `${info.model_dir} — ${params} parameters, vocabularies ${info.src_vocab}/${info.tgt_vocab}, engine ${info.engine}` +
+    $("model-line").textContent = `${params} parameters, vocabularies ${info.src_vocab}/${info.tgt_vocab}, engine ${info.engine}` +
       (withAlignments ? "" : " (it gives no alignments: no attention heatmap)");
     $("adl").textContent = info.encoder === null ? "" : `encoder: ${info.encoder}\ndecoder: ${info.decoder}`;
     const t = info.training;

@@ -1,0 +1,60 @@
+"""Checks that report everything they find: every input file a grid reads (``--dry-run`` checks them all before
+anything runs), and the stored results a report could not read (listed, never left out silently)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from adlnmt.errors import UserError
+from adlnmt.experiment.grid import Grid
+from adlnmt.experiment.runner import Run
+
+
+def input_problems(grid: Grid) -> list[str]:
+    """What is wrong with the files the grid reads: its test sets, the corpora its data is prepared from, the
+    prepared data directories it names (one line each, naming the file)."""
+    from adlnmt.data.dataset import DataDir
+
+    problems: list[str] = []
+    files = [path for test in grid.tests for path in (test.src, test.ref)]
+    for spec in dict.fromkeys(variant.data for variant in grid.variants):
+        if spec.prepared is None:
+            files += [value for value in spec.arguments().values() if isinstance(value, Path)]
+            continue
+        try:
+            DataDir.load(spec.prepared)
+        except UserError as err:
+            problems.append(str(err))
+    for path in dict.fromkeys(files):
+        if not path.is_file():
+            problems.append(f"{path}: not found")
+        elif not os.access(path, os.R_OK):
+            problems.append(f"{path}: not readable")
+    return problems
+
+
+def check_input_files(grid: Grid) -> None:
+    """UserError listing every input file of the grid that cannot be read."""
+    if problems := input_problems(grid):
+        raise UserError(f"{grid.path}: {len(problems)} input(s) cannot be read:\n  " + "\n  ".join(problems))
+
+
+def unreadable_results(runs: Iterable[Run]) -> list[str]:
+    """A line for each ``result.json`` (archived or in a run directory) that exists but cannot be read: damaged
+    JSON, or not a result (such a run counts as not finished)."""
+    found = []
+    for run in runs:
+        for path in dict.fromkeys((run.archive / "result.json", run.dir / "result.json")):  # may be one place
+            if not path.exists():
+                continue
+            try:
+                result = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as err:
+                found.append(f"{run.label}: {path}: unreadable ({type(err).__name__})")
+                continue
+            if not isinstance(result, dict) or not isinstance(result.get("tests"), dict):
+                found.append(f"{run.label}: {path}: not a run's result (no 'tests' object)")
+    return found

@@ -1,0 +1,83 @@
+"""How ``adlnmt serve`` runs uvicorn so that no client can hold the server: a deadline for each request head (a
+connection that has sent none, or a partial one, is closed), idle keep-alive connections closed, a graceful stop
+bounded in time, and a second stop signal that stops at once (uvicorn forces only on a second SIGINT)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from adlnmt.serve.limits import ServeOptions
+
+
+def head_deadline_protocol(seconds: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol, closing a connection that has not sent a complete request head within ``seconds`` of
+    opening or of its previous response."""
+
+    class HeadDeadline(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm_head_deadline()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm_head_deadline()
+
+        def _arm_head_deadline(self) -> None:
+            self.loop.call_later(seconds, self._head_deadline, self.cycle)
+
+        def _head_deadline(self, cycle_then: Any) -> None:
+            """Close the connection when no new request head has arrived since the deadline was set."""
+            if self.cycle is cycle_then and not self.transport.is_closing():
+                self.timeout_keep_alive_handler()  # uvicorn's own close of an idle connection
+
+    return HeadDeadline
+
+
+class BoundedServer(uvicorn.Server):
+    """A uvicorn server whose stop takes at most ``bound_s`` seconds, or none after a second SIGTERM or SIGINT:
+    then the connections still open are closed (their requests end) and the application is shut down (uvicorn
+    skips that on a forced stop, and cancelling requests instead would log their tracebacks)."""
+
+    def __init__(self, config: uvicorn.Config, bound_s: float) -> None:
+        super().__init__(config)
+        self.bound_s = bound_s
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit:
+            self.force_exit = True
+        super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        give_up = loop.call_later(self.bound_s, setattr, self, "force_exit", True)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            give_up.cancel()
+        if not self.force_exit:
+            return
+        for connection in list(self.server_state.connections):
+            connection.transport.close()  # type: ignore[attr-defined]
+        await self.lifespan.shutdown()
+        if self.server_state.tasks:
+            await asyncio.wait(list(self.server_state.tasks), timeout=self.bound_s)
+
+
+def server(app: Any, options: ServeOptions) -> BoundedServer:
+    """The server of ``app`` on ``options.host:port`` with the deadlines of ``options`` (see the module)."""
+    config = uvicorn.Config(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level="info",
+        access_log=False,
+        http=head_deadline_protocol(options.read_timeout_s),
+        timeout_keep_alive=max(1, round(options.read_timeout_s)),
+    )
+    return BoundedServer(config, options.shutdown_timeout_s)

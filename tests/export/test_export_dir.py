@@ -1,0 +1,134 @@
+"""Export directories are written atomically and checked when loaded: a failed export leaves the previous one, a
+damaged one is an error naming the file (in translate and at serve's start), never a traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from adlnmt.cli import main
+from adlnmt.errors import UserError
+from adlnmt.export import formats
+from adlnmt.export.directory import EXPORT_MANIFEST
+from adlnmt.serve.app import create_app
+from adlnmt.serve.limits import ServeOptions
+
+pytest.importorskip("onnxruntime", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
+pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'adlnmt[ct2]'")
+
+
+def export(model_dir: Path, out: Path, export_format: str) -> int:
+    return main(["export", "--model", str(model_dir), "--format", export_format, "--out", str(out)])
+
+
+@pytest.fixture(scope="module")
+def exports(tiny_models, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("exports")
+    for export_format in ("onnx", "ctranslate2"):
+        assert export(tiny_models["transformer"], root / export_format, export_format) == 0
+    return {name: root / name for name in ("onnx", "ctranslate2")}
+
+
+def contents(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_a_failed_export_leaves_the_previous_one(
+    tiny_models, exports: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A full disk midway (the writers' OSErrors often carry no file name): the previous export is intact and the
+    message names the export directory."""
+    out = tmp_path / "out"
+    shutil.copytree(exports["onnx"], out)
+    before = contents(out)
+
+    def full_disk(source, directory: Path, quantize: str) -> dict:
+        (directory / "encoder.onnx").write_bytes(b"half a graph")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setitem(formats.WRITERS, "onnx", full_disk)
+    assert export(tiny_models["transformer"], out, "onnx") == 2
+    assert f"error: {out}: cannot write the export (No space left on device)" in capsys.readouterr().err
+    assert contents(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary directory left
+
+
+def test_out_must_not_be_the_model_directory_or_other_files(tiny_models, tmp_path: Path, capsys) -> None:
+    model_dir = tiny_models["transformer"]
+    before = sorted(p.name for p in model_dir.rglob("*"))
+    assert export(model_dir, model_dir, "onnx") == 2
+    assert f"error: {model_dir}: is the model directory" in capsys.readouterr().err
+    assert sorted(p.name for p in model_dir.rglob("*")) == before
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "todo.txt").write_text("keep me")
+    assert export(model_dir, other, "onnx") == 2
+    assert "exists and is not an export directory" in capsys.readouterr().err
+    assert [p.name for p in other.iterdir()] == ["todo.txt"]
+
+
+def test_an_export_over_another_format_keeps_none_of_its_files(
+    tiny_models, exports: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(exports["onnx"], out)
+    assert export(tiny_models["transformer"], out, "ctranslate2") == 0
+    assert not list(out.rglob("*.onnx"))
+    assert contents(out).keys() == contents(exports["ctranslate2"]).keys()
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def rewrite_manifest(change: Callable[[dict], object]) -> Callable[[Path], None]:
+    def damage(path: Path) -> None:
+        manifest = json.loads(path.read_text())
+        path.write_text(json.dumps(change(manifest)))
+
+    return damage
+
+
+DAMAGES: dict[str, tuple[str, str, Callable[[Path], None]]] = {  # name → format, damaged file, damage
+    "truncated onnx": ("onnx", "step.onnx", truncate),
+    "empty onnx": ("onnx", "encoder.onnx", lambda path: path.write_bytes(b"")),
+    "missing onnx": ("onnx", "init.onnx", Path.unlink),
+    "garbage export.json": ("onnx", EXPORT_MANIFEST, lambda path: path.write_bytes(b"{\xff")),
+    "export.json a list": ("onnx", EXPORT_MANIFEST, lambda path: path.write_text("[1, 2]")),
+    "export.json without model": ("onnx", EXPORT_MANIFEST, rewrite_manifest(lambda m: {**m, "model": None})),
+    "export.json wrong section": ("onnx", EXPORT_MANIFEST, rewrite_manifest(lambda m: {**m, "onnx": []})),
+    "missing vocabulary": ("onnx", "vocab/spm.model", Path.unlink),
+    "truncated model.bin": ("ctranslate2", "ctranslate2/model.bin", truncate),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_damaged_export_is_an_error_naming_the_file(
+    exports: dict[str, Path], demo_data: Path, tmp_path: Path, capsys, damage: str
+) -> None:
+    export_format, name, change = DAMAGES[damage]
+    out = tmp_path / "export"
+    shutil.copytree(exports[export_format], out)
+    change(out / name)
+    source = demo_data / "corpus" / "test.src"
+    assert main(["translate", "--model", str(out), "--input", str(source), "--engine", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {out / name}: ") and "Traceback" not in err, err
+    with pytest.raises(UserError, match=f"^{out / name}: "):  # serve: before the port is bound
+        create_app(ServeOptions(model=str(out)))
+
+
+def test_a_damaged_graph_of_an_export_without_hashes_names_the_export(exports: dict[str, Path], tmp_path: Path):
+    """Exports written before export.json listed their files: the engine's load error, without its internals."""
+    out = tmp_path / "export"
+    shutil.copytree(exports["onnx"], out)
+    rewrite_manifest(lambda m: {k: v for k, v in m.items() if k != "files"})(out / EXPORT_MANIFEST)
+    truncate(out / "step.onnx")
+    with pytest.raises(
+        UserError, match=f"^{out}: the onnx export cannot be loaded \\(\\w+\\); export the model again$"
+    ):
+        create_app(ServeOptions(model=str(out), engine="onnxruntime"))

@@ -1,0 +1,97 @@
+"""What the server shows and whom it answers: errors are JSON with a message and no internals (no exception text,
+no interpreter settings, no paths on the server's disk); POST bodies must be declared as JSON; only the allowed
+Host names are answered (DNS rebinding)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from adlnmt.search import SearchOptions
+from adlnmt.serve.limits import ServeOptions
+from adlnmt.translator import Translation, Translator
+from serve.server import ClientFactory
+
+INTERNALS = "/onnxruntime/core/providers/cpu/math/gemm.cc:42 shape [3, 4] vs [5, 6]"
+
+
+class Failing:
+    """The tiny model's translator whose ``method`` raises an exception full of internals."""
+
+    def __init__(self, inner: Translator, method: str) -> None:
+        self.inner, self.method = inner, method
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def fail(self, *args: object) -> None:
+        raise RuntimeError(INTERNALS)
+
+    def search(self, lines: Sequence[str], options: SearchOptions) -> list[list[Translation]]:
+        if self.method == "search" and lines != ["a"]:  # the start-up probe for alignments searches "a"
+            self.fail()
+        return self.inner.search(lines, options)
+
+    def input_warning(self, line: str, number: int) -> str | None:
+        if self.method == "input_warning":
+            self.fail()
+        return self.inner.input_warning(line, number)
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [("search", "translation failed (the server's log says why)"),
+     ("input_warning", "internal server error (the server's log says why)")],
+)  # fmt: skip
+def test_a_failure_is_json_without_internals(
+    make_client: ClientFactory, translator: Translator, test_lines: list[str], method: str, message: str
+) -> None:
+    with make_client(Failing(translator, method)) as client:
+        reply = client.post("/translate", json={"text": test_lines[:2]})
+        assert client.get("/health").status_code == 200
+    assert reply.status_code == 500 and reply.headers["content-type"] == "application/json"
+    assert reply.json() == {"error": message}
+
+
+def test_health_and_model_show_no_path(make_client: ClientFactory, serve_model: Path) -> None:
+    with make_client() as client:
+        texts = [client.get(path).text for path in ("/health", "/model")]
+    for text in texts:
+        assert str(serve_model) not in text and serve_model.name not in text
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded", "json"])
+def test_a_post_not_declared_as_json_is_415(make_client: ClientFactory, content_type: str | None) -> None:
+    """A web page may post text/plain or a form to any server without asking first; application/json it may not."""
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    with make_client() as client:
+        reply = client.post("/translate", content=b'{"text": ["ein Hund ."]}', headers=headers)
+        accepted = client.post("/translate", content=b'{"text": []}',
+                               headers={"Content-Type": "Application/JSON; charset=utf-8"})  # fmt: skip
+    assert reply.status_code == 415
+    assert reply.json() == {"error": f"expected Content-Type: application/json, got {content_type or 'none'!r}"}
+    assert accepted.status_code == 200
+
+
+def test_only_allowed_host_names_are_answered(make_client: ClientFactory) -> None:
+    with make_client(allowed_hosts=()) as client:  # the default: the bound address and the loopback names
+        rebound = client.get("/health")  # the test client's Host: testserver, like a rebound attacker.example
+        posted = client.post("/translate", json={"text": []}, headers={"Host": "attacker.example"})
+        local = [client.get("/health", headers={"Host": host}).status_code
+                 for host in ("localhost:8000", "127.0.0.1", "[::1]:8000", "LOCALHOST")]  # fmt: skip
+    assert (rebound.status_code, posted.status_code) == (421, 421)
+    assert rebound.json() == {"error": "this server does not answer that Host name (see --allowed-hosts)"}
+    assert local == [200] * 4
+    with make_client(allowed_hosts=("*",)) as client:
+        assert client.get("/health", headers={"Host": "anything.example"}).status_code == 200
+
+
+def test_allowed_hosts_default_to_the_bound_address() -> None:
+    options = ServeOptions(model="m", host="10.1.2.3")
+    assert [options.host_allowed(h) for h in ("10.1.2.3:8000", "localhost", "10.1.2.4", "")] == [
+        True, True, False, False]  # fmt: skip
+    named = ServeOptions(model="m", host="0.0.0.0", allowed_hosts=("mt.example.org",))
+    assert [named.host_allowed(h) for h in ("mt.example.org", "MT.example.org:443", "localhost")] == [
+        True, True, False]  # fmt: skip
