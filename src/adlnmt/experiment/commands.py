@@ -8,24 +8,13 @@ import os
 import shutil
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adlnmt.errors import UserError
-from adlnmt.experiment.grid import Grid, load_grid
-from adlnmt.experiment.retime import retime
-from adlnmt.experiment.runner import (
-    STOPPED,
-    Outcome,
-    Run,
-    check_inputs,
-    default_results,
-    execute,
-    plan_runs,
-    prepare_data,
-    running_order,
-    shared_runs,
-    write_spec,
-)
-from adlnmt.train.checkpoint import state_files
+
+if TYPE_CHECKING:  # the grid and runner import PyTorch and sacreBLEU: not needed to parse the arguments
+    from adlnmt.experiment.grid import Grid
+    from adlnmt.experiment.runner import Outcome, Run
 
 
 def default_out(grid: Grid) -> Path:
@@ -40,6 +29,8 @@ def status(run: Run, shared: dict[str, str]) -> str:
         return f"finished as {shared[run.fingerprint]} (shared)"
     if not run.model_dir.exists():
         return "new"
+    from adlnmt.train.checkpoint import state_files
+
     states = state_files(run.model_dir)
     return f"started (resumes at update {states[-1][0]})" if states else "started"
 
@@ -74,7 +65,10 @@ def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None)
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment.claims import write_claims
+    from adlnmt.experiment.grid import load_grid
     from adlnmt.experiment.report import write_report
+    from adlnmt.experiment.retime import retime
+    from adlnmt.experiment.runner import default_results, plan_runs, shared_runs
 
     if args.retime and (args.rerun or args.report_only):
         raise UserError("--retime times finished runs again: it goes with neither --rerun nor --report-only")
@@ -123,6 +117,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Namespace) -> list[Outcome]:
     """Prepare the data, write every selected run's spec and run the unfinished ones."""
+    from adlnmt.experiment.runner import check_inputs, execute, prepare_data, running_order, write_spec
+
     check_inputs(grid)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(grid.path, out / "grid.yaml")
@@ -141,6 +137,8 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
 
 def exit_status(outcomes: list[Outcome]) -> int:
     """0, or 1 when a run failed; after a stop signal 0 (SIGTERM) or 130 (SIGINT), saying how to resume."""
+    from adlnmt.experiment.runner import STOPPED
+
     failed = [o.run for o in outcomes if not o.ok and not o.stopped]
     if failed:
         print(f"{len(failed)} run(s) failed: {', '.join(run.label for run in failed)}; "

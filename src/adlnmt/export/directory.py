@@ -8,17 +8,19 @@ import json
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from adlnmt.data.dataset import DataDir
-from adlnmt.data.prepare import MANIFEST
 from adlnmt.errors import UserError
-from adlnmt.model import Seq2Seq
-from adlnmt.search import DEFAULT_OPTIONS
+from adlnmt.search_options import DEFAULT_OPTIONS
+
+if TYPE_CHECKING:  # numpy and PyTorch: not needed to parse `adlnmt export`'s arguments
+    from adlnmt.data.dataset import DataDir
+    from adlnmt.model import Seq2Seq
 
 EXPORT_MANIFEST = "export.json"
 FORMAT_VERSION = 1
 FORMATS = ("onnx", "ctranslate2")
+QUANTIZATIONS = ("none", "int8")  # of the weights (dynamic int8: activations quantised on the fly)
 
 
 @dataclass
@@ -47,6 +49,8 @@ class ExportDir:
         if manifest.get("format_version") != FORMAT_VERSION or manifest.get("format") not in FORMATS:
             raise UserError(f"{manifest_path}: unsupported export (format {manifest.get('format')!r}, "
                             f"version {manifest.get('format_version')!r})")  # fmt: skip
+        from adlnmt.data.dataset import DataDir
+
         return cls(path, manifest, DataDir.load(path / "vocab"))
 
 
@@ -56,6 +60,8 @@ def is_export_dir(path: str | Path) -> bool:
 
 def copy_vocab(data: DataDir, out: Path) -> None:
     """The data manifest and sentencepiece model(s) into ``out/vocab`` (enough for ``DataDir.load``)."""
+    from adlnmt.data.prepare import MANIFEST
+
     vocab = out / "vocab"
     vocab.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(data.path / MANIFEST, vocab / MANIFEST)

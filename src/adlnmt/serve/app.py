@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import adlnmt
 from adlnmt.errors import UserError
-from adlnmt.search import SearchOptions
+from adlnmt.search_options import SearchOptions
 from adlnmt.serve.batching import Batcher, QueueFull
 from adlnmt.serve.limits import ServeOptions
 from adlnmt.serve.model_info import model_description

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from adlnmt.search import SearchOptions
+from adlnmt.search_options import SearchOptions
 from adlnmt.translator import Translation
 
 SearchFunction = Callable[[Sequence[str], SearchOptions], list[list[Translation]]]

@@ -18,23 +18,20 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    import torch
-
-    from adlnmt.data.corpus import decode_lines
-    from adlnmt.metrics import read_lines
-    from adlnmt.search import SearchOptions
+    """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
+    from adlnmt.data.corpus import decode_lines, read_lines
+    from adlnmt.search_options import SearchOptions
     from adlnmt.translator import Translator
 
     if args.beam < 1 or not 1 <= args.nbest <= args.beam:
         raise UserError(f"need --beam >= 1 and 1 <= --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
     if args.workers < 1 or args.threads < 0:
         raise UserError(f"need --workers >= 1 and --threads >= 0, got {args.workers} and {args.threads}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     asked = {"alignments": args.alignments, "--uncached": args.uncached, "--workers": args.workers > 1}
     torch_only = [name for name, wanted in asked.items() if wanted]
-    translator = Translator.load(args.model, args.checkpoint, args.device, args.precision, args.engine, torch_only)
-    lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
+    translator = Translator.load(args.model, args.checkpoint, args.device, args.precision, args.engine, torch_only,
+                                 args.threads)  # fmt: skip
+    lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
     options = SearchOptions(
         beam=args.beam,
         nbest=args.nbest,
@@ -110,7 +107,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     translate.add_argument("--uncached", action="store_true", help="re-feed the whole prefix every step (slow)")
     translate.add_argument("--device", default="cpu", help="cpu or cuda")
-    translate.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
+    translate.add_argument(
+        "--threads", type=int, default=0, help="CPU threads of the engine (default: torch's; other engines: every CPU)"
+    )
     translate.add_argument(
         "--workers",
         type=int,
