@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # numpy and PyTorch: not needed to parse `adlnmt export`'s ar
     from adlnmt.model import Seq2Seq
 
 EXPORT_MANIFEST = "export.json"
+DIAGRAM = "diagram.svg"  # the architecture, drawn at export time for `adlnmt serve` without PyTorch
 FORMAT_VERSION = 1
 FORMATS = ("onnx", "ctranslate2")
 QUANTIZATIONS = ("none", "int8")  # of the weights (dynamic int8: activations quantised on the fly)
@@ -80,8 +81,8 @@ class Source:
 
 
 def write_export(source: Source, out: Path, export_format: str, details: dict[str, Any]) -> None:
-    """Write the vocabulary and ``export.json`` (the ADL, options and search defaults, plus ``details`` of the
-    format) for the graphs or model already written to ``out``."""
+    """Write the vocabulary, the diagram and ``export.json`` (the ADL, parameter count, options and search
+    defaults, plus ``details`` of the format) for the graphs or model already written to ``out``."""
     model = source.model
     copy_vocab(source.data, out)
     manifest = {
@@ -89,9 +90,22 @@ def write_export(source: Source, out: Path, export_format: str, details: dict[st
         "format_version": FORMAT_VERSION,
         "model": model.config.to_dict(),
         "canonical": {"encoder": model.canonical_encoder, "decoder": model.canonical_decoder},
+        "parameters": model.parameter_count(),
+        "diagram": write_diagram(model, out),
         "source_model": str(source.model_dir) if source.model_dir else None,
         "max_input_len": source.max_input_len,
         "search_defaults": asdict(DEFAULT_OPTIONS),
         **details,
     }
     (out / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
+def write_diagram(model: Seq2Seq, out: Path) -> str | None:
+    """The architecture diagram as ``out/diagram.svg``, or None without Graphviz (:mod:`adlnmt.diagram`)."""
+    from adlnmt.diagram import model_svg
+
+    try:
+        (out / DIAGRAM).write_text(model_svg(model), encoding="utf-8")
+    except UserError:
+        return None
+    return DIAGRAM

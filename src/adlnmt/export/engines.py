@@ -56,7 +56,8 @@ def engine_threads(threads: int = 0) -> int:
 
 
 def load_engine(export: ExportDir, threads: int) -> SearchEngine:
-    """The engine that runs ``export`` (by its format)."""
+    """The engine that runs ``export`` (by its format); a UserError naming the extra when its package is missing."""
+    require(engine_for(export))
     if export.format == "onnx":
         from adlnmt.export.onnx_engine import OnnxEngine
 

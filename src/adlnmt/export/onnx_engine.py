@@ -14,7 +14,6 @@ from torch import Tensor
 
 from adlnmt.errors import UserError
 from adlnmt.export.directory import ExportDir
-from adlnmt.export.engines import require
 from adlnmt.export.state import StateLayout, path_owners
 from adlnmt.layers.base import DecoderState, SourceMemory
 from adlnmt.search import translate_ids
@@ -27,7 +26,6 @@ class OnnxEngine:
     name = "onnxruntime"
 
     def __init__(self, export: ExportDir, threads: int) -> None:
-        require(self.name)
         import onnxruntime as ort
 
         section = export.manifest["onnx"]

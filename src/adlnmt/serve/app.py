@@ -123,7 +123,7 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
     """The application serving ``options.model`` (or ``translator``, already loaded, e.g. by tests)."""
     if translator is None:
         translator = Translator.load(options.model, options.checkpoint, options.device, options.precision,
-                                     options.engine)  # fmt: skip
+                                     options.engine, threads=options.threads)  # fmt: skip
     service = Service(options, translator)
 
     @asynccontextmanager
