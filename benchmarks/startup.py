@@ -45,17 +45,18 @@ def run(source: Path, argv: list[str], stdin: str, importtime: bool = False) -> 
 
 
 def import_seconds(stderr: str) -> tuple[float, float]:
-    """All imports and torch's, in seconds, from ``-X importtime`` output (top-level cumulative times)."""
+    """All imports and torch's, in seconds, from ``-X importtime`` output: the cumulative times of the top-level
+    imports (one space after the last ``|``; nested ones are indented further)."""
     total = torch = 0.0
     for line in stderr.splitlines():
-        if not line.startswith("import time:") or "|" not in line:
+        parts = line.split("|")
+        if not line.startswith("import time:") or len(parts) != 3 or not parts[1].strip().isdigit():
             continue
-        _, cumulative, name = (part.strip() if i else part for i, part in enumerate(line.split("|")))
-        if not cumulative.isdigit() or name.startswith(" "):
+        if parts[2].startswith("  "):  # nested: counted in its importer's cumulative time
             continue
-        seconds = int(cumulative) / 1e6
+        seconds = int(parts[1]) / 1e6
         total += seconds
-        torch += seconds if name.strip() == "torch" else 0.0
+        torch += seconds if parts[2].strip() == "torch" else 0.0
     return total, torch
 
 

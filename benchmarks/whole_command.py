@@ -6,7 +6,7 @@ reports seconds, BLEU and the process's peak RSS (``os.wait4``: the largest of i
 
 Settings: ``adlnmt translate`` with the torch engine in fp32 (2 threads) and int8 (2 worker processes), with
 ``--engine ctranslate2`` on fp32 and int8 exports of the same model (2 threads), and ``benchmarks/ct2_peer.py``
-(a plain CTranslate2 script: ``translate_batch`` in batches of 64, CTranslate2's defaults) on the same exports.
+(a plain CTranslate2 script: ``translate_batch`` on batches of 64, fairseq's length rule) on the same exports.
 The exports are written first (not timed). Runs are interleaved setting by setting; with ``--repeat N`` each
 figure is the median of N. Results: ``OUT/whole_command.json`` and a Markdown table on stdout.
 """
