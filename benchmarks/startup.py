@@ -46,17 +46,16 @@ def run(source: Path, argv: list[str], stdin: str, importtime: bool = False) -> 
 
 def import_seconds(stderr: str) -> tuple[float, float]:
     """All imports and torch's, in seconds, from ``-X importtime`` output: the cumulative times of the top-level
-    imports (one space after the last ``|``; nested ones are indented further)."""
+    imports (one space after the last ``|``; nested ones are indented further), and that of ``torch`` wherever it
+    was first imported."""
     total = torch = 0.0
     for line in stderr.splitlines():
         parts = line.split("|")
         if not line.startswith("import time:") or len(parts) != 3 or not parts[1].strip().isdigit():
             continue
-        if parts[2].startswith("  "):  # nested: counted in its importer's cumulative time
-            continue
         seconds = int(parts[1]) / 1e6
-        total += seconds
         torch += seconds if parts[2].strip() == "torch" else 0.0
+        total += 0.0 if parts[2].startswith("  ") else seconds  # nested: in its importer's cumulative time
     return total, torch
 
 
