@@ -16,7 +16,7 @@ def __getattr__(name: str) -> Any:
 
         return Translator
     if name == "SearchOptions":
-        from adlnmt.search import SearchOptions
+        from adlnmt.search_options import SearchOptions
 
         return SearchOptions
     raise AttributeError(f"module 'adlnmt' has no attribute {name!r}")

@@ -3,6 +3,7 @@
 Checkpoint files are written by ``safetensors.torch.save_model``, which stores tied (shared) tensors once;
 averaging the stored tensors and writing them with ``save_file`` keeps that layout, so the averaged file loads
 with ``safetensors.torch.load_model(model, path, strict=False)`` (``adlnmt.train.checkpoint.load_weights``).
+PyTorch is imported only when checkpoints are averaged (not for the command's arguments).
 """
 
 from __future__ import annotations
@@ -12,19 +13,19 @@ import json
 import math
 import re
 from pathlib import Path
-
-import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from adlnmt.errors import DataError, UserError
-from adlnmt.train.checkpoint import atomic_write
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 CHECKPOINT_NAME = re.compile(r"update-(\d+)\.safetensors")
 
 
 def _open(path: Path):  # -> safetensors' handle (its type is not public)
+    from safetensors import safe_open
+
     if not path.is_file():
         raise UserError(f"{path}: checkpoint not found")
     try:
@@ -39,6 +40,8 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Tensor]:
     Every file must hold the same keys with the same shapes. Non-floating tensors (integer buffers) are not
     averaged: the value of the last file is kept.
     """
+    import torch
+
     if not paths:
         raise UserError("no checkpoints to average")
     paths = [Path(p) for p in paths]
@@ -141,6 +144,10 @@ def select_checkpoints(model_dir: Path, best: int | None, last: int | None) -> l
 
 def write_average(model_dir: Path, paths: list[Path], output: Path | None = None) -> Path:
     """Average ``paths`` and write the result atomically (default ``model_dir/averaged.safetensors``)."""
+    from safetensors.torch import save_file
+
+    from adlnmt.train.checkpoint import atomic_write
+
     output = Path(output) if output is not None else Path(model_dir) / "averaged.safetensors"
     tensors = average_checkpoints(paths)
     with _open(Path(paths[0])) as handle:

@@ -7,7 +7,6 @@ Incremental decoding: ``encode`` once, ``init_state`` once per batch of hypothes
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -19,38 +18,7 @@ from adlnmt.adl.registry import Side
 from adlnmt.adl.syntax import Literal
 from adlnmt.errors import UserError
 from adlnmt.layers.base import Context, DecoderState, Layer, Projection, SourceMemory
-from adlnmt.layers.context import ModelOptions
-
-# torch: PyTorch's own defaults (nn.Linear: uniform ±1/√fan_in weights and biases);
-# fairseq: fairseq's Transformer init for the attention projections and the output bias (see ``fairseq_init``).
-INIT_SCHEMES = ("torch", "fairseq")
-
-
-@dataclass
-class ModelConfig:
-    """Everything needed to rebuild a model; stored (canonical ADL included) with every model."""
-
-    encoder: str
-    decoder: str
-    src_vocab_size: int = 8000
-    tgt_vocab_size: int = 8000
-    d_model: int = 512
-    heads: int = 8
-    dropout: float = 0.1
-    ff_factor: int = 4
-    max_len: int = 1024
-    variables: dict[str, str] = field(default_factory=dict)
-    tie_output: bool = False  # target embedding = output projection weights
-    tie_source: bool = False  # source embedding = target embedding (joint vocabulary)
-    input_feeding: bool = False  # z⁰_t = [z^L_{t−1}; E y_t] (Luong et al.)
-    pad_id: int = 0
-    init: str = "torch"  # weight initialisation, one of INIT_SCHEMES
-
-    def options(self) -> ModelOptions:
-        return ModelOptions(self.d_model, self.heads, self.dropout, self.ff_factor, self.max_len)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 
 
 def fairseq_init(model: nn.Module) -> None:

@@ -279,3 +279,22 @@ def get_preset(name: str) -> Preset:
         hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
         raise UserError(f"unknown preset '{name}'{hint}; `adlnmt architectures` lists them")
     return PRESETS[name]
+
+
+# Groups usable wherever presets are named (``--preset @table5 @aan``).
+PRESET_GROUPS: dict[str, tuple[str, ...]] = {
+    # Every decoder of the ADL paper's Table 5 (encoder/decoder combinations).
+    "@table5": (
+        "t5-rnn-rnn",
+        "t5-cnn-cnn",
+        "t5-self-att-self-att",
+        "t5-self-att-rnn",
+        "t5-self-att-cnn",
+        "t5-rnn-self-att",
+        "t5-cnn-self-att",
+        "t5-self-att-combined",
+        "t5-self-att-none",
+    ),
+    # The AAN paper's decoder variants and the post-norm Transformer whose self-attention they replace.
+    "@aan": ("transformer-aan", "transformer-aan-noffn", "transformer-aan-nogate", "transformer-postnorm"),
+}

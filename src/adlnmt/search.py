@@ -19,9 +19,8 @@ on as usual (the prefix's log-probabilities count in the scores; with an empty p
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -31,93 +30,17 @@ from adlnmt.cuda_graphs import graph_stepper
 from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import UserError
 from adlnmt.model import Seq2Seq
+from adlnmt.search_options import (
+    _SHOULD_STOP,
+    Hypothesis,
+    SearchOptions,
+    SearchStopped,
+    length_penalty,
+    sampling_rule,
+)
 from adlnmt.speedups import SPEEDUPS
 from adlnmt.stepper import Engine, Stepper
 from adlnmt.workers import in_workers
-
-
-class SearchStopped(Exception):
-    """A search given up between two steps because the ``should_stop`` of :func:`stop_when` said so."""
-
-
-_SHOULD_STOP: ContextVar[Callable[[], bool] | None] = ContextVar("should_stop", default=None)
-
-
-@contextmanager
-def stop_when(should_stop: Callable[[], bool]) -> Iterator[None]:
-    """Searches in this thread meanwhile raise :class:`SearchStopped` before their next step once ``should_stop()``
-    is true (e.g. the server's deadline of the requests searched)."""
-    token = _SHOULD_STOP.set(should_stop)
-    try:
-        yield
-    finally:
-        _SHOULD_STOP.reset(token)
-
-
-@dataclass
-class Hypothesis:
-    tokens: list[int]  # without BOS/EOS
-    log_prob: float  # Σ log p(y_t | y_<t, x), EOS included
-    score: float  # log_prob / lp(|tokens| + 1)
-    alignment: Tensor | None = None  # [len(tokens) + 1, S_real]
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """How to search: the options of ``adlnmt translate`` (same meaning and defaults), for :func:`translate_ids`,
-    :meth:`adlnmt.translator.Translator.search`, ``adlnmt bench decode`` and experiments."""
-
-    beam: int = 5
-    """Beam size k; 1 is greedy search."""
-    nbest: int = 1
-    """Hypotheses per sentence, best first; at most ``beam``."""
-    batch_size: int = 64
-    """Sentences per batch (sentences are sorted by length into batches)."""
-    length_penalty: float = 1.0
-    """GNMT α: hypotheses are ranked by log_prob / ((5 + |Y|) / 6)^α; 0 ranks by log_prob."""
-    max_len_ratio: float = 2.0
-    """The longest output is ``max_len_ratio · |source| + max_len_extra`` tokens."""
-    max_len_extra: int = 10
-    """See ``max_len_ratio``."""
-    incremental: bool = True
-    """One cached decoder step per token; False re-feeds the whole prefix every step (slow; for comparisons)."""
-    alignments: bool = False
-    """Give every hypothesis its source-attention alignment."""
-    workers: int = 1
-    """Search the batches in that many forked single-thread CPU processes (:mod:`adlnmt.workers`)."""
-    cuda_graphs: bool = False
-    """Decoder steps at fixed (padded) shapes, captured in CUDA graphs on CUDA (:mod:`adlnmt.cuda_graphs`)."""
-    sampling: str | None = None
-    """Sample instead of searching: ``topk:K`` draws each token from the K most likely ones, ``topp:P`` from the
-    fewest most likely ones whose probability reaches P (nucleus); ``nbest`` samples per sentence, in the order
-    drawn (``beam`` is not used). None: greedy or beam search."""
-    temperature: float = 1.0
-    """Sampling: the log-probabilities are divided by it before top-k / top-p (below 1 sharper, above flatter)."""
-    seed: int = 1
-    """Sampling: every batch's generator is seeded from it and the batch's number, so samples are reproducible."""
-
-    def __post_init__(self) -> None:
-        if self.sampling is not None:
-            sampling_rule(self.sampling)
-            if self.nbest < 1 or self.temperature <= 0:
-                raise ValueError(f"sampling needs nbest >= 1 and temperature > 0, got {self.nbest}, {self.temperature}")
-        elif self.beam < 1 or not 1 <= self.nbest <= self.beam:
-            raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={self.beam}, nbest={self.nbest}")
-
-
-DEFAULT_OPTIONS = SearchOptions()  # those of `adlnmt translate` without flags
-
-
-def sampling_rule(spec: str) -> tuple[str, float]:
-    """``topk:K`` → ("topk", K) with K a positive integer; ``topp:P`` → ("topp", P) with 0 < P <= 1."""
-    kind, _, value = spec.partition(":")
-    try:
-        number = float(value) if kind == "topp" else int(value)
-    except ValueError:
-        number = 0
-    if kind not in ("topk", "topp") or not (0 < number <= 1 if kind == "topp" else number >= 1):
-        raise UserError(f"unknown sampling {spec!r}: use topk:K (K >= 1) or topp:P (0 < P <= 1)")
-    return kind, number
 
 
 def sample(log_probs: Tensor, options: SearchOptions, generator: torch.Generator) -> Tensor:
@@ -133,11 +56,6 @@ def sample(log_probs: Tensor, options: SearchOptions, generator: torch.Generator
         outside = probs.cumsum(-1) - probs >= value  # the words before already reach P
         logits = torch.full_like(logits, float("-inf")).scatter(1, order, ranked.masked_fill(outside, float("-inf")))
     return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator).squeeze(1)
-
-
-def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
-    """GNMT: ((5 + |Y|) / 6)^α."""
-    return ((5 + length) / 6) ** alpha
 
 
 def pad_batch(sentences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> Tensor:

@@ -1,4 +1,7 @@
-"""Load a trained model directory and translate raw text: the Python API behind `adlnmt translate`."""
+"""Load a trained model directory and translate raw text: the Python API behind `adlnmt translate`.
+
+PyTorch is imported only where the torch engine (or an export on the fly) needs it: a translator on a CTranslate2
+export runs on sentencepiece and CTranslate2 alone."""
 
 from __future__ import annotations
 
@@ -10,19 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
-
-from adlnmt.data.dataset import DataDir
 from adlnmt.errors import UserError
-from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import DEFAULT_OPTIONS, SearchOptions, translate_ids
-from adlnmt.train.checkpoint import load_weights
-from adlnmt.train.model_dir import load_vocabularies, read_stored_config
+from adlnmt.search_options import DEFAULT_OPTIONS, SearchOptions
 
 if TYPE_CHECKING:
+    from adlnmt.data.dataset import DataDir
     from adlnmt.export.directory import ExportDir
     from adlnmt.export.engines import SearchEngine
+    from adlnmt.model import Seq2Seq
 
 
 def resolve_checkpoint(model_dir: Path, checkpoint: str) -> Path:
@@ -42,6 +40,9 @@ PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 
 def with_precision(model: Seq2Seq, precision: str, device: str) -> Seq2Seq:
     """The model in inference ``precision`` (see :meth:`Translator.load`)."""
+    import torch
+    from torch import nn
+
     on_cuda = device.startswith("cuda")
     if precision not in PRECISIONS:
         raise UserError(f"unknown precision '{precision}'; choose one of {', '.join(PRECISIONS)}")
@@ -78,6 +79,10 @@ class Translation:
 
 def load_model(model_dir: Path, checkpoint: str) -> tuple[Seq2Seq, DataDir, int]:
     """A trained model (fp32, CPU), its vocabulary and its input length limit."""
+    from adlnmt.model import ModelConfig, Seq2Seq
+    from adlnmt.train.checkpoint import load_weights
+    from adlnmt.train.model_dir import load_vocabularies, read_stored_config
+
     stored = read_stored_config(model_dir)
     model = Seq2Seq(ModelConfig(**stored["model"]))
     load_weights(model, resolve_checkpoint(model_dir, checkpoint))
@@ -121,6 +126,7 @@ class Translator:
         precision: str = "fp32",
         engine: str = "torch",
         torch_only: Sequence[str] = (),
+        threads: int = 0,
     ) -> Translator:
         """``precision``: fp32; bf16 or fp16 weights and activations (fp16: CUDA only); int8: dynamic
         int8 quantisation of every linear and recurrent layer (CPU only; activations stay fp32).
@@ -128,14 +134,23 @@ class Translator:
         ``engine``: torch | onnxruntime | ctranslate2 | auto (see :func:`adlnmt.export.engines.pick_engine`, which
         also takes ``torch_only``).
         ``model_dir`` may also be an export directory (``adlnmt export``); other engines given a model directory
-        export it to a temporary directory first (fp32, or int8 with ``precision="int8"``)."""
-        from adlnmt.export.directory import ExportDir, Source, is_export_dir
-        from adlnmt.export.engines import ENGINE_FORMATS, pick_engine
-        from adlnmt.export.formats import export_model
+        export it to a temporary directory first (fp32, or int8 with ``precision="int8"``).
+        ``threads``: CPU threads of the engine, 0 for its default (:func:`adlnmt.export.engines.engine_threads`);
+        the torch engine sets them process-wide (``torch.set_num_threads``). An export directory run by another
+        engine is loaded without importing PyTorch."""
+        from adlnmt.export.directory import ExportDir, is_export_dir
 
         model_dir = Path(model_dir)
         if is_export_dir(model_dir):
-            return cls.from_export(ExportDir.load(model_dir), engine, precision)
+            return cls.from_export(ExportDir.load(model_dir), engine, precision, threads)
+        import torch
+
+        from adlnmt.export.directory import Source
+        from adlnmt.export.engines import ENGINE_FORMATS, pick_engine
+        from adlnmt.export.formats import export_model
+
+        if threads:
+            torch.set_num_threads(threads)
         model, data, max_len = load_model(model_dir, checkpoint)
         engine = pick_engine(engine, model, precision, device, torch_only)
         if engine == "torch":
@@ -146,13 +161,15 @@ class Translator:
         with tempfile.TemporaryDirectory(prefix="adlnmt-export-") as tmp:
             source = Source(model.eval(), data, max_len, model_dir)
             export = export_model(source, Path(tmp), ENGINE_FORMATS[engine], ENGINE_PRECISIONS[precision])
-            return cls.from_export(export, engine, precision)
+            return cls.from_export(export, engine, precision, threads)
 
     @classmethod
-    def from_export(cls, export: ExportDir, engine: str = "auto", precision: str = "fp32") -> Translator:
+    def from_export(
+        cls, export: ExportDir, engine: str = "auto", precision: str = "fp32", threads: int = 0
+    ) -> Translator:
         """A translator on an export directory's engine (``engine``: the export's, or auto); ``precision`` int8
-        needs an int8 export."""
-        from adlnmt.export.engines import engine_for, load_engine
+        needs an int8 export; ``threads`` as in :meth:`load`."""
+        from adlnmt.export.engines import engine_for, engine_threads, load_engine
 
         wanted = engine_for(export)
         if engine not in ("auto", wanted):
@@ -160,7 +177,7 @@ class Translator:
         quantize = export.manifest["quantize"]
         if precision != "fp32" and ENGINE_PRECISIONS.get(precision) != quantize:
             raise UserError(f"{export.path} is exported with quantization {quantize}; it cannot run in {precision}")
-        runner = load_engine(export, torch.get_num_threads())
+        runner = load_engine(export, engine_threads(threads))
         return cls(None, export.data, export.max_input_len, "cpu", export.path, runner)
 
     def input_warning(self, line: str, number: int) -> str | None:
@@ -194,6 +211,8 @@ class Translator:
         if options.sampling and self.engine_name == "ctranslate2":
             raise UserError("sampling needs the torch or onnxruntime engine, not ctranslate2")
         if self.engine is None:
+            from adlnmt.search import translate_ids
+
             assert self.model is not None
             found = translate_ids(self.model, sources, options, self.device, prefixes=forced)
         elif forced is not None:

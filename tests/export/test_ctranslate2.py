@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from adlnmt.errors import UserError
-from adlnmt.export.ctranslate2 import unsupported_layer
+from adlnmt.export.ctranslate2_spec import unsupported_layer
 from adlnmt.export.directory import Source
 from adlnmt.export.engines import pick_engine
 from adlnmt.export.formats import export_model

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from adlnmt.search import SearchOptions, SearchStopped
+from adlnmt.search_options import SearchOptions, SearchStopped
 from adlnmt.serve.batching import Batcher, QueueFull
 from adlnmt.stepper import Stepper
 from adlnmt.translator import Translation, Translator

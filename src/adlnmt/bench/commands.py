@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from adlnmt.bench.models import PRESET_GROUPS
 from adlnmt.errors import UserError
+from adlnmt.presets import PRESET_GROUPS
 
 DEFAULT_BEAMS = "1,4,8,12,16,20"
 DEFAULT_LENGTHS = "10,25,50,100,200"
@@ -102,7 +102,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from adlnmt.bench.models import expand_presets, input_lines, preset_configs, synthetic_lengths
     from adlnmt.bench.report import DECODE_COLUMNS, LENGTH_COLUMNS, plot_lengths
     from adlnmt.model import Seq2Seq
-    from adlnmt.search import SearchOptions
+    from adlnmt.search_options import SearchOptions
     from adlnmt.speedups import OFF, speedups_off
     from adlnmt.translator import with_precision
 

@@ -29,7 +29,8 @@ import torch
 from adlnmt.bench.measure import timed
 from adlnmt.bench.models import preset_model, random_sources
 from adlnmt.model import Seq2Seq
-from adlnmt.search import Hypothesis, SearchOptions, translate_ids
+from adlnmt.search import translate_ids
+from adlnmt.search_options import Hypothesis, SearchOptions
 from adlnmt.train.config import TrainConfig
 
 if TYPE_CHECKING:

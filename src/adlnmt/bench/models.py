@@ -12,28 +12,10 @@ import torch
 from adlnmt.data.vocab import EOS
 from adlnmt.errors import UserError
 from adlnmt.model import Seq2Seq
-from adlnmt.presets import get_preset
+from adlnmt.presets import PRESET_GROUPS, get_preset
 from adlnmt.train.config import TrainConfig, build_config
 
 FIRST_WORD_ID = 4  # after PAD, UNK, BOS, EOS
-
-# Groups usable wherever presets are named (``--preset @table5 @aan``).
-PRESET_GROUPS: dict[str, tuple[str, ...]] = {
-    # Every decoder of the ADL paper's Table 5 (encoder/decoder combinations).
-    "@table5": (
-        "t5-rnn-rnn",
-        "t5-cnn-cnn",
-        "t5-self-att-self-att",
-        "t5-self-att-rnn",
-        "t5-self-att-cnn",
-        "t5-rnn-self-att",
-        "t5-cnn-self-att",
-        "t5-self-att-combined",
-        "t5-self-att-none",
-    ),
-    # The AAN paper's decoder variants and the post-norm Transformer whose self-attention they replace.
-    "@aan": ("transformer-aan", "transformer-aan-noffn", "transformer-aan-nogate", "transformer-postnorm"),
-}
 
 SYNTHETIC_LENGTHS = (6, 20)  # default synthetic sentences: uniformly 6..20 words (mean 13, like Multi30k)
 

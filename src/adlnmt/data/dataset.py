@@ -1,4 +1,6 @@
-"""Loading a prepared data directory, token-budget length-bucketed batching, collation and DDP sharding."""
+"""Loading a prepared data directory, token-budget length-bucketed batching, collation and DDP sharding.
+
+Only :func:`collate` makes tensors: loading a data directory (e.g. the vocabulary of an export) needs no PyTorch."""
 
 from __future__ import annotations
 
@@ -6,14 +8,16 @@ import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from adlnmt.data.prepare import FORMAT_VERSION, MANIFEST, SIDES
 from adlnmt.data.vocab import BOS, EOS, PAD, Vocab
 from adlnmt.errors import DataError
+
+if TYPE_CHECKING:
+    import torch
 
 MANIFEST_ENTRIES: dict[str, type] = {"spm": dict, "joint": bool, "files": dict, "splits": dict}
 
@@ -269,6 +273,8 @@ def make_batches(split: Split, batch_tokens: int, seed: int, epoch: int, shuffle
 
 def collate(split: Split, indices: np.ndarray | list[int]) -> Batch:
     """Pad the sentences ``indices`` of ``split`` into a Batch (PAD=0 on the right)."""
+    import torch
+
     indices = np.asarray(indices, dtype=np.int64)
     sources = [split.src(int(i)) for i in indices]
     targets = [split.tgt(int(i)) for i in indices]

@@ -8,27 +8,13 @@ import os
 import shutil
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adlnmt.errors import UserError
-from adlnmt.experiment import slurm
-from adlnmt.experiment.checks import check_input_files, unreadable_results
-from adlnmt.experiment.grid import Grid, load_grid
-from adlnmt.experiment.lock import lock_output
-from adlnmt.experiment.retime import retime
-from adlnmt.experiment.runner import (
-    STOPPED,
-    Outcome,
-    Run,
-    check_inputs,
-    default_results,
-    execute,
-    plan_runs,
-    prepare_data,
-    running_order,
-    shared_runs,
-    write_spec,
-)
-from adlnmt.train.checkpoint import state_files
+
+if TYPE_CHECKING:  # the grid and runner import PyTorch and sacreBLEU: not needed to parse the arguments
+    from adlnmt.experiment.grid import Grid
+    from adlnmt.experiment.runner import Outcome, Run
 
 
 def default_out(grid: Grid) -> Path:
@@ -43,6 +29,8 @@ def status(run: Run, shared: dict[str, str]) -> str:
         return f"finished as {shared[run.fingerprint]} (shared)"
     if not run.model_dir.exists():
         return "new"
+    from adlnmt.train.checkpoint import state_files
+
     states = state_files(run.model_dir)
     return f"started (resumes at update {states[-1][0]})" if states else "started"
 
@@ -76,8 +64,14 @@ def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None)
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
+    from adlnmt.experiment import slurm
+    from adlnmt.experiment.checks import check_input_files, unreadable_results
     from adlnmt.experiment.claims import write_claims
+    from adlnmt.experiment.grid import load_grid
+    from adlnmt.experiment.lock import lock_output
     from adlnmt.experiment.report import write_report
+    from adlnmt.experiment.retime import retime
+    from adlnmt.experiment.runner import default_results, plan_runs, shared_runs
 
     if args.retime and (args.rerun or args.report_only):
         raise UserError("--retime times finished runs again: it goes with neither --rerun nor --report-only")
@@ -136,6 +130,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Namespace) -> list[Outcome]:
     """Prepare the data, write every selected run's spec and run the unfinished ones."""
+    from adlnmt.experiment import slurm
+    from adlnmt.experiment.runner import check_inputs, execute, prepare_data, running_order, write_spec
+
     check_inputs(grid)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(grid.path, out / "grid.yaml")
@@ -158,6 +155,8 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
 
 def exit_status(outcomes: list[Outcome]) -> int:
     """0, or 1 when a run failed; after a stop signal 0 (SIGTERM) or 130 (SIGINT), saying how to resume."""
+    from adlnmt.experiment.runner import STOPPED
+
     failed = [o.run for o in outcomes if not o.ok and not o.stopped]
     if failed:
         print(f"{len(failed)} run(s) failed: {', '.join(run.label for run in failed)}; "
@@ -243,7 +242,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="measure the decoding speed of the selected finished runs again on this machine, one after another "
         "(their weights must be here; run it with nothing else running), then rebuild the report",
     )
-    slurm.add_arguments(parser)
+    add_slurm_arguments(parser)
     parser.set_defaults(func=cmd_experiment)
 
     verdicts = commands.add_parser(
@@ -262,3 +261,26 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     verdicts.add_argument("--check", action="store_true", help="with --page: exit 1 if its table is out of date")
     verdicts.set_defaults(func=cmd_verdicts)
+
+
+def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
+    """The executor's flags of ``adlnmt experiment`` (:mod:`adlnmt.experiment.slurm`)."""
+    group = parser.add_argument_group(
+        "on a SLURM cluster (--executor slurm; defaults from the grid file's slurm: section)"
+    )
+    group.add_argument("--executor", choices=("local", "slurm"), default="local",
+                       help="local: worker processes on this machine (--jobs at a time); slurm: one SLURM job per run, "
+                       "submitted with submitit (default local)")  # fmt: skip
+    group.add_argument("--status", action="store_true",
+                       help="show every run's state (pending, queued, running, finished, failed with its log, "
+                       "cancelled) and exit")  # fmt: skip
+    group.add_argument("--wait", action="store_true", help="with --executor slurm: wait for the jobs, then report")
+    group.add_argument("--partition", dest="slurm_partition", help="SLURM partition")
+    group.add_argument("--time", dest="slurm_time", help="time limit per run: minutes or D-HH:MM:SS (default 120)")
+    group.add_argument("--gpus", dest="slurm_gpus", type=int, help="GPUs per run (default 0)")
+    group.add_argument("--cpus", dest="slurm_cpus", type=int, help="CPUs per run, its torch threads (default 1)")
+    group.add_argument("--mem", dest="slurm_mem", help="memory per run, e.g. 16G")
+    group.add_argument("--account", dest="slurm_account", help="SLURM account to charge")
+    group.add_argument("--qos", dest="slurm_qos", help="SLURM quality of service")
+    group.add_argument("--sbatch", action="append", metavar="OPTION=VALUE",
+                       help="a further sbatch option for every job, e.g. constraint=a100 (repeatable)")  # fmt: skip

@@ -289,26 +289,3 @@ def wait(runs: list[Run], report: Callable[[str], None] = print) -> list[Outcome
         if left:
             time.sleep(POLL_SECONDS)
     return outcomes
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The executor's flags of ``adlnmt experiment``."""
-    group = parser.add_argument_group(
-        "on a SLURM cluster (--executor slurm; defaults from the grid file's slurm: section)"
-    )
-    group.add_argument("--executor", choices=("local", "slurm"), default="local",
-                       help="local: worker processes on this machine (--jobs at a time); slurm: one SLURM job per run, "
-                       "submitted with submitit (default local)")  # fmt: skip
-    group.add_argument("--status", action="store_true",
-                       help="show every run's state (pending, queued, running, finished, failed with its log, "
-                       "cancelled) and exit")  # fmt: skip
-    group.add_argument("--wait", action="store_true", help="with --executor slurm: wait for the jobs, then report")
-    group.add_argument("--partition", dest="slurm_partition", help="SLURM partition")
-    group.add_argument("--time", dest="slurm_time", help="time limit per run: minutes or D-HH:MM:SS (default 120)")
-    group.add_argument("--gpus", dest="slurm_gpus", type=int, help="GPUs per run (default 0)")
-    group.add_argument("--cpus", dest="slurm_cpus", type=int, help="CPUs per run, its torch threads (default 1)")
-    group.add_argument("--mem", dest="slurm_mem", help="memory per run, e.g. 16G")
-    group.add_argument("--account", dest="slurm_account", help="SLURM account to charge")
-    group.add_argument("--qos", dest="slurm_qos", help="SLURM quality of service")
-    group.add_argument("--sbatch", action="append", metavar="OPTION=VALUE",
-                       help="a further sbatch option for every job, e.g. constraint=a100 (repeatable)")  # fmt: skip

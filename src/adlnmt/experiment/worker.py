@@ -20,7 +20,7 @@ from adlnmt.errors import UserError
 from adlnmt.exits import exit_status
 from adlnmt.experiment.quiet import decoding_alone, paused_seconds, timed_alone
 from adlnmt.experiment.runner import STOPPED, read_json, write_json
-from adlnmt.search import SearchOptions
+from adlnmt.search_options import SearchOptions
 from adlnmt.translator import Translator
 
 

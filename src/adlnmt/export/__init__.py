@@ -2,6 +2,7 @@
 
 ``adlnmt export`` writes an export directory (:mod:`~adlnmt.export.directory`); ``--engine`` of ``translate``,
 ``Translator.load`` and ``bench decode`` runs one (:mod:`~adlnmt.export.engines`). Modules: ``state`` (the decoder
-state as named tensors), ``onnx`` (the graphs), ``ctranslate2`` (the spec mapping and engine), ``formats``
-(export, check, manifest), ``faults`` (naming the layer an export fails in), ``commands`` (the CLI).
+state as named tensors), ``onnx`` (the graphs), ``onnx_engine`` (running them), ``ctranslate2_spec`` (the spec
+mapping), ``ctranslate2`` (its engine), ``formats`` (export, check, manifest), ``faults`` (naming the layer an
+export fails in), ``commands`` (the CLI). Translating an export with CTranslate2 imports no PyTorch.
 """

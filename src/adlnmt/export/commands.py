@@ -7,13 +7,15 @@ import time
 from pathlib import Path
 
 from adlnmt.bounds import at_least, flag_type
-from adlnmt.export.directory import Source
-from adlnmt.export.formats import QUANTIZATIONS, WRITERS, export_model
-from adlnmt.translator import load_model
+from adlnmt.export.directory import FORMATS, QUANTIZATIONS
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     import torch
+
+    from adlnmt.export.directory import Source
+    from adlnmt.export.formats import export_model
+    from adlnmt.translator import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -31,7 +33,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def add_commands(commands: argparse._SubParsersAction) -> None:
     export = commands.add_parser("export", help="export a trained model to ONNX or CTranslate2 (for --engine)")
     export.add_argument("--model", required=True, help="model directory")
-    export.add_argument("--format", required=True, choices=tuple(WRITERS), help="onnx or ctranslate2")
+    export.add_argument("--format", required=True, choices=FORMATS, help="onnx or ctranslate2")
     export.add_argument("--out", required=True, help="export directory to write")
     export.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
     export.add_argument("--quantize", default="none", choices=QUANTIZATIONS, help="int8: dynamic int8 weights")

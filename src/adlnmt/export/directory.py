@@ -16,20 +16,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from adlnmt.data.dataset import DataDir
-from adlnmt.data.prepare import MANIFEST
 from adlnmt.errors import UserError
-from adlnmt.model import Seq2Seq
-from adlnmt.search import DEFAULT_OPTIONS
+from adlnmt.search_options import DEFAULT_OPTIONS
+
+if TYPE_CHECKING:  # numpy and PyTorch: not needed to parse `adlnmt export`'s arguments
+    from adlnmt.data.dataset import DataDir
+    from adlnmt.model import Seq2Seq
 
 EXPORT_MANIFEST = "export.json"
+DIAGRAM = "diagram.svg"  # the architecture, drawn at export time for `adlnmt serve` without PyTorch
 FORMAT_VERSION = 1
 FORMATS = ("onnx", "ctranslate2")
 FILE_HASHES = "files"  # export.json's entry: path relative to the export → SHA-256 of its content
 # export.json's entries a loader reads, with their types
 MANIFEST_ENTRIES: dict[str, type | tuple[type, ...]] = {"model": dict, "max_input_len": int, "quantize": str}
+QUANTIZATIONS = ("none", "int8")  # of the weights (dynamic int8: activations quantised on the fly)
 
 
 @dataclass
@@ -57,6 +60,8 @@ class ExportDir:
             raise UserError(f"{path}: not an export directory (no {EXPORT_MANIFEST}; run `adlnmt export`)")
         manifest = read_manifest(manifest_path)
         check_files(path, manifest.get(FILE_HASHES), manifest_path)
+        from adlnmt.data.dataset import DataDir
+
         return cls(path, manifest, DataDir.load(path / "vocab"))
 
 
@@ -113,6 +118,8 @@ def is_export_dir(path: str | Path) -> bool:
 
 def copy_vocab(data: DataDir, out: Path) -> None:
     """The data manifest and sentencepiece model(s) into ``out/vocab`` (enough for ``DataDir.load``)."""
+    from adlnmt.data.prepare import MANIFEST
+
     vocab = out / "vocab"
     vocab.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(data.path / MANIFEST, vocab / MANIFEST)
@@ -131,8 +138,8 @@ class Source:
 
 
 def write_export(source: Source, out: Path, export_format: str, details: dict[str, Any]) -> None:
-    """Write the vocabulary and ``export.json`` (the ADL, options and search defaults, plus ``details`` of the
-    format) for the graphs or model already written to ``out``."""
+    """Write the vocabulary, the diagram and ``export.json`` (the ADL, parameter count, options and search
+    defaults, plus ``details`` of the format) for the graphs or model already written to ``out``."""
     model = source.model
     copy_vocab(source.data, out)
     manifest = {
@@ -140,6 +147,8 @@ def write_export(source: Source, out: Path, export_format: str, details: dict[st
         "format_version": FORMAT_VERSION,
         "model": model.config.to_dict(),
         "canonical": {"encoder": model.canonical_encoder, "decoder": model.canonical_decoder},
+        "parameters": model.parameter_count(),
+        "diagram": write_diagram(model, out),
         "source_model": str(source.model_dir) if source.model_dir else None,
         "max_input_len": source.max_input_len,
         "search_defaults": asdict(DEFAULT_OPTIONS),
@@ -176,3 +185,14 @@ def staged(out: Path, model_dir: Path | None) -> Iterator[Path]:
         raise UserError(f"{where}: cannot write the export ({err.strerror or err}); {out} is left as it was") from None
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
+
+
+def write_diagram(model: Seq2Seq, out: Path) -> str | None:
+    """The architecture diagram as ``out/diagram.svg``, or None without Graphviz (:mod:`adlnmt.diagram`)."""
+    from adlnmt.diagram import model_svg
+
+    try:
+        (out / DIAGRAM).write_text(model_svg(model), encoding="utf-8")
+    except UserError:
+        return None
+    return DIAGRAM

@@ -1,29 +1,25 @@
-"""Inference engines over export directories, for :class:`adlnmt.translator.Translator`.
+"""Inference engines over export directories, for :class:`adlnmt.translator.Translator`: which engine runs an
+export or a model (``--engine``), and loading it.
 
-:class:`OnnxEngine` is an :class:`~adlnmt.stepper.Engine` (``encode`` / ``init_state`` / ``next_log_probs``):
-the search's one batched greedy/beam algorithm drives ONNX Runtime sessions, and the decoder state stays a
-:class:`~adlnmt.layers.base.DecoderState` of torch tensors (shared with numpy, no copies), so beam reorders and
-dropped sentences are the same gathers as with PyTorch. :class:`CTranslate2Engine` hands whole batches to
-``ctranslate2.Translator``, which searches itself.
+:class:`~adlnmt.export.onnx_engine.OnnxEngine` drives ONNX Runtime sessions with the PyTorch search;
+:class:`~adlnmt.export.ctranslate2.CTranslate2Engine` hands whole batches to ``ctranslate2.Translator``, which
+searches itself. This module imports neither PyTorch nor an engine's package until an engine is loaded.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
-from typing import Any, Protocol
-
-import numpy as np
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Protocol
 
 from adlnmt.errors import UserError
 from adlnmt.export.directory import ExportDir
-from adlnmt.export.state import StateLayout, path_owners
-from adlnmt.layers.base import DecoderState, SourceMemory
-from adlnmt.model import Seq2Seq
-from adlnmt.search import Hypothesis, SearchOptions, translate_ids
+from adlnmt.search_options import Hypothesis, SearchOptions
+
+if TYPE_CHECKING:
+    from adlnmt.model import Seq2Seq
 
 ENGINES = ("torch", "onnxruntime", "ctranslate2", "auto")
 ENGINE_FORMATS = {"onnxruntime": "onnx", "ctranslate2": "ctranslate2"}
@@ -49,76 +45,29 @@ class SearchEngine(Protocol):
     def translate_ids(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]: ...
 
 
-class OnnxEngine:
-    """The search's engine on the encoder, init and step graphs of an ONNX export."""
-
-    name = "onnxruntime"
-
-    def __init__(self, export: ExportDir, threads: int) -> None:
-        require(self.name)
-        import onnxruntime as ort
-
-        section = export.manifest["onnx"]
-        self.layout = StateLayout.from_dict(section["state"])
-        self.owners = path_owners(self.layout)
-        self.memory_names: list[str] = section["io"]["encoder"]["outputs"]
-        self.state_names: list[str] = section["io"]["step"]["inputs"][2 + len(self.memory_names) :]
-        self.max_positions = int(section["max_positions"])
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, threads)
-        options.inter_op_num_threads = 1
-        self.sessions = {
-            name: ort.InferenceSession(str(export.path / file), options, providers=["CPUExecutionProvider"])
-            for name, file in section["graphs"].items()
-        }
-        self.inputs = {name: {i.name for i in session.get_inputs()} for name, session in self.sessions.items()}
-
-    def run(self, graph: str, feeds: dict[str, Tensor]) -> list[Tensor]:
-        """Run one graph on the inputs it uses (the exporter drops unused ones)."""
-        used = self.inputs[graph]
-        arrays = {name: np.ascontiguousarray(value.numpy()) for name, value in feeds.items() if name in used}
-        return [torch.from_numpy(np.asarray(value)) for value in self.sessions[graph].run(None, arrays)]
-
-    def memory_feeds(self, memory: SourceMemory) -> dict[str, Tensor]:
-        return dict(zip(self.memory_names, [memory.final, memory.mask, *memory.blocks], strict=True))
-
-    def encode(self, src: Tensor) -> SourceMemory:
-        final, mask, *blocks = self.run("encoder", {"src": src})
-        return SourceMemory(final, mask, blocks)
-
-    def init_state(self, memory: SourceMemory) -> DecoderState:
-        batch = memory.mask.size(0)
-        state = DecoderState(batch)
-        self.layout.fill(state, self.layout.of_kind("static", "dynamic"), self.run("init", self.memory_feeds(memory)),
-                         self.owners)  # fmt: skip
-        growing = self.layout.of_kind("growing")
-        self.layout.fill(state, growing, [entry.empty(batch) for entry in growing], self.owners)
-        return state
-
-    def next_log_probs(self, tokens: Tensor, memory: SourceMemory, state: DecoderState, alignments: bool
-                       ) -> tuple[Tensor, Tensor | None]:  # fmt: skip
-        """tokens [N] → log-probabilities [N, V] and, if asked, the alignment row [N, S]; advances ``state``."""
-        if state.step >= self.max_positions:
-            raise UserError(f"the exported graphs cover {self.max_positions} target positions; re-export with more")
-        feeds = {"tokens": tokens, "offset": torch.tensor([state.step]), **self.memory_feeds(memory)}
-        feeds.update(zip(self.state_names, self.layout.tensors(state, self.layout.entries, self.owners), strict=True))
-        log_probs, alignment, *changed = self.run("step", feeds)
-        self.layout.fill(state, self.layout.of_kind("dynamic", "growing"), changed, self.owners)
-        state.step += 1
-        return log_probs, alignment if alignments else None
-
-    def translate_ids(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
-        return translate_ids(self, sources, options)
+def engine_threads(threads: int = 0) -> int:
+    """``threads`` when positive, else PyTorch's intra-op thread count where PyTorch is loaded (so that
+    ``torch.set_num_threads`` applies), else the CPUs this process may run on."""
+    if threads > 0:
+        return threads
+    if "torch" in sys.modules:
+        return int(sys.modules["torch"].get_num_threads())
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def load_engine(export: ExportDir, threads: int) -> SearchEngine:
-    """The engine that runs ``export`` (by its format); a manifest section or a file the engine cannot read is a
-    UserError naming the export (the engines' own messages hold source paths and internals)."""
-    from adlnmt.export.ctranslate2 import CTranslate2Engine
-
-    engines: dict[str, Any] = {"onnx": OnnxEngine, "ctranslate2": CTranslate2Engine}
+    """The engine that runs ``export`` (by its format); a UserError naming the extra when its package is missing, and
+    one naming the export when a manifest section or a file cannot be read (the engines' own messages hold source
+    paths and internals)."""
+    require(engine_for(export))
     try:
-        return engines[export.format](export, threads)
+        if export.format == "onnx":
+            from adlnmt.export.onnx_engine import OnnxEngine
+
+            return OnnxEngine(export, threads)
+        from adlnmt.export.ctranslate2 import CTranslate2Engine
+
+        return CTranslate2Engine(export, threads)
     except UserError:
         raise
     except Exception as err:  # onnxruntime's and ctranslate2's load errors have no common base
@@ -139,7 +88,7 @@ def pick_engine(
     with identical output, 1.6× at beam 5); PyTorch otherwise: in int8 it was 1.6× CTranslate2's int8 greedy and
     1.1× at beam 5, and it beat ONNX Runtime on every decoder family. ``torch_only``: what the caller
     asks for that only the PyTorch engine gives (alignments, the uncached search, worker processes)."""
-    from adlnmt.export.ctranslate2 import unsupported_layer
+    from adlnmt.export.ctranslate2_spec import unsupported_layer
 
     if requested not in ENGINES:
         raise UserError(f"unknown engine '{requested}'; choose one of {', '.join(ENGINES)}")

@@ -8,11 +8,11 @@ from typing import Any
 import torch
 
 from adlnmt.errors import UserError
-from adlnmt.export.directory import ExportDir, Source, staged, write_export
-from adlnmt.export.engines import OnnxEngine, require
+from adlnmt.export.directory import QUANTIZATIONS, ExportDir, Source, staged, write_export
+from adlnmt.export.engines import require
+from adlnmt.export.onnx_engine import OnnxEngine
 from adlnmt.export.state import probe_source
 
-QUANTIZATIONS = ("none", "int8")
 TOLERANCE = 1e-3  # largest |Δ log-probability| between an fp32 export and PyTorch
 
 
@@ -49,7 +49,7 @@ def write_onnx(source: Source, out: Path, quantize: str) -> dict[str, Any]:
 
 def write_ctranslate2(source: Source, out: Path, quantize: str) -> dict[str, Any]:
     require("ctranslate2")
-    from adlnmt.export.ctranslate2 import export_ctranslate2
+    from adlnmt.export.ctranslate2_spec import export_ctranslate2
 
     return {"ctranslate2": export_ctranslate2(source, out, quantize)}
 

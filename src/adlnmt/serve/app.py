@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import adlnmt
 from adlnmt.errors import UserError
-from adlnmt.search import SearchOptions, SearchStopped
+from adlnmt.search_options import SearchOptions, SearchStopped
 from adlnmt.serve.batching import Batcher, QueueFull
 from adlnmt.serve.limits import ServeOptions
 from adlnmt.serve.model_info import model_description
@@ -140,7 +140,7 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
     """The application serving ``options.model`` (or ``translator``, already loaded, e.g. by tests)."""
     if translator is None:
         translator = Translator.load(options.model, options.checkpoint, options.device, options.precision,
-                                     options.engine)  # fmt: skip
+                                     options.engine, threads=options.threads)  # fmt: skip
     service = Service(options, translator)
 
     @asynccontextmanager

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from adlnmt.search import SearchOptions, stop_when
+from adlnmt.search_options import SearchOptions, stop_when
 from adlnmt.translator import Translation
 
 SearchFunction = Callable[..., list[list[Translation]]]  # (lines, options[, prefixes=...]) → results

@@ -44,10 +44,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as err:
         raise UserError(f"adlnmt serve needs the 'serve' extra ({err.name} is missing): "
                         "pip install 'adlnmt[serve]'") from None  # fmt: skip
-    import torch
-
-    if options.threads:
-        torch.set_num_threads(options.threads)
     app = create_app(options)  # loads the model: a bad directory is an error before the port is bound
     print(f"serving {options.model} on http://{options.host}:{options.port}/ (API page: /docs)", file=sys.stderr)
     # uvicorn catches SIGTERM/SIGINT: it stops accepting, finishes the requests in flight (within
@@ -81,7 +77,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--precision", default=defaults.precision, choices=PRECISIONS, help="as in adlnmt translate")
     serve.add_argument("--engine", default=defaults.engine, choices=ENGINES, help="as in adlnmt translate")
     serve.add_argument("--device", default=defaults.device, help="cpu or cuda")
-    serve.add_argument("--threads", type=int, default=defaults.threads, help="torch CPU threads (0: torch's choice)")
+    serve.add_argument("--threads", type=int, default=defaults.threads, help="engine CPU threads (0: its choice)")
     serve.add_argument(
         "--max-batch-sentences",
         type=int,

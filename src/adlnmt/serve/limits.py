@@ -54,7 +54,7 @@ class ServeOptions:
     device: str = "cpu"
     """cpu or cuda."""
     threads: int = 0
-    """torch intra-op threads for the search (0: torch's default)."""
+    """CPU threads of the engine (0: its default, see :func:`adlnmt.export.engines.engine_threads`)."""
     max_batch_sentences: int = 32
     """The most sentences searched together; requests with the same search options share a batch."""
     max_wait_ms: float = 10.0

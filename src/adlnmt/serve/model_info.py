@@ -8,10 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from adlnmt.errors import UserError
-from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.translator import Translator
 
 
@@ -32,9 +29,12 @@ def stored_model_config(model_dir: Path) -> dict[str, Any] | None:
 def training_summary(model_dir: Path) -> dict[str, Any] | None:
     """Updates, epochs and training time of the last checkpoint record; best validation perplexity and BLEU (when
     validation BLEU was computed) with their updates. None without ``metrics.jsonl`` (e.g. an export directory)."""
-    from adlnmt.train.checkpoint import read_records
+    path = model_dir / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    from adlnmt.train.checkpoint import read_records  # imports PyTorch
 
-    records, _ = read_records(model_dir / "metrics.jsonl")
+    records, _ = read_records(path)
     if not records:
         return None
     last = max(records, key=lambda record: record["update"])
@@ -55,9 +55,7 @@ def training_summary(model_dir: Path) -> dict[str, Any] | None:
 
 def model_description(translator: Translator, model_dir: Path, checkpoint: str, precision: str) -> dict[str, Any]:
     """The ``GET /model`` record. The diagram needs Graphviz's ``dot``: without it ``diagram_svg`` is None and
-    ``diagram_error`` says how to install it."""
-    from adlnmt.diagram import model_svg
-
+    ``diagram_error`` says how to install it. An export directory is described by what it recorded (no PyTorch)."""
     info: dict[str, Any] = {
         "checkpoint": checkpoint,
         "engine": translator.engine_name,
@@ -72,10 +70,17 @@ def model_description(translator: Translator, model_dir: Path, checkpoint: str, 
         "diagram_svg": None,
         "diagram_error": None,
     }
+    if (recorded := export_description(model_dir)) is not None:
+        return info | recorded
     config = stored_model_config(model_dir)
     if config is None:
         info["diagram_error"] = "no model configuration (config.json or export.json) to draw"
         return info
+    import torch
+
+    from adlnmt.diagram import model_svg
+    from adlnmt.model import ModelConfig, Seq2Seq
+
     with torch.device("meta"):  # shapes and counts only, no memory
         model = Seq2Seq(ModelConfig(**config))
     info |= {"encoder": model.canonical_encoder, "decoder": model.canonical_decoder}
@@ -86,3 +91,21 @@ def model_description(translator: Translator, model_dir: Path, checkpoint: str, 
     except UserError as err:
         info["diagram_error"] = str(err)
     return info
+
+
+def export_description(export_dir: Path) -> dict[str, Any] | None:
+    """Canonical ADL, parameter count and diagram as an export directory recorded them, or None for a model
+    directory or an export written before exports recorded them."""
+    from adlnmt.export.directory import DIAGRAM, EXPORT_MANIFEST
+
+    path = export_dir / EXPORT_MANIFEST
+    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if "parameters" not in manifest:
+        return None
+    found: dict[str, Any] = {**manifest["canonical"], "parameters": manifest["parameters"]}
+    if manifest.get("diagram"):
+        svg = (export_dir / DIAGRAM).read_text(encoding="utf-8")
+        found["diagram_svg"] = svg[svg.index("<svg") :]
+    else:
+        found["diagram_error"] = f"{export_dir}: exported without Graphviz's dot, so without a diagram (re-export)"
+    return found

@@ -23,24 +23,20 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    import torch
-
-    from adlnmt.data.corpus import decode_lines
-    from adlnmt.metrics import read_lines
-    from adlnmt.search import SearchOptions, sampling_rule
+    """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
+    from adlnmt.data.corpus import decode_lines, read_lines
+    from adlnmt.search_options import SearchOptions, sampling_rule
 
     if args.sampling:
         sampling_rule(args.sampling)
     elif args.nbest > args.beam:
         raise UserError(f"need --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     asked = {"alignments": args.alignments, "--uncached": args.uncached, "--workers": args.workers > 1,
              "--cuda-graphs": args.cuda_graphs, "--sampling": bool(args.sampling),
              "--prefix": bool(args.prefix)}  # fmt: skip
     torch_only = [name for name, wanted in asked.items() if wanted]
     translator = load_translator(args, torch_only)
-    lines = read_lines(args.input) if args.input else list(decode_lines(sys.stdin.buffer, "<stdin>"))
+    lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
     options = SearchOptions(
         beam=args.beam,
         nbest=args.nbest,
@@ -71,11 +67,16 @@ def load_translator(args: argparse.Namespace, torch_only: list[str]) -> Translat
 
     checkpoints = args.checkpoint or ["best"]
     if len(args.model) == 1 and len(checkpoints) == 1:
-        return Translator.load(args.model[0], checkpoints[0], args.device, args.precision, args.engine, torch_only)
+        return Translator.load(args.model[0], checkpoints[0], args.device, args.precision, args.engine, torch_only,
+                               args.threads)  # fmt: skip
     if args.engine != "torch":
         raise UserError(f"an ensemble runs on the torch engine, not {args.engine}")
+    import torch
+
     from adlnmt.ensemble import load_ensemble
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     models = args.model * len(checkpoints) if len(args.model) == 1 else args.model  # checkpoints of one model
     return load_ensemble(models, checkpoints, args.device, args.precision, args.combine)
 
@@ -180,7 +181,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     translate.add_argument("--device", default="cpu", help="cpu or cuda")
     translate.add_argument(
-        "--threads", type=flag_type(int, at_least(0)), default=0, help="torch CPU threads (default: torch's choice)"
+        "--threads",
+        type=flag_type(int, at_least(0)),
+        default=0,
+        help="CPU threads of the engine (default: torch's; other engines: every CPU)",
     )
     translate.add_argument(
         "--workers",

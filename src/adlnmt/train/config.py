@@ -13,12 +13,11 @@ from typing import Any
 
 import yaml
 
-from adlnmt.adl.builder import prepare
 from adlnmt.adl.syntax import rename_layers, to_text
 from adlnmt.bounds import FINITE, FRACTION, POSITIVE, SEED, Bounds, at_least, check, flag_type
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
-from adlnmt.model import INIT_SCHEMES, ModelConfig
+from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
 
 
@@ -144,6 +143,8 @@ class TrainConfig:
         else:
             raise UserError("give --encoder and --decoder ADL chains, or --preset NAME")
         if self.learned_positions:
+            from adlnmt.adl.builder import prepare  # the layer registry (imports PyTorch)
+
             encoder, decoder = (
                 to_text(rename_layers(prepare(text)[0], {"pos": "learn_pos"})) for text in (encoder, decoder)
             )

@@ -18,7 +18,7 @@ from typing import Any
 from adlnmt.data.dataset import DataDir
 from adlnmt.data.prepare import MANIFEST
 from adlnmt.errors import UserError
-from adlnmt.model import ModelConfig
+from adlnmt.model_config import ModelConfig
 from adlnmt.train.checkpoint import copy_atomic, describe
 from adlnmt.train.config import TrainConfig
 

@@ -1,0 +1,62 @@
+"""Start-up: the command line prints help and reports argument errors without importing PyTorch or the other
+heavy packages (issue 46); tests/export/test_torch_free.py translates a CTranslate2 export without PyTorch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "sacrebleu", "fastapi", "ctranslate2", "onnxruntime", "matplotlib")
+PROBE = f"""
+import json, sys
+from adlnmt.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as stop:
+    code = stop.code
+print(json.dumps({{"code": code, "loaded": [m for m in {HEAVY!r} if m in sys.modules]}}), file=sys.stderr)
+"""
+
+
+def run_cli(argv: list[str]) -> tuple[int, list[str], subprocess.CompletedProcess[str]]:
+    """``adlnmt ARGV`` in a fresh interpreter: its exit status, the heavy packages it imported, the process."""
+    result = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, check=False)
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    return report["code"], report["loaded"], result
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["translate", "--help"],
+        ["serve", "--help"],
+        ["bench", "decode", "--help"],
+        ["export", "--help"],
+        ["experiment", "--help"],
+        ["train", "--help"],
+        ["average", "--help"],
+    ],
+)
+def test_help_imports_nothing_heavy(argv: list[str]) -> None:
+    code, loaded, result = run_cli(argv)
+    assert code == 0 and "usage: adlnmt" in result.stdout
+    assert loaded == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["translate", "--model", "m", "--beam", "five"], "expected an integer, got 'five'"),
+        (["translate", "--model", "m", "--beam", "0"], "--beam: must be >= 1, got 0"),
+        (["translate", "--model", "m", "--engine", "tensorflow"], "invalid choice: 'tensorflow'"),
+        (["transate"], "invalid choice: 'transate'"),
+    ],
+)
+def test_argument_errors_import_nothing_heavy(argv: list[str], message: str) -> None:
+    code, loaded, result = run_cli(argv)
+    assert code == 2 and message in result.stderr and "Traceback" not in result.stderr
+    assert loaded == []
