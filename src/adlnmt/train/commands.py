@@ -51,7 +51,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         seed=args.seed,
     )
-    found = translator.search(lines, options, read_lines(args.prefix) if args.prefix else None)
+    found = translator.search(lines, options, list(read_lines(args.prefix)) if args.prefix else None)
     if args.nbest > 1 or args.alignments:
         records = ({"line": i + 1, "hypotheses": [t.to_dict() for t in hyps]} for i, hyps in enumerate(found))
         text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
