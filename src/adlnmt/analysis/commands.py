@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from adlnmt.bounds import SEED, at_least, flag_type
 from adlnmt.errors import UserError
 
 
@@ -69,7 +70,12 @@ def cmd_contrastive_suite(args: argparse.Namespace) -> int:
 def _scoring_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model directory, or a CTranslate2 export directory")
     parser.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
-    parser.add_argument("--batch-size", type=int, default=64, help="pairs per batch, sorted by length (default 64)")
+    parser.add_argument(
+        "--batch-size",
+        type=flag_type(int, at_least(1)),
+        default=64,
+        help="pairs per batch, sorted by length (default 64)",
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument(
         "--engine",
@@ -97,8 +103,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     contrastive.add_argument("--suite", required=True, help="suite file, JSON lines (docs/contrastive.md)")
     contrastive.add_argument("--output", help="Markdown table (default: stdout)")
     contrastive.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
-    contrastive.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    contrastive.add_argument("--seed", type=int, default=1, help="bootstrap seed (default 1)")
+    contrastive.add_argument(
+        "--resamples", type=flag_type(int, at_least(1)), default=1000, help="bootstrap resamples (default 1000)"
+    )
+    contrastive.add_argument("--seed", type=flag_type(int, SEED), default=1, help="bootstrap seed (default 1)")
     contrastive.set_defaults(func=cmd_contrastive)
 
     suite = commands.add_parser("contrastive-suite", help="generate a contrastive suite (JSON lines)")
@@ -115,7 +123,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         metavar="TEXT",
         help="agreement: more English text whose -ing forms tell verbs (e.g. the training side)",
     )
-    suite.add_argument("--size", type=int, default=500, help="demo: items at most (default 500)")
-    suite.add_argument("--seed", type=int, default=7, help="demo: seed of the pairs and the balancing (default 7)")
+    suite.add_argument(
+        "--size", type=flag_type(int, at_least(1)), default=500, help="demo: items at most (default 500)"
+    )
+    suite.add_argument(
+        "--seed", type=flag_type(int, SEED), default=7, help="demo: seed of the pairs and the balancing (default 7)"
+    )
     suite.add_argument("--output", required=True, help="suite file to write")
     suite.set_defaults(func=cmd_contrastive_suite)
