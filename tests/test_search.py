@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -255,6 +256,7 @@ def test_reduced_precisions_translate_every_line(trained, demo_data: Path, tmp_p
         output = tmp_path / f"{precision}.txt"
         argv = ["translate", "--model", str(model_dir), "--input", str(source), "--output", str(output)]
         assert main([*argv, "--beam", "3", "--precision", precision]) == 0
+        assert re.search(r"translated 6 of 6 lines in [\d.]+ s \([\d.,]+ sentences/s", capsys.readouterr().err)
         lines = output.read_text().splitlines()
         assert len(lines) == 6 and sum(a == b for a, b in zip(lines, reference, strict=True)) >= 3
     assert main(["translate", "--model", str(model_dir), "--input", str(source), "--precision", "fp16"]) == 2

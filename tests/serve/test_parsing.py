@@ -28,7 +28,7 @@ LONG_LINE = ("ein kleiner Hund läuft über die grüne Wiese . " * 120)[:5000]
         (b'{"text": ["ok", "\\ud800"]}', 422, "invalid request: text.1: a lone surrogate (U+D800) at character 1, not "
          "a Unicode character"),
         (b'["a", "b"]', 422, 'expected a JSON object like {"text": ["..."]}, got list'),
-        (b'{"text": "one sentence"}', 422, "invalid request: text: Input should be a valid list"),
+        (b'{"text": 7}', 422, "invalid request: text: Input should be a valid list"),
         (b'{"text": ["a", 7]}', 422, "invalid request: text.1: Input should be a valid string"),
         (b'{"text": ["a"], "beam": "5"}', 422, "invalid request: beam: Input should be a valid integer"),
         (b'{"text": ["a"], "beam": 0}', 422, "invalid request: beam: Input should be greater than or equal to 1"),
@@ -72,6 +72,13 @@ def test_hostile_requests_in_a_row_leave_the_server_answering(
     pieces = [translator.input_warning(cut, n) for n in (1, 3)]  # the CLI's own warning when pieces are cut too
     assert body["warnings"] == [w for pair in zip(expected, pieces, strict=True) for w in pair if w]
     assert all(t["translation"] for t in body["translations"][::2])
+
+
+def test_a_plain_string_is_one_sentence(make_client: ClientFactory, test_lines: list[str]) -> None:
+    with make_client() as client:
+        one = client.post("/translate", json={"text": test_lines[0]})
+        listed = client.post("/translate", json={"text": [test_lines[0]]})
+    assert one.status_code == listed.status_code == 200 and one.json() == listed.json()
 
 
 def test_a_streamed_body_is_cut_off_at_the_limit(make_client: ClientFactory) -> None:

@@ -4,7 +4,9 @@ response (documented in the OpenAPI schema; built from :meth:`adlnmt.translator.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class TranslateRequest(BaseModel):
@@ -12,12 +14,20 @@ class TranslateRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: list[str] = Field(description="sentences, one translation each, in this order; [] gives []")
+    text: list[str] = Field(
+        description="sentences, one translation each, in this order; [] gives []; a plain string is one sentence"
+    )
     beam: int = Field(5, ge=1, description="beam size; 1 is greedy search (at most the server's max_beam)")
     nbest: int = Field(1, ge=1, description="hypotheses per sentence, best first (at most beam)")
     alignments: bool = Field(False, description="add the source-attention alignment of every hypothesis")
     prefix: list[str] | None = Field(None, description="target prefixes, one per sentence: each translation starts "
                                      "with its own and the search continues from there ('' for none)")  # fmt: skip
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _one_sentence(cls, value: Any) -> Any:
+        """``{"text": "Ein Hund."}`` is ``{"text": ["Ein Hund."]}``."""
+        return [value] if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _nbest_within_beam(self) -> TranslateRequest:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from adlnmt.bounds import POSITIVE, SEED, at_least, flag_type
@@ -51,13 +52,19 @@ def cmd_translate(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         seed=args.seed,
     )
+    started = time.perf_counter()
     found = translator.search(lines, options, list(read_lines(args.prefix)) if args.prefix else None)
+    seconds = time.perf_counter() - started
     if args.nbest > 1 or args.alignments:
         records = ({"line": i + 1, "hypotheses": [t.to_dict() for t in hyps]} for i, hyps in enumerate(found))
         text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
     else:
         text = "".join((hyps[0].text if hyps else "") + "\n" for hyps in found)
     write_output(args.output, text)
+    translated = sum(1 for hyps in found if hyps)
+    speed = translated / max(seconds, 1e-9)
+    print(f"translated {translated:,} of {len(lines):,} lines in {seconds:.2f} s ({speed:,.1f} sentences/s, engine "
+          f"{translator.engine_name}; loading before it not counted)", file=sys.stderr)  # fmt: skip
     return 0
 
 
