@@ -48,9 +48,9 @@ def run_row(args: argparse.Namespace) -> None:
     """One measurement in this process; prints one JSON line."""
     import torch
 
+    from adlnmt.inference.search import SearchOptions
+    from adlnmt.inference.translator import Translator
     from adlnmt.metrics import score
-    from adlnmt.search import SearchOptions
-    from adlnmt.translator import Translator
 
     torch.set_num_threads(args.threads)
     compiled = args.engine == "torch-compile"
@@ -85,7 +85,7 @@ def export_all(model: Path, out: Path) -> dict[tuple[str, str], Path | None]:
     from adlnmt.errors import UserError
     from adlnmt.export.directory import Source
     from adlnmt.export.formats import export_model
-    from adlnmt.translator import load_model
+    from adlnmt.inference.translator import load_model
 
     targets: dict[tuple[str, str], Path | None] = {}
     for engine, precision in ROWS:

@@ -25,13 +25,13 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from adlnmt.cuda_graphs import BUCKETS, Bucket
 from adlnmt.errors import UserError
-from adlnmt.export.ctranslate2 import CTranslate2Engine
 from adlnmt.export.directory import ExportDir, Source
 from adlnmt.export.formats import export_model
-from adlnmt.search import SearchOptions
-from adlnmt.translator import Translator, load_model
+from adlnmt.inference.ctranslate2_engine import CTranslate2Engine
+from adlnmt.inference.cuda_graphs import BUCKETS, Bucket
+from adlnmt.inference.search import SearchOptions
+from adlnmt.inference.translator import Translator, load_model
 
 CT2_TYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # --precisions → CTranslate2's compute type
 CT2_LABEL = "CTranslate2" + (f" ({os.environ['CT2_NOTE']})" if os.environ.get("CT2_NOTE") else "")

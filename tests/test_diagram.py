@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from adlnmt.adl.builder import ModelOptions
 from adlnmt.adl.parser import parse
 from adlnmt.adl.registry import ALIASES, REGISTRY
 from adlnmt.adl.syntax import Chain, LayerNode, Literal
 from adlnmt.cli import main
 from adlnmt.diagram import diagram_svg, model_dir_svg, model_graph, model_svg
 from adlnmt.errors import UserError
+from adlnmt.layers.builder import ModelOptions
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.presets import PRESETS
 from adlnmt.published import DECODERS, ENCODERS, as_run

@@ -15,8 +15,7 @@ import adlnmt
 from adlnmt.cli import main
 from adlnmt.data.vocab import BOS, EOS
 from adlnmt.errors import UserError
-from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import (
+from adlnmt.inference.search import (
     SearchOptions,
     beam_batch,
     best_continuations,
@@ -26,8 +25,9 @@ from adlnmt.search import (
     rows_in_place,
     translate_ids,
 )
+from adlnmt.inference.translator import Translator, with_precision
+from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.speedups import OFF, SPEEDUPS, speedups_off
-from adlnmt.translator import Translator, with_precision
 
 ENCODER = "pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODERS = {

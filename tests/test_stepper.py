@@ -7,9 +7,9 @@ import torch
 
 from adlnmt.data.vocab import BOS, PAD
 from adlnmt.errors import UserError
+from adlnmt.inference.search import pad_batch
+from adlnmt.inference.stepper import Stepper
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import pad_batch
-from adlnmt.stepper import Stepper
 
 ENCODER = "pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODERS = {

@@ -12,11 +12,11 @@ __all__ = ["SearchOptions", "Translator"]
 
 def __getattr__(name: str) -> Any:
     if name == "Translator":
-        from adlnmt.translator import Translator
+        from adlnmt.inference.translator import Translator
 
         return Translator
     if name == "SearchOptions":
-        from adlnmt.search_options import SearchOptions
+        from adlnmt.inference.options import SearchOptions
 
         return SearchOptions
     raise AttributeError(f"module 'adlnmt' has no attribute {name!r}")

@@ -21,8 +21,8 @@ from adlnmt.analysis.demo_suite import LEXICON, demo_items, demo_suite
 from adlnmt.analysis.forced import PairScorer
 from adlnmt.cli import main
 from adlnmt.errors import DataError
+from adlnmt.inference.translator import Translator
 from adlnmt.model import Seq2Seq
-from adlnmt.translator import Translator
 
 ITEM = {"source": "s", "reference": "r", "contrastive": ["c"], "phenomenon": "p", "distance": 2}
 

@@ -12,9 +12,9 @@ import torch
 from adlnmt.analysis.forced import PairScorer, forced_log_probs
 from adlnmt.cli import main
 from adlnmt.data.dataset import DataDir
+from adlnmt.inference.search import SearchOptions, translate_ids
+from adlnmt.inference.translator import Translator
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import SearchOptions, translate_ids
-from adlnmt.translator import Translator
 
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODERS = {

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from adlnmt.cli import main
-from adlnmt.translator import Translator
+from adlnmt.inference.translator import Translator
 from test_search import DECODERS, ENCODER
 
 POST_NORM_ENCODER = "pos -> repeat(2, res_d(mh_dot_self_att) -> norm -> res_d(ffl) -> norm)"

@@ -9,11 +9,11 @@ import pytest
 from adlnmt.errors import UserError
 from adlnmt.export.ctranslate2_spec import unsupported_layer
 from adlnmt.export.directory import Source
-from adlnmt.export.engines import pick_engine
 from adlnmt.export.formats import export_model
+from adlnmt.inference.engines import pick_engine
+from adlnmt.inference.search import SearchOptions, length_penalty, translate_ids
+from adlnmt.inference.translator import Translator, load_model
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import SearchOptions, length_penalty, translate_ids
-from adlnmt.translator import Translator, load_model
 
 from .conftest import FAMILIES, demo_sources
 

@@ -12,8 +12,8 @@ from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.export.directory import EXPORT_MANIFEST, Source
 from adlnmt.export.formats import export_model
-from adlnmt.search import SearchOptions, translate_ids
-from adlnmt.translator import Translator, load_model
+from adlnmt.inference.search import SearchOptions, translate_ids
+from adlnmt.inference.translator import Translator, load_model
 
 from .conftest import FAMILIES, demo_sources
 

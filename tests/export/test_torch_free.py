@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from adlnmt.cli import main
-from adlnmt.search_options import SearchOptions
-from adlnmt.translator import Translator
+from adlnmt.inference.options import SearchOptions
+from adlnmt.inference.translator import Translator
 from test_startup import run_cli
 
 pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'adlnmt[ct2]'")

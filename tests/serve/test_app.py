@@ -118,7 +118,7 @@ def test_an_engine_without_alignments_says_so(
     make_client: ClientFactory, serve_model: Path, test_lines: list[str]
 ) -> None:
     pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed")
-    from adlnmt.translator import Translator
+    from adlnmt.inference.translator import Translator
 
     ct2 = Translator.load(serve_model, engine="ctranslate2")
     with make_client(ct2) as client:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from adlnmt.search import SearchOptions
+from adlnmt.inference.search import SearchOptions
+from adlnmt.inference.translator import Translation, Translator
 from adlnmt.serve.limits import ServeOptions
-from adlnmt.translator import Translation, Translator
 from serve.server import ClientFactory
 
 INTERNALS = "/onnxruntime/core/providers/cpu/math/gemm.cc:42 shape [3, 4] vs [5, 6]"

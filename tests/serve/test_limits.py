@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from adlnmt.errors import UserError
-from adlnmt.search import SearchOptions
+from adlnmt.inference.search import SearchOptions
+from adlnmt.inference.translator import Translation, Translator
 from adlnmt.serve.limits import ServeOptions
-from adlnmt.translator import Translation, Translator
 from serve.server import ClientFactory
 
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from adlnmt.inference.translator import Translator
 from adlnmt.serve.parsing import cut_long
-from adlnmt.translator import Translator
 from serve.server import ClientFactory
 
 JSON = {"Content-Type": "application/json"}

@@ -21,9 +21,9 @@ import torch
 
 from adlnmt.data.vocab import BOS, EOS
 from adlnmt.errors import UserError
+from adlnmt.inference.search import evaluating, pad_batch
+from adlnmt.inference.translator import Translator
 from adlnmt.model import Seq2Seq
-from adlnmt.search import evaluating, pad_batch
-from adlnmt.translator import Translator
 
 SCORING_ENGINES = ("torch", "ctranslate2")
 

@@ -101,10 +101,10 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from adlnmt.bench.machine import machine_summary
     from adlnmt.bench.models import expand_presets, input_lines, preset_configs, synthetic_lengths
     from adlnmt.bench.report import DECODE_COLUMNS, LENGTH_COLUMNS, plot_lengths
+    from adlnmt.inference.options import SearchOptions
+    from adlnmt.inference.translator import with_precision
     from adlnmt.model import Seq2Seq
-    from adlnmt.search_options import SearchOptions
     from adlnmt.speedups import OFF, speedups_off
-    from adlnmt.translator import with_precision
 
     switched_off = [name for name in (args.speedups_off or "").split(",") if name]
     if unknown := set(switched_off) - set(OFF):

@@ -28,13 +28,13 @@ import torch
 
 from adlnmt.bench.measure import timed
 from adlnmt.bench.models import preset_model, random_sources
+from adlnmt.inference.options import Hypothesis, SearchOptions
+from adlnmt.inference.search import translate_ids
 from adlnmt.model import Seq2Seq
-from adlnmt.search import translate_ids
-from adlnmt.search_options import Hypothesis, SearchOptions
 from adlnmt.train.config import TrainConfig
 
 if TYPE_CHECKING:
-    from adlnmt.export.engines import SearchEngine
+    from adlnmt.inference.engines import SearchEngine
 
 MODES = {"cached": True, "uncached": False}  # mode → incremental
 WARMUP_SENTENCES = 4  # the warm-up decodes the first few sentences, forced lengths capped at WARMUP_LENGTH
@@ -45,7 +45,7 @@ WARMUP_LENGTH = 16
 class Decoder:
     label: str
     kind: str  # preset | model
-    model: Seq2Seq | SearchEngine  # the PyTorch model, or another engine (adlnmt.export.engines)
+    model: Seq2Seq | SearchEngine  # the PyTorch model, or another engine (adlnmt.inference.engines)
     sources: list[list[int]]  # beam-table workload (encoded, each ending with EOS)
     exact: list[int] | None  # forced output lengths (presets), or None: real search
 
@@ -78,7 +78,7 @@ def model_decoder(
 ) -> Decoder:  # fmt: skip
     """A trained model directory (or export directory) on ``engine``; ``lines`` (raw text) encoded with its
     vocabulary. Other engines than torch get ``precision`` at load time (int8: an int8 export)."""
-    from adlnmt.translator import Translator
+    from adlnmt.inference.translator import Translator
 
     translator = Translator.load(path, checkpoint, str(device), "fp32" if engine == "torch" else precision, engine)
     sources = [translator.encode(line, number) for number, line in enumerate(lines, 1) if line.strip()]

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from adlnmt.adl.builder import ModelOptions
 from adlnmt.diagram.dot import FONT, INSTALL_HINT, load_graphviz, model_graph
 from adlnmt.errors import UserError
+from adlnmt.layers.builder import ModelOptions
 from adlnmt.model import ModelConfig, Seq2Seq
 
 __all__ = ["diagram_html", "diagram_svg", "model_dir_svg", "model_graph", "model_image", "model_svg", "write_diagram"]

@@ -28,7 +28,7 @@ def retime(run: Run) -> str:
 
     from adlnmt.bench.machine import machine_record
     from adlnmt.experiment.worker import code_version, evaluate_test
-    from adlnmt.translator import Translator
+    from adlnmt.inference.translator import Translator
 
     folder = run.finished_in()
     result, spec = read_json(folder / "result.json") if folder else None, read_json(run.dir / "run.json")

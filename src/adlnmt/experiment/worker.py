@@ -20,8 +20,8 @@ from adlnmt.errors import UserError
 from adlnmt.exits import exit_status
 from adlnmt.experiment.quiet import decoding_alone, paused_seconds, timed_alone
 from adlnmt.experiment.runner import STOPPED, read_json, write_json
-from adlnmt.search_options import SearchOptions
-from adlnmt.translator import Translator
+from adlnmt.inference.options import SearchOptions
+from adlnmt.inference.translator import Translator
 
 
 def bucket_labels(bounds: list[int]) -> list[str]:

@@ -15,7 +15,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from adlnmt.export.directory import Source
     from adlnmt.export.formats import export_model
-    from adlnmt.translator import load_model
+    from adlnmt.inference.translator import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

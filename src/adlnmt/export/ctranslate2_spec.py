@@ -10,7 +10,7 @@ position table, which is stored explicitly), one top-level ``repeat`` of a block
 with one head count per side, the default scale 1/√(d/h), ``source=top``, ``ffl(act=relu|gelu)``, any FFN width,
 tied or untied embeddings, and no input feeding. Anything else is refused, naming the first layer that breaks
 the pattern. The weights are set from the model's parameters (fused q/k/v and k/v projections map directly).
-The engine that runs the export is :mod:`adlnmt.export.ctranslate2` (no PyTorch).
+The engine that runs the export is :mod:`adlnmt.inference.ctranslate2_engine` (no PyTorch).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from adlnmt.errors import UserError
-from adlnmt.search_options import DEFAULT_OPTIONS
+from adlnmt.inference.options import DEFAULT_OPTIONS
 
 if TYPE_CHECKING:  # numpy and PyTorch: not needed to parse `adlnmt export`'s arguments
     from adlnmt.data.dataset import DataDir

@@ -22,13 +22,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import adlnmt
 from adlnmt.errors import UserError
-from adlnmt.search_options import SearchOptions, SearchStopped
+from adlnmt.inference.options import SearchOptions, SearchStopped
+from adlnmt.inference.translator import Translation, Translator
 from adlnmt.serve.batching import Batcher, QueueFull
 from adlnmt.serve.limits import ServeOptions
 from adlnmt.serve.model_info import model_description
 from adlnmt.serve.parsing import ApiError, check_content_type, cut_long, parse_translate, read_body
 from adlnmt.serve.schema import ErrorResponse, TranslateRequest, TranslateResponse
-from adlnmt.translator import Translation, Translator
 
 STATIC = Path(__file__).resolve().parent / "static"
 LOG = logging.getLogger("adlnmt.serve")

@@ -8,8 +8,8 @@ import sys
 from types import FrameType
 
 from adlnmt.errors import UserError
+from adlnmt.inference.translator import PRECISIONS
 from adlnmt.serve.limits import ENGINES, ServeOptions
-from adlnmt.translator import PRECISIONS
 
 
 def options_from(args: argparse.Namespace) -> ServeOptions:

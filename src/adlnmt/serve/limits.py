@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from adlnmt.bounds import POSITIVE, Bounds, at_least
 from adlnmt.errors import UserError
-from adlnmt.translator import PRECISIONS
+from adlnmt.inference.translator import PRECISIONS
 
 ENGINES = ("torch", "onnxruntime", "ctranslate2", "auto")
 FLAGS = {
@@ -54,7 +54,7 @@ class ServeOptions:
     device: str = "cpu"
     """cpu or cuda."""
     threads: int = 0
-    """CPU threads of the engine (0: its default, see :func:`adlnmt.export.engines.engine_threads`)."""
+    """CPU threads of the engine (0: its default, see :func:`adlnmt.inference.engines.engine_threads`)."""
     max_batch_sentences: int = 32
     """The most sentences searched together; requests with the same search options share a batch."""
     max_wait_ms: float = 10.0

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
-from adlnmt.translator import Translator
+from adlnmt.inference.translator import Translator
 
 
 def stored_model_config(model_dir: Path) -> dict[str, Any] | None:

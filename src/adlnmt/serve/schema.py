@@ -1,6 +1,6 @@
 """The JSON of ``POST /translate``: the request (validated strictly: wrong types are 422, never coerced) and the
-response (documented in the OpenAPI schema; built from :meth:`adlnmt.translator.Translation.to_dict`, the records
-``adlnmt translate --nbest/--alignments`` writes)."""
+response (documented in the OpenAPI schema; built from :meth:`~adlnmt.inference.translator.Translation.to_dict`, the
+records ``adlnmt translate --nbest/--alignments`` writes)."""
 
 from __future__ import annotations
 

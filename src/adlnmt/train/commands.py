@@ -13,7 +13,7 @@ from adlnmt.errors import UserError
 from adlnmt.train.config import add_arguments, from_arguments
 
 if TYPE_CHECKING:
-    from adlnmt.translator import Translator
+    from adlnmt.inference.translator import Translator
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -26,7 +26,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_translate(args: argparse.Namespace) -> int:
     """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
     from adlnmt.data.corpus import decode_lines, read_lines
-    from adlnmt.search_options import SearchOptions, sampling_rule
+    from adlnmt.inference.options import SearchOptions, sampling_rule
 
     if args.sampling:
         sampling_rule(args.sampling)
@@ -70,7 +70,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 def load_translator(args: argparse.Namespace, torch_only: list[str]) -> Translator:
     """The translator of ``adlnmt translate``'s --model (one, or several: an ensemble) and --checkpoint flags."""
-    from adlnmt.translator import Translator
+    from adlnmt.inference.translator import Translator
 
     checkpoints = args.checkpoint or ["best"]
     if len(args.model) == 1 and len(checkpoints) == 1:
@@ -80,7 +80,7 @@ def load_translator(args: argparse.Namespace, torch_only: list[str]) -> Translat
         raise UserError(f"an ensemble runs on the torch engine, not {args.engine}")
     import torch
 
-    from adlnmt.ensemble import load_ensemble
+    from adlnmt.inference.ensemble import load_ensemble
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -169,7 +169,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     translate.add_argument(
         "--cuda-graphs",
         action="store_true",
-        help="CUDA: replay each decoder step from a captured CUDA graph (token-identical to eager; adlnmt.cuda_graphs)",
+        help="CUDA: replay each decoder step from a captured CUDA graph (token-identical to eager)",
     )
     translate.add_argument(
         "--sampling",

@@ -143,7 +143,7 @@ class TrainConfig:
         else:
             raise UserError("give --encoder and --decoder ADL chains, or --preset NAME")
         if self.learned_positions:
-            from adlnmt.adl.builder import prepare  # the layer registry (imports PyTorch)
+            from adlnmt.layers.builder import prepare  # the layer registry (imports PyTorch)
 
             encoder, decoder = (
                 to_text(rename_layers(prepare(text)[0], {"pos": "learn_pos"})) for text in (encoder, decoder)

@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 from adlnmt.data.dataset import DataDir, collate, make_batches
 from adlnmt.data.vocab import PAD
+from adlnmt.inference.search import greedy
 from adlnmt.model import Seq2Seq
-from adlnmt.search import greedy
 
 
 @torch.inference_mode()

@@ -1,7 +1,7 @@
-"""The ONNX Runtime engine: an :class:`~adlnmt.stepper.Engine` (``encode`` / ``init_state`` / ``next_log_probs``) on
-the encoder, init and step graphs of an ONNX export. The search's one batched greedy/beam algorithm drives the
-sessions, and the decoder state stays a :class:`~adlnmt.layers.base.DecoderState` of torch tensors (shared with
-numpy, no copies), so beam reorders and dropped sentences are the same gathers as with PyTorch.
+"""The ONNX Runtime engine: an :class:`~adlnmt.inference.stepper.Engine` (``encode`` / ``init_state`` /
+``next_log_probs``) on the encoder, init and step graphs of an ONNX export. The search's one batched greedy/beam
+algorithm drives the sessions, and the decoder state stays a :class:`~adlnmt.layers.base.DecoderState` of torch tensors
+(shared with numpy, no copies), so beam reorders and dropped sentences are the same gathers as with PyTorch.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from torch import Tensor
 from adlnmt.errors import UserError
 from adlnmt.export.directory import ExportDir
 from adlnmt.export.state import StateLayout, path_owners
+from adlnmt.inference.options import Hypothesis, SearchOptions
+from adlnmt.inference.search import translate_ids
 from adlnmt.layers.base import DecoderState, SourceMemory
-from adlnmt.search import translate_ids
-from adlnmt.search_options import Hypothesis, SearchOptions
 
 
 class OnnxEngine:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from adlnmt.data.vocab import BOS, PAD
 from adlnmt.errors import UserError
 from adlnmt.export.directory import ExportDir
-from adlnmt.search_options import Hypothesis, SearchOptions, length_penalty
+from adlnmt.inference.options import Hypothesis, SearchOptions, length_penalty
 
 # CTranslate2 beam search with a non-zero length penalty stops a sentence once `beam` hypotheses have ended, the
 # PyTorch engine's rule (with 0 it waits for the best candidate to end); score × length gives back the log-prob.
@@ -59,7 +59,8 @@ class CTranslate2Engine:
         return found
 
     def translate_ids(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
-        """Like :func:`adlnmt.search.translate_ids` (same length-sorted batches); no alignments or re-fed mode."""
+        """Like :func:`~adlnmt.inference.search.translate_ids` (same length-sorted batches); no alignments or
+        re-fed mode."""
         if options.alignments or not options.incremental or options.workers > 1:
             raise UserError("the ctranslate2 engine gives no alignments and has no --uncached or --workers mode")
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))

@@ -1,8 +1,9 @@
 """Ensembles: several models searched as one (checkpoints of one model, or different architectures).
 
-An :class:`Ensemble` is an :class:`~adlnmt.stepper.Engine` for the one greedy/beam/sampling search of
-:mod:`adlnmt.search`: each member runs its own incremental :class:`~adlnmt.stepper.Stepper` on its own encoding
-of the batch, and every step the members' next-token distributions are combined:
+An :class:`Ensemble` is an :class:`~adlnmt.inference.stepper.Engine` for the one greedy/beam/sampling search of
+:mod:`adlnmt.inference.search`: each member runs its own incremental
+:class:`~adlnmt.inference.stepper.Stepper` on its own encoding of the batch, and every step the members'
+next-token distributions are combined:
 
 - ``log-linear`` (default): the mean of the members' log-probabilities, 1/M Σ_m log p_m(y), not renormalised
   (as Sockeye's): a hypothesis' log-probability is then the mean of the members' log-probabilities of it;
@@ -24,11 +25,11 @@ import torch
 from torch import Tensor
 
 from adlnmt.errors import UserError
+from adlnmt.inference.search import Hypothesis, SearchOptions, translate_ids
+from adlnmt.inference.stepper import Stepper
+from adlnmt.inference.translator import Translator, load_model, with_precision
 from adlnmt.layers.base import DecoderState, SourceMemory
 from adlnmt.model import Seq2Seq
-from adlnmt.search import Hypothesis, SearchOptions, translate_ids
-from adlnmt.stepper import Stepper
-from adlnmt.translator import Translator, load_model, with_precision
 
 COMBINATIONS = ("log-linear", "linear")
 
@@ -76,7 +77,7 @@ def combine(log_probs: Sequence[Tensor], combination: str) -> Tensor:
 
 
 class Ensemble:
-    """Members searched as one model (an :class:`~adlnmt.stepper.Engine` and a Translator's search engine)."""
+    """Members searched as one model (an :class:`~adlnmt.inference.stepper.Engine` and a Translator's search engine)."""
 
     name = "ensemble"
 
@@ -115,7 +116,7 @@ class Ensemble:
         options: SearchOptions,
         prefixes: Sequence[Sequence[int]] | None = None,
     ) -> list[list[Hypothesis]]:
-        """:func:`adlnmt.search.translate_ids` with the ensemble as the model."""
+        """:func:`adlnmt.inference.search.translate_ids` with the ensemble as the model."""
         with torch.inference_mode():
             return translate_ids(self, sources, options, self.device, prefixes=prefixes)
 

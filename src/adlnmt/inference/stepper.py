@@ -3,7 +3,7 @@
 A :class:`Stepper` drives a PyTorch :class:`~adlnmt.model.Seq2Seq` incrementally (one cached decoder step per
 token, the default) or re-fed (the whole prefix through the decoder every step — the regime of the AAN paper's
 baseline, kept for comparisons and tests), or another runtime that implements :class:`Engine` (ONNX Runtime,
-:mod:`adlnmt.export.engines`). PAD and BOS are never predicted. Alignments: the source attention probabilities of
+:mod:`adlnmt.inference.engines`). PAD and BOS are never predicted. Alignments: the source attention probabilities of
 the step averaged over every source attention layer and head of the decoder, [N, S].
 """
 
@@ -21,7 +21,7 @@ from adlnmt.model import Seq2Seq, iter_layers
 
 
 class Engine(Protocol):
-    """Another runtime for the search (e.g. ONNX Runtime sessions, :mod:`adlnmt.export.engines`): the incremental
+    """Another runtime for the search (e.g. ONNX Runtime sessions, :mod:`adlnmt.inference.engines`): the incremental
     protocol of :class:`~adlnmt.model.Seq2Seq` with the step's log-softmax (and alignment) inside."""
 
     def encode(self, src: Tensor) -> SourceMemory:

@@ -1,8 +1,8 @@
 """Greedy and beam search, batched over sentences, on the incremental decoding protocol.
 
 Both take their options as one :class:`SearchOptions` and share a :class:`SearchBatch` (the encoded batch, its
-length limits and the dropping of finished sentences). They run on a :class:`~adlnmt.stepper.Stepper`
-(incremental or re-fed decoding of a PyTorch model, or another runtime's :class:`~adlnmt.stepper.Engine`).
+length limits and the dropping of finished sentences). They run on a :class:`~adlnmt.inference.stepper.Stepper`
+(incremental or re-fed decoding of a PyTorch model, or another runtime's :class:`~adlnmt.inference.stepper.Engine`).
 Finished sentences leave the batch (their rows are dropped with one gather); sentences are sorted by length into
 batches and returned in input order.
 
@@ -26,11 +26,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from adlnmt.cuda_graphs import graph_stepper
 from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import UserError
-from adlnmt.model import Seq2Seq
-from adlnmt.search_options import (
+from adlnmt.inference.cuda_graphs import graph_stepper
+from adlnmt.inference.options import (
     _SHOULD_STOP,
     Hypothesis,
     SearchOptions,
@@ -38,9 +37,10 @@ from adlnmt.search_options import (
     length_penalty,
     sampling_rule,
 )
+from adlnmt.inference.stepper import Engine, Stepper
+from adlnmt.inference.workers import in_workers
+from adlnmt.model import Seq2Seq
 from adlnmt.speedups import SPEEDUPS
-from adlnmt.stepper import Engine, Stepper
-from adlnmt.workers import in_workers
 
 
 def sample(log_probs: Tensor, options: SearchOptions, generator: torch.Generator) -> Tensor:
@@ -385,8 +385,9 @@ def translate_ids(
     (the length limit grows to hold it).
 
     Sentences are sorted by length into batches of ``batch_size`` (with sampling, each sentence ``nbest`` times);
-    ``workers > 1`` searches the batches in that many forked single-thread CPU processes (:mod:`adlnmt.workers`),
-    with the same batches and results. ``model`` may be an :class:`Engine` instead (CPU, one process)."""
+    ``workers > 1`` searches the batches in that many forked single-thread CPU processes
+    (:mod:`adlnmt.inference.workers`), with the same batches and results. ``model`` may be an :class:`Engine`
+    instead (CPU, one process)."""
     if options.workers > 1 and torch.device(device).type != "cpu":
         raise UserError(f"worker processes are for the CPU; with device {device} use 1 worker")
     if options.workers > 1 and not isinstance(model, Seq2Seq):

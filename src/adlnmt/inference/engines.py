@@ -1,8 +1,8 @@
-"""Inference engines over export directories, for :class:`adlnmt.translator.Translator`: which engine runs an
+"""Inference engines over export directories, for :class:`adlnmt.inference.translator.Translator`: which engine runs an
 export or a model (``--engine``), and loading it.
 
-:class:`~adlnmt.export.onnx_engine.OnnxEngine` drives ONNX Runtime sessions with the PyTorch search;
-:class:`~adlnmt.export.ctranslate2.CTranslate2Engine` hands whole batches to ``ctranslate2.Translator``, which
+:class:`~adlnmt.inference.onnx_engine.OnnxEngine` drives ONNX Runtime sessions with the PyTorch search;
+:class:`~adlnmt.inference.ctranslate2_engine.CTranslate2Engine` hands whole batches to ``ctranslate2.Translator``, which
 searches itself. This module imports neither PyTorch nor an engine's package until an engine is loaded.
 """
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from adlnmt.errors import UserError
 from adlnmt.export.directory import ExportDir
-from adlnmt.search_options import Hypothesis, SearchOptions
+from adlnmt.inference.options import Hypothesis, SearchOptions
 
 if TYPE_CHECKING:
     from adlnmt.model import Seq2Seq
@@ -62,10 +62,10 @@ def load_engine(export: ExportDir, threads: int) -> SearchEngine:
     require(engine_for(export))
     try:
         if export.format == "onnx":
-            from adlnmt.export.onnx_engine import OnnxEngine
+            from adlnmt.inference.onnx_engine import OnnxEngine
 
             return OnnxEngine(export, threads)
-        from adlnmt.export.ctranslate2 import CTranslate2Engine
+        from adlnmt.inference.ctranslate2_engine import CTranslate2Engine
 
         return CTranslate2Engine(export, threads)
     except UserError:

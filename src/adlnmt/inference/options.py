@@ -1,8 +1,8 @@
 """What a search is asked and what it gives, without PyTorch: :class:`SearchOptions` (the options of ``adlnmt
 translate``, with the sampling rules), :class:`Hypothesis`, the GNMT length penalty and the stop hook
 (:func:`stop_when`: a search stopped between steps, e.g. by the server's deadline). Shared by the PyTorch search
-(:mod:`adlnmt.search`) and the engines that search themselves (CTranslate2), so that a translation without PyTorch
-never imports it.
+(:mod:`adlnmt.inference.search`) and the engines that search themselves (CTranslate2), so that a translation
+without PyTorch never imports it.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Hypothesis:
 @dataclass(frozen=True)
 class SearchOptions:
     """How to search: the options of ``adlnmt translate`` (same meaning and defaults), for :func:`translate_ids`,
-    :meth:`adlnmt.translator.Translator.search`, ``adlnmt bench decode`` and experiments."""
+    :meth:`adlnmt.inference.translator.Translator.search`, ``adlnmt bench decode`` and experiments."""
 
     beam: int = 5
     """Beam size k; 1 is greedy search."""
@@ -67,9 +67,9 @@ class SearchOptions:
     alignments: bool = False
     """Give every hypothesis its source-attention alignment."""
     workers: int = 1
-    """Search the batches in that many forked single-thread CPU processes (:mod:`adlnmt.workers`)."""
+    """Search the batches in that many forked single-thread CPU processes (:mod:`adlnmt.inference.workers`)."""
     cuda_graphs: bool = False
-    """Decoder steps at fixed (padded) shapes, captured in CUDA graphs on CUDA (:mod:`adlnmt.cuda_graphs`)."""
+    """Decoder steps at fixed (padded) shapes, captured in CUDA graphs on CUDA (:mod:`adlnmt.inference.cuda_graphs`)."""
     sampling: str | None = None
     """Sample instead of searching: ``topk:K`` draws each token from the K most likely ones, ``topp:P`` from the
     fewest most likely ones whose probability reaches P (nucleus); ``nbest`` samples per sentence, in the order

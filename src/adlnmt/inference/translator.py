@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adlnmt.errors import UserError
-from adlnmt.search_options import DEFAULT_OPTIONS, SearchOptions
+from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
 
 if TYPE_CHECKING:
     from adlnmt.data.dataset import DataDir
     from adlnmt.export.directory import ExportDir
-    from adlnmt.export.engines import SearchEngine
+    from adlnmt.inference.engines import SearchEngine
     from adlnmt.model import Seq2Seq
 
 
@@ -131,11 +131,11 @@ class Translator:
         """``precision``: fp32; bf16 or fp16 weights and activations (fp16: CUDA only); int8: dynamic
         int8 quantisation of every linear and recurrent layer (CPU only; activations stay fp32).
 
-        ``engine``: torch | onnxruntime | ctranslate2 | auto (see :func:`adlnmt.export.engines.pick_engine`, which
+        ``engine``: torch | onnxruntime | ctranslate2 | auto (see :func:`adlnmt.inference.engines.pick_engine`, which
         also takes ``torch_only``).
         ``model_dir`` may also be an export directory (``adlnmt export``); other engines given a model directory
         export it to a temporary directory first (fp32, or int8 with ``precision="int8"``).
-        ``threads``: CPU threads of the engine, 0 for its default (:func:`adlnmt.export.engines.engine_threads`);
+        ``threads``: CPU threads of the engine, 0 for its default (:func:`adlnmt.inference.engines.engine_threads`);
         the torch engine sets them process-wide (``torch.set_num_threads``). An export directory run by another
         engine is loaded without importing PyTorch."""
         from adlnmt.export.directory import ExportDir, is_export_dir
@@ -146,8 +146,8 @@ class Translator:
         import torch
 
         from adlnmt.export.directory import Source
-        from adlnmt.export.engines import ENGINE_FORMATS, pick_engine
         from adlnmt.export.formats import export_model
+        from adlnmt.inference.engines import ENGINE_FORMATS, pick_engine
 
         if threads:
             torch.set_num_threads(threads)
@@ -169,7 +169,7 @@ class Translator:
     ) -> Translator:
         """A translator on an export directory's engine (``engine``: the export's, or auto); ``precision`` int8
         needs an int8 export; ``threads`` as in :meth:`load`."""
-        from adlnmt.export.engines import engine_for, engine_threads, load_engine
+        from adlnmt.inference.engines import engine_for, engine_threads, load_engine
 
         wanted = engine_for(export)
         if engine not in ("auto", wanted):
@@ -211,7 +211,7 @@ class Translator:
         if options.sampling and self.engine_name == "ctranslate2":
             raise UserError("sampling needs the torch or onnxruntime engine, not ctranslate2")
         if self.engine is None:
-            from adlnmt.search import translate_ids
+            from adlnmt.inference.search import translate_ids
 
             assert self.model is not None
             found = translate_ids(self.model, sources, options, self.device, prefixes=forced)
