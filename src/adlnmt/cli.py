@@ -106,12 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
     from adlnmt.data.commands import add_commands as add_data_commands
     from adlnmt.experiment.commands import add_commands as add_experiment_commands
     from adlnmt.export.commands import add_commands as add_export_commands
+    from adlnmt.inference.commands import add_commands as add_inference_commands
     from adlnmt.serve.commands import add_commands as add_serve_commands
     from adlnmt.train.commands import add_commands as add_train_commands
     from adlnmt.train.plot import add_plot_command
 
     add_data_commands(commands)
     add_train_commands(commands)
+    add_inference_commands(commands)
     add_plot_command(commands)
     add_average_command(commands)
     add_analysis_commands(commands)
