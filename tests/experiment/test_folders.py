@@ -133,7 +133,6 @@ def test_which_folders_a_grid_gets(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.chdir(tmp_path)
     grid = load_grid(small_grid(tmp_path).relative_to(tmp_path), "cpu")
     folder = tmp_path / "results" / "g-cpu"
-    assert output_folders(grid) == output_folders(grid, None, None)
     found = output_folders(grid)
     assert (found.work, found.archive, found.one, found.note) == (folder, folder, True, "")
     assert output_folders(grid, "out").work == tmp_path / "out" == output_folders(grid, "out").archive
