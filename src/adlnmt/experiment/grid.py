@@ -48,6 +48,7 @@ CONTROLLED = {
     "threads": "--threads of adlnmt experiment",
 }
 MODEL_KEYS = ("preset", "encoder", "decoder")
+FOLDER_OPTIONS = {"tensorboard": ("auto", "off")}  # training options that name a folder, but for these values
 TRAIN_FIELDS = {f.name: f for f in fields(TrainConfig)}
 NAME = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -190,6 +191,8 @@ def _train_options(reader: Reader, value: Any, where: str) -> dict[str, Any]:
             choices = TRAIN_FIELDS[name].metadata.get("choices")
             if choices and item not in choices:
                 reader.fail(at, f"{item!r} is not one of {', '.join(choices)}")
+        if name in FOLDER_OPTIONS and item not in FOLDER_OPTIONS[name]:
+            item = str(reader.path_value(item, at))  # relative to the grid file, as every path of a grid
         options[name] = item
     return options
 

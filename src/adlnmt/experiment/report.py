@@ -18,6 +18,7 @@ from typing import Any
 
 from adlnmt.experiment.contrastive import contrastive_section
 from adlnmt.experiment.convergence import convergence_note, convergence_table
+from adlnmt.experiment.folders import shown
 from adlnmt.experiment.grid import Grid
 from adlnmt.experiment.plots import SHORT, make_plots
 from adlnmt.experiment.rows import Row, collect, device_kind, run_machine
@@ -321,9 +322,9 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
 
 def _unfinished(run: Run) -> str:
     if not run.log.exists():
-        return f"- {run.label}: not started in `{run.dir}`"
+        return f"- {run.label}: not started in `{shown(run.dir)}`"
     last = last_lines(run.log, 1).replace("`", "'")
-    return f"- {run.label}: failed or interrupted; log `{run.log}` ends with `{last}`"
+    return f"- {run.label}: failed or interrupted; log `{shown(run.log)}` ends with `{last}`"
 
 
 def write_report(grid: Grid, runs: list[Run], out: Path) -> str:

@@ -1,7 +1,8 @@
 """Running a grid: prepare its data once, lay out one directory per (variant, seed), and run each pending run
 as its own subprocess (``python -m adlnmt.experiment.worker RUN_DIR``), several at once with ``jobs``.
 
-Layout of the output directory::
+Layout of the output directory (the grid's folder: :mod:`adlnmt.experiment.folders`), every path written into it
+absolute::
 
     data/<key>/                       prepared data (``default``, or one per distinct set of prepare options)
     runs/<variant>/seed-<n>/run.json  what the run does (written by the runner before every start)
@@ -18,8 +19,9 @@ experiment skips it. Otherwise the worker resumes: the trainer continues from it
 nothing when ``trained.json`` matches) and translation and scoring are redone. Runs stopped part-way start
 before those not begun (``running_order``).
 
-Finished runs are archived (``result.json`` and the hypotheses, no weights) under the results directory, by
-default ``results/<name>-<scale>/`` next to the grid file, which is meant to be committed: the fingerprints do not
+The finished runs (``result.json`` and the hypotheses, no weights) are the archive, meant to be committed: in the
+run directories of the grid's folder (its .gitignore keeps the rest out of git), or copied into the results
+directory where it is another (``--results``, or the two folders of earlier versions). The fingerprints do not
 depend on where the repository or the output directory lies, so a fresh clone treats an archived run whose
 fingerprint matches as finished and rebuilds the tables from the archive. A run that another experiment archived
 beside this one (``results/../<other>/runs``) with the same fingerprint is the same run (the same model, training,
@@ -49,6 +51,7 @@ import yaml
 from adlnmt.data.corpus import count_lines
 from adlnmt.errors import UserError
 from adlnmt.experiment import quiet
+from adlnmt.experiment.folders import absolute, default_results
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
 from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.quiet import DecodeAlone
@@ -202,11 +205,6 @@ def prepare_data(grid: Grid, out: Path, log: Callable[[str], None] = print) -> d
 # --- runs ------------------------------------------------------------------------------------------------------
 
 
-def default_results(grid: Grid) -> Path:
-    """``results/<name>-<scale>`` next to the grid file: the archive of finished runs and the report."""
-    return grid.path.parent / "results" / (f"{grid.name}-{grid.scale}" if grid.scale else grid.name)
-
-
 def _portable(path: Path, grid: Grid) -> str:
     """A path as fingerprints see it: relative to the grid file's folder, the same in every clone. Lexical (symbolic
     links not followed): data reached through a link, e.g. ``../shared`` pointing to another disk, is the same data."""
@@ -245,7 +243,9 @@ def plan_run(grid: Grid, variant: Variant, seed: int, out: Path, results: Path) 
 
 
 def plan_runs(grid: Grid, out: Path, results: Path | None = None) -> list[Run]:
-    results = results if results is not None else default_results(grid)
+    """Every (variant, seed) of ``grid``, training in ``out`` and archived in ``results`` (default: the grid's
+    ``results/NAME-SCALE``), both made absolute."""
+    out, results = absolute(out), absolute(results if results is not None else default_results(grid))
     return [plan_run(grid, variant, seed, out, results) for variant in grid.variants for seed in grid.seeds]
 
 
@@ -279,8 +279,9 @@ def shared_runs(grid: Grid, runs: Iterable[Run], results: Path) -> list[tuple[Ru
 
 
 def write_spec(grid: Grid, run: Run, data_dir: Path, device: str, threads: int) -> None:
-    """run.json and train.yaml of ``run``; the fingerprints cover everything that changes its result."""
-    train = {**run.variant.train, "data": str(data_dir), "model": str(run.model_dir), "seed": run.seed}
+    """run.json and train.yaml of ``run``, every path in them absolute (``adlnmt train --config RUN/train.yaml`` works
+    from any directory); the fingerprints cover everything that changes its result."""
+    train = {**run.variant.train, "data": str(absolute(data_dir)), "model": str(run.model_dir), "seed": run.seed}
     spec = {
         "experiment": grid.name,
         "scale": grid.scale,
