@@ -86,10 +86,10 @@ def test_no_flags_give_the_defaults(name: str, options: Any) -> None:
 
 def test_translate_search_options_come_from_the_flags() -> None:
     args = build_parser().parse_args(["translate", "--model", "m", *flags_of(SEARCH)])
-    assert SearchOptions.from_args(args) == SEARCH
+    assert from_flags(SearchOptions, args) == SEARCH
     bench = build_parser().parse_args(["bench", "decode", "--batch-size", "3", "--workers", "2",
                                        "--length-penalty", "0.25", "--seed", "9"])  # fmt: skip
-    assert SearchOptions.from_args(bench, SEARCH_FLAGS) == SearchOptions(batch_size=3, workers=2, length_penalty=0.25)
+    assert from_flags(SearchOptions, bench, SEARCH_FLAGS) == SearchOptions(batch_size=3, workers=2, length_penalty=0.25)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
-from adlnmt.flags import add_flags
+from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.options import SearchOptions
 from adlnmt.presets import PRESET_GROUPS
 
@@ -139,7 +139,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     settings = DecodeSettings(
         beams=beams,
         modes=["cached", "uncached"] if args.uncached else ["cached"],
-        search=SearchOptions.from_args(args, SEARCH_FLAGS),
+        search=from_flags(SearchOptions, args, SEARCH_FLAGS),
         repeat=args.repeat,
         device=device,
         lengths=lengths,

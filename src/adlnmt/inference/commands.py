@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from adlnmt.bounds import at_least, flag_type
 from adlnmt.data.corpus import write_output
 from adlnmt.errors import UserError
-from adlnmt.flags import add_flags
+from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.options import SearchOptions
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     torch_only = [name for name, wanted in asked.items() if wanted]
     translator = load_translator(args, torch_only)
     lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
-    options = SearchOptions.from_args(args)
+    options = from_flags(SearchOptions, args)
     started = time.perf_counter()
     found = translator.search(lines, options, list(read_lines(args.prefix)) if args.prefix else None)
     seconds = time.perf_counter() - started

@@ -7,8 +7,7 @@ without PyTorch never imports it.
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from adlnmt.bounds import POSITIVE, SEED, at_least
 from adlnmt.errors import UserError
-from adlnmt.flags import from_flags, option
+from adlnmt.flags import option
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -104,11 +103,6 @@ class SearchOptions:
                 raise ValueError(f"sampling needs nbest >= 1 and temperature > 0, got {self.nbest}, {self.temperature}")
         elif self.beam < 1 or not 1 <= self.nbest <= self.beam:
             raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={self.beam}, nbest={self.nbest}")
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, names: Iterable[str] | None = None) -> SearchOptions:
-        """The options given by the flags of ``add_flags(parser, SearchOptions, names)`` (:mod:`adlnmt.flags`)."""
-        return from_flags(cls, args, names)
 
 
 DEFAULT_OPTIONS = SearchOptions()  # those of `adlnmt translate` without flags
