@@ -37,8 +37,8 @@ SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scal
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
 PREPARE_OPTIONS = {f.name: kind_of(f) for f in fields(PrepareOptions)}
-SEARCH_FIELDS = {name: {f.name: f for f in flagged(SearchOptions)}[name]  # the SearchOptions a grid may set
-                 for name in ("beam", "batch_size", "length_penalty", "max_len_ratio")}  # fmt: skip
+GRID_SEARCH = ("beam", "batch_size", "length_penalty", "max_len_ratio")  # the SearchOptions a grid's translate sets
+SEARCH_FIELDS = {f.name: f for f in flagged(SearchOptions) if f.name in GRID_SEARCH}
 TRANSLATE_OPTIONS = {**{name: kind_of(f) for name, f in SEARCH_FIELDS.items()}, "checkpoint": str, "average": dict}
 TRANSLATE_DEFAULTS = {**{name: f.default for name, f in SEARCH_FIELDS.items()}, "checkpoint": "best"}
 # Training options the experiment sets itself, and those that belong to a variant.
