@@ -6,8 +6,9 @@ stays cheap).
 
 from typing import Any
 
-__version__ = "0.1.0"
-__all__ = ["SearchOptions", "Translator"]
+from adlnmt.version import __version__
+
+__all__ = ["SearchOptions", "Translator", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

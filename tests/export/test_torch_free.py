@@ -12,21 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from adlnmt.cli import main
 from adlnmt.inference.options import SearchOptions
 from adlnmt.inference.translator import Translator
 from test_startup import run_cli
 
 pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'adlnmt[ct2]'")
-
-
-@pytest.fixture(scope="module")
-def ct2_export(tiny_models, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("torch-free") / "ct2"
-    assert (
-        main(["export", "--model", str(tiny_models["transformer"]), "--format", "ctranslate2", "--out", str(out)]) == 0
-    )
-    return out
 
 
 @pytest.mark.parametrize(("engine", "beam"), [("ctranslate2", 1), ("ctranslate2", 3), ("auto", 3)])

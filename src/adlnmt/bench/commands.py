@@ -28,11 +28,15 @@ decodes the --input lines with real search (EOS decides the length). The length 
 exactly L tokens (--lengths) on --sweep-sentences random sources of L words, for presets and models alike.
 Times are the fastest of --repeat runs after a warm-up; memory is the peak RSS during the run (CUDA: peak
 allocated), also as the increase over the start (+MB).
+A CTranslate2 export (adlnmt export --format ctranslate2) run by --engine ctranslate2 or auto is measured
+without importing PyTorch, on the CPU with --threads threads (default: the usable cores); the length sweep
+needs the PyTorch search and is skipped for it.
 
 examples:
   adlnmt bench decode --preset @table5 @aan --d-model 256 --d-ff 1024 --heads 4 --uncached --no-sweep
   adlnmt bench decode --preset transformer-aan transformer --no-table --sweep-beams 1,4 --uncached
   adlnmt bench decode --model models/t1 --input test.de --beams 1,5
+  adlnmt bench decode --model exports/t1-ct2 --engine ctranslate2 --input test.de --beams 1,5 --threads 2
 """
 
 
@@ -63,18 +67,30 @@ def int_list(flag: str, text: str) -> list[int]:
     return values
 
 
-def _setup(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Path]:
-    """Threads, device, the machine record and the output directory (created)."""
-    import torch
-
-    from adlnmt.bench.machine import busy_warning, machine_record
+def _setup(args: argparse.Namespace, engine: str | None = None) -> tuple[Any, dict[str, Any], Path]:
+    """Threads, device, the machine record and the output directory (created). ``engine``: a run on that engine
+    alone, without PyTorch (on the CPU, with --threads or the engine's default)."""
+    from adlnmt.bench.machine import busy_warning, engine_machine_record, machine_record
     from adlnmt.bench.measure import memory_method
-    from adlnmt.train.device import pick_device
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = pick_device(args.device, 0)
-    machine = {**machine_record(device), "memory": memory_method(device)}
+    if engine is None:
+        import torch
+
+        from adlnmt.train.device import pick_device
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        device = pick_device(args.device, 0)
+        record = machine_record(device)
+    else:
+        from adlnmt.inference.engines import engine_threads, require
+
+        require(engine)  # its package installed, else a UserError naming the extra
+        if args.device not in ("auto", "cpu"):
+            raise UserError(f"--device {args.device}: the {engine} engine runs on the CPU (--device auto or cpu)")
+        device = "cpu"
+        record = engine_machine_record(engine, engine_threads(args.threads or 0))
+    machine = {**record, "memory": memory_method(device)}
     warning = busy_warning(machine)
     if warning:
         print(warning, file=sys.stderr)
@@ -97,15 +113,33 @@ def _model_labels(paths: list[str]) -> dict[str, str]:
     return {p: (n if names.count(n) == 1 else p) for p, n in zip(paths, names, strict=True)}
 
 
-def cmd_decode(args: argparse.Namespace) -> int:
+def _torch_free_engine(models: list[str], engine: str) -> str | None:
+    """``ctranslate2`` when ``engine`` (ctranslate2 or auto) runs every model and each is a CTranslate2 export: a
+    run without PyTorch; else None (PyTorch loads the models, or exports them on the fly)."""
+    from adlnmt.export.directory import EXPORT_MANIFEST, is_export_dir, read_manifest
+
+    def export_format(path: str) -> str | None:
+        return read_manifest(Path(path) / EXPORT_MANIFEST)["format"] if is_export_dir(path) else None
+
+    if engine in ("ctranslate2", "auto") and models and all(export_format(p) == "ctranslate2" for p in models):
+        return "ctranslate2"
+    return None
+
+
+def _preset_lengths(lines: list[str], count: int, seed: int) -> list[int]:
+    """Source lengths of the presets: the input lines' word counts, else ``count`` synthetic ones (seeded)."""
     import numpy as np
 
+    from adlnmt.bench.models import synthetic_lengths
+
+    return [len(line.split()) for line in lines] or synthetic_lengths(count, np.random.default_rng(seed))
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
     from adlnmt.bench.decode import Decoder, DecodeSettings, length_rows, model_decoder, preset_decoder, table_rows
     from adlnmt.bench.machine import machine_summary
-    from adlnmt.bench.models import expand_presets, input_lines, preset_configs, synthetic_lengths
+    from adlnmt.bench.models import expand_presets, input_lines, preset_configs
     from adlnmt.bench.report import DECODE_COLUMNS, LENGTH_COLUMNS, plot_lengths
-    from adlnmt.inference.translator import with_precision
-    from adlnmt.model import Seq2Seq
     from adlnmt.speedups import OFF, speedups_off
 
     switched_off = [name for name in (args.speedups_off or "").split(",") if name]
@@ -131,11 +165,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
     baseline = args.baseline or ("transformer" if "transformer" in labels else labels[0])
     if baseline not in labels:
         raise UserError(f"--baseline {baseline} is not among the decoders ({', '.join(labels)})")
-    configs = preset_configs(presets, _sizes(args))
+    configs = preset_configs(presets, _sizes(args)) if presets else {}
     lines = input_lines(Path(args.input), args.sentences) if args.input else []
-    rng = np.random.default_rng(args.seed)
-    words = [len(line.split()) for line in lines] or synthetic_lengths(args.sentences or 200, rng)
-    device, machine, out = _setup(args)
+    device, machine, out = _setup(args, _torch_free_engine(list(models), args.engine))
     settings = DecodeSettings(
         beams=beams,
         modes=["cached", "uncached"] if args.uncached else ["cached"],
@@ -149,16 +181,15 @@ def cmd_decode(args: argparse.Namespace) -> int:
     )
 
     def decoders() -> Iterator[Decoder]:  # one model in memory at a time
+        words = _preset_lengths(lines, args.sentences or 200, args.seed) if configs else []
         for name, config in configs.items():
-            yield preset_decoder(name, config, args.vocab, words, args.seed, device)
+            yield preset_decoder(name, config, args.vocab, words, args.seed, device, args.precision)
         for path, label in models.items():
-            yield model_decoder(label, Path(path), args.checkpoint, device, lines, args.engine, args.precision)
+            yield model_decoder(label, Path(path), args.checkpoint, device, lines, args.engine, args.precision,
+                                args.threads or 0)  # fmt: skip
 
     results: dict[str, list[dict[str, Any]]] = {"decode": [], "length": []}
     for decoder in decoders():
-        if isinstance(decoder.model, Seq2Seq):
-            print(f"{decoder.label}: {decoder.model.parameter_count():,} parameters", file=sys.stderr)
-            decoder.model = with_precision(decoder.model, args.precision, str(device))
         with speedups_off(*switched_off):
             if table:
                 results["decode"].extend(table_rows(decoder, settings))

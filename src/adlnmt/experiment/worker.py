@@ -128,9 +128,9 @@ def code_version() -> dict[str, Any]:
     """The git commit of the code that runs (and whether its tracked files differ from it), where it is a clone."""
     import subprocess
 
-    import adlnmt
+    from adlnmt import version
 
-    source = Path(adlnmt.__file__).resolve().parent
+    source = Path(version.__file__).resolve().parent
 
     def git(*args: str) -> str | None:
         done = subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True, check=False)
@@ -138,7 +138,7 @@ def code_version() -> dict[str, Any]:
 
     commit = git("rev-parse", "HEAD")
     return {"git_commit": commit, "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit
-            else None, "adlnmt": adlnmt.__version__}  # fmt: skip
+            else None, "adlnmt": version.__version__}  # fmt: skip
 
 
 def read_training_sessions(run_dir: Path) -> list[dict[str, Any]]:

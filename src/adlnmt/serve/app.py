@@ -20,7 +20,6 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-import adlnmt
 from adlnmt.errors import UserError
 from adlnmt.inference.options import SearchOptions, SearchStopped
 from adlnmt.inference.translator import Translation, Translator
@@ -29,6 +28,7 @@ from adlnmt.serve.limits import ServeOptions
 from adlnmt.serve.model_info import model_description
 from adlnmt.serve.parsing import ApiError, check_content_type, cut_long, parse_translate, read_body
 from adlnmt.serve.schema import ErrorResponse, TranslateRequest, TranslateResponse
+from adlnmt.version import __version__
 
 STATIC = Path(__file__).resolve().parent / "static"
 LOG = logging.getLogger("adlnmt.serve")
@@ -152,7 +152,7 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
 
     app = FastAPI(
         title="adlnmt",
-        version=adlnmt.__version__,
+        version=__version__,
         summary="Neural machine translation whose architectures are ADL sentences",
         docs_url=None,  # FastAPI's pages load their scripts from a CDN; /docs is served offline below
         redoc_url=None,
