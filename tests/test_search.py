@@ -324,6 +324,26 @@ def test_translate_score_and_average_commands(trained, demo_data: Path, tmp_path
     assert "has 3 lines but" in capsys.readouterr().err
 
 
+def test_translate_search_flags_reach_the_search(trained, demo_data: Path, tmp_path: Path) -> None:
+    """--uncached decodes token for token as the cached search; --max-len-ratio 0 --max-len-extra N caps outputs."""
+    import json
+
+    model_dir = trained["transformer"].model_dir
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join((demo_data / "corpus" / "test.src").read_text().splitlines()[:4]) + "\n")
+    cached, uncached, capped = (tmp_path / name for name in ("cached.jsonl", "uncached.jsonl", "capped.jsonl"))
+    assert translate_file(model_dir, source, cached, "--beam", "3", "--nbest", "2") == 0
+    assert translate_file(model_dir, source, uncached, "--beam", "3", "--nbest", "2", "--uncached") == 0
+
+    def pieces(path: Path) -> list[list[str]]:  # their scores differ in float rounding only
+        return [h["pieces"] for line in path.read_text().splitlines() for h in json.loads(line)["hypotheses"]]
+
+    assert pieces(uncached) == pieces(cached) and max(map(len, pieces(cached))) > 2
+    capping = ["--nbest", "2", "--max-len-ratio", "0", "--max-len-extra", "2"]
+    assert translate_file(model_dir, source, capped, *capping) == 0
+    assert len(pieces(capped)) == 8 and max(map(len, pieces(capped))) <= 2
+
+
 def test_translate_with_workers_writes_the_same_lines(trained, demo_data: Path, tmp_path: Path, capsys) -> None:
     model_dir = trained["cnn"].model_dir
     source = tmp_path / "in.txt"

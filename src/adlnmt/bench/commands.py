@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
+from adlnmt.flags import add_flags, from_flags
+from adlnmt.inference.options import SearchOptions
 from adlnmt.presets import PRESET_GROUPS
 
+SEARCH_FLAGS = ("batch_size", "workers", "length_penalty")  # those of adlnmt translate (SearchOptions) it takes
 DEFAULT_BEAMS = "1,4,8,12,16,20"
 DEFAULT_LENGTHS = "10,25,50,100,200"
 GROUPS_HELP = "; ".join(f"{name} = {' '.join(members)}" for name, members in PRESET_GROUPS.items())
@@ -137,7 +140,6 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from adlnmt.bench.machine import machine_summary
     from adlnmt.bench.models import expand_presets, input_lines, preset_configs
     from adlnmt.bench.report import DECODE_COLUMNS, LENGTH_COLUMNS, plot_lengths
-    from adlnmt.inference.options import SearchOptions
     from adlnmt.speedups import OFF, speedups_off
 
     switched_off = [name for name in (args.speedups_off or "").split(",") if name]
@@ -169,7 +171,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
     settings = DecodeSettings(
         beams=beams,
         modes=["cached", "uncached"] if args.uncached else ["cached"],
-        search=SearchOptions(batch_size=args.batch_size, length_penalty=args.length_penalty, workers=args.workers),
+        search=from_flags(SearchOptions, args, SEARCH_FLAGS),
         repeat=args.repeat,
         device=device,
         lengths=lengths,
@@ -291,11 +293,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     what.add_argument("--beams", default=DEFAULT_BEAMS, help=f"beam sizes, 1 = greedy (default {DEFAULT_BEAMS})")
     what.add_argument("--uncached", action="store_true", help="also run uncached: the whole prefix re-fed every step")
-    what.add_argument("--batch-size", type=_positive_int, default=64, help="sentences per batch (default 64)")
-    what.add_argument("--workers", type=_positive_int, default=1,
-                      help="CPU: N forked 1-thread processes search the batches (default 1)")  # fmt: skip
+    add_flags(what, SearchOptions, SEARCH_FLAGS)
     what.add_argument("--repeat", type=_positive_int, default=1, help="timed runs per row, fastest kept (default 1)")
-    what.add_argument("--length-penalty", type=float, default=1.0, help="GNMT α for --model search (default 1.0)")
     what.add_argument("--precision", choices=("fp32", "bf16", "fp16", "int8"), default="fp32",
                       help="inference precision as in adlnmt translate (int8: CPU dynamic quantisation)")  # fmt: skip
     what.add_argument("--engine", choices=("torch", "onnxruntime", "ctranslate2", "auto"), default="torch",

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from adlnmt.data.options import MODEL_TYPES
 from adlnmt.errors import DataError
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIAL_IDS = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}
-MODEL_TYPES = ("bpe", "unigram")
 
 
 class _Feed:

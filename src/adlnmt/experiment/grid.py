@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.adl.errors import ADLError
+from adlnmt.data.options import MODEL_TYPES, PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.errors import UserError
 from adlnmt.experiment.schema import Reader, read_yaml
 from adlnmt.experiment.statistics import RESAMPLES
+from adlnmt.flags import bounds_of, flagged, kind_of
+from adlnmt.inference.options import SearchOptions
 from adlnmt.metrics import parse_metrics
 from adlnmt.train.config import TrainConfig, build_config
 
@@ -33,11 +36,11 @@ REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
-PREPARE_OPTIONS = {"vocab_size": int, "joint": bool, "model_type": str, "max_len": int, "max_ratio": float,
-                   "source_markers": bool}  # fmt: skip
-TRANSLATE_OPTIONS = {"beam": int, "batch_size": int, "length_penalty": float, "max_len_ratio": float,
-                     "checkpoint": str, "average": dict}  # fmt: skip
-TRANSLATE_DEFAULTS = {"beam": 5, "batch_size": 64, "length_penalty": 1.0, "max_len_ratio": 2.0, "checkpoint": "best"}
+PREPARE_OPTIONS = {f.name: kind_of(f) for f in fields(PrepareOptions)}
+GRID_SEARCH = ("beam", "batch_size", "length_penalty", "max_len_ratio")  # the SearchOptions a grid's translate sets
+SEARCH_FIELDS = {f.name: f for f in flagged(SearchOptions) if f.name in GRID_SEARCH}
+TRANSLATE_OPTIONS = {**{name: kind_of(f) for name, f in SEARCH_FIELDS.items()}, "checkpoint": str, "average": dict}
+TRANSLATE_DEFAULTS = {**{name: f.default for name, f in SEARCH_FIELDS.items()}, "checkpoint": "best"}
 # Training options the experiment sets itself, and those that belong to a variant.
 CONTROLLED = {
     "data": "the grid's 'data'",
@@ -209,8 +212,8 @@ def _prepare_options(reader: Reader, value: Any, where: str, with_paths: bool) -
         options[key] = reader.path_value(item, at) if key in PATH_KEYS else reader.typed(item, PREPARE_OPTIONS[key], at)
     if with_paths and (missing := [key for key in PATH_KEYS if key not in block]):
         reader.fail(where, f"missing {', '.join(missing)} (raw training and validation files to prepare)")
-    if options.get("model_type", "bpe") not in ("bpe", "unigram"):
-        reader.fail(f"{where}.model_type", "expected bpe or unigram")
+    if options.get("model_type", PREPARE_DEFAULTS.model_type) not in MODEL_TYPES:
+        reader.fail(f"{where}.model_type", f"expected {' or '.join(MODEL_TYPES)}")
     return options
 
 
@@ -293,13 +296,11 @@ def _translate(reader: Reader, blocks: list[tuple[Any, str]]) -> dict[str, Any]:
             options[key] = reader.typed(item, TRANSLATE_OPTIONS[key], f"{where}.{key}")
             if key == "average":
                 _average(reader, item, f"{where}.average")
-    for key in ("beam", "batch_size"):
-        if options[key] < 1:
-            reader.fail(f"translate.{key}", "must be at least 1")
+    for key, f in SEARCH_FIELDS.items():
+        if (bounds := bounds_of(f)) is not None and not bounds.holds(options[key]):
+            reader.fail(f"translate.{key}", f"must be {bounds.describe()}, got {options[key]}")
     if options["checkpoint"] not in ("best", "last"):
         reader.fail("translate.checkpoint", "expected best or last (or set translate.average)")
-    if options["max_len_ratio"] <= 0 or options["length_penalty"] < 0:
-        reader.fail("translate", "max_len_ratio must be positive and length_penalty non-negative")
     return options
 
 
@@ -371,7 +372,7 @@ def _check_model(reader: Reader, where: str, values: dict[str, Any], data: DataS
 
     from adlnmt.model import Seq2Seq
 
-    vocab = int(data.arguments().get("vocab_size", 8000))
+    vocab = int(data.arguments().get("vocab_size", PREPARE_DEFAULTS.vocab_size))
     try:
         config = build_config({**values, "data": "", "model": ""})
         with torch.device("meta"):

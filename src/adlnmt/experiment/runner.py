@@ -42,13 +42,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from adlnmt.data.corpus import count_lines
+from adlnmt.data.options import PREPARE_DEFAULTS
 from adlnmt.errors import UserError
 from adlnmt.experiment import quiet
 from adlnmt.experiment.folders import absolute, default_results
@@ -169,10 +170,11 @@ def check_inputs(grid: Grid) -> None:
 def _manifest_differences(manifest: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
     stored = {**manifest.get("options", {}), **manifest.get("inputs", {}), "joint": manifest.get("joint"),
               "model_type": manifest.get("model_type")}  # fmt: skip
-    defaults = {"vocab_size": 8000, "joint": True, "model_type": "bpe", "max_len": 250, "max_ratio": 3.0,
-                "source_markers": False}  # fmt: skip
     # the manifest records the files prepare() read, links followed
-    wanted = {**defaults, **{k: str(v.resolve()) if isinstance(v, Path) else v for k, v in arguments.items()}}
+    wanted = {
+        **asdict(PREPARE_DEFAULTS),
+        **{k: str(v.resolve()) if isinstance(v, Path) else v for k, v in arguments.items()},
+    }
     return [key for key, value in wanted.items() if stored.get(key) != value]
 
 

@@ -9,9 +9,11 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from adlnmt.bounds import POSITIVE, SEED, at_least, flag_type
+from adlnmt.bounds import at_least, flag_type
 from adlnmt.data.corpus import write_output
 from adlnmt.errors import UserError
+from adlnmt.flags import add_flags, from_flags
+from adlnmt.inference.options import SearchOptions
 
 if TYPE_CHECKING:
     from adlnmt.inference.translator import Translator
@@ -20,32 +22,19 @@ if TYPE_CHECKING:
 def cmd_translate(args: argparse.Namespace) -> int:
     """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
     from adlnmt.data.corpus import decode_lines, read_lines
-    from adlnmt.inference.options import SearchOptions, sampling_rule
+    from adlnmt.inference.options import sampling_rule
 
     if args.sampling:
         sampling_rule(args.sampling)
     elif args.nbest > args.beam:
         raise UserError(f"need --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
-    asked = {"alignments": args.alignments, "--uncached": args.uncached, "--workers": args.workers > 1,
+    asked = {"alignments": args.alignments, "--uncached": not args.incremental, "--workers": args.workers > 1,
              "--cuda-graphs": args.cuda_graphs, "--sampling": bool(args.sampling),
              "--prefix": bool(args.prefix)}  # fmt: skip
     torch_only = [name for name, wanted in asked.items() if wanted]
     translator = load_translator(args, torch_only)
     lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
-    options = SearchOptions(
-        beam=args.beam,
-        nbest=args.nbest,
-        batch_size=args.batch_size,
-        length_penalty=args.length_penalty,
-        max_len_ratio=args.max_len_ratio,
-        incremental=not args.uncached,
-        alignments=args.alignments,
-        workers=args.workers,
-        cuda_graphs=args.cuda_graphs,
-        sampling=args.sampling,
-        temperature=args.temperature,
-        seed=args.seed,
-    )
+    options = from_flags(SearchOptions, args)
     started = time.perf_counter()
     found = translator.search(lines, options, list(read_lines(args.prefix)) if args.prefix else None)
     seconds = time.perf_counter() - started
@@ -104,43 +93,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         choices=("log-linear", "linear"),
         help="ensembles: average the members' log-probabilities (log-linear, default) or probabilities (linear)",
     )
-    translate.add_argument(
-        "--beam", type=flag_type(int, at_least(1)), default=5, help="beam size; 1 = greedy (default 5)"
-    )
-    translate.add_argument(
-        "--nbest", type=flag_type(int, at_least(1)), default=1, help="hypotheses per input; >1 writes JSON lines"
-    )
-    translate.add_argument(
-        "--batch-size", type=flag_type(int, at_least(1)), default=64, help="sentences per batch (default 64)"
-    )
-    translate.add_argument(
-        "--length-penalty", type=flag_type(float, at_least(0)), default=1.0, help="GNMT α (default 1.0; 0 = none)"
-    )
-    translate.add_argument("--max-len-ratio", type=flag_type(float, at_least(0)), default=2.0,
-                           help="longest output = ratio · source length + 10 (default 2.0)")  # fmt: skip
-    translate.add_argument(
-        "--alignments",
-        action="store_true",
-        help="write JSON lines with source-attention alignments (mean over layers and heads)",
-    )
-    translate.add_argument("--uncached", action="store_true", help="re-feed the whole prefix every step (slow)")
-    translate.add_argument(
-        "--cuda-graphs",
-        action="store_true",
-        help="CUDA: replay each decoder step from a captured CUDA graph (token-identical to eager)",
-    )
-    translate.add_argument(
-        "--sampling",
-        metavar="topk:K|topp:P",
-        help="sample instead of searching: from the K most likely words, or the fewest whose probability reaches P; "
-        "--nbest N samples per input (--beam is not used)",
-    )
-    translate.add_argument(
-        "--temperature", type=flag_type(float, POSITIVE), default=1.0, help="sampling temperature (default 1.0)"
-    )
-    translate.add_argument(
-        "--seed", type=flag_type(int, SEED), default=1, help="sampling seed: same seed, same samples (default 1)"
-    )
+    add_flags(translate, SearchOptions)
     translate.add_argument(
         "--prefix", metavar="FILE", help="target prefixes, one per input line: each translation starts with its own"
     )
@@ -150,12 +103,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         type=flag_type(int, at_least(0)),
         default=0,
         help="CPU threads of the engine (default: torch's; other engines: every CPU)",
-    )
-    translate.add_argument(
-        "--workers",
-        type=flag_type(int, at_least(1)),
-        default=1,
-        help="CPU: decode the batches in N forked processes of 1 thread each (fastest with N = cores; default 1)",
     )
     translate.add_argument(
         "--precision",
