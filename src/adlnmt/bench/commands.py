@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
+from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.presets import PRESET_GROUPS
 
 DEFAULT_BEAMS = "1,4,8,12,16,20"
@@ -267,7 +268,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     what.add_argument("--length-penalty", type=float, default=1.0, help="GNMT α for --model search (default 1.0)")
     what.add_argument("--precision", choices=("fp32", "bf16", "fp16", "int8"), default="fp32",
                       help="inference precision as in adlnmt translate (int8: CPU dynamic quantisation)")  # fmt: skip
-    what.add_argument("--engine", choices=("torch", "onnxruntime", "ctranslate2", "auto"), default="torch",
+    what.add_argument("--engine", choices=ENGINE_CHOICES, default="torch",
                       help="--model decoding engine, as in adlnmt translate (default torch)")  # fmt: skip
     what.add_argument("--speedups-off", metavar="NAME,...",
                       help="optimisations to switch off (topk_block, preallocate, rows_in_place)")  # fmt: skip

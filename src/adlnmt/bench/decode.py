@@ -34,7 +34,7 @@ from adlnmt.model import Seq2Seq
 from adlnmt.train.config import TrainConfig
 
 if TYPE_CHECKING:
-    from adlnmt.inference.engines import SearchEngine
+    from adlnmt.inference.engine import Engine
 
 MODES = {"cached": True, "uncached": False}  # mode → incremental
 WARMUP_SENTENCES = 4  # the warm-up decodes the first few sentences, forced lengths capped at WARMUP_LENGTH
@@ -45,7 +45,7 @@ WARMUP_LENGTH = 16
 class Decoder:
     label: str
     kind: str  # preset | model
-    model: Seq2Seq | SearchEngine  # the PyTorch model, or another engine (adlnmt.inference.engines)
+    model: Seq2Seq | Engine  # the PyTorch model, or another engine (adlnmt.inference.engines)
     sources: list[list[int]]  # beam-table workload (encoded, each ending with EOS)
     exact: list[int] | None  # forced output lengths (presets), or None: real search
 
@@ -82,13 +82,12 @@ def model_decoder(
 
     translator = Translator.load(path, checkpoint, str(device), "fp32" if engine == "torch" else precision, engine)
     sources = [translator.encode(line, number) for number, line in enumerate(lines, 1) if line.strip()]
-    runner = translator.model if translator.engine is None else translator.engine
-    assert runner is not None
+    runner = translator.engine if translator.model is None else translator.model
     return Decoder(label, "model", runner, sources, None)
 
 
 def measure(
-    model: Seq2Seq | SearchEngine,
+    model: Seq2Seq | Engine,
     sources: list[list[int]],
     exact: list[int] | None,
     beam: int,

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 from adlnmt.bounds import POSITIVE, Bounds, at_least
 from adlnmt.errors import UserError
+from adlnmt.inference.engine import ENGINE_CHOICES as ENGINES
 from adlnmt.inference.translator import PRECISIONS
 
-ENGINES = ("torch", "onnxruntime", "ctranslate2", "auto")
 FLAGS = {
     "request_timeout_s": "request_timeout",
     "read_timeout_s": "read_timeout",
