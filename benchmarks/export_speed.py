@@ -24,7 +24,6 @@ ROWS = [("torch", "fp32"), ("torch", "int8"), ("onnxruntime", "fp32"), ("onnxrun
         ("ctranslate2", "fp32"), ("ctranslate2", "int8"), ("torch-workers", "fp32"), ("torch-workers", "int8"),
         ("torch-compile", "fp32")]  # fmt: skip
 TORCH_ROWS = ("torch", "torch-workers", "torch-compile")  # the PyTorch engine on the model directory
-FORMATS = {"onnxruntime": "onnx", "ctranslate2": "ctranslate2"}
 
 
 def read(path: Path) -> list[str]:
@@ -85,6 +84,7 @@ def export_all(model: Path, out: Path) -> dict[tuple[str, str], Path | None]:
     from adlnmt.errors import UserError
     from adlnmt.export.directory import Source
     from adlnmt.export.formats import export_model
+    from adlnmt.inference.engine import CAPABILITIES
     from adlnmt.inference.translator import load_model
 
     targets: dict[tuple[str, str], Path | None] = {}
@@ -97,7 +97,9 @@ def export_all(model: Path, out: Path) -> dict[tuple[str, str], Path | None]:
             if not directory.is_dir():
                 loaded, data, max_len = load_model(model, "best")
                 quantize = "int8" if precision == "int8" else "none"
-                export_model(Source(loaded.eval(), data, max_len, model), directory, FORMATS[engine], quantize)
+                export_format = CAPABILITIES[engine].export_format
+                assert export_format is not None
+                export_model(Source(loaded.eval(), data, max_len, model), directory, export_format, quantize)
             targets[engine, precision] = directory
         except UserError as err:
             print(f"{model.name} {engine}: {err}", file=sys.stderr)

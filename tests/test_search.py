@@ -15,6 +15,7 @@ import adlnmt
 from adlnmt.cli import main
 from adlnmt.data.vocab import BOS, EOS
 from adlnmt.errors import UserError
+from adlnmt.inference.batching import length_batches, length_limit
 from adlnmt.inference.search import (
     SearchOptions,
     beam_batch,
@@ -295,6 +296,40 @@ def test_translator_keeps_lines_aligned(trained, capsys: pytest.CaptureFixture[s
 
 def translate_file(model_dir: Path, source: Path, output: Path, *flags: str) -> int:
     return main(["translate", "--model", str(model_dir), "--input", str(source), "--output", str(output), *flags])
+
+
+@pytest.mark.parametrize("ratio", [0.3, 1.1, 1.15, 2.0, 2.3])
+def test_the_shared_length_limit_is_the_float32_product_the_search_always_used(ratio: float) -> None:
+    """Every engine's length limit (CTranslate2's too): float64 would differ for some lengths at these ratios."""
+    options = SearchOptions(max_len_ratio=ratio)
+    expected = ((torch.arange(400).float() * ratio).long() + options.max_len_extra).tolist()
+    assert [length_limit(n, options) for n in range(400)] == expected
+    assert length_batches([3, 1, 2, 1, 3], 2) == [[1, 3], [2, 0], [4]]  # stable: equal lengths keep their order
+
+
+def test_cli_alignments_give_the_source_pieces_and_hard_alignments(trained, tmp_path: Path) -> None:
+    """fairseq's --print-alignment: 'i-j' for every target piece j, i its most attended source piece (0-based, without
+    markers and EOS)."""
+    import json
+
+    translator = trained["transformer"]
+    lines = ["the dog sees a cat", "", "the small girls see the old king"]
+    source, output = tmp_path / "in.txt", tmp_path / "out.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    assert translate_file(translator.model_dir, source, output, "--beam", "3", "--nbest", "2", "--alignments") == 0
+    records = [json.loads(line) for line in output.read_text().splitlines()]
+    assert "source_pieces" not in records[1] and records[1]["hypotheses"] == []
+    first = 1 if translator.data.source_markers else 0
+    for line, record in zip(lines, records, strict=True):
+        if not line:
+            continue
+        pieces = record["source_pieces"]
+        assert pieces == translator.source_pieces(line) and pieces[-1] == translator.data.src_vocab.piece(EOS)
+        assert len(record["hypotheses"]) == 2
+        for hyp in record["hypotheses"]:
+            attention = torch.tensor(hyp["alignment"])[: len(hyp["pieces"]), first : len(pieces) - 1]
+            expected = [f"{i}-{j}" for j, i in enumerate(attention.argmax(1).tolist())]
+            assert hyp["hard_alignment"].split() == expected and len(expected) == len(hyp["pieces"])
 
 
 def test_translate_score_and_average_commands(trained, demo_data: Path, tmp_path: Path, capsys) -> None:

@@ -9,6 +9,7 @@ import sys
 
 from adlnmt.bounds import SEED, at_least, flag_type
 from adlnmt.errors import UserError
+from adlnmt.inference.engine import able
 
 
 def cmd_score_pairs(args: argparse.Namespace) -> int:
@@ -81,8 +82,9 @@ def _scoring_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         default="torch",
-        choices=("torch", "ctranslate2"),
-        help="torch (default) or ctranslate2 (score_batch; a model directory is exported first)",
+        choices=able("scores"),
+        help="torch (default) or ctranslate2 (score_batch; --model is then a CTranslate2 export: adlnmt export "
+        "--model M --format ctranslate2 --out DIR)",
     )
     parser.add_argument("--normalize", action="store_true", help="score = mean log-probability per token")
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from adlnmt.errors import UserError
 from adlnmt.flags import add_flags, from_flags
+from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
 from adlnmt.presets import PRESET_GROUPS
 
@@ -297,7 +298,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     what.add_argument("--repeat", type=_positive_int, default=1, help="timed runs per row, fastest kept (default 1)")
     what.add_argument("--precision", choices=("fp32", "bf16", "fp16", "int8"), default="fp32",
                       help="inference precision as in adlnmt translate (int8: CPU dynamic quantisation)")  # fmt: skip
-    what.add_argument("--engine", choices=("torch", "onnxruntime", "ctranslate2", "auto"), default="torch",
+    what.add_argument("--engine", choices=ENGINE_CHOICES, default="torch",
                       help="--model decoding engine, as in adlnmt translate (default torch)")  # fmt: skip
     what.add_argument("--speedups-off", metavar="NAME,...",
                       help="optimisations to switch off (topk_block, preallocate, rows_in_place)")  # fmt: skip

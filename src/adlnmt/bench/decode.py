@@ -106,8 +106,7 @@ def model_decoder(
     translator = Translator.load(path, checkpoint, str(device), "fp32" if engine == "torch" else precision, engine,
                                  threads=threads)  # fmt: skip
     sources = [translator.encode(line, number) for number, line in enumerate(lines, 1) if line.strip()]
-    if translator.engine is None:
-        assert translator.model is not None
+    if translator.model is not None:
         return torch_decoder(label, "model", translator.model, sources, None, device, precision)
     runner = translator.engine
 

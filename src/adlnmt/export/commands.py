@@ -15,6 +15,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from adlnmt.export.directory import Source
     from adlnmt.export.formats import export_model
+    from adlnmt.inference.engines import engine_for
     from adlnmt.inference.translator import load_model
 
     if args.threads:
@@ -25,8 +26,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     export = export_model(Source(model.eval(), data, max_len, model_dir), Path(args.out), args.format, args.quantize)
     seconds = time.perf_counter() - started
     print(f"exported {model_dir} ({args.checkpoint}) as {args.format}, quantize {args.quantize}, to {export.path} "
-          f"in {seconds:.1f} s; translate with --model {export.path} --engine "
-          f"{'onnxruntime' if args.format == 'onnx' else 'ctranslate2'}")  # fmt: skip
+          f"in {seconds:.1f} s; translate with --model {export.path} --engine {engine_for(export)}")  # fmt: skip
     return 0
 
 

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -161,15 +161,16 @@ def write_export(source: Source, out: Path, export_format: str, details: dict[st
 @contextmanager
 def staged(out: Path, model_dir: Path | None) -> Iterator[Path]:
     """A temporary directory beside ``out`` to write an export to, renamed to ``out`` when the body succeeds (a
-    previous export there is replaced whole); on failure it is removed and ``out`` is left as it was. An OSError
-    becomes a UserError naming the file (or ``out``). Refuses an ``out`` that is the model directory, or a
-    directory holding something else than an export."""
+    previous export there is replaced whole); on failure it is removed, with the parent directories it created, and
+    ``out`` is left as it was. An OSError becomes a UserError naming the file (or ``out``). Refuses an ``out`` that
+    is the model directory, or a directory holding something else than an export."""
     if model_dir is not None and out.resolve() == model_dir.resolve():
         raise UserError(f"{out}: is the model directory; choose another --out for the export")
     if out.exists() and not (out.is_dir() and (is_export_dir(out) or not any(out.iterdir()))):
         raise UserError(f"{out}: exists and is not an export directory; choose another --out (or remove it)")
     temporary = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     previous = out.with_name(f".{out.name}.old-{os.getpid()}")
+    created = [parent for parent in (out.parent, *out.parent.parents) if not parent.exists()]  # deepest first
     try:
         shutil.rmtree(temporary, ignore_errors=True)
         temporary.mkdir(parents=True)
@@ -185,6 +186,10 @@ def staged(out: Path, model_dir: Path | None) -> Iterator[Path]:
         raise UserError(f"{where}: cannot write the export ({err.strerror or err}); {out} is left as it was") from None
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
+        if not out.exists():
+            for parent in created:
+                with suppress(OSError):  # something else was put there meanwhile
+                    parent.rmdir()
 
 
 def write_diagram(model: Seq2Seq, out: Path) -> str | None:

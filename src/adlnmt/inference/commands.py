@@ -13,10 +13,11 @@ from adlnmt.bounds import at_least, flag_type
 from adlnmt.data.corpus import write_output
 from adlnmt.errors import UserError
 from adlnmt.flags import add_flags, from_flags
+from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
 
 if TYPE_CHECKING:
-    from adlnmt.inference.translator import Translator
+    from adlnmt.inference.translator import Translation, Translator
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -28,18 +29,18 @@ def cmd_translate(args: argparse.Namespace) -> int:
         sampling_rule(args.sampling)
     elif args.nbest > args.beam:
         raise UserError(f"need --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
-    asked = {"alignments": args.alignments, "--uncached": not args.incremental, "--workers": args.workers > 1,
-             "--cuda-graphs": args.cuda_graphs, "--sampling": bool(args.sampling),
-             "--prefix": bool(args.prefix)}  # fmt: skip
-    torch_only = [name for name, wanted in asked.items() if wanted]
-    translator = load_translator(args, torch_only)
-    lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
     options = from_flags(SearchOptions, args)
+    translator = load_translator(args, options)
+    translator.engine.check(options, bool(args.prefix))  # before reading the input
+    lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
     started = time.perf_counter()
     found = translator.search(lines, options, list(read_lines(args.prefix)) if args.prefix else None)
     seconds = time.perf_counter() - started
     if args.nbest > 1 or args.alignments:
-        records = ({"line": i + 1, "hypotheses": [t.to_dict() for t in hyps]} for i, hyps in enumerate(found))
+        records = (
+            json_record(translator, i, line, hyps, args.alignments)
+            for i, (line, hyps) in enumerate(zip(lines, found, strict=True))
+        )
         text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
     else:
         text = "".join((hyps[0].text if hyps else "") + "\n" for hyps in found)
@@ -51,13 +52,32 @@ def cmd_translate(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_translator(args: argparse.Namespace, torch_only: list[str]) -> Translator:
-    """The translator of ``adlnmt translate``'s --model (one, or several: an ensemble) and --checkpoint flags."""
+def json_record(
+    translator: Translator, index: int, line: str, hyps: list[Translation], alignments: bool
+) -> dict[str, object]:
+    """The JSON line of input line ``index`` (0-based): its hypotheses; with ``alignments`` also the source pieces
+    the model read (markers and EOS included, as the HTTP API gives them) and each hypothesis' hard alignment
+    (:func:`~adlnmt.inference.translator.hard_alignment`)."""
+    from adlnmt.inference.translator import hard_alignment
+
+    hypotheses = [hyp.to_dict() for hyp in hyps]
+    if not (alignments and hyps):
+        return {"line": index + 1, "hypotheses": hypotheses}
+    pieces = translator.source_pieces(line)
+    first = 1 if translator.data.source_markers else 0
+    for record, hyp in zip(hypotheses, hyps, strict=True):
+        record["hard_alignment"] = hard_alignment(hyp, first, len(pieces) - first - 1)
+    return {"line": index + 1, "source_pieces": pieces, "hypotheses": hypotheses}
+
+
+def load_translator(args: argparse.Namespace, options: SearchOptions) -> Translator:
+    """The translator of ``adlnmt translate``'s --model (one, or several: an ensemble) and --checkpoint flags, for
+    a search with ``options`` (which ``--engine auto`` reads)."""
     from adlnmt.inference.translator import Translator
 
     checkpoints = args.checkpoint or ["best"]
     if len(args.model) == 1 and len(checkpoints) == 1:
-        return Translator.load(args.model[0], checkpoints[0], args.device, args.precision, args.engine, torch_only,
+        return Translator.load(args.model[0], checkpoints[0], args.device, args.precision, args.engine, options,
                                args.threads)  # fmt: skip
     if args.engine != "torch":
         raise UserError(f"an ensemble runs on the torch engine, not {args.engine}")
@@ -113,8 +133,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     translate.add_argument(
         "--engine",
         default="torch",
-        choices=("torch", "onnxruntime", "ctranslate2", "auto"),
-        help="torch (default); onnxruntime or ctranslate2 (an export directory, or a model exported on the fly); "
-        "auto: the fastest engine that runs the model",
+        choices=ENGINE_CHOICES,
+        help="torch (default); onnxruntime or ctranslate2: an export directory (adlnmt export --model M --format "
+        "onnx|ctranslate2 --out DIR, then --model DIR); auto: the export's engine, or torch for a model directory "
+        "(saying on stderr when an export would run it faster)",
     )
     translate.set_defaults(func=cmd_translate)

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from adlnmt.data.vocab import BOS, PAD
-from adlnmt.errors import UserError
 from adlnmt.export.directory import ExportDir
+from adlnmt.inference.batching import length_batches, length_limit
+from adlnmt.inference.engine import CAPABILITIES, Engine
 from adlnmt.inference.options import Hypothesis, SearchOptions, length_penalty
 
 # CTranslate2 beam search with a non-zero length penalty stops a sentence once `beam` hypotheses have ended, the
@@ -17,11 +18,12 @@ from adlnmt.inference.options import Hypothesis, SearchOptions, length_penalty
 LENGTH_PENALTY = 1.0
 
 
-class CTranslate2Engine:
+class CTranslate2Engine(Engine):
     """``ctranslate2.Translator`` on a CTranslate2 export: CTranslate2 searches (greedy output equals the PyTorch
     engine's; beam search is CTranslate2's, with one length limit per batch, ranked by the GNMT length penalty)."""
 
     name = "ctranslate2"
+    capabilities = CAPABILITIES[name]
 
     def __init__(self, export: ExportDir, threads: int, device: str = "cpu", compute_type: str | None = None) -> None:
         """``device``: cpu or cuda; ``compute_type``: CTranslate2's (e.g. float32, bfloat16), else the export's."""
@@ -41,7 +43,7 @@ class CTranslate2Engine:
         a sentence once ``beam`` hypotheses have ended, as the PyTorch search does (CTranslate2's rule with a non-zero
         length penalty), gives back their log-probabilities and ranks them by our GNMT length penalty: on the
         Multi30k model 999 of 1,000 beam-5 outputs equal the PyTorch engine's."""
-        limits = [int(len(s) * options.max_len_ratio) + options.max_len_extra for s in sources]
+        limits = [length_limit(len(s), options) for s in sources]
         results = self.translator.translate_batch(
             [[self.src_vocab.piece(i) for i in s] for s in sources], beam_size=options.beam,
             num_hypotheses=options.beam, length_penalty=LENGTH_PENALTY, max_decoding_length=max(limits),
@@ -58,15 +60,13 @@ class CTranslate2Engine:
             found.append(sorted(hyps, key=lambda h: h.score, reverse=True)[: options.nbest])
         return found
 
-    def translate_ids(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
-        """Like :func:`~adlnmt.inference.search.translate_ids` (same length-sorted batches); no alignments or
-        re-fed mode."""
-        if options.alignments or not options.incremental or options.workers > 1:
-            raise UserError("the ctranslate2 engine gives no alignments and has no --uncached or --workers mode")
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    def translate_ids(
+        self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None
+    ) -> list[list[Hypothesis]]:
+        """Like :func:`~adlnmt.inference.search.translate_ids`, on the same length-sorted batches."""
+        self.check(options, prefixes is not None and any(prefixes))
         results: list[list[Hypothesis]] = [[] for _ in sources]
-        for start in range(0, len(order), options.batch_size):
-            rows = order[start : start + options.batch_size]
+        for rows in length_batches([len(s) for s in sources], options.batch_size):
             for row, hyps in zip(rows, self.translate_batch([sources[i] for i in rows], options), strict=True):
                 results[row] = hyps
         return results

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from adlnmt.data.vocab import BOS, PAD
-from adlnmt.inference.stepper import Engine, Stepper
+from adlnmt.inference.stepper import StepEngine, Stepper
 from adlnmt.layers.base import SourceMemory
 from adlnmt.layers.basic import Pos
 from adlnmt.model import Seq2Seq, iter_layers
@@ -285,19 +285,19 @@ class GraphStepper(Stepper):
 
 
 def graph_stepper(
-    model: Seq2Seq | Engine, memory: SourceMemory, steps: int, incremental: bool, alignments: bool
+    model: Seq2Seq | StepEngine, memory: SourceMemory, steps: int, incremental: bool, alignments: bool
 ) -> Stepper:
-    """A :class:`GraphStepper` where CUDA graphs apply, else (with a note) the plain stepper."""
+    """A :class:`GraphStepper` where CUDA graphs apply, else (with a note) the plain stepper. Only the torch engine
+    has CUDA graphs (the search checks the engine's capabilities first)."""
+    assert isinstance(model, Seq2Seq), "CUDA graphs need the torch engine"
     reason = (
-        "they need the torch engine"
-        if not isinstance(model, Seq2Seq)
-        else "they need incremental decoding"
+        "they need incremental decoding"
         if not incremental
         else "alignments read every step's attention maps"
         if alignments
         else None
     )
     if reason is None:
-        return GraphStepper(model, memory, steps)  # type: ignore[arg-type]
+        return GraphStepper(model, memory, steps)
     warnings.warn(f"CUDA graphs off: {reason}; decoding eagerly", stacklevel=2)
     return Stepper(model, memory, incremental, alignments)

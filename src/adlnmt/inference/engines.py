@@ -1,9 +1,6 @@
-"""Inference engines over export directories, for :class:`adlnmt.inference.translator.Translator`: which engine runs an
-export or a model (``--engine``), and loading it.
-
-:class:`~adlnmt.inference.onnx_engine.OnnxEngine` drives ONNX Runtime sessions with the PyTorch search;
-:class:`~adlnmt.inference.ctranslate2_engine.CTranslate2Engine` hands whole batches to ``ctranslate2.Translator``, which
-searches itself. This module imports neither PyTorch nor an engine's package until an engine is loaded.
+"""Which engine runs a model directory or an export (``--engine``, read from the engines' capabilities,
+:mod:`adlnmt.inference.engine`), and loading an export's engine. This module imports neither PyTorch nor an
+engine's package until an engine is loaded.
 """
 
 from __future__ import annotations
@@ -11,38 +8,29 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adlnmt.errors import UserError
 from adlnmt.export.directory import ExportDir
-from adlnmt.inference.options import Hypothesis, SearchOptions
+from adlnmt.inference.engine import CAPABILITIES, ENGINE_CHOICES, ENGINES, FEATURES, Engine
+from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
 
 if TYPE_CHECKING:
     from adlnmt.model import Seq2Seq
 
-ENGINES = ("torch", "onnxruntime", "ctranslate2", "auto")
-ENGINE_FORMATS = {"onnxruntime": "onnx", "ctranslate2": "ctranslate2"}
-ENGINE_PACKAGES = {"onnxruntime": ("onnxruntime", "onnx"), "ctranslate2": ("ctranslate2", "ct2")}
-
 
 def require(engine: str) -> None:
     """UserError naming the extra to install when ``engine``'s package is missing."""
-    package, extra = ENGINE_PACKAGES[engine]
-    if importlib.util.find_spec(package) is None:
-        raise UserError(f"engine {engine} needs the {package} package: pip install 'adlnmt[{extra}]'")
+    capabilities = CAPABILITIES[engine]
+    package = capabilities.package
+    if package is not None and importlib.util.find_spec(package) is None:
+        raise UserError(f"engine {engine} needs the {package} package: pip install 'adlnmt[{capabilities.extra}]'")
 
 
 def installed(engine: str) -> bool:
-    return engine == "torch" or importlib.util.find_spec(ENGINE_PACKAGES[engine][0]) is not None
-
-
-class SearchEngine(Protocol):
-    """An engine that searches batches of encoded sentences (what a Translator needs)."""
-
-    name: str
-
-    def translate_ids(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]: ...
+    package = CAPABILITIES[engine].package
+    return package is None or importlib.util.find_spec(package) is not None
 
 
 def engine_threads(threads: int = 0) -> int:
@@ -55,7 +43,7 @@ def engine_threads(threads: int = 0) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def load_engine(export: ExportDir, threads: int) -> SearchEngine:
+def load_engine(export: ExportDir, threads: int) -> Engine:
     """The engine that runs ``export`` (by its format); a UserError naming the extra when its package is missing, and
     one naming the export when a manifest section or a file cannot be read (the engines' own messages hold source
     paths and internals)."""
@@ -76,35 +64,43 @@ def load_engine(export: ExportDir, threads: int) -> SearchEngine:
 
 
 def engine_for(export: ExportDir) -> str:
-    return next(engine for engine, fmt in ENGINE_FORMATS.items() if fmt == export.format)
+    """The engine that runs ``export``."""
+    return next(name for name in ENGINES if CAPABILITIES[name].export_format == export.format)
 
 
-def pick_engine(
-    requested: str, model: Seq2Seq, precision: str = "fp32", device: str = "cpu", torch_only: Sequence[str] = ()
+def check_model_dir_engine(requested: str, model_dir: Path) -> None:
+    """``--engine requested`` for the model directory ``model_dir``: torch and auto run it on torch (the only engine
+    that runs model directories); an export engine is a UserError naming the export to run first."""
+    if requested not in ENGINE_CHOICES:
+        raise UserError(f"unknown engine '{requested}'; choose one of {', '.join(ENGINE_CHOICES)}")
+    export_format = CAPABILITIES["torch" if requested == "auto" else requested].export_format
+    if export_format is not None:
+        raise UserError(f"{model_dir} is a model directory; the {requested} engine runs an export of it: run "
+                        f"`adlnmt export --model {model_dir} --format {export_format} --out DIR`, then translate "
+                        "with --model DIR")  # fmt: skip
+
+
+def auto_note(
+    model: Seq2Seq,
+    model_dir: Path,
+    precision: str = "fp32",
+    device: str = "cpu",
+    options: SearchOptions = DEFAULT_OPTIONS,
 ) -> str:
-    """``requested``, or for ``auto`` the fastest engine that can run ``model`` at ``precision``, as measured on a
-    quiet 2-core AMD EPYC VM (benchmarks/NOTES.md, Multi30k models), printed on stderr with the reason:
-    CTranslate2 in fp32 for models its Transformer specification expresses, when installed (1.3× PyTorch greedy
-    with identical output, 1.6× at beam 5); PyTorch otherwise: in int8 it was 1.6× CTranslate2's int8 greedy and
-    1.1× at beam 5, and it beat ONNX Runtime on every decoder family. ``torch_only``: what the caller
-    asks for that only the PyTorch engine gives (alignments, the uncached search, worker processes)."""
-    from adlnmt.export.ctranslate2_spec import unsupported_layer
+    """Why ``--engine auto`` runs the model directory ``model_dir`` on torch, for stderr: the only engine that runs
+    a model directory, and — as measured on a quiet 2-core CPU (benchmarks/NOTES.md) — the fastest in int8 and on
+    every decoder family but the Transformer. For a Transformer in fp32 on the CPU with nothing CTranslate2 lacks,
+    the ``adlnmt export`` command that makes it run on CTranslate2, the fastest measured there."""
+    from adlnmt.inference.ctranslate2_shape import unsupported_layer
 
-    if requested not in ENGINES:
-        raise UserError(f"unknown engine '{requested}'; choose one of {', '.join(ENGINES)}")
-    if requested != "auto":
-        if requested != "torch":
-            require(requested)
-        return requested
-    if torch_only or device != "cpu":
-        picked, reason = "torch", f"only the torch engine gives {', '.join(torch_only) or device}"
-    elif precision != "fp32":
-        picked, reason = "torch", f"the fastest measured in {precision}"
-    elif not installed("ctranslate2"):
-        picked, reason = "torch", "ctranslate2 is not installed (pip install 'adlnmt[ct2]')"
-    elif (refused := unsupported_layer(model)) is not None:
-        picked, reason = "torch", refused
-    else:
-        picked, reason = "ctranslate2", "the fastest measured for Transformer models in fp32"
-    print(f"engine auto: {picked} ({reason})", file=sys.stderr)
-    return picked
+    lacking = [FEATURES[feature][0] for feature in CAPABILITIES["ctranslate2"].missing(options)]
+    if lacking or device.split(":")[0] not in CAPABILITIES["ctranslate2"].devices:
+        return f"only the torch engine gives {', '.join(lacking or [device])}"
+    if precision != "fp32":
+        return f"the fastest measured in {precision}"
+    refused = unsupported_layer(model)
+    if refused is not None:
+        return refused
+    install = "" if installed("ctranslate2") else "pip install 'adlnmt[ct2]', "
+    return (f"it runs model directories; the faster ctranslate2 engine runs an export of this one: {install}"
+            f"`adlnmt export --model {model_dir} --format ctranslate2 --out DIR`, then --model DIR")  # fmt: skip

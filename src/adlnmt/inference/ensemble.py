@@ -1,6 +1,6 @@
 """Ensembles: several models searched as one (checkpoints of one model, or different architectures).
 
-An :class:`Ensemble` is an :class:`~adlnmt.inference.stepper.Engine` for the one greedy/beam/sampling search of
+An :class:`Ensemble` is a :class:`~adlnmt.inference.stepper.StepEngine` for the one greedy/beam/sampling search of
 :mod:`adlnmt.inference.search`: each member runs its own incremental
 :class:`~adlnmt.inference.stepper.Stepper` on its own encoding of the batch, and every step the members'
 next-token distributions are combined:
@@ -25,8 +25,10 @@ import torch
 from torch import Tensor
 
 from adlnmt.errors import UserError
-from adlnmt.inference.search import Hypothesis, SearchOptions, translate_ids
-from adlnmt.inference.stepper import Stepper
+from adlnmt.inference.engine import CAPABILITIES
+from adlnmt.inference.options import Hypothesis, SearchOptions
+from adlnmt.inference.search import translate_ids
+from adlnmt.inference.stepper import StepEngine, Stepper
 from adlnmt.inference.translator import Translator, load_model, with_precision
 from adlnmt.layers.base import DecoderState, SourceMemory
 from adlnmt.model import Seq2Seq
@@ -76,10 +78,11 @@ def combine(log_probs: Sequence[Tensor], combination: str) -> Tensor:
     return stacked.mean(0)
 
 
-class Ensemble:
-    """Members searched as one model (an :class:`~adlnmt.inference.stepper.Engine` and a Translator's search engine)."""
+class Ensemble(StepEngine):
+    """Members searched as one model by the PyTorch search (a Translator's engine)."""
 
     name = "ensemble"
+    capabilities = CAPABILITIES[name]
 
     def __init__(self, members: Sequence[Seq2Seq], combination: str = "log-linear", device: str = "cpu") -> None:
         if not members:
@@ -111,14 +114,9 @@ class Ensemble:
         return combine([log_probs for log_probs, _ in steps], self.combination), steps[0][1]
 
     def translate_ids(
-        self,
-        sources: Sequence[Sequence[int]],
-        options: SearchOptions,
-        prefixes: Sequence[Sequence[int]] | None = None,
+        self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None
     ) -> list[list[Hypothesis]]:
-        """:func:`adlnmt.inference.search.translate_ids` with the ensemble as the model."""
-        with torch.inference_mode():
-            return translate_ids(self, sources, options, self.device, prefixes=prefixes)
+        return translate_ids(self, sources, options, self.device, prefixes=prefixes)
 
 
 def load_ensemble(

@@ -69,7 +69,11 @@ class SearchOptions:
     incremental: bool = option(True, "re-feed the whole prefix every step (slow)", flag="uncached", switch=True)
     """One cached decoder step per token; False re-feeds the whole prefix every step (slow; for comparisons)."""
     alignments: bool = option(
-        False, "write JSON lines with source-attention alignments (mean over layers and heads)", switch=True
+        False,
+        "write JSON lines with source-attention alignments (mean over layers and heads), the source pieces and hard "
+        "alignments: 'i-j' pairs, source piece i (0-based, markers and EOS not counted) most attended by target piece "
+        "j (EOS not counted), as fairseq's --print-alignment",
+        switch=True,
     )
     """Give every hypothesis its source-attention alignment."""
     workers: int = option(

@@ -1,12 +1,12 @@
 """Load a trained model directory and translate raw text: the Python API behind `adlnmt translate`.
 
-PyTorch is imported only where the torch engine (or an export on the fly) needs it: a translator on a CTranslate2
-export runs on sentencepiece and CTranslate2 alone."""
+PyTorch is imported only where the torch engine needs it: a translator on a CTranslate2 export runs on
+sentencepiece and CTranslate2 alone. A model directory runs on the torch engine; the export engines run an export
+of it (``adlnmt export``), never one made on the fly."""
 
 from __future__ import annotations
 
 import sys
-import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adlnmt.errors import UserError
+from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
 
 if TYPE_CHECKING:
     from adlnmt.data.dataset import DataDir
     from adlnmt.export.directory import ExportDir
-    from adlnmt.inference.engines import SearchEngine
     from adlnmt.model import Seq2Seq
 
 
@@ -33,9 +33,6 @@ def resolve_checkpoint(model_dir: Path, checkpoint: str) -> Path:
             raise UserError(f"{model_dir}: no checkpoints yet")
         return files[-1]
     return Path(checkpoint)
-
-
-PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 
 
 def with_precision(model: Seq2Seq, precision: str, device: str) -> Seq2Seq:
@@ -90,12 +87,28 @@ def load_model(model_dir: Path, checkpoint: str) -> tuple[Seq2Seq, DataDir, int]
     return model, data, int(data.manifest.get("options", {}).get("max_len", 250))
 
 
+def hard_alignment(translation: Translation, first: int, count: int) -> str:
+    """fairseq's ``--print-alignment`` of ``translation`` (which has an alignment): ``i-j`` pairs, space-separated,
+    one per target piece j (0-based, EOS not counted) with i the source piece it attends to most (0-based among the
+    ``count`` source pieces from column ``first``: markers and EOS not counted); no pairs for an empty source."""
+    assert translation.alignment is not None
+    if count < 1:
+        return ""
+    rows = translation.alignment[: len(translation.pieces)]
+    pairs = []
+    for j, row in enumerate(rows):
+        source = row[first : first + count]
+        pairs.append(f"{max(range(count), key=source.__getitem__)}-{j}")
+    return " ".join(pairs)
+
+
 ENGINE_PRECISIONS = {"fp32": "none", "int8": "int8"}  # --precision → the export's quantization
 
 
 class Translator:
     """``Translator.load("model_dir").translate(["Ein Hund läuft."], SearchOptions(beam=5))`` → detokenised
-    strings. ``engine`` (when not None) searches instead of the PyTorch ``model`` (:mod:`adlnmt.export`)."""
+    strings. ``engine`` searches: by default the torch engine on ``model``; another engine (an ensemble, an export
+    engine) without a PyTorch ``model`` (:mod:`adlnmt.inference.engines`)."""
 
     def __init__(
         self,
@@ -104,18 +117,23 @@ class Translator:
         max_input_len: int,
         device: str = "cpu",
         model_dir: Path | None = None,
-        engine: SearchEngine | None = None,
+        engine: Engine | None = None,
     ) -> None:
         self.model = None if model is None else model.eval()
         self.model_dir = model_dir
         self.data = data
         self.max_input_len = max_input_len
         self.device = device
+        if engine is None:
+            from adlnmt.inference.search import TorchEngine
+
+            assert self.model is not None, "a Translator needs a model or an engine"
+            engine = TorchEngine(self.model, device)
         self.engine = engine
 
     @property
     def engine_name(self) -> str:
-        return "torch" if self.engine is None else self.engine.name
+        return self.engine.name
 
     @classmethod
     def load(
@@ -125,60 +143,60 @@ class Translator:
         device: str = "cpu",
         precision: str = "fp32",
         engine: str = "torch",
-        torch_only: Sequence[str] = (),
+        options: SearchOptions = DEFAULT_OPTIONS,
         threads: int = 0,
     ) -> Translator:
         """``precision``: fp32; bf16 or fp16 weights and activations (fp16: CUDA only); int8: dynamic
         int8 quantisation of every linear and recurrent layer (CPU only; activations stay fp32).
 
-        ``engine``: torch | onnxruntime | ctranslate2 | auto (see :func:`adlnmt.inference.engines.pick_engine`, which
-        also takes ``torch_only``).
-        ``model_dir`` may also be an export directory (``adlnmt export``); other engines given a model directory
-        export it to a temporary directory first (fp32, or int8 with ``precision="int8"``).
+        ``engine``: torch | onnxruntime | ctranslate2 | auto. A model directory runs on torch (auto says on stderr
+        why, and when an export would run it on CTranslate2: :func:`adlnmt.inference.engines.auto_note`, which reads
+        the ``options`` to be searched); an export engine given a model directory is a UserError naming the
+        ``adlnmt export`` command to run first. ``model_dir`` may also be an export directory (:meth:`from_export`).
         ``threads``: CPU threads of the engine, 0 for its default (:func:`adlnmt.inference.engines.engine_threads`);
         the torch engine sets them process-wide (``torch.set_num_threads``). An export directory run by another
         engine is loaded without importing PyTorch."""
         from adlnmt.export.directory import ExportDir, is_export_dir
+        from adlnmt.inference.engines import auto_note, check_model_dir_engine
 
         model_dir = Path(model_dir)
         if is_export_dir(model_dir):
-            return cls.from_export(ExportDir.load(model_dir), engine, precision, threads)
+            return cls.from_export(ExportDir.load(model_dir), engine, precision, threads, device)
+        check_model_dir_engine(engine, model_dir)
         import torch
-
-        from adlnmt.export.directory import Source
-        from adlnmt.export.formats import export_model
-        from adlnmt.inference.engines import ENGINE_FORMATS, pick_engine
 
         if threads:
             torch.set_num_threads(threads)
         model, data, max_len = load_model(model_dir, checkpoint)
-        engine = pick_engine(engine, model, precision, device, torch_only)
-        if engine == "torch":
-            return cls(with_precision(model.to(device), precision, device), data, max_len, device, model_dir)
-        if device != "cpu" or precision not in ENGINE_PRECISIONS:
-            raise UserError(f"engine {engine} runs on the CPU in fp32 or int8, not {precision} on {device}")
-        print(f"exporting {model_dir} for {engine} (`adlnmt export` once saves this step)", file=sys.stderr)
-        with tempfile.TemporaryDirectory(prefix="adlnmt-export-") as tmp:
-            source = Source(model.eval(), data, max_len, model_dir)
-            export = export_model(source, Path(tmp), ENGINE_FORMATS[engine], ENGINE_PRECISIONS[precision])
-            return cls.from_export(export, engine, precision, threads)
+        if engine == "auto":
+            print(f"engine auto: torch ({auto_note(model, model_dir, precision, device, options)})", file=sys.stderr)
+        return cls(with_precision(model.to(device), precision, device), data, max_len, device, model_dir)
 
     @classmethod
     def from_export(
-        cls, export: ExportDir, engine: str = "auto", precision: str = "fp32", threads: int = 0
+        cls, export: ExportDir, engine: str = "auto", precision: str = "fp32", threads: int = 0, device: str = "cpu"
     ) -> Translator:
         """A translator on an export directory's engine (``engine``: the export's, or auto); ``precision`` int8
-        needs an int8 export; ``threads`` as in :meth:`load`."""
+        needs an int8 export; ``threads`` as in :meth:`load`; ``device`` one the engine runs on."""
         from adlnmt.inference.engines import engine_for, engine_threads, load_engine
 
         wanted = engine_for(export)
         if engine not in ("auto", wanted):
             raise UserError(f"{export.path} is a {export.format} export, run by --engine {wanted}, not {engine}")
+        capabilities = CAPABILITIES[wanted]
+        if device.split(":")[0] not in capabilities.devices:
+            raise UserError(f"engine {wanted} runs on {' or '.join(capabilities.devices)}, not {device}")
         quantize = export.manifest["quantize"]
-        if precision != "fp32" and ENGINE_PRECISIONS.get(precision) != quantize:
+        if precision not in capabilities.precisions or (
+            precision != "fp32" and ENGINE_PRECISIONS[precision] != quantize
+        ):
             raise UserError(f"{export.path} is exported with quantization {quantize}; it cannot run in {precision}")
         runner = load_engine(export, engine_threads(threads))
         return cls(None, export.data, export.max_input_len, "cpu", export.path, runner)
+
+    def source_pieces(self, line: str) -> list[str]:
+        """The pieces the model reads for ``line``: cut to the input limit, with the source markers and EOS."""
+        return [self.data.src_vocab.piece(i) for i in self.data.encode_source(line, self.max_input_len)]
 
     def input_warning(self, line: str, number: int) -> str | None:
         """The warning for input line ``number`` when it is longer than the model's input limit (it is cut to
@@ -198,27 +216,16 @@ class Translator:
         self, lines: Sequence[str], options: SearchOptions = DEFAULT_OPTIONS, prefixes: Sequence[str] | None = None
     ) -> list[list[Translation]]:
         """``options.nbest`` translations per input line, best first (samples: in the order drawn), in input order;
-        an empty line gets none. ``prefixes[i]`` (target text) starts every translation of line i (the torch
-        engine and ensembles)."""
+        an empty line gets none. ``prefixes[i]`` (target text) starts every translation of line i. A UserError for
+        what the engine lacks (:meth:`~adlnmt.inference.engines.Engine.check`)."""
         if prefixes is not None and len(prefixes) != len(lines):
             raise UserError(f"{len(prefixes)} target prefixes for {len(lines)} input lines: need one per line")
         rows = [i for i, line in enumerate(lines) if line.strip()]
         sources = [self.encode(lines[i], i + 1) for i in rows]
         forced = None if prefixes is None else [self.data.tgt_vocab.encode(prefixes[i]) for i in rows]
         forced = forced if forced is not None and any(forced) else None  # empty prefixes: plain search
-        if forced is not None and self.engine_name not in ("torch", "ensemble"):
-            raise UserError(f"a target prefix needs the torch engine, not {self.engine_name}")
-        if options.sampling and self.engine_name == "ctranslate2":
-            raise UserError("sampling needs the torch or onnxruntime engine, not ctranslate2")
-        if self.engine is None:
-            from adlnmt.inference.search import translate_ids
-
-            assert self.model is not None
-            found = translate_ids(self.model, sources, options, self.device, prefixes=forced)
-        elif forced is not None:
-            found = self.engine.translate_ids(sources, options, prefixes=forced)  # type: ignore[call-arg]
-        else:
-            found = self.engine.translate_ids(sources, options)
+        self.engine.check(options, forced is not None)
+        found = self.engine.translate_ids(sources, options, forced)
         results: list[list[Translation]] = [[] for _ in lines]
         vocab = self.data.tgt_vocab
         for row, hyps in zip(rows, found, strict=True):

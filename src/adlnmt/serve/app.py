@@ -61,15 +61,11 @@ class Service:
 
     def describe_model(self) -> dict[str, Any]:
         """The ``GET /model`` record, computed once (at start-up), with ``alignments``: whether the engine gives them
-        (CTranslate2 does not), found by a one-word probe."""
+        (its capabilities; CTranslate2 does not)."""
         if self.model_info is None:
             path = Path(self.options.model)
             info = model_description(self.translator, path, self.options.checkpoint, self.options.precision)
-            try:
-                self.translator.search(["a"], SearchOptions(beam=1, alignments=True))
-                info["alignments"] = True
-            except UserError:
-                info["alignments"] = False
+            info["alignments"] = self.translator.engine.capabilities.alignments
             self.model_info = info
         return self.model_info
 
@@ -86,7 +82,7 @@ class Service:
 
     async def translate(self, request: TranslateRequest) -> dict[str, Any]:
         """The response to a checked request: cut long lines (with warnings), search in a shared batch, format."""
-        if request.alignments and not self.describe_model()["alignments"]:
+        if request.alignments and not self.translator.engine.capabilities.alignments:
             raise ApiError(422, f"invalid request: the {self.translator.engine_name} engine gives no alignments")
         deadline = time.monotonic() + self.options.request_timeout_s
         lines, cut = cut_long(request.text, self.options.max_chars)

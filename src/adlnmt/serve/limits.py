@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from adlnmt.bounds import POSITIVE, Bounds, at_least
 from adlnmt.errors import UserError
 from adlnmt.flags import option, out_of_bounds
+from adlnmt.inference.engine import ENGINE_CHOICES as ENGINES
 from adlnmt.inference.translator import PRECISIONS
-
-ENGINES = ("torch", "onnxruntime", "ctranslate2", "auto")
 
 
 def _host_names(text: str) -> tuple[str, ...]:
