@@ -24,6 +24,7 @@ from adlnmt.errors import UserError
 from adlnmt.inference.search import evaluating, pad_batch
 from adlnmt.inference.translator import Translator
 from adlnmt.model import Seq2Seq
+from adlnmt.store import is_export_dir
 
 SCORING_ENGINES = ("torch", "ctranslate2")
 
@@ -100,8 +101,6 @@ class PairScorer:
     ) -> PairScorer:
         """A model directory (``engine`` torch, or ctranslate2: exported on the fly) or a CTranslate2 export (scored
         by CTranslate2 whatever ``engine`` says)."""
-        from adlnmt.export.directory import is_export_dir
-
         if engine not in SCORING_ENGINES:
             raise UserError(f"unknown scoring engine {engine!r}; choose one of {', '.join(SCORING_ENGINES)}")
         return cls(

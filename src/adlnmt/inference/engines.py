@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from adlnmt.errors import UserError
-from adlnmt.export.directory import ExportDir
 from adlnmt.inference.options import Hypothesis, SearchOptions
+from adlnmt.store import ExportDir
 
 if TYPE_CHECKING:
     from adlnmt.model import Seq2Seq

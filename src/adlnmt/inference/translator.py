@@ -15,24 +15,12 @@ from typing import TYPE_CHECKING
 
 from adlnmt.errors import UserError
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
+from adlnmt.store import ExportDir, ModelDir, is_export_dir
 
 if TYPE_CHECKING:
     from adlnmt.data.dataset import DataDir
-    from adlnmt.export.directory import ExportDir
     from adlnmt.inference.engines import SearchEngine
     from adlnmt.model import Seq2Seq
-
-
-def resolve_checkpoint(model_dir: Path, checkpoint: str) -> Path:
-    """best | last | averaged (written by `adlnmt average`) | a path to a .safetensors file."""
-    if checkpoint in ("best", "averaged"):
-        return model_dir / f"{checkpoint}.safetensors"
-    if checkpoint == "last":
-        files = sorted((model_dir / "checkpoints").glob("update-*.safetensors"))
-        if not files:
-            raise UserError(f"{model_dir}: no checkpoints yet")
-        return files[-1]
-    return Path(checkpoint)
 
 
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")
@@ -75,19 +63,6 @@ class Translation:
         if self.alignment is not None:
             record["alignment"] = self.alignment
         return record
-
-
-def load_model(model_dir: Path, checkpoint: str) -> tuple[Seq2Seq, DataDir, int]:
-    """A trained model (fp32, CPU), its vocabulary and its input length limit."""
-    from adlnmt.model import ModelConfig, Seq2Seq
-    from adlnmt.train.checkpoint import load_weights
-    from adlnmt.train.model_dir import load_vocabularies, read_stored_config
-
-    stored = read_stored_config(model_dir)
-    model = Seq2Seq(ModelConfig(**stored["model"]))
-    load_weights(model, resolve_checkpoint(model_dir, checkpoint))
-    data = load_vocabularies(model_dir, stored)
-    return model, data, int(data.manifest.get("options", {}).get("max_len", 250))
 
 
 ENGINE_PRECISIONS = {"fp32": "none", "int8": "int8"}  # --precision → the export's quantization
@@ -138,8 +113,6 @@ class Translator:
         ``threads``: CPU threads of the engine, 0 for its default (:func:`adlnmt.inference.engines.engine_threads`);
         the torch engine sets them process-wide (``torch.set_num_threads``). An export directory run by another
         engine is loaded without importing PyTorch."""
-        from adlnmt.export.directory import ExportDir, is_export_dir
-
         model_dir = Path(model_dir)
         if is_export_dir(model_dir):
             return cls.from_export(ExportDir.load(model_dir), engine, precision, threads)
@@ -151,7 +124,7 @@ class Translator:
 
         if threads:
             torch.set_num_threads(threads)
-        model, data, max_len = load_model(model_dir, checkpoint)
+        model, data, max_len = ModelDir(model_dir).load_model(checkpoint)
         engine = pick_engine(engine, model, precision, device, torch_only)
         if engine == "torch":
             return cls(with_precision(model.to(device), precision, device), data, max_len, device, model_dir)
