@@ -85,7 +85,7 @@ def export_all(model: Path, out: Path) -> dict[tuple[str, str], Path | None]:
     from adlnmt.export.directory import Source
     from adlnmt.export.formats import export_model
     from adlnmt.inference.engine import CAPABILITIES
-    from adlnmt.inference.translator import load_model
+    from adlnmt.store import ModelDir
 
     targets: dict[tuple[str, str], Path | None] = {}
     for engine, precision in ROWS:
@@ -95,7 +95,7 @@ def export_all(model: Path, out: Path) -> dict[tuple[str, str], Path | None]:
         directory = out / f"{model.name}-{engine}-{precision}"
         try:
             if not directory.is_dir():
-                loaded, data, max_len = load_model(model, "best")
+                loaded, data, max_len = ModelDir(model).load_model("best")
                 quantize = "int8" if precision == "int8" else "none"
                 export_format = CAPABILITIES[engine].export_format
                 assert export_format is not None

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from adlnmt.experiment.slurm import RECORD, job_states
-from adlnmt.train.checkpoint import state_files
+from adlnmt.store import ModelDir
 from slurm_cluster import slurm_cluster, wait_until  # noqa: F401 (a fixture)
 
 from .test_experiment import DECODER, ENCODER, TINY, experiment, read_csv, run_dir
@@ -66,7 +66,7 @@ def state_of(directory: Path) -> str:
 
 
 def last_saved(directory: Path) -> int:
-    states = state_files(directory / "model") if (directory / "model").is_dir() else []
+    states = ModelDir(directory / "model").states()
     return states[-1][0] if states else 0
 
 

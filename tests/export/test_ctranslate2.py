@@ -13,8 +13,9 @@ from adlnmt.export.formats import export_model
 from adlnmt.inference.ctranslate2_shape import unsupported_layer
 from adlnmt.inference.engines import auto_note, check_model_dir_engine
 from adlnmt.inference.search import SearchOptions, length_penalty, translate_ids
-from adlnmt.inference.translator import Translator, load_model
+from adlnmt.inference.translator import Translator
 from adlnmt.model import ModelConfig, Seq2Seq
+from adlnmt.store import ModelDir
 from test_search import ENCODER
 
 from .conftest import FAMILIES, demo_sources
@@ -23,7 +24,7 @@ pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip i
 
 
 def export_ct2(model_dir: Path, out: Path, quantize: str = "none") -> tuple[Seq2Seq, Translator]:
-    model, data, max_len = load_model(model_dir, "best")
+    model, data, max_len = ModelDir(model_dir).load_model("best")
     export_model(Source(model.eval(), data, max_len), out, "ctranslate2", quantize)
     return model, Translator.load(out, engine="ctranslate2")
 

@@ -10,10 +10,12 @@ import torch
 
 from adlnmt.cli import main
 from adlnmt.errors import UserError
-from adlnmt.export.directory import EXPORT_MANIFEST, Source
+from adlnmt.export.directory import Source
 from adlnmt.export.formats import export_model
 from adlnmt.inference.search import SearchOptions, translate_ids
-from adlnmt.inference.translator import Translator, load_model
+from adlnmt.inference.translator import Translator
+from adlnmt.store import ModelDir
+from adlnmt.store.names import EXPORT_MANIFEST
 
 from .conftest import FAMILIES, demo_sources
 
@@ -22,7 +24,7 @@ pytest.importorskip("onnx", reason="the onnx extra is not installed: pip install
 
 
 def export(model_dir: Path, out: Path, quantize: str = "none") -> Translator:
-    model, data, max_len = load_model(model_dir, "best")
+    model, data, max_len = ModelDir(model_dir).load_model("best")
     export_model(Source(model.eval(), data, max_len, model_dir), out, "onnx", quantize)
     return Translator.load(out, engine="onnxruntime")
 

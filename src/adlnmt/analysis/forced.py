@@ -26,6 +26,7 @@ from adlnmt.inference.engine import able
 from adlnmt.inference.search import evaluating, pad_batch
 from adlnmt.inference.translator import Translator
 from adlnmt.model import Seq2Seq
+from adlnmt.store import is_export_dir
 
 SCORING_ENGINES = tuple(able("scores"))
 
@@ -101,8 +102,6 @@ class PairScorer:
     ) -> PairScorer:
         """A model directory (``engine`` torch; an export engine is a UserError naming ``adlnmt export``) or a
         CTranslate2 export (scored by CTranslate2 whatever ``engine`` says)."""
-        from adlnmt.export.directory import is_export_dir
-
         if engine not in SCORING_ENGINES:
             raise UserError(f"unknown scoring engine {engine!r}; choose one of {', '.join(SCORING_ENGINES)}")
         return cls(

@@ -14,6 +14,8 @@ from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
 from adlnmt.presets import PRESET_GROUPS
+from adlnmt.store import ModelDir, is_export_dir
+from adlnmt.store.names import CONFIG, EXPORT_MANIFEST
 
 SEARCH_FLAGS = ("batch_size", "workers", "length_penalty")  # those of adlnmt translate (SearchOptions) it takes
 DEFAULT_BEAMS = "1,4,8,12,16,20"
@@ -153,8 +155,10 @@ def cmd_decode(args: argparse.Namespace) -> int:
     if not presets and not models:
         raise UserError("bench decode needs --model DIR... or --preset NAME...")
     for path in models:
-        if not any((Path(path) / name).is_file() for name in ("config.json", "export.json")):
-            raise UserError(f"{path}: not a model directory (no config.json) nor an export directory (no export.json)")
+        if not ModelDir(path).exists() and not is_export_dir(path):
+            raise UserError(
+                f"{path}: not a model directory (no {CONFIG}) nor an export directory (no {EXPORT_MANIFEST})"
+            )
     table = not args.no_table
     beams, sweep_beams = int_list("--beams", args.beams), int_list("--sweep-beams", args.sweep_beams)
     lengths = [] if args.no_sweep else int_list("--lengths", args.lengths)

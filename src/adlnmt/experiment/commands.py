@@ -25,9 +25,9 @@ def status(run: Run, shared: dict[str, str]) -> str:
         return f"finished as {shared[run.fingerprint]} (shared)"
     if not run.model_dir.exists():
         return "new"
-    from adlnmt.train.checkpoint import state_files
+    from adlnmt.store import ModelDir
 
-    states = state_files(run.model_dir)
+    states = ModelDir(run.model_dir).states()
     return f"started (resumes at update {states[-1][0]})" if states else "started"
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adlnmt.errors import UserError
-from adlnmt.train.checkpoint import atomic_write
+from adlnmt.store.atomic import atomic_write
 
 REQUEST, GRANTED, PAUSED = "decoding.request", "decoding.granted", "paused.json"
 ENVIRONMENT = "ADLNMT_DECODE_ALONE"  # set by the runner for its workers when several run at once

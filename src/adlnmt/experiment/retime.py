@@ -18,6 +18,7 @@ from typing import Any
 from adlnmt.errors import UserError
 from adlnmt.experiment.report import timed_on
 from adlnmt.experiment.runner import Run, read_json, write_json
+from adlnmt.store import ModelDir
 
 SPEED_KEYS = ("decode_seconds", "sentences_per_s", "tokens_per_s", "buckets")  # of result["tests"][name]
 
@@ -34,7 +35,7 @@ def retime(run: Run) -> str:
     result, spec = read_json(folder / "result.json") if folder else None, read_json(run.dir / "run.json")
     if result is None:
         return f"skipped {run.label}: not finished"
-    if spec is None or not (run.model_dir / "config.json").is_file():
+    if spec is None or not ModelDir(run.model_dir).exists():
         return f"skipped {run.label}: its model is not on this machine ({run.model_dir})"
     device = result["device"]
     if device.startswith("cuda") and not torch.cuda.is_available():

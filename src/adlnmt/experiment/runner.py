@@ -56,7 +56,8 @@ from adlnmt.experiment.folders import absolute, default_results
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
 from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.quiet import DecodeAlone
-from adlnmt.train.checkpoint import atomic_write, saved_states
+from adlnmt.store import ModelDir
+from adlnmt.store.atomic import atomic_write
 
 # Exit statuses of a worker stopped by a signal after checkpointing its training (128 + the signal's number), and
 # of one the signal ended outside training (translation and scoring are redone by the next attempt).
@@ -110,7 +111,7 @@ class Run:
     @property
     def resumable(self) -> bool:
         """Whether an earlier attempt stopped with a training state to resume from."""
-        return bool(saved_states(self.model_dir))
+        return bool(ModelDir(self.model_dir).states())
 
     def matches(self, result: dict[str, Any] | None) -> bool:
         """Whether ``result`` is this run's: its fingerprint is the current one, or one under an earlier, lower

@@ -28,7 +28,7 @@ from adlnmt.experiment.grid import TOP_KEYS, Grid
 from adlnmt.experiment.runner import Outcome, Run, last_lines, read_json, summary, write_json
 from adlnmt.experiment.schema import Reader, read_yaml
 from adlnmt.experiment.slurm_job import RunJob
-from adlnmt.train.checkpoint import state_files
+from adlnmt.store import ModelDir
 
 RECORD = "slurm.json"  # beside each submitted run: its job id
 POLL_SECONDS = 2.0  # how often --wait asks SLURM about the jobs
@@ -236,7 +236,7 @@ def describe(run: Run, record: dict[str, Any] | None, state: str) -> str:
     """One run's state: finished, pending, queued (job id), running, cancelled, or failed with its log's last lines."""
     if (folder := run.finished_in()) is not None:
         return "finished" + (" (archived)" if folder != run.dir else "")
-    states = state_files(run.model_dir) if run.model_dir.is_dir() else []
+    states = ModelDir(run.model_dir).states()
     at = f"update {states[-1][0]}" if states else ""
     if record is None or not state:
         unknown = f" (job {record['job_id']} unknown to SLURM)" if record else ""

@@ -22,6 +22,8 @@ from adlnmt.experiment.quiet import decoding_alone, paused_seconds, timed_alone
 from adlnmt.experiment.runner import STOPPED, read_json, write_json
 from adlnmt.inference.options import SearchOptions
 from adlnmt.inference.translator import Translator
+from adlnmt.store import ModelDir
+from adlnmt.store.names import METRICS
 
 
 def bucket_labels(bounds: list[int]) -> list[str]:
@@ -37,23 +39,14 @@ def bucket_of(length: int, bounds: list[int]) -> int:
 TRAINING_SESSIONS = "training-sessions.jsonl"  # one line per start or resumption of the training
 
 
-def read_records(model_dir: Path) -> list[dict[str, Any]]:
-    """The checkpoint records of metrics.jsonl by update (a later record of an update wins; a partial last line,
-    left by a crash, is not a record)."""
-    from adlnmt.train.checkpoint import read_records as read_json_lines
-
-    records = {record["update"]: record for record in read_json_lines(model_dir / "metrics.jsonl")[0]}
-    return [records[update] for update in sorted(records)]
-
-
 def choose_weights(model_dir: Path, translate: dict[str, Any], records: list[dict[str, Any]]) -> tuple[str, list[str]]:
     """The checkpoint to translate with: best or last, or ``averaged`` over (at most) the N last or best ones."""
     if not translate.get("average"):
         return translate["checkpoint"], []
-    from adlnmt.average import existing_checkpoints, select_checkpoints, write_average
+    from adlnmt.average import select_checkpoints, write_average
 
     kind, count = next(iter(translate["average"].items()))
-    files = existing_checkpoints(model_dir)
+    files = ModelDir(model_dir).checkpoints()
     scored = {r["update"] for r in records}
     available = len(files) if kind == "last" else sum(1 for update in files if update in scored)
     count = min(count, available)
@@ -157,15 +150,16 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
 
     from adlnmt.bench.machine import machine_record
     from adlnmt.train.device import full_fp32, pick_device, tf32_allowed
+    from adlnmt.train.model_dir import read_stored_config
 
     torch.set_num_threads(spec["threads"])
     model_dir = run_dir / "model"
-    stored = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    stored = read_stored_config(model_dir)
     if stored["train"]["precision"] == "fp32":
         full_fp32()  # as the trainer set it, also where this process only evaluates
-    records = read_records(model_dir)
+    records = ModelDir(model_dir).checkpoint_records()
     if not records:
-        raise UserError(f"{model_dir}: training wrote no checkpoint record (metrics.jsonl)")
+        raise UserError(f"{model_dir}: training wrote no checkpoint record ({METRICS})")
     last = records[-1]
     best = next((r for r in records if r["update"] == last["best_update"]), last)
     checkpoint, averaged = choose_weights(model_dir, spec["translate"], records)

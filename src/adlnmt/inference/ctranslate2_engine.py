@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from adlnmt.data.vocab import BOS, PAD
-from adlnmt.export.directory import ExportDir
 from adlnmt.inference.batching import length_batches, length_limit
 from adlnmt.inference.engine import CAPABILITIES, Engine
 from adlnmt.inference.options import Hypothesis, SearchOptions, length_penalty
+from adlnmt.store import ExportDir
 
 # CTranslate2 beam search with a non-zero length penalty stops a sentence once `beam` hypotheses have ended, the
 # PyTorch engine's rule (with 0 it waits for the best candidate to end); score × length gives back the log-prob.

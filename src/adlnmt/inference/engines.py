@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adlnmt.errors import UserError
-from adlnmt.export.directory import ExportDir
 from adlnmt.inference.engine import CAPABILITIES, ENGINE_CHOICES, ENGINES, FEATURES, Engine
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
+from adlnmt.store import ExportDir
 
 if TYPE_CHECKING:
     from adlnmt.model import Seq2Seq

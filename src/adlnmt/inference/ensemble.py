@@ -29,9 +29,10 @@ from adlnmt.inference.engine import CAPABILITIES
 from adlnmt.inference.options import Hypothesis, SearchOptions
 from adlnmt.inference.search import translate_ids
 from adlnmt.inference.stepper import StepEngine, Stepper
-from adlnmt.inference.translator import Translator, load_model, with_precision
+from adlnmt.inference.translator import Translator, with_precision
 from adlnmt.layers.base import DecoderState, SourceMemory
 from adlnmt.model import Seq2Seq
+from adlnmt.store import ModelDir
 
 COMBINATIONS = ("log-linear", "linear")
 
@@ -133,7 +134,7 @@ def load_ensemble(
     chosen = list(checkpoints) * len(model_dirs) if len(checkpoints) == 1 else list(checkpoints)
     members, limits, data = [], [], None
     for model_dir, checkpoint in zip(map(Path, model_dirs), chosen, strict=True):
-        model, own, limit = load_model(model_dir, checkpoint)
+        model, own, limit = ModelDir(model_dir).load_model(checkpoint)
         if data is None:
             data = own
         for side, vocab, first in (

@@ -13,13 +13,13 @@ import torch
 from torch import Tensor
 
 from adlnmt.errors import UserError
-from adlnmt.export.directory import ExportDir
 from adlnmt.inference.engine import CAPABILITIES
 from adlnmt.inference.options import Hypothesis, SearchOptions
 from adlnmt.inference.search import translate_ids
 from adlnmt.inference.state import StateLayout, path_owners
 from adlnmt.inference.stepper import StepEngine
 from adlnmt.layers.base import DecoderState, SourceMemory
+from adlnmt.store import ExportDir
 
 
 class OnnxEngine(StepEngine):

@@ -16,23 +16,11 @@ from typing import TYPE_CHECKING
 from adlnmt.errors import UserError
 from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
+from adlnmt.store import ExportDir, ModelDir, is_export_dir
 
 if TYPE_CHECKING:
     from adlnmt.data.dataset import DataDir
-    from adlnmt.export.directory import ExportDir
     from adlnmt.model import Seq2Seq
-
-
-def resolve_checkpoint(model_dir: Path, checkpoint: str) -> Path:
-    """best | last | averaged (written by `adlnmt average`) | a path to a .safetensors file."""
-    if checkpoint in ("best", "averaged"):
-        return model_dir / f"{checkpoint}.safetensors"
-    if checkpoint == "last":
-        files = sorted((model_dir / "checkpoints").glob("update-*.safetensors"))
-        if not files:
-            raise UserError(f"{model_dir}: no checkpoints yet")
-        return files[-1]
-    return Path(checkpoint)
 
 
 def with_precision(model: Seq2Seq, precision: str, device: str) -> Seq2Seq:
@@ -72,19 +60,6 @@ class Translation:
         if self.alignment is not None:
             record["alignment"] = self.alignment
         return record
-
-
-def load_model(model_dir: Path, checkpoint: str) -> tuple[Seq2Seq, DataDir, int]:
-    """A trained model (fp32, CPU), its vocabulary and its input length limit."""
-    from adlnmt.model import ModelConfig, Seq2Seq
-    from adlnmt.train.checkpoint import load_weights
-    from adlnmt.train.model_dir import load_vocabularies, read_stored_config
-
-    stored = read_stored_config(model_dir)
-    model = Seq2Seq(ModelConfig(**stored["model"]))
-    load_weights(model, resolve_checkpoint(model_dir, checkpoint))
-    data = load_vocabularies(model_dir, stored)
-    return model, data, int(data.manifest.get("options", {}).get("max_len", 250))
 
 
 def hard_alignment(translation: Translation, first: int, count: int) -> str:
@@ -156,7 +131,6 @@ class Translator:
         ``threads``: CPU threads of the engine, 0 for its default (:func:`adlnmt.inference.engines.engine_threads`);
         the torch engine sets them process-wide (``torch.set_num_threads``). An export directory run by another
         engine is loaded without importing PyTorch."""
-        from adlnmt.export.directory import ExportDir, is_export_dir
         from adlnmt.inference.engines import auto_note, check_model_dir_engine
 
         model_dir = Path(model_dir)
@@ -167,7 +141,7 @@ class Translator:
 
         if threads:
             torch.set_num_threads(threads)
-        model, data, max_len = load_model(model_dir, checkpoint)
+        model, data, max_len = ModelDir(model_dir).load_model(checkpoint)
         if engine == "auto":
             print(f"engine auto: torch ({auto_note(model, model_dir, precision, device, options)})", file=sys.stderr)
         return cls(with_precision(model.to(device), precision, device), data, max_len, device, model_dir)

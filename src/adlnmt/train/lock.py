@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 
 from adlnmt.errors import UserError
-
-LOCK_FILE = "train.lock"
+from adlnmt.store.names import LOCK
 
 
 class DirectoryLock:
@@ -19,7 +18,7 @@ class DirectoryLock:
     def __init__(
         self,
         directory: Path,
-        name: str = LOCK_FILE,
+        name: str = LOCK,
         holder: str = "another training run",
         kind: str = "model directory",
         advice: str = "wait for it to end or choose another --model",

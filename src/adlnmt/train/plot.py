@@ -20,14 +20,14 @@ PANELS = (
 
 def read_curves(model_dir: Path) -> list[dict[str, Any]]:
     """The checkpoint records of a model directory; UserError naming it when it has none."""
-    from adlnmt.train.checkpoint import read_records
+    from adlnmt.store import ModelDir
 
-    path = model_dir / "metrics.jsonl"
     if not model_dir.is_dir():
         raise UserError(f"{model_dir}: no such model directory")
-    records, _ = read_records(path)  # a partial last line (a run being written) is left out
+    files = ModelDir(model_dir)
+    records, _ = files.metrics()  # a partial last line (a run being written) is left out
     if not records:
-        raise UserError(f"{path}: no checkpoint yet (metrics.jsonl is missing or empty)")
+        raise UserError(f"{files.metrics_file}: no checkpoint yet ({files.metrics_file.name} is missing or empty)")
     return records
 
 
