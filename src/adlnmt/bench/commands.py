@@ -119,7 +119,7 @@ def _model_labels(paths: list[str]) -> dict[str, str]:
 def _torch_free_engine(models: list[str], engine: str) -> str | None:
     """``ctranslate2`` when ``engine`` (ctranslate2 or auto) runs every model and each is a CTranslate2 export: a
     run without PyTorch; else None (PyTorch loads the models, or exports them on the fly)."""
-    from adlnmt.export.directory import EXPORT_MANIFEST, is_export_dir, read_manifest
+    from adlnmt.store.export_dir import EXPORT_MANIFEST, is_export_dir, read_manifest
 
     def export_format(path: str) -> str | None:
         return read_manifest(Path(path) / EXPORT_MANIFEST)["format"] if is_export_dir(path) else None
