@@ -10,6 +10,7 @@ from adlnmt.experiment.results import (
     CurvePoint,
     Evaluation,
     LengthBucket,
+    Machine,
     Provenance,
     RunResult,
     SuiteResult,
@@ -19,9 +20,10 @@ from adlnmt.experiment.results import (
 CODE = CodeVersion(git_commit="0" * 40, git_dirty=False, adlnmt="0.1.0")
 
 
-def machine(device: str = "cpu", capability: str = "AVX2", date: str = "2026-11-25T12:00:00+00:00") -> dict[str, Any]:
-    return {"device": device, "device_name": "NVIDIA H200" if device != "cpu" else "AMD EPYC", "cpu": "AMD EPYC",
-            "cpu_capability": capability, "usable_cores": 2, "load_average": [0.5, 0.5, 0.5], "date": date}  # fmt: skip
+def machine(device: str = "cpu", capability: str = "AVX2", date: str = "2026-11-25T12:00:00+00:00") -> Machine:
+    return Machine(cpu="AMD EPYC", cpu_capability=capability, logical_cores=2, usable_cores=2, torch_threads=1,
+                   torch="2.13.0+cpu", device=device, device_name="NVIDIA H200" if device != "cpu" else "AMD EPYC",
+                   python="3.11.7", platform="Linux", date=date, load_average=[0.5, 0.5, 0.5])  # fmt: skip
 
 
 def scored(scores: dict[str, float] | None = None, sentences_per_s: float = 10.0, name: str = "test") -> Evaluation:
@@ -36,7 +38,7 @@ def curve(ppls: list[float]) -> list[CurvePoint]:
     return [CurvePoint(update=100 * (i + 1), valid_ppl=ppl) for i, ppl in enumerate(ppls)]
 
 
-def run_result(seed: int = 1, ppls: tuple[float, ...] = (10.0, 11.0, 12.0, 13.0), on: dict[str, Any] | None = None,
+def run_result(seed: int = 1, ppls: tuple[float, ...] = (10.0, 11.0, 12.0, 13.0), on: Machine | None = None,
                **changes: Any) -> RunResult:  # fmt: skip
     """A finished run of ``seed`` with the validation curve ``ppls``, evaluated on ``on`` (machine()); ``changes``
     replace any other field."""

@@ -21,7 +21,7 @@ from adlnmt.experiment.convergence import convergence_note, convergence_table
 from adlnmt.experiment.grid import Grid
 from adlnmt.experiment.plots import SHORT, make_plots
 from adlnmt.experiment.results import RunResult, Timing
-from adlnmt.experiment.rows import Row, collect, device_kind
+from adlnmt.experiment.rows import Row, collect
 from adlnmt.experiment.runner import Run, last_lines
 from adlnmt.experiment.statistics import ALPHA, LOWER_IS_BETTER, RunScores, Scorer, assess, two_level
 
@@ -193,10 +193,7 @@ def csv_table(grid: Grid, rows: list[Row]) -> str:
 def timed_on(result: RunResult) -> str:
     """The processor a run's speed was measured on, last (``--retime``) or when it finished: speeds compare only
     between runs timed on the same one (the VM's host may change between sessions)."""
-    machine = result.machine(timed=True)
-    if machine.get("device", "cpu") != "cpu":
-        return device_kind(machine)
-    return f"{machine.get('cpu', '?')} ({machine.get('cpu_capability', '?')})"
+    return result.machine(timed=True).processor
 
 
 def timing_processors(rows: list[Row]) -> str:
@@ -221,8 +218,7 @@ def _decoded_alone(rows: list[Row]) -> str:
     unknown = [name for name, p in timed if p.paused_minutes is None]
     beside = [name for name, p in timed if p.timed_alone is False]
     loaded = [f"{name} ({load:.1f} on {cores} cores)" for name, p in timed
-              if (load := (p.machine.get("load_average") or [0.0])[0])
-              > (cores := p.machine.get("usable_cores") or 1)]  # fmt: skip
+              if (load := (p.machine.load_average or [0.0])[0]) > (cores := p.machine.usable_cores)]  # fmt: skip
     text = "each run decoding with the grid's other runs stopped"
     if unknown:
         text += (f", except {', '.join(unknown)}: decoded while another run of the grid may have trained beside it "
@@ -250,7 +246,7 @@ def runs_csv(grid: Grid, rows: list[Row]) -> str:
             # a run may lack a test set added later
             line += [_number(r.score(t.name, m)) for t in grid.tests for m in grid.metrics]
             line += [_number(speed(t.name, k)(r)) for t in grid.tests for k in ("sentences_per_s", "tokens_per_s")]
-            line += [device_kind(r.machine()), timed_on(r)]
+            line += [r.machine().kind, timed_on(r)]
             writer.writerow(line)
     return buffer.getvalue()
 
@@ -360,7 +356,7 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     plots = make_plots(grid, rows, out / "plots")
     title = f"{grid.name}" + (f" (scale {grid.scale})" if grid.scale else "")
     finished = sum(len(row.results) for row in rows)
-    dates = [r.provenance.machine["date"] for row in rows for r in row.results]
+    dates = [r.provenance.machine.date for row in rows for r in row.results]
     latest = f", the latest started evaluating {max(dates)}" if dates else ""
     shared = [f"{row.name} seed {r.seed} (`{r.shared_from}`)" for row in rows for r in row.results if r.shared_from]
     minutes = [m for row in rows for r in row.results if not r.shared_from

@@ -22,7 +22,6 @@ from adlnmt.train.checkpoint import atomic_write
 
 RESULT_FILE = "result.json"
 FLAT = {"flat": True}  # the part's keys sit beside its owner's, not under its name
-LONG_AGO = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
 Part = TypeVar("Part", bound="Record")
 
@@ -50,6 +49,34 @@ class CodeVersion(Record):
     git_commit: str | None
     git_dirty: bool | None
     adlnmt: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine(Record):
+    """The machine a run was evaluated or timed on: :func:`adlnmt.bench.machine.machine_record`."""
+
+    cpu: str
+    cpu_capability: str  # torch's: AVX2, AVX512, ...
+    logical_cores: int
+    usable_cores: int
+    torch_threads: int
+    torch: str
+    device: str  # cpu, cuda:0, ...
+    device_name: str  # the GPU's name, or the CPU's
+    python: str
+    platform: str
+    date: str  # when the evaluation (or --retime) started, ISO 8601 UTC
+    load_average: list[float] | None  # 1, 5 and 15 minutes, at that moment
+
+    @property
+    def kind(self) -> str:
+        """'CPU', or the GPU's name: a CPU's times and a GPU's do not average."""
+        return "CPU" if self.device == "cpu" else self.device_name
+
+    @property
+    def processor(self) -> str:
+        """The processor that timed a decoding: the GPU's name, or the CPU's with its instruction set."""
+        return self.kind if self.device != "cpu" else f"{self.cpu} ({self.cpu_capability})"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,7 +154,7 @@ class Provenance(Record):
     adl: dict[str, str]
     precision: str
     tf32_allowed: bool | None = None  # False for fp32: IEEE fp32 (train.device.full_fp32)
-    machine: dict[str, Any]  # adlnmt.bench.machine.machine_record, when evaluation started
+    machine: Machine  # when evaluation started
     train_minutes: float
     paused_minutes: float | None = None  # stopped while another run decoded, not in train_minutes
     timed_alone: bool | None = None  # False: decoded beside other runs' training (--decode-beside-training)
@@ -138,7 +165,7 @@ class Provenance(Record):
 class FirstTiming(Record):
     """The speed figures a run finished with, kept when ``--retime`` replaces them."""
 
-    machine: dict[str, Any]
+    machine: Machine
     tests: dict[str, Timing]
 
 
@@ -146,7 +173,7 @@ class FirstTiming(Record):
 class Retimed(Record):
     """The last ``--retime`` of the run: its machine and code, and the first timing."""
 
-    machine: dict[str, Any]
+    machine: Machine
     code: CodeVersion = field(metadata=FLAT)
     before: FirstTiming
 
@@ -208,16 +235,15 @@ class RunResult(Record):
         found = self.tests.get(test)
         return found.timing if found else None
 
-    def machine(self, timed: bool = False) -> dict[str, Any]:
+    def machine(self, timed: bool = False) -> Machine:
         """The machine the run trained and was evaluated on, or (``timed``) the one its decoding speed was last
         measured on (``--retime``, else the same)."""
         return self.retimed.machine if timed and self.retimed else self.provenance.machine
 
     @property
     def evaluated(self) -> datetime:
-        """When the run's evaluation started (its result existed from then on); long ago when not recorded."""
-        date = self.provenance.machine.get("date")
-        return datetime.fromisoformat(date) if date else LONG_AGO
+        """When the run's evaluation started (its result existed from then on)."""
+        return datetime.fromisoformat(self.provenance.machine.date)
 
     def with_timings(self, timings: dict[str, Timing], retimed: Retimed) -> RunResult:
         """This result with the speed of each test set in ``timings`` replaced (``--retime``)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.report import timed_on
-from adlnmt.experiment.results import RESULT_FILE, FirstTiming, Retimed, Timing, read_result
+from adlnmt.experiment.results import RESULT_FILE, FirstTiming, Machine, Retimed, Timing, read_result
 from adlnmt.experiment.runner import Run, read_json
 
 
@@ -56,7 +56,8 @@ def retime(run: Run) -> str:
             timed[test["name"]] = found.timing
     previous = {name: test.timing for name, test in result.tests.items()}
     first = result.retimed.before if result.retimed else FirstTiming(machine=result.provenance.machine, tests=previous)
-    retimed = Retimed(machine=machine_record(torch.device(device)), code=code_version(), before=first)
+    machine = Machine.from_dict(machine_record(torch.device(device)))
+    retimed = Retimed(machine=machine, code=code_version(), before=first)
     result = result.with_timings(timed, retimed)
     for place in (run.archive, run.dir):
         if run.matches(read_result(place / RESULT_FILE)):

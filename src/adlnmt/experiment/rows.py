@@ -29,13 +29,8 @@ class Row:
         last measured on), as (kind, row of those runs): a CPU's minutes and a GPU's do not average."""
         groups: dict[str, list[RunResult]] = {}
         for result in self.results:
-            groups.setdefault(device_kind(result.machine(timed)), []).append(result)
+            groups.setdefault(result.machine(timed).kind, []).append(result)
         return [(kind, Row(self.name, results, self.total)) for kind, results in groups.items()]
-
-
-def device_kind(machine: dict[str, Any]) -> str:
-    """'CPU', or the GPU's name."""
-    return "CPU" if machine.get("device", "cpu") == "cpu" else str(machine.get("device_name", "GPU"))
 
 
 def collect(grid: Grid, runs: list[Run]) -> list[Row]:
