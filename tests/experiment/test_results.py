@@ -38,6 +38,9 @@ def test_optional_parts_round_trip(tmp_path: Path) -> None:
         (lambda d: d.update(surprise=1), r"unknown key 'surprise'"),
         (lambda d: d["provenance"].update(machine_id=1), r"unknown key 'provenance.machine_id'"),
         (lambda d: d.update(curve={}), r"'curve' is not a list"),
+        (lambda d: d.update(seed="1"), r"'seed' is not an int: '1'"),
+        (lambda d: d.update(seed=True), r"'seed' is not an int: True"),
+        (lambda d: d["tests"]["test"]["scores"].update(bleu="high"), r"'tests.test.scores.bleu' is not a float"),
     ],
 )
 def test_a_foreign_result_names_the_key(tmp_path: Path, change, message: str) -> None:

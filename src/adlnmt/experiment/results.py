@@ -22,6 +22,8 @@ from adlnmt.train.checkpoint import atomic_write
 
 RESULT_FILE = "result.json"
 FLAT = {"flat": True}  # the part's keys sit beside its owner's, not under its name
+# the JSON values a field of each type takes (a bool is an int to Python, never in a result)
+SCALARS: dict[type, tuple[type, ...]] = {str: (str,), bool: (bool,), int: (int,), float: (int, float)}
 
 Part = TypeVar("Part", bound="Record")
 
@@ -153,7 +155,7 @@ class Provenance(Record):
     training_sessions: list[TrainingSession] | None = None
     adl: dict[str, str]
     precision: str
-    tf32_allowed: bool | None = None  # False for fp32: IEEE fp32 (train.device.full_fp32)
+    tf32_allowed: dict[str, bool] | None = None  # matmul, cudnn: False for fp32 (train.device.full_fp32)
     machine: Machine  # when evaluation started
     train_minutes: float
     paused_minutes: float | None = None  # stopped while another run decoded, not in train_minutes
@@ -304,6 +306,8 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
         return {key: _convert(arguments[1], item, _key(where, key)) for key, item in value.items()}
     if origin in (list, dict):
         raise ValueError(f"{where!r} is not {'a list' if origin is list else 'an object'}")
+    if hint in SCALARS and not (isinstance(value, bool) == (hint is bool) and isinstance(value, SCALARS[hint])):
+        raise ValueError(f"{where!r} is not a{'n' if hint is int else ''} {hint.__name__}: {value!r}")
     return value
 
 
