@@ -14,15 +14,18 @@ import yaml
 
 from adlnmt.experiment.claims import NOT_CONVERGED, OUT_OF_SCOPE, Judge, relation, seed_list, write_claims
 from adlnmt.experiment.grid import Claim, load_grid
+from adlnmt.experiment.results import RESULT_FILE
 from adlnmt.experiment.runner import plan_runs
 from adlnmt.experiment.statistics import FAILS, HOLDS, OPEN
+
+from .sample_results import machine, run_result, scored
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 REFERENCES = [f"a photo of {n} people walking along the {place}" for n in ("two", "three", "four", "five", "six")
               for place in ("beach", "street", "river", "road", "park", "hill")]  # fmt: skip
 WORSE = [line.replace("people", "dogs").replace("along", "near") for line in REFERENCES]
-CONVERGED = [{"update": 100 * (i + 1), "valid_ppl": ppl} for i, ppl in enumerate((10.0, 11.0, 12.0, 13.0))]
-IMPROVING = [{"update": 100 * (i + 1), "valid_ppl": ppl} for i, ppl in enumerate((20.0, 15.0, 10.0))]
+CONVERGED = (10.0, 11.0, 12.0, 13.0)  # validation perplexities, one per 100 updates
+IMPROVING = (20.0, 15.0, 10.0)
 
 
 def claim(kind: str, margin: float = 0.0, ratio: float = 1.0, metric: str = "bleu") -> Claim:
@@ -60,19 +63,13 @@ def write_runs(grid: Any, out: Path, runs: dict[tuple[str, int], dict[str, Any]]
         if spec is None:
             continue
         run.dir.mkdir(parents=True, exist_ok=True)
-        tests = {}
         for test, lines in spec["tests"].items():
             (run.dir / "hyp").mkdir(exist_ok=True)
             (run.dir / "hyp" / f"{test}.txt").write_text("\n".join(lines) + "\n")
-            tests[test] = {"hypotheses": f"hyp/{test}.txt", "sentences_per_s": spec.get("speed", 10.0)}
-        curve = spec.get("curve", CONVERGED)
-        best = min(curve, key=lambda point: point["valid_ppl"])
-        machine = {"device": "cpu", "cpu": "AMD EPYC", "cpu_capability": spec.get("capability", "AVX2"),
-                   "date": spec.get("date", "2026-11-25T12:00:00+00:00")}  # fmt: skip
-        result = {"fingerprint": run.fingerprint, "seed": run.seed, "tests": tests, "curve": curve,
-                  "best_update": best["update"], "best_valid_ppl": best["valid_ppl"],
-                  "provenance": {"machine": machine}}  # fmt: skip
-        (run.dir / "result.json").write_text(json.dumps(result))
+        tests = {test: scored(sentences_per_s=spec.get("speed", 10.0), name=test) for test in spec["tests"]}
+        on = machine(capability=spec.get("capability", "AVX2"), date=spec.get("date", "2026-11-25T12:00:00+00:00"))
+        result = run_result(run.seed, spec.get("ppls", CONVERGED), on, fingerprint=run.fingerprint, tests=tests)
+        result.save(run.dir / RESULT_FILE)
     return plan_runs(grid, out)
 
 
@@ -94,7 +91,7 @@ def test_unconverged_runs_and_out_of_scope_claims_are_marked(tmp_path: Path) -> 
     scoped = {"quote": "A beats B (WMT only)", "better": ["A", "B"], "out_of_scope": "not IWSLT"}
     grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]}, scoped])
     runs = both(REFERENCES, WORSE)
-    runs[("B", 2)]["curve"] = IMPROVING  # best at its last validation: not converged
+    runs[("B", 2)]["ppls"] = IMPROVING  # best at its last validation: not converged
     judged = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
     assert (judged[0].verdict, judged[0].measured, judged[0].unconverged) == (NOT_CONVERGED, HOLDS, ("B seed 2",))
     assert (judged[1].verdict, judged[1].measured, judged[1].adjusted_p) == (OUT_OF_SCOPE, HOLDS, None)
@@ -150,7 +147,7 @@ def test_a_metric_measured_once_per_run(tmp_path: Path) -> None:
                                  "metric": "valid_ppl"}])  # fmt: skip
     runs = both(REFERENCES, REFERENCES)
     for seed in (1, 2):
-        runs[("B", seed)]["curve"] = [{**point, "valid_ppl": point["valid_ppl"] + 1} for point in CONVERGED]
+        runs[("B", seed)]["ppls"] = tuple(ppl + 1 for ppl in CONVERGED)
     (judged,) = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
     assert judged.test == "validation" and judged.tested.effect == pytest.approx(1.0)  # lower is better
     assert judged.verdict in (HOLDS, OPEN)  # two seeds: the interval is the seeds' range

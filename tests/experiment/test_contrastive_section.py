@@ -15,6 +15,8 @@ from adlnmt.experiment.grid import load_grid
 from adlnmt.experiment.rows import Row
 from adlnmt.experiment.runner import plan_runs, write_spec
 
+from .sample_results import run_result, suite
+
 
 def grid_with_suite(tmp_path: Path, **suite: object) -> Path:
     for file in ("a.src", "a.tgt"):
@@ -50,10 +52,10 @@ def test_a_bad_suite_entry_is_an_error_naming_the_key(tmp_path: Path) -> None:
 
 def test_the_section_gives_accuracy_by_row_and_distance_with_intervals(tmp_path: Path) -> None:
     grid = load_grid(grid_with_suite(tmp_path))
-    perfect = {"contrastive": {"sva": {"correct": [True, True, True, True]}}}
-    half = [{"contrastive": {"sva": {"correct": [True, False, True, False]}}},
-            {"contrastive": {"sva": {"correct": [False, True, True, False]}}}]  # fmt: skip
-    rows = [Row("best", [perfect], 1), Row("mixed", half, 2), Row("unscored", [{}], 1)]
+    perfect = run_result(contrastive={"sva": suite([True, True, True, True])})
+    half = [run_result(contrastive={"sva": suite([True, False, True, False])}),
+            run_result(contrastive={"sva": suite([False, True, True, False])})]  # fmt: skip
+    rows = [Row("best", [perfect], 1), Row("mixed", half, 2), Row("unscored", [run_result()], 1)]
     text = contrastive_section(grid, rows, tmp_path / "plots")
     assert "| row | seeds | all | d 1 (3) | d 4 (1) |" in text
     assert "| best | 1 | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] |" in text

@@ -107,6 +107,9 @@ def test_page_docs_and_schema_are_served_offline(make_client: ClientFactory) -> 
     request = schema["paths"]["/translate"]["post"]
     assert request["requestBody"]["content"]["application/json"]["schema"]["required"] == ["text"]
     assert {"200", "400", "413", "422", "503", "504"} <= set(request["responses"])
+    models = schema["components"]["schemas"]
+    assert "this request's own lines" in models["TranslateResponse"]["properties"]["warnings"]["description"]
+    assert "error_id" in models["ErrorResponse"]["properties"] and "500" in request["responses"]
 
 
 @pytest.mark.parametrize("path", ["/nowhere", "/static/missing.js"])

@@ -111,7 +111,7 @@ class PeakMemory:
         return _resident_bytes(_children()) if STATM.is_file() else _max_rss_bytes()
 
     def _watch(self) -> None:
-        # Reading smaps_rollup takes ~2 ms per process: with workers, sample less often to leave them the CPU.
+        # Reading smaps_rollup costs milliseconds per process: with workers, sample less often to leave them the CPU.
         while not self._stop.wait(SAMPLE_SECONDS_WITH_WORKERS if _children() else SAMPLE_SECONDS):
             self._peak = max(self._peak, self._sample())
 

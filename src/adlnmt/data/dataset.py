@@ -172,7 +172,10 @@ class DataDir:
 
     def encode_source(self, text: str, max_len: int | None = None) -> list[int]:
         """Encoder input ids of a raw sentence, laid out like ``Split.src``; pieces cut to ``max_len`` if given."""
-        pieces = self.src_vocab.encode(text)
+        return self.source_ids(self.src_vocab.encode(text), max_len)
+
+    def source_ids(self, pieces: list[int], max_len: int | None = None) -> list[int]:
+        """Encoder input ids of a sentence's source subword ids (:meth:`encode_source` after the subword encoding)."""
         if max_len is not None:
             pieces = pieces[:max_len]
         return ([BOS] if self.source_markers else []) + pieces + [EOS]

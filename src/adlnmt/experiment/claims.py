@@ -26,6 +26,7 @@ from typing import Any
 from adlnmt.experiment.convergence import judge as convergence
 from adlnmt.experiment.grid import RUN_METRICS, Claim, Grid
 from adlnmt.experiment.report import mean_std, timed_on
+from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.runner import Run, write_json
 from adlnmt.experiment.statistics import (
     LOWER_IS_BETTER,
@@ -84,16 +85,16 @@ class Judge:
 
     def __init__(self, grid: Grid, runs: list[Run]) -> None:
         self.grid = grid
-        self.finished: dict[tuple[str, int], tuple[Path, dict[str, Any]]] = {}
+        self.finished: dict[tuple[str, int], tuple[Path, RunResult]] = {}
         for run in runs:
             if (folder := run.finished_in()) is not None and (result := run.result()) is not None:
                 self.finished[(run.variant.name, run.seed)] = (folder, result)
         self.scorer = Scorer({t.name: (t.src, t.ref) for t in grid.tests}, grid.bootstrap_resamples)
 
-    def _runs(self, variant: str, test: str) -> dict[int, tuple[Path, dict[str, Any]]]:
+    def _runs(self, variant: str, test: str) -> dict[int, tuple[Path, RunResult]]:
         """The row's finished runs evaluated on ``test`` (every finished run for a per-run metric), by seed."""
         return {seed: found for seed in self.grid.seeds if (found := self.finished.get((variant, seed)))
-                and (test == VALIDATION or test in found[1].get("tests", {}))}  # fmt: skip
+                and (test == VALIDATION or test in found[1].tests)}  # fmt: skip
 
     def judge(self, claim: Claim, test: str) -> Judgement:
         """The claim on ``test`` before the family's adjustment (``adjusted_p`` and the verdicts unset)."""
@@ -103,8 +104,8 @@ class Judge:
         words = (claim.min_source_words, claim.max_source_words)
         lower = claim.metric in LOWER_IS_BETTER
         if claim.metric in RUN_METRICS:
-            a = [result[RUN_METRICS[claim.metric]] for _, result in first.values()]
-            b = [result[RUN_METRICS[claim.metric]] for _, result in second.values()]
+            a = [RUN_METRICS[claim.metric](result) for _, result in first.values()]
+            b = [RUN_METRICS[claim.metric](result) for _, result in second.values()]
             estimate = seed_level(a, b, lower, self.grid.bootstrap_resamples) if a and b else None
         else:
             a_runs = [r for found in first.values() if (r := self.scorer.run(*found, test, claim.metric, words))]
@@ -119,7 +120,7 @@ class Judge:
         seeds = [s for s in first if s in second]
         apart = tuple(s for s in seeds if timed_on(first[s][1]) != timed_on(second[s][1]))
         paired = [s for s in seeds if s not in apart]
-        speeds = [(first[s][1]["tests"][test]["sentences_per_s"], second[s][1]["tests"][test]["sentences_per_s"])
+        speeds = [(first[s][1].tests[test].timing.sentences_per_s, second[s][1].tests[test].timing.sentences_per_s)
                   for s in paired]  # fmt: skip
         estimate: Estimate | None = None
         if speeds:
@@ -140,7 +141,7 @@ class Judge:
         if claim.registered_at:
             registered = datetime.fromisoformat(claim.registered_at)
             for runs in (first, second):
-                after |= {seed for seed, (_, result) in runs.items() if _evaluated(result) < registered}
+                after |= {seed for seed, (_, result) in runs.items() if result.evaluated < registered}
         return Judgement(claim, test, test == claim.test or test == VALIDATION, (tuple(first), tuple(second)),
                          means, tested, unconverged=unconverged, after_results=tuple(sorted(after)))  # fmt: skip
 
@@ -162,12 +163,6 @@ class Judge:
             for i, adjusted in zip(members, holm([judged[i].tested.p_value for i in members]), strict=True):
                 judged[i] = replace(judged[i], adjusted_p=adjusted)
         return [_verdict(j) for j in judged]
-
-
-def _evaluated(result: dict[str, Any]) -> datetime:
-    """When the run's evaluation started (its result existed from then on); long ago when not recorded."""
-    date = result.get("provenance", {}).get("machine", {}).get("date")
-    return datetime.fromisoformat(date) if date else datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
 
 def _verdict(j: Judgement) -> Judgement:

@@ -35,7 +35,7 @@ def accuracy_interval(correct: np.ndarray, rng: np.random.Generator) -> tuple[fl
 
 def outcomes(row: Row, suite: ContrastiveSuite) -> np.ndarray | None:
     """[seeds, items] outcomes of the row's runs scored on ``suite`` (None when none was)."""
-    found = [r["contrastive"][suite.name]["correct"] for r in row.results if suite.name in r.get("contrastive", {})]
+    found = [r.contrastive[suite.name].correct for r in row.results if suite.name in r.contrastive]
     return np.asarray(found, dtype=float) if found else None
 
 

@@ -10,6 +10,7 @@ Paths are relative to the grid file; ``~`` and ``$VARS`` are expanded. docs/expe
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from adlnmt.adl.errors import ADLError
 from adlnmt.data.options import MODEL_TYPES, PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.errors import UserError
+from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.schema import Reader, read_yaml
 from adlnmt.experiment.statistics import RESAMPLES
 from adlnmt.flags import bounds_of, flagged, kind_of
@@ -31,7 +33,8 @@ ADDED_KEYS = ("since", "test", "metrics")
 CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "margin", "ratio", "metric", "test",
               "min_source_words", "max_source_words", "out_of_scope", "registered")  # fmt: skip
 CLAIM_KINDS = ("better", "close", "equivalent", "faster")
-RUN_METRICS = {"valid_ppl": "best_valid_ppl"}  # claim metrics measured once per run (result.json key), not per test
+# claim metrics measured once per run, not per test set: their value in a run's result
+RUN_METRICS: dict[str, Callable[[RunResult], float]] = {"valid_ppl": lambda result: result.best_valid_ppl}
 REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d))")
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper")

@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from adlnmt.experiment.folders import absolute, default_results
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
 from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.quiet import DecodeAlone
+from adlnmt.experiment.results import RESULT_FILE, RunResult, read_result
 from adlnmt.store import ModelDir
 from adlnmt.store.atomic import atomic_write
 
@@ -113,30 +114,30 @@ class Run:
         """Whether an earlier attempt stopped with a training state to resume from."""
         return bool(ModelDir(self.model_dir).states())
 
-    def matches(self, result: dict[str, Any] | None) -> bool:
+    def matches(self, result: RunResult | None) -> bool:
         """Whether ``result`` is this run's: its fingerprint is the current one, or one under an earlier, lower
         update cap that the run never reached (early stopping ended it, so a higher cap changes nothing)."""
         if result is None:
             return False
-        key = result.get("fingerprint")
-        return key == self.fingerprint or any(key == old and result["updates"] < cap for old, cap in self.earlier)
+        key = result.fingerprint
+        return key == self.fingerprint or any(key == old and result.updates < cap for old, cap in self.earlier)
 
     def finished_in(self) -> Path | None:
         """The archive, else the run directory, when it holds a result of the current settings."""
         for folder in (self.archive, self.dir):
-            if self.matches(read_json(folder / "result.json")):
+            if self.matches(read_result(folder / RESULT_FILE)):
                 return folder
         return None
 
-    def result(self) -> dict[str, Any] | None:
+    def result(self) -> RunResult | None:
         """The stored result when the run finished with its current settings."""
         folder = self.finished_in()
-        return read_json(folder / "result.json") if folder is not None else None
+        return read_result(folder / RESULT_FILE) if folder is not None else None
 
     def archive_result(self) -> None:
         """Copy a finished result and its hypotheses from the run directory into the archive (no weights)."""
-        result = read_json(self.dir / "result.json")
-        if not self.matches(result) or self.finished_in() == self.archive:
+        result = read_result(self.dir / RESULT_FILE)
+        if result is None or not self.matches(result) or self.finished_in() == self.archive:
             return
         self._archive(self.dir, result)
 
@@ -144,16 +145,16 @@ class Run:
         """Archive the finished run in ``folder`` as this one: another experiment's run (``name``) with this run's
         fingerprint, i.e. the same model, training, data, seed and evaluation, so trained once for both. Its
         ``result.json`` says where it came from (``shared_from``)."""
-        result = read_json(folder / "result.json")
-        self._archive(folder, {**result, "shared_from": result.get("shared_from", name)})
+        result = RunResult.load(folder / RESULT_FILE)
+        self._archive(folder, replace(result, shared_from=result.shared_from or name))
 
-    def _archive(self, source: Path, result: dict[str, Any]) -> None:
-        for test in result["tests"].values():
-            hypotheses = (source / test["hypotheses"]).read_text(encoding="utf-8")
-            target = self.archive / test["hypotheses"]
+    def _archive(self, source: Path, result: RunResult) -> None:
+        for test in result.tests.values():
+            hypotheses = (source / test.hypotheses).read_text(encoding="utf-8")
+            target = self.archive / test.hypotheses
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, lambda tmp, text=hypotheses: tmp.write_text(text, encoding="utf-8"))
-        write_json(self.archive / "result.json", result)  # last: the archived run is complete
+        result.save(self.archive / RESULT_FILE)  # last: the archived run is complete
 
 
 # --- inputs and data -------------------------------------------------------------------------------------------
@@ -268,15 +269,10 @@ def shared_runs(grid: Grid, runs: Iterable[Run], results: Path) -> list[tuple[Ru
         pending.update({key: run for key in (run.fingerprint, *(old for old, _ in run.earlier))})
     root = results.resolve().parent
     found: dict[str, tuple[Run, Path, str]] = {}
-    for path in sorted(root.glob("*/runs/*/seed-*/result.json")) if pending else []:
-        result = read_json(path) or {}
-        run = pending.get(result.get("fingerprint"))
-        if (
-            run is not None
-            and run.matches(result)
-            and run.fingerprint not in found
-            and result.get("experiment") != grid.name
-        ):
+    for path in sorted(root.glob(f"*/runs/*/seed-*/{RESULT_FILE}")) if pending else []:
+        result = read_result(path)
+        run = pending.get(result.fingerprint) if result else None
+        if run is not None and run.matches(result) and run.fingerprint not in found and result.experiment != grid.name:
             found[run.fingerprint] = (run, path.parent, path.parent.relative_to(root).as_posix())
     return list(found.values())
 
@@ -311,7 +307,7 @@ class Outcome:
     run: Run
     returncode: int
     seconds: float
-    result: dict[str, Any] | None
+    result: RunResult | None
 
     @property
     def ok(self) -> bool:
@@ -408,8 +404,8 @@ def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str]
             where = f"[{len(done)}/{len(runs)}] {run.label}"
             if outcome.stopped:
                 report(f"stopped {where}: checkpointed; running the experiment again resumes it")
-            elif outcome.ok:
-                report(f"done   {where} in {outcome.seconds / 60:.1f} min: {summary(outcome.result or {})}")
+            elif outcome.ok and outcome.result is not None:
+                report(f"done   {where} in {outcome.seconds / 60:.1f} min: {summary(outcome.result)}")
             else:
                 tail = last_lines(run.log).replace("\n", "\n         ")
                 report(f"FAILED {where} (exit status {outcome.returncode}); see {run.log}:\n         {tail}")
@@ -423,10 +419,10 @@ def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str]
         return list(pool.map(one, runs))
 
 
-def summary(result: dict[str, Any]) -> str:
+def summary(result: RunResult) -> str:
     """One line: updates, training minutes and the first test set's scores."""
-    parts = [f"{result.get('updates', 0)} updates, {result.get('train_minutes', 0.0):.1f} train min"]
-    for name, test in list(result.get("tests", {}).items())[:1]:
-        scores = ", ".join(f"{m} {v:.2f}" for m, v in test["scores"].items())
+    parts = [f"{result.updates} updates, {result.train_minutes:.1f} train min"]
+    for name, test in list(result.tests.items())[:1]:
+        scores = ", ".join(f"{m} {v:.2f}" for m, v in test.scores.items())
         parts.append(f"{name}: {scores}")
     return "; ".join(parts)

@@ -36,9 +36,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from adlnmt.experiment.results import RunResult
 
 RESAMPLES = 10_000
 SEED = 20_261_126  # fixed: rebuilding a report gives the same numbers
@@ -298,17 +299,17 @@ class Scorer:
             self._lines[path] = tuple(read_lines(path))
         return self._lines[path]
 
-    def run(self, folder: Path, result: dict[str, Any], test: str, metric: str,
+    def run(self, folder: Path, result: RunResult, test: str, metric: str,
             words: tuple[int, int] = (0, 0)) -> RunScores | None:  # fmt: skip
         """The run's scores on ``test`` (its sources of words[0] to words[1] words, 0: no bound); None when the run
         was not evaluated on it."""
-        entry = result.get("tests", {}).get(test)
-        if not entry or "hypotheses" not in entry:
+        entry = result.tests.get(test)
+        if entry is None:
             return None
         key = (folder, test, metric, *words)
         if key not in self._scores:
             source, reference = (self._read(path) for path in self.tests[test])
-            statistics = _sentence_statistics(metric, self._read(folder / entry["hypotheses"]), reference)
+            statistics = _sentence_statistics(metric, self._read(folder / entry.hypotheses), reference)
             subset = None
             if any(words):
                 lengths = np.array([len(line.split()) for line in source])

@@ -1,6 +1,6 @@
 """The decoder step at fixed shapes, replayed from CUDA graphs (the ``cuda_graphs`` search option).
 
-Eager decoding on a GPU is bound by the host: ~150 kernel launches a step (``benchmarks/NOTES.md``). A
+Eager decoding on a GPU is bound by the host: many small kernel launches a step (``benchmarks/NOTES.md``). A
 :class:`GraphStepper` keeps a batch's decoder state in the persistent buffers of a :class:`Bucket`, whose shapes
 are fixed: the rows padded to the bucket's row count (padding rows repeat the last real row, so they stay
 finite), the source padded to the bucket's length (masked positions), the key/value caches allocated for the

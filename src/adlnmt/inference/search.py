@@ -390,7 +390,7 @@ def translate_ids(
     Sentences are sorted by length into batches of ``batch_size`` (with sampling, each sentence ``nbest`` times);
     ``workers > 1`` searches the batches in that many forked single-thread CPU processes
     (:mod:`adlnmt.inference.workers`), with the same batches and results. ``model`` may be a :class:`StepEngine`
-    instead (a UserError for what it lacks: :meth:`~adlnmt.inference.engines.Engine.check`)."""
+    instead (a UserError for what it lacks: :meth:`~adlnmt.inference.engine.Engine.check`)."""
     forced = prefixes if prefixes is not None and any(prefixes) else None
     if not isinstance(model, Seq2Seq):
         model.check(options, forced is not None)

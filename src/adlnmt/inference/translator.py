@@ -23,6 +23,15 @@ if TYPE_CHECKING:
     from adlnmt.model import Seq2Seq
 
 
+@dataclass(frozen=True)
+class EncodedLine:
+    """An input line as the encoder reads it: ``ids`` (cut to the model's input limit, with its markers and EOS)
+    and ``pieces``, how many subword pieces the line has before the cut."""
+
+    ids: list[int]
+    pieces: int
+
+
 def with_precision(model: Seq2Seq, precision: str, device: str) -> Seq2Seq:
     """The model in inference ``precision`` (see :meth:`Translator.load`)."""
     import torch
@@ -170,37 +179,53 @@ class Translator:
 
     def source_pieces(self, line: str) -> list[str]:
         """The pieces the model reads for ``line``: cut to the input limit, with the source markers and EOS."""
-        return [self.data.src_vocab.piece(i) for i in self.data.encode_source(line, self.max_input_len)]
+        return [self.data.src_vocab.piece(i) for i in self.encode_line(line).ids]
 
-    def input_warning(self, line: str, number: int) -> str | None:
+    def encode_line(self, line: str) -> EncodedLine:
+        """``line`` as the encoder reads it (subword-encoded once), with its length before the cut."""
+        pieces = self.data.src_vocab.encode(line)
+        return EncodedLine(self.data.source_ids(pieces, self.max_input_len), len(pieces))
+
+    def input_warning(self, line: EncodedLine, number: int) -> str | None:
         """The warning for input line ``number`` when it is longer than the model's input limit (it is cut to
         ``max_input_len`` pieces), else None."""
-        pieces = len(self.data.src_vocab.encode(line))
-        if pieces > self.max_input_len:
-            return f"input line {number}: {pieces} pieces truncated to {self.max_input_len}"
+        if line.pieces > self.max_input_len:
+            return f"input line {number}: {line.pieces} pieces truncated to {self.max_input_len}"
         return None
 
     def encode(self, line: str, number: int) -> list[int]:
-        warning = self.input_warning(line, number)
-        if warning:
+        """The encoder's ids of input line ``number``, with a warning on stderr when it is cut."""
+        encoded = self.encode_line(line)
+        if warning := self.input_warning(encoded, number):
             print(f"warning: {warning}", file=sys.stderr)
-        return self.data.encode_source(line, self.max_input_len)
+        return encoded.ids
 
     def search(
         self, lines: Sequence[str], options: SearchOptions = DEFAULT_OPTIONS, prefixes: Sequence[str] | None = None
     ) -> list[list[Translation]]:
         """``options.nbest`` translations per input line, best first (samples: in the order drawn), in input order;
         an empty line gets none. ``prefixes[i]`` (target text) starts every translation of line i. A UserError for
-        what the engine lacks (:meth:`~adlnmt.inference.engines.Engine.check`)."""
-        if prefixes is not None and len(prefixes) != len(lines):
-            raise UserError(f"{len(prefixes)} target prefixes for {len(lines)} input lines: need one per line")
-        rows = [i for i, line in enumerate(lines) if line.strip()]
-        sources = [self.encode(lines[i], i + 1) for i in rows]
+        what the engine lacks (:meth:`~adlnmt.inference.engine.Engine.check`)."""
+        sources = [self.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
+        return self.search_encoded(sources, options, prefixes)
+
+    def search_encoded(
+        self,
+        encoded: Sequence[list[int] | None],
+        options: SearchOptions = DEFAULT_OPTIONS,
+        prefixes: Sequence[str] | None = None,
+    ) -> list[list[Translation]]:
+        """:meth:`search` for lines already encoded (:meth:`encode_line`'s ``ids``; None for an empty line, which
+        gets no translation); it prints no warning."""
+        if prefixes is not None and len(prefixes) != len(encoded):
+            raise UserError(f"{len(prefixes)} target prefixes for {len(encoded)} input lines: need one per line")
+        rows = [i for i, ids in enumerate(encoded) if ids is not None]
+        sources = [ids for ids in encoded if ids is not None]
         forced = None if prefixes is None else [self.data.tgt_vocab.encode(prefixes[i]) for i in rows]
         forced = forced if forced is not None and any(forced) else None  # empty prefixes: plain search
         self.engine.check(options, forced is not None)
         found = self.engine.translate_ids(sources, options, forced)
-        results: list[list[Translation]] = [[] for _ in lines]
+        results: list[list[Translation]] = [[] for _ in encoded]
         vocab = self.data.tgt_vocab
         for row, hyps in zip(rows, found, strict=True):
             results[row] = [

@@ -27,6 +27,7 @@ from adlnmt.inference.options import SearchOptions, stop_when
 from adlnmt.inference.translator import Translation
 
 SearchFunction = Callable[..., list[list[Translation]]]  # (lines, options[, prefixes=...]) → results
+Line = list[int] | None  # an encoded line (Translator.search_encoded); None: an empty one
 
 
 class QueueFull(Exception):
@@ -37,7 +38,7 @@ class QueueFull(Exception):
 class Job:
     """One request's sentences waiting for the search."""
 
-    lines: list[str]
+    lines: list[Line]
     options: SearchOptions
     future: asyncio.Future[list[list[Translation]]]
     deadline: float = math.inf  # time.monotonic() after which its caller no longer waits
@@ -96,7 +97,7 @@ class Batcher:
         self._worker.shutdown(wait=True)
 
     async def submit(
-        self, lines: list[str], options: SearchOptions, deadline: float = math.inf, prefixes: list[str] | None = None
+        self, lines: list[Line], options: SearchOptions, deadline: float = math.inf, prefixes: list[str] | None = None
     ) -> list[list[Translation]]:
         """The search results for ``lines`` (in their order) once a batch containing them has been searched.
 
@@ -219,7 +220,7 @@ class Batcher:
                 job.future.set_result(found[start : start + len(job.lines)])
             start += len(job.lines)
 
-    def _search(self, lines: list[str], options: SearchOptions, batch: list[Job], prefixes: list[str]
+    def _search(self, lines: list[Line], options: SearchOptions, batch: list[Job], prefixes: list[str]
                 ) -> list[list[Translation]]:  # fmt: skip
         """The search (in the worker thread), stopped between steps once no request of ``batch`` waits for it."""
         latest = max(job.deadline for job in batch)

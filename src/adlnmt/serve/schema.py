@@ -70,12 +70,17 @@ class TranslateResponse(BaseModel):
 
     translations: list[SentenceResult]
     warnings: list[str] = Field(
-        default_factory=list, description="sentences cut to max_chars characters or to the model's input limit"
+        default_factory=list,
+        description="sentences cut to max_chars characters or to the model's input limit, numbered by this "
+        "request's own lines from 1 (also in the server's log)",
     )
 
 
 class ErrorResponse(BaseModel):
-    """Every error: a status code and one message (422 adds pydantic's error list)."""
+    """Every error: a status code and one message (422 adds pydantic's error list, 500 an error id)."""
 
     error: str
     detail: list[dict] | None = None
+    error_id: str | None = Field(
+        None, description="a 500's id, also in the server's log line with the cause (the answer shows no internals)"
+    )
