@@ -79,7 +79,7 @@ def load_translator(args: argparse.Namespace, options: SearchOptions) -> Transla
     if len(args.model) == 1 and len(checkpoints) == 1:
         return Translator.load(args.model[0], checkpoints[0], args.device, args.precision, args.engine, options,
                                args.threads)  # fmt: skip
-    if args.engine != "torch":
+    if args.engine not in (None, "torch"):
         raise UserError(f"an ensemble runs on the torch engine, not {args.engine}")
     import torch
 
@@ -132,9 +132,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     translate.add_argument(
         "--engine",
-        default="torch",
         choices=ENGINE_CHOICES,
-        help="torch (default); onnxruntime or ctranslate2: an export directory (adlnmt export --model M --format "
+        help="default: torch for a model directory, the export's own engine for an export directory; torch; "
+        "onnxruntime or ctranslate2: an export directory (adlnmt export --model M --format "
         "onnx|ctranslate2 --out DIR, then --model DIR); auto: the export's engine, or torch for a model directory "
         "(saying on stderr when an export would run it faster)",
     )

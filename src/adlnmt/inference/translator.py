@@ -126,14 +126,15 @@ class Translator:
         checkpoint: str = "best",
         device: str = "cpu",
         precision: str = "fp32",
-        engine: str = "torch",
+        engine: str | None = None,
         options: SearchOptions = DEFAULT_OPTIONS,
         threads: int = 0,
     ) -> Translator:
         """``precision``: fp32; bf16 or fp16 weights and activations (fp16: CUDA only); int8: dynamic
         int8 quantisation of every linear and recurrent layer (CPU only; activations stay fp32).
 
-        ``engine``: torch | onnxruntime | ctranslate2 | auto. A model directory runs on torch (auto says on stderr
+        ``engine``: None (the directory's own: torch for a model directory, the export's engine for an export
+        directory) | torch | onnxruntime | ctranslate2 | auto. A model directory runs on torch (auto says on stderr
         why, and when an export would run it on CTranslate2: :func:`adlnmt.inference.engines.auto_note`, which reads
         the ``options`` to be searched); an export engine given a model directory is a UserError naming the
         ``adlnmt export`` command to run first. ``model_dir`` may also be an export directory (:meth:`from_export`).
@@ -144,7 +145,8 @@ class Translator:
 
         model_dir = Path(model_dir)
         if is_export_dir(model_dir):
-            return cls.from_export(ExportDir.load(model_dir), engine, precision, threads, device)
+            return cls.from_export(ExportDir.load(model_dir), engine or "auto", precision, threads, device)
+        engine = engine or "torch"
         check_model_dir_engine(engine, model_dir)
         import torch
 

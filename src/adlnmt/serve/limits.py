@@ -58,8 +58,9 @@ class ServeOptions:
     """best, last, averaged or a .safetensors path (as in ``adlnmt translate``)."""
     precision: str = option("fp32", "as in adlnmt translate", choices=PRECISIONS)
     """fp32, bf16, fp16 (CUDA) or int8 (CPU), as in ``adlnmt translate``."""
-    engine: str = option("torch", "as in adlnmt translate", choices=ENGINES)
-    """torch, onnxruntime, ctranslate2 or auto, as in ``adlnmt translate``."""
+    engine: str | None = option(None, "as in adlnmt translate (default: the directory's own)", choices=ENGINES)
+    """None (torch for a model directory, the export's engine for an export), torch, onnxruntime, ctranslate2 or
+    auto, as in ``adlnmt translate``."""
     device: str = option("cpu", "cpu or cuda")
     """cpu or cuda."""
     threads: int = option(0, "engine CPU threads (0: its choice)", bounds=at_least(0))
@@ -128,7 +129,7 @@ class ServeOptions:
             )
         if self.precision not in PRECISIONS:
             problems.append(f"unknown --precision '{self.precision}'; choose one of {', '.join(PRECISIONS)}")
-        if self.engine not in ENGINES:
+        if self.engine is not None and self.engine not in ENGINES:
             problems.append(f"unknown --engine '{self.engine}'; choose one of {', '.join(ENGINES)}")
         if problems:
             raise UserError("; ".join(problems))
