@@ -8,25 +8,19 @@ from collections.abc import Sequence
 
 from adlnmt.exits import exit_status
 
+MODEL_FLAGS = ("encoder", "decoder", "preset", "d_model", "heads", "d_ff", "dropout", "max_positions", "var",
+               "input_feeding", "tie_output", "tie_source", "learned_positions")  # fmt: skip
+
 
 def _model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The model-defining subset of the training flags (same names, same meaning, same defaults)."""
-    parser.add_argument("--encoder", help="encoder ADL chain, e.g. 'pos -> repeat(6, ...) -> norm'")
-    parser.add_argument("--decoder", help="decoder ADL chain")
-    parser.add_argument("--preset", help="a named architecture (adlnmt architectures) instead of the chains")
-    parser.add_argument("--d-model", type=int, help="model width (default 512, or the preset's)")
-    parser.add_argument("--heads", type=int, help="default attention heads (default 8, or the preset's)")
-    parser.add_argument("--d-ff", type=int, help="feed-forward width, $FF_NUM_HIDDEN (default 4·d_model)")
-    parser.add_argument("--dropout", type=float, help="default dropout rate (default 0.1)")
-    parser.add_argument("--max-positions", type=int, help="learn_pos table size (default 1024)")
-    parser.add_argument("--var", action="append", metavar="NAME=VALUE", help="value of an ADL $NAME variable")
+    """The model-defining subset of the training flags (TrainConfig's, unset: a preset's values stand unless given),
+    and the vocabulary sizes a model directory would take from its data."""
+    from adlnmt.flags import add_flags
+    from adlnmt.train.config import TrainConfig
+
+    add_flags(parser, TrainConfig, MODEL_FLAGS, bounded=False, unset=True)  # ranges: checked with the model
     parser.add_argument("--src-vocab", type=int, default=8000, help="source vocabulary size (default 8000)")
     parser.add_argument("--tgt-vocab", type=int, default=8000, help="target vocabulary size (default 8000)")
-    for flag, text in (("--input-feeding", "z0_t = [z^L_(t-1); E y_t] (Luong)"),
-                       ("--tie-output", "tie target embedding and output projection"),
-                       ("--tie-source", "tie source and target embeddings"),
-                       ("--learned-positions", "every pos becomes learn_pos")):  # fmt: skip
-        parser.add_argument(flag, action="store_true", default=None, help=text)
 
 
 def _model(args: argparse.Namespace, device: str = "meta"):
@@ -37,9 +31,7 @@ def _model(args: argparse.Namespace, device: str = "meta"):
     from adlnmt.model import Seq2Seq
     from adlnmt.train.config import build_config
 
-    names = ("encoder", "decoder", "preset", "d_model", "heads", "d_ff", "dropout", "max_positions", "var",
-             "input_feeding", "tie_output", "tie_source", "learned_positions")  # fmt: skip
-    values = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    values = {name: getattr(args, name) for name in MODEL_FLAGS if getattr(args, name, None) is not None}
     parse_assignments(values.get("var", []))  # located errors for malformed NAME=VALUE
     config = build_config(values)
     with torch.device(device):
