@@ -19,6 +19,7 @@ from typing import Any
 
 from adlnmt.errors import UserError
 from adlnmt.exits import exit_status
+from adlnmt.experiment.grid import GRID_SEARCH
 from adlnmt.experiment.quiet import decoding_alone, paused_seconds, timed_alone
 from adlnmt.experiment.results import (
     RESULT_FILE,
@@ -94,9 +95,7 @@ def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, 
     from adlnmt.metrics import read_lines, score
 
     translate, metrics = spec["translate"], spec["metrics"]
-    options = SearchOptions(
-        **{key: translate[key] for key in ("beam", "batch_size", "max_len_ratio", "length_penalty")}
-    )
+    options = SearchOptions(**{key: translate[key] for key in GRID_SEARCH})
     sources, references = read_lines(test["src"]), read_lines(test["ref"])
     if len(sources) != len(references):
         raise UserError(f"{test['src']} has {len(sources)} lines but {test['ref']} has {len(references)}")
