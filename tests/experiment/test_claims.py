@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from adlnmt.experiment.claims import NOT_CONVERGED, OUT_OF_SCOPE, Judge, relation, seed_list, write_claims
+from adlnmt.experiment.claims import NOT_CONVERGED, ONE_SEED, OUT_OF_SCOPE, Judge, relation, seed_list, write_claims
 from adlnmt.experiment.grid import Claim, load_grid
 from adlnmt.experiment.results import RESULT_FILE
 from adlnmt.experiment.runner import plan_runs
@@ -109,8 +109,9 @@ def test_runs_without_a_later_test_set_leave_it_to_the_seeds_that_have_it(tmp_pa
     runs[("B", 1)]["tests"]["later"] = WORSE
     judged = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
     assert [(j.test, j.primary, seed_list(j)) for j in judged] == [("t", True, "1, 2"), ("later", False, "A 2; B 1")]
-    assert all(j.verdict == HOLDS for j in judged)
+    assert [(j.verdict, j.measured) for j in judged] == [(HOLDS, HOLDS), (ONE_SEED, HOLDS)]  # one seed a row there
     write_claims(grid, write_runs(grid, tmp_path / "out", runs), tmp_path)
+    assert "**inconclusive: one seed** (the statistics alone: holds)" in (tmp_path / "claims.md").read_text()
     record = json.loads((tmp_path / "claims.json").read_text())["claims"][0]
     assert (record["test"], record["seed_list"], record["other_tests"][0]["seed_list"]) == ("t", "1, 2", "A 2; B 1")
 
@@ -138,7 +139,7 @@ def test_speeds_timed_on_different_processors_are_not_compared(tmp_path: Path) -
     same = {(v, s): "AVX2" for v in ("A", "B") for s in (1, 2)}
     assert judged(same) == ((1, 2), (), HOLDS)  # 5x on both seed pairs
     assert judged(same, speed=12.0) == ((1, 2), (), FAILS)
-    assert judged({**same, ("A", 2): "AVX512"}) == ((1,), (2,), HOLDS)  # seed 2 not compared
+    assert judged({**same, ("A", 2): "AVX512"}) == ((1,), (2,), ONE_SEED)  # seed 2 not compared: one pair left
     assert judged({**same, ("A", 1): "AVX512", ("A", 2): "AVX512"})[1:] == ((1, 2), "not run yet")
 
 

@@ -7,6 +7,8 @@ Holm's adjustment runs over the primary verdicts of the table, and separately ov
 
 - a claim whose measured rows include a run that did not converge (:func:`adlnmt.experiment.convergence.judge`)
   reads *inconclusive: not converged*, with what the runs would give;
+- a claim measured on one seed of a row (on a test set added later, say) reads *inconclusive: one seed*: the
+  interval then holds the sentences' variation only, not the seeds', which two-level bootstrapping needs;
 - a claim the paper restricts to data unlike this (``out_of_scope``: e.g. "except for IWSLT", its small corpus) reads
   *out of scope at this data size*, measured but not judged, and left out of the adjustment;
 - each claim names the commit that registered it (``registered``); the seeds whose runs were evaluated before that
@@ -41,6 +43,8 @@ from adlnmt.experiment.statistics import (
 )
 
 OUT_OF_SCOPE, NOT_CONVERGED, MISSING = "out of scope at this data size", "inconclusive: not converged", "not run yet"
+ONE_SEED = "inconclusive: one seed"
+MIN_SEEDS = 2  # per row, for a decided verdict (the seed level of the bootstrap needs variation to draw from)
 VALIDATION = "validation"  # the "test set" of a claim on a per-run metric (valid_ppl)
 
 
@@ -169,7 +173,10 @@ def _verdict(j: Judgement) -> Judgement:
     if j.tested is None:
         return j
     measured = verdict(j.tested, j.adjusted_p if j.adjusted_p is not None else j.tested.p_value)
-    final = OUT_OF_SCOPE if j.claim.out_of_scope else NOT_CONVERGED if j.unconverged else measured
+    one_seed = min(len(j.seeds[0]), len(j.seeds[1])) < MIN_SEEDS
+    final = (
+        OUT_OF_SCOPE if j.claim.out_of_scope else NOT_CONVERGED if j.unconverged else ONE_SEED if one_seed else measured
+    )
     return replace(j, measured=measured, verdict=final)
 
 
@@ -222,6 +229,8 @@ def verdict_text(j: Judgement) -> str:
         text += f" ({', '.join(j.unconverged)}; the runs as they are: {j.measured})"
     elif j.verdict == OUT_OF_SCOPE:
         text += f" ({j.claim.out_of_scope}; measured: {j.measured})"
+    elif j.verdict == ONE_SEED:
+        text += f" (the statistics alone: {j.measured})"
     if j.apart:
         text += f" (not compared: seed {', '.join(map(str, j.apart))}, A and B timed on different processors)"
     return text
@@ -288,7 +297,8 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
         "*better* holds when the 95 % interval lies above 0 (does not hold: below); *close*, *equivalent* and "
         "*faster* hold when the 90 % interval lies beyond the threshold or inside the margin (do not hold: wholly "
         "on the other side); a decided verdict also needs a Holm-adjusted p below 0.05. Anything else: "
-        "inconclusive. A run that did not converge makes the claim inconclusive; a claim the paper restricts to "
+        "inconclusive. A run that did not converge makes the claim inconclusive, and so does a row measured on one "
+        "seed (no seed variation to draw from); a claim the paper restricts to "
         "other data is out of scope. Registered: the commit that added the claim in this form. Rules and "
         "references: docs/experiments.md, Significance.",
         "",
