@@ -94,42 +94,42 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         print(f"{grid.name} (scale {grid.scale or '-'}), {where(folders)}:")
         slurm.print_status(selected)
         return 0
-    lock = lock_output(folders.work)  # noqa: F841 (held while this command runs: released with it, however it ends)
-    claim(folders, grid)
-    outcomes: list[Outcome] = []
-    for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
-        run.archive_result()
-    for run, folder, name in shared:
-        run.adopt(folder, name)
-        print(f"{run.label}: finished as {name} (the same settings), copied into {run.archive}")
-    for line in unreadable_results(runs):
-        print(f"warning: {line}: counted as not finished, left out of the report")
-    if args.report_only and not any(run.finished_in() for run in runs):
-        raise UserError(f"{results}: no finished run of this experiment (give --results, or run the grid first)")
-    for run in retrained:
-        shutil.rmtree(run.dir, ignore_errors=True)
-        shutil.rmtree(run.archive, ignore_errors=True)
-    if args.retime:
-        finished = [run for run in selected if run.finished_in() is not None]
-        for run in finished:
-            print(retime(run), flush=True)
-        if unfinished := len(selected) - len(finished):
-            print(f"{unfinished} of the selected runs not finished: not timed")
-    elif not args.report_only:
-        outcomes = run_selected(grid, selected, folders.work, args)
-        if args.executor == "slurm" and not args.wait:
-            return 0  # submitted: --status follows the jobs, --report-only (or --wait) reports
-    if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
-        print(f"no finished run yet, so no report in {results}")
+    with lock_output(folders.work):  # released when the command ends, however it ends (also called in-process)
+        claim(folders, grid)
+        outcomes: list[Outcome] = []
+        for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
+            run.archive_result()
+        for run, folder, name in shared:
+            run.adopt(folder, name)
+            print(f"{run.label}: finished as {name} (the same settings), copied into {run.archive}")
+        for line in unreadable_results(runs):
+            print(f"warning: {line}: counted as not finished, left out of the report")
+        if args.report_only and not any(run.finished_in() for run in runs):
+            raise UserError(f"{results}: no finished run of this experiment (give --results, or run the grid first)")
+        for run in retrained:
+            shutil.rmtree(run.dir, ignore_errors=True)
+            shutil.rmtree(run.archive, ignore_errors=True)
+        if args.retime:
+            finished = [run for run in selected if run.finished_in() is not None]
+            for run in finished:
+                print(retime(run), flush=True)
+            if unfinished := len(selected) - len(finished):
+                print(f"{unfinished} of the selected runs not finished: not timed")
+        elif not args.report_only:
+            outcomes = run_selected(grid, selected, folders.work, args)
+            if args.executor == "slurm" and not args.wait:
+                return 0  # submitted: --status follows the jobs, --report-only (or --wait) reports
+        if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
+            print(f"no finished run yet, so no report in {results}")
+            return exit_status(outcomes)
+        results.mkdir(parents=True, exist_ok=True)
+        table = write_report(grid, runs, results)
+        if judgements := write_claims(grid, runs, results):
+            verdicts = [j.verdict for j in judgements]
+            counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
+            print(f"claims: {counts} ({results / 'claims.md'})")
+        print(f"\n{table}\n\nreport: {results / 'report.md'}  (tables: results.md, results.csv, runs.csv; plots/)")
         return exit_status(outcomes)
-    results.mkdir(parents=True, exist_ok=True)
-    table = write_report(grid, runs, results)
-    if judgements := write_claims(grid, runs, results):
-        verdicts = [j.verdict for j in judgements]
-        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
-        print(f"claims: {counts} ({results / 'claims.md'})")
-    print(f"\n{table}\n\nreport: {results / 'report.md'}  (tables: results.md, results.csv, runs.csv; plots/)")
-    return exit_status(outcomes)
 
 
 def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Namespace) -> list[Outcome]:

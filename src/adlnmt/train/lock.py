@@ -37,6 +37,12 @@ class DirectoryLock:
         self._handle.write(f"{os.getpid()}\n")
         self._handle.flush()
 
+    def __enter__(self) -> DirectoryLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
     def __del__(self) -> None:  # a lock held for a function's lifetime is released when it returns
         if hasattr(self, "_handle"):
             self.release()
