@@ -324,7 +324,8 @@ def test_cli_alignments_give_the_source_pieces_and_hard_alignments(trained, tmp_
         if not line:
             continue
         pieces = record["source_pieces"]
-        assert pieces == translator.source_pieces(line) and pieces[-1] == translator.data.src_vocab.piece(EOS)
+        read = translator.source_pieces(translator.encode_line(line).ids)
+        assert pieces == read and pieces[-1] == translator.data.src_vocab.piece(EOS)
         assert len(record["hypotheses"]) == 2
         for hyp in record["hypotheses"]:
             attention = torch.tensor(hyp["alignment"])[: len(hyp["pieces"]), first : len(pieces) - 1]

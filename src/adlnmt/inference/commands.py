@@ -34,12 +34,13 @@ def cmd_translate(args: argparse.Namespace) -> int:
     translator.engine.check(options, bool(args.prefix))  # before reading the input
     lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
     started = time.perf_counter()
-    found = translator.search(lines, options, list(read_lines(args.prefix)) if args.prefix else None)
+    encoded = [translator.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
+    found = translator.search_encoded(encoded, options, list(read_lines(args.prefix)) if args.prefix else None)
     seconds = time.perf_counter() - started
     if args.nbest > 1 or args.alignments:
         records = (
-            json_record(translator, i, line, hyps, args.alignments)
-            for i, (line, hyps) in enumerate(zip(lines, found, strict=True))
+            json_record(translator, i, ids, hyps, args.alignments)
+            for i, (ids, hyps) in enumerate(zip(encoded, found, strict=True))
         )
         text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
     else:
@@ -53,17 +54,17 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def json_record(
-    translator: Translator, index: int, line: str, hyps: list[Translation], alignments: bool
+    translator: Translator, index: int, ids: list[int] | None, hyps: list[Translation], alignments: bool
 ) -> dict[str, object]:
-    """The JSON line of input line ``index`` (0-based): its hypotheses; with ``alignments`` also the source pieces
-    the model read (markers and EOS included, as the HTTP API gives them) and each hypothesis' hard alignment
-    (:func:`~adlnmt.inference.translator.hard_alignment`)."""
+    """The JSON line of input line ``index`` (0-based; ``ids``: as encoded for the search, None when empty): its
+    hypotheses; with ``alignments`` also the source pieces the model read (markers and EOS included, as the HTTP API
+    gives them) and each hypothesis' hard alignment (:func:`~adlnmt.inference.translator.hard_alignment`)."""
     from adlnmt.inference.translator import hard_alignment
 
     hypotheses = [hyp.to_dict() for hyp in hyps]
-    if not (alignments and hyps):
+    if not (alignments and hyps and ids):
         return {"line": index + 1, "hypotheses": hypotheses}
-    pieces = translator.source_pieces(line)
+    pieces = translator.source_pieces(ids)
     first = 1 if translator.data.source_markers else 0
     for record, hyp in zip(hypotheses, hyps, strict=True):
         record["hard_alignment"] = hard_alignment(hyp, first, len(pieces) - first - 1)

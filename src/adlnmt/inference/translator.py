@@ -179,9 +179,9 @@ class Translator:
         runner = load_engine(export, engine_threads(threads))
         return cls(None, export.data, export.max_input_len, "cpu", export.path, runner)
 
-    def source_pieces(self, line: str) -> list[str]:
-        """The pieces the model reads for ``line``: cut to the input limit, with the source markers and EOS."""
-        return [self.data.src_vocab.piece(i) for i in self.encode_line(line).ids]
+    def source_pieces(self, ids: Sequence[int]) -> list[str]:
+        """The pieces of encoder input ``ids`` (:meth:`encode`'s: cut to the input limit, with markers and EOS)."""
+        return [self.data.src_vocab.piece(i) for i in ids]
 
     def encode_line(self, line: str) -> EncodedLine:
         """``line`` as the encoder reads it (subword-encoded once), with its length before the cut."""

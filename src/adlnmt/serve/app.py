@@ -84,8 +84,7 @@ class Service:
         result = {"source": line, **best, "nbest": nbest}
         if alignments:
             result.setdefault("alignment", None)
-            vocab = self.translator.data.src_vocab
-            result["source_pieces"] = [vocab.piece(i) for i in encoded.ids] if hyps and encoded else None
+            result["source_pieces"] = self.translator.source_pieces(encoded.ids) if hyps and encoded else None
         return result
 
     async def translate(self, request: TranslateRequest) -> dict[str, Any]:
