@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from adlnmt.cli import main
-from adlnmt.data.dataset import DataDir
+from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
 from adlnmt.inference.ensemble import Ensemble, combine, load_ensemble
 from adlnmt.inference.search import SearchOptions, translate_ids

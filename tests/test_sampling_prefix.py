@@ -10,7 +10,7 @@ import torch
 
 from adlnmt.analysis.forced import forced_log_probs
 from adlnmt.cli import main
-from adlnmt.data.dataset import DataDir
+from adlnmt.data.data_dir import DataDir
 from adlnmt.data.vocab import BOS, PAD
 from adlnmt.errors import UserError
 from adlnmt.inference.search import SearchOptions, pad_batch, sample, sampling_rule, translate_ids

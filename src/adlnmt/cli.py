@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
@@ -77,9 +78,8 @@ def cmd_layers(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="adlnmt", description="NMT architectures as ADL sentences.")
-    commands = parser.add_subparsers(dest="command", required=True)
+def add_model_commands(commands: argparse._SubParsersAction) -> None:
+    """``describe``, ``layers`` and ``architectures``: the model a set of flags describes, without data."""
     describe = commands.add_parser("describe", help="canonical ADL, layer tree, widths and parameter counts")
     _model_arguments(describe)
     describe.add_argument(
@@ -92,32 +92,40 @@ def build_parser() -> argparse.ArgumentParser:
     layers.set_defaults(func=cmd_layers)
     architectures = commands.add_parser("architectures", help="list the presets: paper row, size, description")
     architectures.set_defaults(func=cmd_architectures)
-    from adlnmt.analysis.commands import add_commands as add_analysis_commands
-    from adlnmt.average import add_average_command
-    from adlnmt.bench.commands import add_commands as add_bench_commands
-    from adlnmt.data.commands import add_commands as add_data_commands
-    from adlnmt.experiment.commands import add_commands as add_experiment_commands
-    from adlnmt.export.commands import add_commands as add_export_commands
-    from adlnmt.inference.commands import add_commands as add_inference_commands
-    from adlnmt.serve.commands import add_commands as add_serve_commands
-    from adlnmt.train.commands import add_commands as add_train_commands
-    from adlnmt.train.plot import add_plot_command
 
-    add_data_commands(commands)
-    add_train_commands(commands)
-    add_inference_commands(commands)
-    add_plot_command(commands)
-    add_average_command(commands)
-    add_analysis_commands(commands)
-    add_bench_commands(commands)
-    add_experiment_commands(commands)
-    add_export_commands(commands)
-    add_serve_commands(commands)
+
+# Every group of commands: the module that adds them to the parser, its function, and the commands it adds, in the
+# order of `adlnmt --help`. A command line naming a command builds (and imports) its group alone: `adlnmt translate`
+# then imports the modules of translation only. tests/test_cli.py checks the names against what each group adds.
+COMMAND_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("adlnmt.cli", "add_model_commands", ("describe", "layers", "architectures")),
+    ("adlnmt.data.commands", "add_commands", ("prepare", "demo-corpus")),
+    ("adlnmt.train.commands", "add_commands", ("train",)),
+    ("adlnmt.inference.commands", "add_commands", ("translate",)),
+    ("adlnmt.train.plot", "add_plot_command", ("plot",)),
+    ("adlnmt.average", "add_average_command", ("average",)),
+    ("adlnmt.analysis.commands", "add_commands", ("score", "score-pairs", "contrastive", "contrastive-suite")),
+    ("adlnmt.bench.commands", "add_commands", ("bench",)),
+    ("adlnmt.experiment.commands", "add_commands", ("experiment", "verdicts")),
+    ("adlnmt.export.commands", "add_commands", ("export",)),
+    ("adlnmt.serve.commands", "add_commands", ("serve",)),
+)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or only of the group that adds ``command`` when it names one."""
+    parser = argparse.ArgumentParser(prog="adlnmt", description="NMT architectures as ADL sentences.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    named = any(command in names for _, _, names in COMMAND_GROUPS)
+    for module, adder, names in COMMAND_GROUPS:
+        if not named or command in names:
+            getattr(importlib.import_module(module), adder)(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     return exit_status(lambda: args.func(args))
 
 

@@ -11,7 +11,7 @@ import torch
 
 from adlnmt.analysis.forced import PairScorer, forced_log_probs
 from adlnmt.cli import main
-from adlnmt.data.dataset import DataDir
+from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
 from adlnmt.inference.search import SearchOptions, translate_ids
 from adlnmt.inference.translator import Translator

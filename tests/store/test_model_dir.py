@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from adlnmt.data.dataset import DataDir
+from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.store import ModelDir, load_weights

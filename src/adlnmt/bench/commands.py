@@ -242,7 +242,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     options = {**_sizes(args), "batch_tokens": args.batch_tokens, "precision": args.precision, "seed": args.seed}
     configs = preset_configs(expand_presets(args.preset), options)
     if args.data:
-        from adlnmt.data.dataset import DataDir
+        from adlnmt.data.data_dir import DataDir
 
         data = DataDir.load(args.data)
         split, src_vocab, tgt_vocab = data.split("train"), data.src_vocab.size, data.tgt_vocab.size

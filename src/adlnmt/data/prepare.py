@@ -25,13 +25,11 @@ from typing import Any
 import numpy as np
 
 from adlnmt.data.corpus import RATIO_MIN_LEN, PairCounts, length_filter, read_parallel
+from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SIDES
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, train_sentencepiece
 from adlnmt.errors import DataError
 
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-SIDES = ("src", "tgt")
 _CHUNK = 4096
 _INPUTS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
 _NOTHING_LEFT = {

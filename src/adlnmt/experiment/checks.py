@@ -16,7 +16,7 @@ from adlnmt.experiment.runner import Run
 def input_problems(grid: Grid) -> list[str]:
     """What is wrong with the files the grid reads: its test sets, the corpora its data is prepared from, the
     prepared data directories it names (one line each, naming the file)."""
-    from adlnmt.data.dataset import DataDir
+    from adlnmt.data.data_dir import DataDir
 
     problems: list[str] = []
     files = [path for test in grid.tests for path in (test.src, test.ref)]

@@ -182,8 +182,8 @@ def _manifest_differences(manifest: dict[str, Any], arguments: dict[str, Any]) -
 
 def prepare_data(grid: Grid, out: Path, log: Callable[[str], None] = print) -> dict[str, Path]:
     """The data directory of every DataSpec the variants use (key → path), preparing what is missing."""
-    from adlnmt.data.dataset import DataDir
-    from adlnmt.data.prepare import MANIFEST, prepare
+    from adlnmt.data.data_dir import MANIFEST, DataDir
+    from adlnmt.data.prepare import prepare
 
     specs: dict[str, DataSpec] = {v.data.key: v.data for v in grid.variants}
     dirs = {}

@@ -24,7 +24,7 @@ from adlnmt.store.export_dir import FILE_HASHES, FORMAT_VERSION, is_export_dir
 from adlnmt.store.names import DIAGRAM, EXPORT_MANIFEST, VOCAB_DIR
 
 if TYPE_CHECKING:  # numpy and PyTorch: not needed to parse `adlnmt export`'s arguments
-    from adlnmt.data.dataset import DataDir
+    from adlnmt.data.data_dir import DataDir
     from adlnmt.model import Seq2Seq
 
 
@@ -39,7 +39,7 @@ def file_hashes(directory: Path) -> dict[str, str]:
 
 def copy_vocab(data: DataDir, out: Path) -> None:
     """The data manifest and sentencepiece model(s) into ``out/vocab`` (enough for ``DataDir.load``)."""
-    from adlnmt.data.prepare import MANIFEST
+    from adlnmt.data.data_dir import MANIFEST
 
     vocab = out / VOCAB_DIR
     vocab.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,6 @@ class CTranslate2Engine(Engine):
                                                  intra_threads=max(1, threads), inter_threads=1)  # fmt: skip
         self.src_vocab, self.tgt_vocab = export.data.src_vocab, export.data.tgt_vocab
         self.barred = [[self.tgt_vocab.piece(PAD)], [self.tgt_vocab.piece(BOS)]]
-        self.piece_ids = {self.tgt_vocab.piece(i): i for i in range(self.tgt_vocab.size)}
 
     def translate_batch(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
         """One length-sorted batch, searched up to its longest sentence's length limit; longer outputs are cut to
@@ -45,7 +44,7 @@ class CTranslate2Engine(Engine):
         Multi30k model 999 of 1,000 beam-5 outputs equal the PyTorch engine's."""
         limits = [length_limit(len(s), options) for s in sources]
         results = self.translator.translate_batch(
-            [[self.src_vocab.piece(i) for i in s] for s in sources], beam_size=options.beam,
+            [self.src_vocab.pieces(s) for s in sources], beam_size=options.beam,
             num_hypotheses=options.beam, length_penalty=LENGTH_PENALTY, max_decoding_length=max(limits),
             suppress_sequences=self.barred, return_scores=True,
         )  # fmt: skip
@@ -54,7 +53,7 @@ class CTranslate2Engine(Engine):
             hyps = []
             for tokens, normalised in zip(result.hypotheses, result.scores, strict=True):
                 log_prob = normalised * (len(tokens) + 1) ** LENGTH_PENALTY  # its length counts the EOS
-                ids = [self.piece_ids[p] for p in tokens[:limit]]
+                ids = self.tgt_vocab.ids(tokens[:limit])
                 penalty = 1.0 if options.beam == 1 else length_penalty(len(ids) + 1, options.length_penalty)
                 hyps.append(Hypothesis(ids, log_prob, log_prob / penalty))  # greedy: unnormalised, as in search
             found.append(sorted(hyps, key=lambda h: h.score, reverse=True)[: options.nbest])

@@ -19,7 +19,7 @@ from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
 from adlnmt.store import ExportDir, ModelDir, is_export_dir
 
 if TYPE_CHECKING:
-    from adlnmt.data.dataset import DataDir
+    from adlnmt.data.data_dir import DataDir
     from adlnmt.model import Seq2Seq
 
 

@@ -16,7 +16,7 @@ from adlnmt.store.atomic import file_sha256
 from adlnmt.store.names import DIAGRAM, EXPORT_MANIFEST, VOCAB_DIR
 
 if TYPE_CHECKING:  # numpy and sentencepiece: not needed to tell an export directory
-    from adlnmt.data.dataset import DataDir
+    from adlnmt.data.data_dir import DataDir
 
 FORMAT_VERSION = 1
 FORMATS = ("onnx", "ctranslate2")
@@ -51,7 +51,7 @@ class ExportDir:
             raise UserError(f"{path}: not an export directory (no {EXPORT_MANIFEST}; run `adlnmt export`)")
         manifest = read_manifest(manifest_path)
         check_files(path, manifest.get(FILE_HASHES), manifest_path)
-        from adlnmt.data.dataset import DataDir
+        from adlnmt.data.data_dir import DataDir
 
         return cls(path, manifest, DataDir.load(path / VOCAB_DIR))
 

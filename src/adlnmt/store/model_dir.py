@@ -22,7 +22,7 @@ from adlnmt.store.atomic import append_line, atomic_write, describe, file_sha256
 if TYPE_CHECKING:
     from torch import nn
 
-    from adlnmt.data.dataset import DataDir
+    from adlnmt.data.data_dir import DataDir
     from adlnmt.model import Seq2Seq
 
 DEFAULT_MAX_INPUT_LEN = 250  # pieces, for data prepared without a max_len option
@@ -159,7 +159,7 @@ class ModelDir:
     def vocabularies(self, stored: dict[str, Any] | None = None) -> DataDir:
         """The vocabularies (and data manifest) the model translates with: ``vocab/``, checked against the hashes
         in ``config.json`` (``stored``: it, already read)."""
-        from adlnmt.data.dataset import DataDir
+        from adlnmt.data.data_dir import DataDir
 
         hashes = self.vocabulary_hashes(self.config() if stored is None else stored)
         check_vocabulary_files(self.vocab_dir, hashes, hashes, self.path)

@@ -14,8 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from adlnmt.data.dataset import DataDir
-from adlnmt.data.prepare import MANIFEST
+from adlnmt.data.data_dir import MANIFEST, DataDir
 from adlnmt.errors import UserError
 from adlnmt.model_config import ModelConfig
 from adlnmt.store import ModelDir

@@ -22,7 +22,8 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from adlnmt.data.dataset import Batch, DataDir, collate, make_batches, shard
+from adlnmt.data.data_dir import DataDir
+from adlnmt.data.dataset import Batch, collate, make_batches, shard
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
 from adlnmt.memory import release_heap

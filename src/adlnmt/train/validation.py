@@ -9,7 +9,8 @@ import sacrebleu
 import torch
 import torch.nn.functional as F
 
-from adlnmt.data.dataset import DataDir, collate, make_batches
+from adlnmt.data.data_dir import DataDir
+from adlnmt.data.dataset import collate, make_batches
 from adlnmt.data.vocab import PAD
 from adlnmt.inference.search import greedy
 from adlnmt.model import Seq2Seq
