@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from adlnmt.experiment.claims import NOT_CONVERGED, ONE_SEED, OUT_OF_SCOPE, Judge, relation, seed_list, write_claims
-from adlnmt.experiment.grid import Claim, load_grid
+from adlnmt.experiment.grid import CLAIM_KINDS, Claim, load_grid
 from adlnmt.experiment.results import RESULT_FILE
 from adlnmt.experiment.runner import plan_runs
 from adlnmt.experiment.statistics import FAILS, HOLDS, OPEN
@@ -87,6 +87,20 @@ def test_a_better_system_holds_and_the_reverse_claim_does_not(tmp_path: Path) ->
     assert seed_list(judged[0]) == "1, 2" and judged[0].adjusted_p == pytest.approx(2 * judged[0].tested.p_value)
 
 
+def test_a_larger_gain_compares_two_steps(tmp_path: Path) -> None:
+    """(A − B) > (B − A): a chain whose middle row is named twice (drawn once, weight 2); twice the better effect."""
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]},
+                                {"quote": "B to A gains more than A to B", "larger_gain": [["A", "B"], ["B", "A"]]},
+                                {"quote": "A to B gains more", "larger_gain": [["B", "A"], ["A", "B"]]}])  # fmt: skip
+    better, larger, smaller = Judge(grid, write_runs(grid, tmp_path / "out", both(REFERENCES, WORSE))).judge_all()
+    assert relation(larger.claim) == "(A − B) > (B − A)"
+    assert larger.tested.effect == pytest.approx(2 * better.tested.effect) and larger.means[0] == -larger.means[1]
+    assert (larger.verdict, smaller.verdict) == (HOLDS, FAILS)
+    runs = both(REFERENCES, WORSE)
+    del runs[("B", 2)]
+    assert Judge(grid, write_runs(grid, tmp_path / "other", runs)).judge_all()[1].verdict == ONE_SEED
+
+
 def test_unconverged_runs_and_out_of_scope_claims_are_marked(tmp_path: Path) -> None:
     scoped = {"quote": "A beats B (WMT only)", "better": ["A", "B"], "out_of_scope": "not IWSLT"}
     grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]}, scoped])
@@ -156,8 +170,9 @@ def test_a_metric_measured_once_per_run(tmp_path: Path) -> None:
 
 def _identity(item: dict[str, Any]) -> tuple:
     """A claim as registered: what it compares and how, not its provenance (``registered``, ``where``)."""
-    kind = next(k for k in ("better", "close", "equivalent", "faster") if k in item)
-    return (str(item["quote"]).strip(), kind, tuple(item[kind]), float(item.get("margin", item.get("tolerance", 0))),
+    kind = next(k for k in CLAIM_KINDS if k in item)
+    rows = tuple(tuple(row) if isinstance(row, list) else row for row in item[kind])  # larger_gain: two steps
+    return (str(item["quote"]).strip(), kind, rows, float(item.get("margin", item.get("tolerance", 0))),
             float(item.get("ratio", 1.0)), item.get("metric"), item.get("test"), int(item.get("min_source_words", 0)),
             int(item.get("max_source_words", 0)), str(item.get("out_of_scope", "")).strip())  # fmt: skip
 

@@ -36,9 +36,9 @@ from adlnmt.experiment.statistics import (
     Scorer,
     Tested,
     assess,
+    contrast,
     holm,
     seed_level,
-    two_level,
     verdict,
 )
 
@@ -62,6 +62,7 @@ class Judgement:
     unconverged: tuple[str, ...] = ()  # "A seed 2": measured runs that did not converge
     apart: tuple[int, ...] = ()  # faster: seeds whose pair was timed on different processors, not compared
     after_results: tuple[int, ...] = ()  # seeds evaluated before the claim was registered
+    fewest_seeds: int = 0  # the fewest runs measured of any row the claim reads
 
 
 def relation(claim: Claim) -> str:
@@ -73,6 +74,8 @@ def relation(claim: Claim) -> str:
         return f"{a} ≥ {b}" + (f" − {claim.margin:g}" if claim.margin else "")
     if claim.kind == "equivalent":
         return f"{a} = {b} ± {claim.margin:g}"
+    if claim.kind == "larger_gain":
+        return f"({a} − {claim.first_from}) > ({b} − {claim.second_from})"
     return f"{a} ≥ {claim.ratio:g} × {b}"
 
 
@@ -102,22 +105,35 @@ class Judge:
 
     def judge(self, claim: Claim, test: str) -> Judgement:
         """The claim on ``test`` before the family's adjustment (``adjusted_p`` and the verdicts unset)."""
-        first, second = self._runs(claim.first, test), self._runs(claim.second, test)
+        rows = {name: self._runs(name, test) for name in claim.rows}
         if claim.kind == "faster":
-            return self._speed(claim, test, first, second)
+            return self._speed(claim, test, rows[claim.first], rows[claim.second])
         words = (claim.min_source_words, claim.max_source_words)
         lower = claim.metric in LOWER_IS_BETTER
         if claim.metric in RUN_METRICS:
-            a = [RUN_METRICS[claim.metric](result) for _, result in first.values()]
-            b = [RUN_METRICS[claim.metric](result) for _, result in second.values()]
+            a = [RUN_METRICS[claim.metric](result) for _, result in rows[claim.first].values()]
+            b = [RUN_METRICS[claim.metric](result) for _, result in rows[claim.second].values()]
             estimate = seed_level(a, b, lower, self.grid.bootstrap_resamples) if a and b else None
+            means = (mean_std(a)[0], mean_std(b)[0])
         else:
-            a_runs = [r for found in first.values() if (r := self.scorer.run(*found, test, claim.metric, words))]
-            b_runs = [r for found in second.values() if (r := self.scorer.run(*found, test, claim.metric, words))]
-            a, b = [r.score for r in a_runs], [r.score for r in b_runs]
-            estimate = two_level(a_runs, b_runs, lower) if a_runs and b_runs else None
+            scored = {name: [r for found in runs.values() if (r := self.scorer.run(*found, test, claim.metric, words))]
+                      for name, runs in rows.items()}  # fmt: skip
+            weights: dict[str, float] = {}  # a row named twice (a chain of steps) is drawn once, its weights summed
+            for name, weight in zip(claim.rows, (1.0, -1.0, -1.0, 1.0) if claim.first_from else (1.0, -1.0),
+                                    strict=True):  # fmt: skip
+                weights[name] = weights.get(name, 0.0) + weight
+            used = [name for name, weight in weights.items() if weight]
+            ready = all(scored[name] for name in claim.rows)
+            estimate = contrast([scored[n] for n in used], [weights[n] for n in used], lower) if ready else None
+            mean = {name: mean_std([r.score for r in runs])[0] for name, runs in scored.items()}
+            means = (mean[claim.first], mean[claim.second])
+            if claim.first_from:  # the two steps' gains
+                means = tuple(
+                    None if None in (mean[to], mean[start]) else mean[to] - mean[start]
+                    for to, start in ((claim.first, claim.first_from), (claim.second, claim.second_from))
+                )
         tested = assess(claim.kind, estimate, claim.margin) if estimate else None
-        return self._judgement(claim, test, first, second, (mean_std(a)[0], mean_std(b)[0]), tested)
+        return self._judgement(claim, test, rows, means, tested)
 
     def _speed(self, claim: Claim, test: str, first: dict, second: dict) -> Judgement:
         """A ``faster`` claim from the speed ratio of each seed pair timed on one processor."""
@@ -131,23 +147,24 @@ class Judge:
             estimate = seed_level([math.log(a / b) for a, b in speeds], None, False, self.grid.bootstrap_resamples)
         tested = assess("faster", estimate, ratio=claim.ratio) if estimate else None
         means = (mean_std([a for a, _ in speeds])[0], mean_std([b for _, b in speeds])[0])
-        pairs = {s: first[s] for s in paired}, {s: second[s] for s in paired}
-        return replace(self._judgement(claim, test, *pairs, means, tested), apart=apart)
+        pairs = {claim.first: {s: first[s] for s in paired}, claim.second: {s: second[s] for s in paired}}
+        return replace(self._judgement(claim, test, pairs, means, tested), apart=apart)
 
-    def _judgement(self, claim: Claim, test: str, first: dict, second: dict, means: tuple[float | None, ...],
-                   tested: Tested | None) -> Judgement:  # fmt: skip
+    def _judgement(self, claim: Claim, test: str, rows: dict[str, dict[int, tuple[Path, RunResult]]],
+                   means: tuple[float | None, ...], tested: Tested | None) -> Judgement:  # fmt: skip
         unconverged = tuple(
-            f"{name} seed {seed}" for name, runs in ((claim.first, first), (claim.second, second))
-            for seed, (_, result) in runs.items()
+            f"{name} seed {seed}" for name, runs in rows.items() for seed, (_, result) in runs.items()
             if not convergence(result, self.grid.variant(name).train).converged
         )  # fmt: skip
         after: set[int] = set()
         if claim.registered_at:
             registered = datetime.fromisoformat(claim.registered_at)
-            for runs in (first, second):
+            for runs in rows.values():
                 after |= {seed for seed, (_, result) in runs.items() if result.evaluated < registered}
+        first, second = rows[claim.first], rows[claim.second]
         return Judgement(claim, test, test == claim.test or test == VALIDATION, (tuple(first), tuple(second)),
-                         means, tested, unconverged=unconverged, after_results=tuple(sorted(after)))  # fmt: skip
+                         means, tested, unconverged=unconverged, after_results=tuple(sorted(after)),
+                         fewest_seeds=min(len(runs) for runs in rows.values()))  # fmt: skip
 
     def judge_all(self) -> list[Judgement]:
         """Every claim on its own test set, then on each other test set of the grid; verdicts after Holm's
@@ -173,7 +190,7 @@ def _verdict(j: Judgement) -> Judgement:
     if j.tested is None:
         return j
     measured = verdict(j.tested, j.adjusted_p if j.adjusted_p is not None else j.tested.p_value)
-    one_seed = min(len(j.seeds[0]), len(j.seeds[1])) < MIN_SEEDS
+    one_seed = j.fewest_seeds < MIN_SEEDS
     final = (
         OUT_OF_SCOPE if j.claim.out_of_scope else NOT_CONVERGED if j.unconverged else ONE_SEED if one_seed else measured
     )
@@ -294,7 +311,8 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
         "then each row's seeds). p: the centred bootstrap p of the test that decides the claim (two-sided for "
         "*better*, one-sided against the margin for *close* and *faster*, two one-sided tests for *equivalent*), "
         "with Holm's adjustment over the table's primary verdicts (↳ lines: over the claims on that test set). "
-        "*better* holds when the 95 % interval lies above 0 (does not hold: below); *close*, *equivalent* and "
+        "*better* (and *larger gain*: (A − A0) − (B − B0), the gains of two steps, in the A vs B column) holds when "
+        "the 95 % interval lies above 0 (does not hold: below); *close*, *equivalent* and "
         "*faster* hold when the 90 % interval lies beyond the threshold or inside the margin (do not hold: wholly "
         "on the other side); a decided verdict also needs a Holm-adjusted p below 0.05. Anything else: "
         "inconclusive. A run that did not converge makes the claim inconclusive, and so does a row measured on one "

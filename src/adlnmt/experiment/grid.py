@@ -30,9 +30,9 @@ TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", 
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
             "added_evaluation", "slurm", "contrastive")  # fmt: skip
 ADDED_KEYS = ("since", "test", "metrics")
-CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "margin", "ratio", "metric", "test",
-              "min_source_words", "max_source_words", "out_of_scope", "registered")  # fmt: skip
-CLAIM_KINDS = ("better", "close", "equivalent", "faster")
+CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "larger_gain", "margin", "ratio", "metric",
+              "test", "min_source_words", "max_source_words", "out_of_scope", "registered")  # fmt: skip
+CLAIM_KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
 # claim metrics measured once per run, not per test set: their value in a run's result
 RUN_METRICS: dict[str, Callable[[RunResult], float]] = {"valid_ppl": lambda result: result.best_valid_ppl}
 REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d))")
@@ -101,7 +101,9 @@ class Claim:
     """A claim of the paper about two rows: ``first`` is better than ``second`` (kind ``better``), at most ``margin``
     points worse (kind ``close``), within ``margin`` points either way (kind ``equivalent``) on ``metric`` of test set
     ``test`` (of its sources of ``min_source_words`` to ``max_source_words`` words, 0: no bound), or decodes ``test``
-    at least ``ratio`` times as many sentences per second (kind ``faster``; ``metric`` is then "sentences_per_s").
+    at least ``ratio`` times as many sentences per second (kind ``faster``; ``metric`` is then "sentences_per_s"),
+    or the step from row ``first_from`` to ``first`` gains more than the step from ``second_from`` to ``second``
+    (kind ``larger_gain``, the paper's "the largest gains come from ...").
     ``registered``: the commit that added the claim in this form and its date (ISO 8601), "" when not recorded;
     ``out_of_scope``: why the paper's claim does not extend to this data (then it is shown, not judged)."""
 
@@ -119,6 +121,17 @@ class Claim:
     out_of_scope: str = ""
     registered: str = ""
     registered_at: str = ""
+    first_from: str = ""  # larger_gain: the rows the two steps start from
+    second_from: str = ""
+
+    @property
+    def rows(self) -> tuple[str, ...]:
+        """Every row the claim reads: (A, B), or (A, A0, B, B0) for a larger gain."""
+        return (
+            (self.first, self.first_from, self.second, self.second_from)
+            if self.first_from
+            else (self.first, self.second)
+        )
 
 
 @dataclass(frozen=True)
@@ -402,16 +415,25 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
     kinds = [kind for kind in CLAIM_KINDS if kind in block]
     if len(kinds) != 1 or "quote" not in block:
         reader.fail(where, "give 'quote' and one of 'better: [A, B]', 'close: [A, B]' or 'equivalent: [A, B]' (with "
-                    "'margin') or 'faster: [A, B]' (with 'ratio')")  # fmt: skip
+                    "'margin'), 'faster: [A, B]' (with 'ratio') or 'larger_gain: [[A, A0], [B, B0]]'")  # fmt: skip
     kind, pair = kinds[0], block[kinds[0]]
-    if not isinstance(pair, list) or len(pair) != 2:
+    steps: list[Any] = []
+    if kind == "larger_gain":
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, list) and len(p) == 2 for p in pair)):
+            reader.fail(f"{where}.{kind}", f"expected two steps [[A, from A0], [B, from B0]], got {pair!r}")
+        steps, pair = pair, [pair[0][0], pair[1][0]]
+        if steps[0] == steps[1] or any(to == start for to, start in steps):
+            reader.fail(f"{where}.{kind}", f"expected two different steps, each between two rows, got {steps!r}")
+    elif not isinstance(pair, list) or len(pair) != 2:
         reader.fail(f"{where}.{kind}", f"expected two variant names [A, B], got {pair!r}")
-    for name in pair:
+    for name in [name for step in steps for name in step] or pair:
         if name not in names:
             reader.unknown(f"{where}.{kind}", str(name), names, "variant")
     metric = "sentences_per_s" if kind == "faster" else str(block.get("metric", metrics[0]))
     if kind != "faster" and metric not in (*metrics, *RUN_METRICS):
         reader.unknown(f"{where}.metric", metric, [*metrics, *RUN_METRICS], "metric")
+    if kind == "larger_gain" and metric in RUN_METRICS:
+        reader.fail(f"{where}.metric", f"larger_gain compares test-set metrics ({', '.join(metrics)}), not {metric}")
     test = str(block.get("test", tests[0].name))
     if test not in {t.name for t in tests}:
         reader.unknown(f"{where}.test", test, [t.name for t in tests], "test set")
@@ -433,7 +455,8 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
                     f"commit that added the claim and its committer date), got {registered!r}")  # fmt: skip
     return Claim(str(block["quote"]).strip(), str(block.get("where", "")), kind, pair[0], pair[1], margin, metric,
                  test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(),
-                 found.group(1) if found else "", found.group(2) if found else "")  # fmt: skip
+                 found.group(1) if found else "", found.group(2) if found else "",
+                 *(str(step[1]) for step in steps))  # fmt: skip
 
 
 # --- the grid --------------------------------------------------------------------------------------------------
