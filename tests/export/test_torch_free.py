@@ -31,6 +31,7 @@ def test_ctranslate2_translation_imports_no_torch(
     code, loaded, result = run_cli(argv)
     assert code == 0, result.stderr
     assert "torch" not in loaded and "ctranslate2" in loaded and "engine ctranslate2" in result.stderr
+    assert not {"numpy", "yaml", "adlnmt.train.config", "adlnmt.adl.parser"} & set(loaded)  # start-up: only what runs
     expected = Translator.load(ct2_export, engine="ctranslate2").translate([*lines[:10], "", *lines[10:]],
                                                                            SearchOptions(beam=beam))  # fmt: skip
     assert output.read_text(encoding="utf-8").splitlines() == expected
