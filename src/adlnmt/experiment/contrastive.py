@@ -94,12 +94,17 @@ def pooled_outcomes(grid: Grid, rows: list[Row]) -> dict[str, np.ndarray]:
 
 
 def distance_drops(grid: Grid, rows: list[Row]) -> list[str]:
+    """Markdown lines of :func:`drop_lines` for the grid's suites and rows (the runs scored on every suite)."""
+    distances = [item.distance for suite in grid.contrastive for item in read_suite(suite.suite)]
+    return drop_lines(distances, pooled_outcomes(grid, rows), grid.baseline)
+
+
+def drop_lines(distances: list[int | None], pooled: dict[str, np.ndarray], baseline: str | None) -> list[str]:
     """Markdown lines: each row's drop from adjacent to distant agreement and, against the baseline, the difference of
-    the drops, each with its 95 % interval (nothing when the suites lack either group or no run was scored)."""
-    distances = np.array([-1 if item.distance is None else item.distance
-                          for suite in grid.contrastive for item in read_suite(suite.suite)])  # fmt: skip
-    near, far = np.flatnonzero(distances == NEAR), np.flatnonzero(distances >= FAR)
-    pooled = pooled_outcomes(grid, rows)
+    the drops, each with its 95 % interval; ``pooled``: row → [seeds, items] outcomes on the items of ``distances``
+    (nothing when the items lack either group or no row has outcomes)."""
+    located = np.array([-1 if distance is None else distance for distance in distances])
+    near, far = np.flatnonzero(located == NEAR), np.flatnonzero(located >= FAR)
     if not (len(near) and len(far) and pooled):
         return []
     rng = np.random.default_rng(SEED)
@@ -116,18 +121,18 @@ def distance_drops(grid: Grid, rows: list[Row]) -> list[str]:
         low, high = np.percentile(replicates, [2.5, 97.5])
         return f"{100 * value:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
 
-    base = drops.get(grid.baseline or "")
+    base = drops.get(baseline or "")
     lines = ["### Agreement over distance, against the baseline", "",
              f"All suites pooled: {len(near)} adjacent items (d = {NEAR}) and {len(far)} distant ones (d ≥ {FAR}). "
              "Drop: accuracy on the adjacent items minus the distant ones (points); against the baseline "
-             f"({grid.baseline or 'none named'}): the row's drop minus the baseline's, positive when the row loses "
+             f"({baseline or 'none named'}): the row's drop minus the baseline's, positive when the row loses "
              "more over distance. 95 % intervals from the two-level bootstrap, paired (the same item draws for "
              "every row); descriptive, not corrected for the number of rows.", "",
              "| row | seeds | d = 1 | d ≥ 3 | drop [95 %] | drop − baseline's [95 %] |",
              "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for name, correct in pooled.items():
         value, replicates = drops[name]
-        against = "–" if base is None or name == grid.baseline else shown(value - base[0], replicates - base[1])
+        against = "–" if base is None or name == baseline else shown(value - base[0], replicates - base[1])
         lines.append(f"| {name} | {len(correct)} | {100 * correct[:, near].mean():.1f} | "
                      f"{100 * correct[:, far].mean():.1f} | {shown(value, replicates)} | {against} |")  # fmt: skip
     return [*lines, ""]
