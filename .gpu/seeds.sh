@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# The lent-GPU call of 2026-11-26 (issue 38): seeds of two grids side by side within a deadline, the CUDA tests
-# beside them. From the repository root, with .m30k (the corpus) and .whl (nltk, for METEOR) carried:
-#   bash .gpu/seeds.sh OUT SECONDS
+# A lent-GPU call (issues 38, 45): seeds of grids side by side within a deadline, the CUDA tests beside them. From the
+# repository root, with .m30k (the corpus) and .whl (nltk, for METEOR) carried:
+#   bash .gpu/seeds.sh OUT SECONDS GRID:SEEDS:JOBS[:VARIANTS] ...
+# e.g. experiments/adl-table3.yaml:1,2,3:12 experiments/adl-table4.yaml:1,2,3:12 (H200: about 3 minutes a cpu-scale
+# run, 6 or more at a time; rows shared with another grid's archived runs are reused, not trained).
 # OUT/results.tgz: experiments/results/ to unpack over the checkout; OUT/logs.tgz: the runs' logs;
 # OUT/cuda-tests.log. The model directories stay on the machine (experiments/runs/, ignored) for a next call.
 set -uo pipefail
-out=${1:?usage: .gpu/seeds.sh OUT SECONDS} seconds=${2:?usage: .gpu/seeds.sh OUT SECONDS}
+usage="usage: .gpu/seeds.sh OUT SECONDS GRID:SEEDS:JOBS[:VARIANTS] ..."
+out=${1:?$usage} seconds=${2:?$usage}
+shift 2
+[ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
+for spec in "$@"; do
+    IFS=: read -r file seeds jobs variants <<< "$spec"
+    [ -f "$file" ] && [ -n "$seeds" ] && [ -n "$jobs" ] || { echo "bad grid spec $spec ($usage)" >&2; exit 2; }
+done
 deadline=$((SECONDS + seconds))
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
@@ -20,8 +29,10 @@ grid() {  # GRID LOG OPTIONS...: one grid until the deadline (45 s kept for pack
         --device "${DEVICE:-cuda}" --threads 1 --decode-beside-training "$@" > "$out/$log" 2>&1
     echo "=== $grid: exit $?" >> "$out/$log"
 }
-grid experiments/adl-table5.yaml adl-table5.log --seeds 2,3,4 --jobs 11 &  # seed by seed: 2 (2 to redo), 3, then 4
-grid experiments/comet-table1.yaml comet-table1.log --seeds 3 --variants COMET,Transformer --jobs 2 &  # for point 4
+for spec in "$@"; do  # each grid in the background, seed by seed in the order given
+    IFS=: read -r file seeds jobs variants <<< "$spec"
+    grid "$file" "$(basename "$file" .yaml).log" --seeds "$seeds" --jobs "$jobs" ${variants:+--variants "$variants"} &
+done
 wait
 tar czf "$out/results.tgz" experiments/results
 find experiments/runs -name log.txt -print0 2>/dev/null | tar czf "$out/logs.tgz" --null -T -

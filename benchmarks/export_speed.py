@@ -24,7 +24,6 @@ ROWS = [("torch", "fp32"), ("torch", "int8"), ("onnxruntime", "fp32"), ("onnxrun
         ("ctranslate2", "fp32"), ("ctranslate2", "int8"), ("torch-workers", "fp32"), ("torch-workers", "int8"),
         ("torch-compile", "fp32")]  # fmt: skip
 TORCH_ROWS = ("torch", "torch-workers", "torch-compile")  # the PyTorch engine on the model directory
-FORMATS = {"onnxruntime": "onnx", "ctranslate2": "ctranslate2"}
 
 
 def read(path: Path) -> list[str]:
@@ -48,9 +47,9 @@ def run_row(args: argparse.Namespace) -> None:
     """One measurement in this process; prints one JSON line."""
     import torch
 
+    from adlnmt.inference.search import SearchOptions
+    from adlnmt.inference.translator import Translator
     from adlnmt.metrics import score
-    from adlnmt.search import SearchOptions
-    from adlnmt.translator import Translator
 
     torch.set_num_threads(args.threads)
     compiled = args.engine == "torch-compile"
@@ -85,7 +84,8 @@ def export_all(model: Path, out: Path) -> dict[tuple[str, str], Path | None]:
     from adlnmt.errors import UserError
     from adlnmt.export.directory import Source
     from adlnmt.export.formats import export_model
-    from adlnmt.translator import load_model
+    from adlnmt.inference.engine import CAPABILITIES
+    from adlnmt.store import ModelDir
 
     targets: dict[tuple[str, str], Path | None] = {}
     for engine, precision in ROWS:
@@ -95,9 +95,11 @@ def export_all(model: Path, out: Path) -> dict[tuple[str, str], Path | None]:
         directory = out / f"{model.name}-{engine}-{precision}"
         try:
             if not directory.is_dir():
-                loaded, data, max_len = load_model(model, "best")
+                loaded, data, max_len = ModelDir(model).load_model("best")
                 quantize = "int8" if precision == "int8" else "none"
-                export_model(Source(loaded.eval(), data, max_len, model), directory, FORMATS[engine], quantize)
+                export_format = CAPABILITIES[engine].export_format
+                assert export_format is not None
+                export_model(Source(loaded.eval(), data, max_len, model), directory, export_format, quantize)
             targets[engine, precision] = directory
         except UserError as err:
             print(f"{model.name} {engine}: {err}", file=sys.stderr)

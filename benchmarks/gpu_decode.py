@@ -25,13 +25,14 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from adlnmt.cuda_graphs import BUCKETS, Bucket
 from adlnmt.errors import UserError
-from adlnmt.export.ctranslate2 import CTranslate2Engine
-from adlnmt.export.directory import ExportDir, Source
+from adlnmt.export.directory import Source
 from adlnmt.export.formats import export_model
-from adlnmt.search import SearchOptions
-from adlnmt.translator import Translator, load_model
+from adlnmt.inference.ctranslate2_engine import CTranslate2Engine
+from adlnmt.inference.cuda_graphs import BUCKETS, Bucket
+from adlnmt.inference.search import SearchOptions
+from adlnmt.inference.translator import Translator
+from adlnmt.store import ExportDir, ModelDir
 
 CT2_TYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # --precisions → CTranslate2's compute type
 CT2_LABEL = "CTranslate2" + (f" ({os.environ['CT2_NOTE']})" if os.environ.get("CT2_NOTE") else "")
@@ -132,7 +133,7 @@ def rows(args: argparse.Namespace, lines: list[str], refs: list[str], ct2_export
 
 def export_for_ctranslate2(model_dir: Path, out: Path) -> Path:
     """The model exported for CTranslate2 (fp32 weights; the compute type is chosen at load time) into ``out``."""
-    model, data, max_len = load_model(model_dir, "best")
+    model, data, max_len = ModelDir(model_dir).load_model("best")
     return export_model(Source(model.eval(), data, max_len, model_dir), out, "ctranslate2").path
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import sacrebleu
 
-from adlnmt.search_options import DEFAULT_OPTIONS, SearchOptions, length_penalty
-from adlnmt.translator import Translation, Translator
+from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions, length_penalty
+from adlnmt.inference.translator import Translation, Translator
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "data" / "multi30k"

@@ -19,7 +19,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from adlnmt.bench.models import preset_configs, preset_model, random_sources, synthetic_lengths
-from adlnmt.search import SearchOptions, translate_ids
+from adlnmt.inference.search import SearchOptions, translate_ids
 from adlnmt.speedups import speedups_off
 
 SYNCHRONISING = ("cudaStreamSynchronize", "cudaMemcpyAsync", "cudaDeviceSynchronize")

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
+from adlnmt.inference.search import SearchOptions
+from adlnmt.inference.translator import Translator
 from adlnmt.metrics import format_report, read_lines, score
-from adlnmt.search import SearchOptions
-from adlnmt.translator import Translator
 
 ROOT = Path(__file__).resolve().parent.parent
 RAW = ROOT / "benchmarks" / "runs" / "multi30k" / "raw"

@@ -5,8 +5,8 @@
 # CORPUS is the Multi30k folder carried along: the grids read ../shared/data/multi30k, which is linked to it when
 # missing. Each GRID runs `adlnmt experiment GRID EXPERIMENT-OPTIONS` in turn until SECONDS after the start, when the
 # running one gets SIGTERM (its finished runs are archived; the others are lost with the machine). OUT/results.tgz
-# then holds experiments/results/ (every archive, committed runs included) to unpack over the repository; OUT/logs.tgz
-# the runs' logs.
+# then holds experiments/results/ (every archive, committed runs included; no data or weights) to unpack over the
+# repository; OUT/logs.tgz the runs' logs.
 set -uo pipefail
 usage="usage: experiments/gpu-grid.sh OUT SECONDS CORPUS GRID [GRID ...] -- EXPERIMENT-OPTIONS"
 out=${1:?$usage} seconds=${2:?$usage} corpus=${3:?$usage}
@@ -28,6 +28,8 @@ for grid in "${grids[@]}"; do
     timeout -k 30 -s TERM $left "${PYTHON:-python3}" -m adlnmt experiment "$grid" "$@"
     echo "=== $grid: exit $?"
 done
-tar czf "$out/results.tgz" experiments/results
-find experiments/runs -name log.txt -print0 2>/dev/null | tar czf "$out/logs.tgz" --null -T -
+# a grid's own folder (no committed archive yet) holds its data and weights too: they stay on the machine
+tar czf "$out/results.tgz" --exclude='experiments/results/*/data' --exclude='experiments/results/*/runs/*/*/model' \
+    --exclude='experiments/results/*/slurm' experiments/results
+find experiments/runs experiments/results -name log.txt -print0 2>/dev/null | tar czf "$out/logs.tgz" --null -T -
 ls -l "$out"

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from adlnmt.adl.builder import build_chain
 from adlnmt.adl.registry import Side
 from adlnmt.layers.base import Context, DecoderState, SourceMemory
+from adlnmt.layers.builder import build_chain
 from adlnmt.layers.context import BlockInfo, ModelOptions
 
 ATOL = 1e-5

@@ -12,9 +12,10 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from adlnmt import average
-from adlnmt.errors import DataError, UserError
+from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.published import DECODERS, ENCODERS
+from adlnmt.store import ModelDir, load_weights
 from adlnmt.train import checkpoint as ckpt
 
 
@@ -56,7 +57,7 @@ PPL = {100: 3.0, 200: 5.0, 300: 6.0, 400: 4.0, 500: 4.0, 600: 7.0}  # 100 and 20
 def model_dir(tmp_path: Path) -> Path:
     (tmp_path / "checkpoints").mkdir()
     for update in (300, 400, 500, 600):
-        save_file({"w": torch.full((2,), float(update))}, str(ckpt.checkpoint_path(tmp_path, update)))
+        save_file({"w": torch.full((2,), float(update))}, str(ModelDir(tmp_path).weights_path(update)))
     (tmp_path / "checkpoints" / "notes.txt").write_text("not a checkpoint")
     records = [{"update": u, "valid_ppl": p, "valid_bleu": 1.0} for u, p in PPL.items()]
     records.insert(2, {"update": 300, "valid_ppl": 1.0})  # a resumed run logged 300 again: the last record wins
@@ -96,11 +97,19 @@ def test_best_selection_needs_a_readable_log(tmp_path: Path) -> None:
     root = model_dir(tmp_path)
     with open(root / "metrics.jsonl", "a", encoding="utf-8") as handle:
         handle.write('{"update": 700}\n')
-    with pytest.raises(DataError, match=r"metrics\.jsonl:8: .*valid_ppl"):
+    with pytest.raises(UserError, match=r"metrics\.jsonl: the record of update 700 has no valid_ppl"):
         average.select_checkpoints(root, 1, None)
     (root / "metrics.jsonl").unlink()
     with pytest.raises(UserError, match=r"metrics\.jsonl: not found"):
         average.select_checkpoints(root, 1, None)
+
+
+def test_best_selection_drops_a_partial_last_line(tmp_path: Path) -> None:
+    """A crash or a full disk mid-line leaves a partial last record: dropped, as the trainer drops it."""
+    root = model_dir(tmp_path)
+    with open(root / "metrics.jsonl", "a", encoding="utf-8") as handle:
+        handle.write('{"update": 700, "valid_p')
+    assert names(average.select_checkpoints(root, 1, None)) == ["update-0000500.safetensors"]
 
 
 def tied_model(seed: int) -> Seq2Seq:
@@ -113,7 +122,7 @@ def tied_model(seed: int) -> Seq2Seq:
 def test_tied_weights_round_trip(tmp_path: Path) -> None:
     models = [tied_model(seed) for seed in (1, 2)]
     for update, model in zip((100, 200), models, strict=True):
-        ckpt.save_weights(model, ckpt.checkpoint_path(tmp_path, update))
+        ckpt.save_weights(model, ModelDir(tmp_path).weights_path(update))
     paths = average.select_checkpoints(tmp_path, None, 2)
     output = average.write_average(tmp_path, paths)
     assert output == tmp_path / "averaged.safetensors"
@@ -122,7 +131,7 @@ def test_tied_weights_round_trip(tmp_path: Path) -> None:
         assert handle.metadata()["adlnmt_averaged_from"] == "update-0000100.safetensors,update-0000200.safetensors"
     assert len({"output.weight", "tgt_embed.weight"} & stored) == 1  # the tied tensor is stored once
     fresh = tied_model(3)
-    ckpt.load_weights(fresh, output)  # load_model(strict=False), then rejects anything missing or unexpected
+    load_weights(fresh, output)  # load_model(strict=False), then rejects anything missing or unexpected
     assert fresh.output.weight is fresh.tgt_embed.weight
     expected = {
         name: (a + b) / 2

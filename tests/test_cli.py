@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
 import pytest
 
-from adlnmt.cli import main
+from adlnmt.cli import COMMAND_GROUPS, build_parser, main
 from adlnmt.published import DECODERS, ENCODERS
 
 VARS = ["--var", "FF_NUM_HIDDEN=2048", "--var", "NUM_HIDDEN=512"]
@@ -77,3 +78,26 @@ def test_layers_lists_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for name in ("mh_dot_self_att", "comet_conv", "aan", "birnn", "highway", "bnorm"):
         assert name in out
+
+
+def subcommands(parser: argparse.ArgumentParser) -> list[str]:
+    """The command names a parser accepts, in order."""
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return list(action.choices)
+
+
+def test_command_groups_name_exactly_what_each_group_adds() -> None:
+    """COMMAND_GROUPS (which lets a named command build its group alone) lists each group's commands as it adds them,
+    and the whole parser has them all in that order."""
+    everything = [name for _, _, names in COMMAND_GROUPS for name in names]
+    assert subcommands(build_parser()) == everything
+    for _, _, names in COMMAND_GROUPS:
+        for name in names:
+            assert subcommands(build_parser(name)) == list(names)
+    assert subcommands(build_parser("--help")) == everything
+
+
+def test_a_named_command_parses_as_in_the_whole_parser() -> None:
+    """The group-only parser gives a command line the same namespace as the full one."""
+    argv = ["translate", "--model", "m", "--beam", "3", "--engine", "ctranslate2"]
+    assert vars(build_parser("translate").parse_args(argv)) == vars(build_parser().parse_args(argv))

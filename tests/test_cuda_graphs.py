@@ -1,4 +1,4 @@
-"""The static-shape decoder step of :mod:`adlnmt.cuda_graphs` (padded rows and source, fixed caches, in-place
+"""The static-shape decoder step of :mod:`adlnmt.inference.cuda_graphs` (padded rows and source, fixed caches, in-place
 reorders and drops), run eagerly on the CPU: the same tokens as the plain search for every decoder family."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import random
 import pytest
 import torch
 
-from adlnmt.cuda_graphs import BUCKETS, GraphStepper
 from adlnmt.data.vocab import BOS
-from adlnmt.search import SearchOptions, pad_batch, translate_ids
-from adlnmt.stepper import Stepper
+from adlnmt.inference.cuda_graphs import BUCKETS, GraphStepper
+from adlnmt.inference.search import SearchOptions, pad_batch, translate_ids
+from adlnmt.inference.stepper import Stepper
 from test_stepper import DECODERS, VOCAB, session, tiny
 
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from adlnmt.adl.builder import ModelOptions
 from adlnmt.adl.parser import parse
 from adlnmt.adl.registry import ALIASES, REGISTRY
 from adlnmt.adl.syntax import Chain, LayerNode, Literal
 from adlnmt.cli import main
 from adlnmt.diagram import diagram_svg, model_dir_svg, model_graph, model_svg
 from adlnmt.errors import UserError
+from adlnmt.layers.builder import ModelOptions
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.presets import PRESETS
 from adlnmt.published import DECODERS, ENCODERS, as_run
@@ -183,7 +183,7 @@ def test_describe_writes_png_and_pdf(tmp_path: Path) -> None:
 @needs_graphviz
 def test_a_model_directory_draws_from_its_config(tmp_path: Path) -> None:
     config = ModelConfig("pos -> repeat(2, res(rnn))", "repeat(2, res(rnn) -> res(mlp_att))", 40, 40, d_model=16)
-    (tmp_path / "config.json").write_text(json.dumps({"model": config.to_dict()}), encoding="utf-8")
+    (tmp_path / "config.json").write_text(json.dumps({"train": {}, "model": config.to_dict()}), encoding="utf-8")
     assert len(groups(model_dir_svg(tmp_path), "source")) == 1
     with pytest.raises(UserError, match="not a model directory"):
         model_dir_svg(tmp_path / "missing")

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from adlnmt.cli import main
-from adlnmt.data.dataset import DataDir
-from adlnmt.ensemble import Ensemble, combine, load_ensemble
+from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
+from adlnmt.inference.ensemble import Ensemble, combine, load_ensemble
+from adlnmt.inference.search import SearchOptions, translate_ids
+from adlnmt.inference.translator import Translator
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import SearchOptions, translate_ids
-from adlnmt.translator import Translator
 
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODERS = {

@@ -77,3 +77,68 @@ def test_the_check_finds_an_injected_cycle(tmp_path: Path) -> None:
     assert find_cycle(import_graph(tmp_path, "pkg")) == ["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]
     (package / "c.py").write_text("import pkg.sub\n")
     assert find_cycle(import_graph(tmp_path, "pkg")) is None
+
+
+# The architecture from the bottom up (docs/api.md draws it): a unit — a subpackage or a top-level module of adlnmt —
+# imports only units of lower levels. A new unit gets a level here.
+LEVELS: tuple[set[str], ...] = (
+    {"errors", "version"},
+    {"bounds"},
+    {"flags"},
+    {"adl", "data", "speedups", "memory", "plotting"},
+    {"exits", "layers", "published", "metrics"},
+    {"model_config", "presets"},
+    {"model"},
+    {"store"},
+    {"diagram"},
+    {"inference"},
+    {"export"},
+    {"train"},
+    {"average", "analysis"},
+    {"bench"},
+    {"experiment"},
+    {"serve"},
+    {"describe"},
+    {"cli"},
+    {"__main__", ""},  # "": the package's own __init__ (the lazy public API)
+)
+
+
+def unit_of(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def upward_imports(graph: dict[str, set[str]], levels: tuple[set[str], ...]) -> list[str]:
+    """Every import of a unit by a unit of the same or a lower level, as "module -> imported (level i -> j)"; a unit
+    that has no level is reported too."""
+    level = {unit: index for index, units in enumerate(levels) for unit in units}
+    found = [f"{module}: unit '{unit_of(module)}' has no level" for module in graph if unit_of(module) not in level]
+    for module, imported in sorted(graph.items()):
+        source = unit_of(module)
+        for target in sorted(imported):
+            if unit_of(target) != source and level.get(unit_of(target), -1) >= level.get(source, len(levels)):
+                found.append(f"{module} -> {target} (level {level.get(source)} -> {level.get(unit_of(target))})")
+    return found
+
+
+def test_no_import_runs_back_up_between_packages() -> None:
+    upward = upward_imports(import_graph(SOURCE, "adlnmt"), LEVELS)
+    assert not upward, "imports that run back up:\n" + "\n".join(upward)
+
+
+def test_the_layer_check_finds_an_injected_upward_import(tmp_path: Path) -> None:
+    package = tmp_path / "adlnmt"
+    for unit in ("model", "serve"):
+        (package / unit).mkdir(parents=True)
+        (package / unit / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "serve" / "app.py").write_text("from adlnmt.model import core\n")
+    (package / "model" / "core.py").write_text("X = 1\n")
+    levels = ({"model"}, {"serve"}, {""})
+    assert upward_imports(import_graph(tmp_path, "adlnmt"), levels) == []
+    (package / "model" / "core.py").write_text("def f():\n    from ..serve import app\n")  # lazy, relative
+    assert upward_imports(import_graph(tmp_path, "adlnmt"), levels) == [
+        "adlnmt.model.core -> adlnmt.serve.app (level 0 -> 1)"
+    ]
+    (package / "extra.py").write_text("")
+    assert "adlnmt.extra: unit 'extra' has no level" in upward_imports(import_graph(tmp_path, "adlnmt"), levels)

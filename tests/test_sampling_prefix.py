@@ -10,11 +10,11 @@ import torch
 
 from adlnmt.analysis.forced import forced_log_probs
 from adlnmt.cli import main
-from adlnmt.data.dataset import DataDir
+from adlnmt.data.data_dir import DataDir
 from adlnmt.data.vocab import BOS, PAD
 from adlnmt.errors import UserError
+from adlnmt.inference.search import SearchOptions, pad_batch, sample, sampling_rule, translate_ids
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import SearchOptions, pad_batch, sample, sampling_rule, translate_ids
 
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODERS = {

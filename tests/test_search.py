@@ -15,8 +15,8 @@ import adlnmt
 from adlnmt.cli import main
 from adlnmt.data.vocab import BOS, EOS
 from adlnmt.errors import UserError
-from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import (
+from adlnmt.inference.batching import length_batches, length_limit
+from adlnmt.inference.search import (
     SearchOptions,
     beam_batch,
     best_continuations,
@@ -26,8 +26,9 @@ from adlnmt.search import (
     rows_in_place,
     translate_ids,
 )
+from adlnmt.inference.translator import Translator, with_precision
+from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.speedups import OFF, SPEEDUPS, speedups_off
-from adlnmt.translator import Translator, with_precision
 
 ENCODER = "pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODERS = {
@@ -297,6 +298,41 @@ def translate_file(model_dir: Path, source: Path, output: Path, *flags: str) -> 
     return main(["translate", "--model", str(model_dir), "--input", str(source), "--output", str(output), *flags])
 
 
+@pytest.mark.parametrize("ratio", [0.3, 1.1, 1.15, 2.0, 2.3])
+def test_the_shared_length_limit_is_the_float32_product_the_search_always_used(ratio: float) -> None:
+    """Every engine's length limit (CTranslate2's too): float64 would differ for some lengths at these ratios."""
+    options = SearchOptions(max_len_ratio=ratio)
+    expected = ((torch.arange(400).float() * ratio).long() + options.max_len_extra).tolist()
+    assert [length_limit(n, options) for n in range(400)] == expected
+    assert length_batches([3, 1, 2, 1, 3], 2) == [[1, 3], [2, 0], [4]]  # stable: equal lengths keep their order
+
+
+def test_cli_alignments_give_the_source_pieces_and_hard_alignments(trained, tmp_path: Path) -> None:
+    """fairseq's --print-alignment: 'i-j' for every target piece j, i its most attended source piece (0-based, without
+    markers and EOS)."""
+    import json
+
+    translator = trained["transformer"]
+    lines = ["the dog sees a cat", "", "the small girls see the old king"]
+    source, output = tmp_path / "in.txt", tmp_path / "out.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    assert translate_file(translator.model_dir, source, output, "--beam", "3", "--nbest", "2", "--alignments") == 0
+    records = [json.loads(line) for line in output.read_text().splitlines()]
+    assert "source_pieces" not in records[1] and records[1]["hypotheses"] == []
+    first = 1 if translator.data.source_markers else 0
+    for line, record in zip(lines, records, strict=True):
+        if not line:
+            continue
+        pieces = record["source_pieces"]
+        read = translator.source_pieces(translator.encode_line(line).ids)
+        assert pieces == read and pieces[-1] == translator.data.src_vocab.piece(EOS)
+        assert len(record["hypotheses"]) == 2
+        for hyp in record["hypotheses"]:
+            attention = torch.tensor(hyp["alignment"])[: len(hyp["pieces"]), first : len(pieces) - 1]
+            expected = [f"{i}-{j}" for j, i in enumerate(attention.argmax(1).tolist())]
+            assert hyp["hard_alignment"].split() == expected and len(expected) == len(hyp["pieces"])
+
+
 def test_translate_score_and_average_commands(trained, demo_data: Path, tmp_path: Path, capsys) -> None:
     import json
 
@@ -322,6 +358,26 @@ def test_translate_score_and_average_commands(trained, demo_data: Path, tmp_path
     (tmp_path / "short.txt").write_text("one line\n")
     assert main(["score", "--hyp", str(hyp), "--ref", str(tmp_path / "short.txt")]) == 2
     assert "has 3 lines but" in capsys.readouterr().err
+
+
+def test_translate_search_flags_reach_the_search(trained, demo_data: Path, tmp_path: Path) -> None:
+    """--uncached decodes token for token as the cached search; --max-len-ratio 0 --max-len-extra N caps outputs."""
+    import json
+
+    model_dir = trained["transformer"].model_dir
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join((demo_data / "corpus" / "test.src").read_text().splitlines()[:4]) + "\n")
+    cached, uncached, capped = (tmp_path / name for name in ("cached.jsonl", "uncached.jsonl", "capped.jsonl"))
+    assert translate_file(model_dir, source, cached, "--beam", "3", "--nbest", "2") == 0
+    assert translate_file(model_dir, source, uncached, "--beam", "3", "--nbest", "2", "--uncached") == 0
+
+    def pieces(path: Path) -> list[list[str]]:  # their scores differ in float rounding only
+        return [h["pieces"] for line in path.read_text().splitlines() for h in json.loads(line)["hypotheses"]]
+
+    assert pieces(uncached) == pieces(cached) and max(map(len, pieces(cached))) > 2
+    capping = ["--nbest", "2", "--max-len-ratio", "0", "--max-len-extra", "2"]
+    assert translate_file(model_dir, source, capped, *capping) == 0
+    assert len(pieces(capped)) == 8 and max(map(len, pieces(capped))) <= 2
 
 
 def test_translate_with_workers_writes_the_same_lines(trained, demo_data: Path, tmp_path: Path, capsys) -> None:

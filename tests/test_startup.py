@@ -60,3 +60,12 @@ def test_argument_errors_import_nothing_heavy(argv: list[str], message: str) -> 
     code, loaded, result = run_cli(argv)
     assert code == 2 and message in result.stderr and "Traceback" not in result.stderr
     assert loaded == []
+
+
+@pytest.mark.parametrize("module", ["adlnmt.adl", "adlnmt.inference", "adlnmt.inference.options"])
+def test_torch_free_packages_import_nothing_heavy(module: str) -> None:
+    """The ADL (parser, syntax, registry, errors) and the inference package's front door load without PyTorch; the
+    layers and the builder are the first to need it."""
+    probe = f"import json, sys, {module}; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(result.stdout) == []

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adlnmt.data.vocab import BOS, PAD
+from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import UserError
+from adlnmt.inference.ensemble import Ensemble
+from adlnmt.inference.options import SearchOptions
+from adlnmt.inference.search import pad_batch, translate_ids
+from adlnmt.inference.stepper import Stepper
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import pad_batch
-from adlnmt.stepper import Stepper
 
 ENCODER = "pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODERS = {
@@ -80,9 +82,7 @@ def test_a_different_step_is_caught() -> None:
 
 
 def test_refeeding_needs_the_torch_model() -> None:
-    class Runtime:  # an Engine that is no Seq2Seq
-        def encode(self, src: torch.Tensor) -> None: ...
-
-    model = tiny(DECODERS["transformer"])
-    with pytest.raises(UserError, match="torch engine"):
-        Stepper(Runtime(), model.encode(sources()), incremental=False)  # type: ignore[arg-type]
+    """The search reads the engine's capabilities: an ensemble (a StepEngine) has no re-fed mode."""
+    ensemble = Ensemble([tiny(DECODERS["transformer"])])
+    with pytest.raises(UserError, match=r"^the uncached \(re-fed\) search needs the torch engine, not ensemble$"):
+        translate_ids(ensemble, [[5, 6, EOS]], SearchOptions(beam=1, incremental=False))

@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from adlnmt.workers import in_workers
+from adlnmt.inference.workers import in_workers
 
 
 def test_results_come_back_in_job_order_from_other_processes() -> None:

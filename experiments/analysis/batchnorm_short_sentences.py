@@ -33,9 +33,9 @@ import torch
 
 from adlnmt.layers.norm import MaskedBatchNorm
 from adlnmt.metrics import read_lines, score
-from adlnmt.search import SearchOptions, pad_batch
+from adlnmt.inference.search import SearchOptions, pad_batch
 from adlnmt.train.device import full_fp32
-from adlnmt.translator import Translator
+from adlnmt.inference.translator import Translator
 
 MODES = ("running", "alone", "batch-stats", "precise")
 

@@ -6,17 +6,18 @@ stays cheap).
 
 from typing import Any
 
-__version__ = "0.1.0"
-__all__ = ["SearchOptions", "Translator"]
+from adlnmt.version import __version__
+
+__all__ = ["SearchOptions", "Translator", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "Translator":
-        from adlnmt.translator import Translator
+        from adlnmt.inference.translator import Translator
 
         return Translator
     if name == "SearchOptions":
-        from adlnmt.search_options import SearchOptions
+        from adlnmt.inference.options import SearchOptions
 
         return SearchOptions
     raise AttributeError(f"module 'adlnmt' has no attribute {name!r}")

@@ -2,25 +2,22 @@
 
 Checkpoint files are written by ``safetensors.torch.save_model``, which stores tied (shared) tensors once;
 averaging the stored tensors and writing them with ``save_file`` keeps that layout, so the averaged file loads
-with ``safetensors.torch.load_model(model, path, strict=False)`` (``adlnmt.train.checkpoint.load_weights``).
+with ``safetensors.torch.load_model(model, path, strict=False)`` (:func:`adlnmt.store.load_weights`).
 PyTorch is imported only when checkpoints are averaged (not for the command's arguments).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adlnmt.errors import DataError, UserError
+from adlnmt.errors import UserError
+from adlnmt.store import ModelDir
 
 if TYPE_CHECKING:
     from torch import Tensor
-
-CHECKPOINT_NAME = re.compile(r"update-(\d+)\.safetensors")
 
 
 def _open(path: Path):  # -> safetensors' handle (its type is not public)
@@ -80,35 +77,17 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Tensor]:
     }
 
 
-def _read_metrics(model_dir: Path) -> dict[int, float]:
-    """valid_ppl by update from metrics.jsonl (the last record of an update wins; NaN counts as worst)."""
-    path = model_dir / "metrics.jsonl"
-    if not path.is_file():
-        raise UserError(f"{path}: not found; choosing the best checkpoints needs the validation log")
+def validation_perplexities(files: ModelDir) -> dict[int, float]:
+    """valid_ppl by update from ``metrics.jsonl`` (the last record of an update wins; NaN counts as worst)."""
+    if not files.metrics_file.is_file():
+        raise UserError(f"{files.metrics_file}: not found; choosing the best checkpoints needs the validation log")
     ppl: dict[int, float] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                update, value = int(record["update"]), float(record["valid_ppl"])
-            except (ValueError, KeyError, TypeError) as err:
-                raise DataError(f"not a JSON record with 'update' and 'valid_ppl' ({err})", path, number) from None
-            ppl[update] = math.inf if math.isnan(value) else value
+    for record in files.checkpoint_records():
+        value = record.get("valid_ppl")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise UserError(f"{files.metrics_file}: the record of update {record['update']} has no valid_ppl")
+        ppl[record["update"]] = math.inf if math.isnan(value) else float(value)
     return ppl
-
-
-def existing_checkpoints(model_dir: Path) -> dict[int, Path]:
-    """The checkpoint files of a model directory by update number, oldest first."""
-    folder = Path(model_dir) / "checkpoints"
-    found = {}
-    if folder.is_dir():
-        for path in folder.iterdir():
-            match = CHECKPOINT_NAME.fullmatch(path.name)
-            if match and path.is_file():
-                found[int(match.group(1))] = path
-    return dict(sorted(found.items()))
 
 
 def select_checkpoints(model_dir: Path, best: int | None, last: int | None) -> list[Path]:
@@ -116,7 +95,7 @@ def select_checkpoints(model_dir: Path, best: int | None, last: int | None) -> l
 
     Only checkpoint files that exist count; asking for more than exist is an error.
     """
-    model_dir = Path(model_dir)
+    files = ModelDir(model_dir)
     if (best is None) == (last is None):
         raise UserError("give exactly one of --best N and --last N")
     count = best if best is not None else last
@@ -124,31 +103,31 @@ def select_checkpoints(model_dir: Path, best: int | None, last: int | None) -> l
     assert count is not None
     if count < 1:
         raise UserError(f"--{kind} must be at least 1, not {count}")
-    files = existing_checkpoints(model_dir)
+    weights = files.checkpoints()
     if best is not None:
-        ppl = _read_metrics(model_dir)
-        ranked = sorted((update for update in files if update in ppl), key=lambda update: (ppl[update], -update))
+        ppl = validation_perplexities(files)
+        ranked = sorted((update for update in weights if update in ppl), key=lambda update: (ppl[update], -update))
         available = len(ranked)
         chosen = ranked[:count]
     else:
-        available = len(files)
-        chosen = list(files)[-count:]
+        available = len(weights)
+        chosen = list(weights)[-count:]
     if available < count:
         scored = " with a validation record" if best is not None else ""
         raise UserError(
-            f"asked for the {kind} {count} checkpoints but {model_dir / 'checkpoints'} holds {available}{scored}; "
+            f"asked for the {kind} {count} checkpoints but {files.checkpoints_dir} holds {available}{scored}; "
             "training keeps as many checkpoint files as --keep-last/--keep-best say"
         )
-    return [files[update] for update in sorted(chosen)]
+    return [weights[update] for update in sorted(chosen)]
 
 
 def write_average(model_dir: Path, paths: list[Path], output: Path | None = None) -> Path:
     """Average ``paths`` and write the result atomically (default ``model_dir/averaged.safetensors``)."""
     from safetensors.torch import save_file
 
-    from adlnmt.train.checkpoint import atomic_write
+    from adlnmt.store.atomic import atomic_write
 
-    output = Path(output) if output is not None else Path(model_dir) / "averaged.safetensors"
+    output = Path(output) if output is not None else ModelDir(model_dir).averaged_weights
     tensors = average_checkpoints(paths)
     with _open(Path(paths[0])) as handle:
         metadata = dict(handle.metadata() or {})  # save_model's notes on dropped tied names

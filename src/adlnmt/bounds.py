@@ -1,6 +1,7 @@
-"""Ranges of numeric options, declared once beside each option (``TrainConfig``'s field metadata, the flags of
-translate, export, serve and prepare) and checked the same way by every command: a value outside its range, or a
-float that is not finite (nan, inf), is a clear error naming the option, never a traceback or a silent run."""
+"""Ranges of numeric options, declared once beside each option (the fields of :mod:`adlnmt.flags`: training, search,
+server and prepare options; other commands' flags) and checked the same way by every command: a value outside its
+range, or a float that is not finite (nan, inf), is a clear error naming the option, never a traceback or a silent
+run."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import argparse
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from adlnmt.errors import UserError
 
 SEED_HIGH = 2**32 - 1  # the largest seed: numpy's legacy seeding and most tools take 32 bits
 
@@ -54,12 +53,6 @@ POSITIVE = Bounds(low=0, low_open=True)
 FRACTION = Bounds(low=0, high=1, high_open=True)  # [0, 1): rates, smoothing, Adam betas
 SEED = Bounds(low=0, high=SEED_HIGH)
 FINITE = Bounds()
-
-
-def check(name: str, value: float | None, bounds: Bounds) -> None:
-    """UserError ``--name must be ..., got value`` unless ``value`` (None: unset) lies within ``bounds``."""
-    if value is not None and not bounds.holds(value):
-        raise UserError(f"--{name.replace('_', '-')} must be {bounds.describe()}, got {value}")
 
 
 def flag_type(kind: type[int] | type[float], bounds: Bounds) -> Callable[[str], int | float]:

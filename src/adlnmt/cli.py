@@ -3,30 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from adlnmt.exits import exit_status
 
+MODEL_FLAGS = ("encoder", "decoder", "preset", "d_model", "heads", "d_ff", "dropout", "max_positions", "var",
+               "input_feeding", "tie_output", "tie_source", "learned_positions")  # fmt: skip
+
 
 def _model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The model-defining subset of the training flags (same names, same meaning, same defaults)."""
-    parser.add_argument("--encoder", help="encoder ADL chain, e.g. 'pos -> repeat(6, ...) -> norm'")
-    parser.add_argument("--decoder", help="decoder ADL chain")
-    parser.add_argument("--preset", help="a named architecture (adlnmt architectures) instead of the chains")
-    parser.add_argument("--d-model", type=int, help="model width (default 512, or the preset's)")
-    parser.add_argument("--heads", type=int, help="default attention heads (default 8, or the preset's)")
-    parser.add_argument("--d-ff", type=int, help="feed-forward width, $FF_NUM_HIDDEN (default 4·d_model)")
-    parser.add_argument("--dropout", type=float, help="default dropout rate (default 0.1)")
-    parser.add_argument("--max-positions", type=int, help="learn_pos table size (default 1024)")
-    parser.add_argument("--var", action="append", metavar="NAME=VALUE", help="value of an ADL $NAME variable")
+    """The model-defining subset of the training flags (TrainConfig's, unset: a preset's values stand unless given),
+    and the vocabulary sizes a model directory would take from its data."""
+    from adlnmt.flags import add_flags
+    from adlnmt.train.config import TrainConfig
+
+    add_flags(parser, TrainConfig, MODEL_FLAGS, bounded=False, unset=True)  # ranges: checked with the model
     parser.add_argument("--src-vocab", type=int, default=8000, help="source vocabulary size (default 8000)")
     parser.add_argument("--tgt-vocab", type=int, default=8000, help="target vocabulary size (default 8000)")
-    for flag, text in (("--input-feeding", "z0_t = [z^L_(t-1); E y_t] (Luong)"),
-                       ("--tie-output", "tie target embedding and output projection"),
-                       ("--tie-source", "tie source and target embeddings"),
-                       ("--learned-positions", "every pos becomes learn_pos")):  # fmt: skip
-        parser.add_argument(flag, action="store_true", default=None, help=text)
 
 
 def _model(args: argparse.Namespace, device: str = "meta"):
@@ -37,9 +32,7 @@ def _model(args: argparse.Namespace, device: str = "meta"):
     from adlnmt.model import Seq2Seq
     from adlnmt.train.config import build_config
 
-    names = ("encoder", "decoder", "preset", "d_model", "heads", "d_ff", "dropout", "max_positions", "var",
-             "input_feeding", "tie_output", "tie_source", "learned_positions")  # fmt: skip
-    values = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    values = {name: getattr(args, name) for name in MODEL_FLAGS if getattr(args, name, None) is not None}
     parse_assignments(values.get("var", []))  # located errors for malformed NAME=VALUE
     config = build_config(values)
     with torch.device(device):
@@ -85,9 +78,8 @@ def cmd_layers(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="adlnmt", description="NMT architectures as ADL sentences.")
-    commands = parser.add_subparsers(dest="command", required=True)
+def add_model_commands(commands: argparse._SubParsersAction) -> None:
+    """``describe``, ``layers`` and ``architectures``: the model a set of flags describes, without data."""
     describe = commands.add_parser("describe", help="canonical ADL, layer tree, widths and parameter counts")
     _model_arguments(describe)
     describe.add_argument(
@@ -100,30 +92,40 @@ def build_parser() -> argparse.ArgumentParser:
     layers.set_defaults(func=cmd_layers)
     architectures = commands.add_parser("architectures", help="list the presets: paper row, size, description")
     architectures.set_defaults(func=cmd_architectures)
-    from adlnmt.analysis.commands import add_commands as add_analysis_commands
-    from adlnmt.average import add_average_command
-    from adlnmt.bench.commands import add_commands as add_bench_commands
-    from adlnmt.data.commands import add_commands as add_data_commands
-    from adlnmt.experiment.commands import add_commands as add_experiment_commands
-    from adlnmt.export.commands import add_commands as add_export_commands
-    from adlnmt.serve.commands import add_commands as add_serve_commands
-    from adlnmt.train.commands import add_commands as add_train_commands
-    from adlnmt.train.plot import add_plot_command
 
-    add_data_commands(commands)
-    add_train_commands(commands)
-    add_plot_command(commands)
-    add_average_command(commands)
-    add_analysis_commands(commands)
-    add_bench_commands(commands)
-    add_experiment_commands(commands)
-    add_export_commands(commands)
-    add_serve_commands(commands)
+
+# Every group of commands: the module that adds them to the parser, its function, and the commands it adds, in the
+# order of `adlnmt --help`. A command line naming a command builds (and imports) its group alone: `adlnmt translate`
+# then imports the modules of translation only. tests/test_cli.py checks the names against what each group adds.
+COMMAND_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("adlnmt.cli", "add_model_commands", ("describe", "layers", "architectures")),
+    ("adlnmt.data.commands", "add_commands", ("prepare", "demo-corpus")),
+    ("adlnmt.train.commands", "add_commands", ("train",)),
+    ("adlnmt.inference.commands", "add_commands", ("translate",)),
+    ("adlnmt.train.plot", "add_plot_command", ("plot",)),
+    ("adlnmt.average", "add_average_command", ("average",)),
+    ("adlnmt.analysis.commands", "add_commands", ("score", "score-pairs", "contrastive", "contrastive-suite")),
+    ("adlnmt.bench.commands", "add_commands", ("bench",)),
+    ("adlnmt.experiment.commands", "add_commands", ("experiment", "verdicts")),
+    ("adlnmt.export.commands", "add_commands", ("export",)),
+    ("adlnmt.serve.commands", "add_commands", ("serve",)),
+)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or only of the group that adds ``command`` when it names one."""
+    parser = argparse.ArgumentParser(prog="adlnmt", description="NMT architectures as ADL sentences.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    named = any(command in names for _, _, names in COMMAND_GROUPS)
+    for module, adder, names in COMMAND_GROUPS:
+        if not named or command in names:
+            getattr(importlib.import_module(module), adder)(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     return exit_status(lambda: args.func(args))
 
 

@@ -8,6 +8,10 @@ from pathlib import Path
 class UserError(Exception):
     """Base of every error caused by input, configuration or files, not by a bug."""
 
+    def message_for_user(self) -> str:
+        """What the command line prints (subclasses with more to show, e.g. an ADL caret, override it)."""
+        return f"error: {self}"
+
 
 class DataError(UserError, ValueError):
     """A fault in a data file, located as ``file:line: message`` (line is 1-based)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from adlnmt.adl.errors import ADLError
 from adlnmt.errors import UserError
 
 
@@ -13,11 +12,8 @@ def exit_status(command: Callable[[], int]) -> int:
     """Run ``command`` and return its exit status; user errors, interrupts and OS errors become messages."""
     try:
         return command()
-    except ADLError as err:
-        print(err.render().rstrip(), file=sys.stderr)
-        return 2
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(err.message_for_user(), file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `adlnmt layers | head`
         sys.stderr.close()

@@ -2,8 +2,8 @@
 
 Batches differ in shape, so a run allocates and frees tensors of ever new sizes: glibc keeps much of the freed
 heap resident (``release_heap`` hands it back), and in bf16 oneDNN caches one matrix-product primitive per new
-shape, up to 1,024 of them (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``). Measured on the Multi30k Transformer in bf16
-(benchmarks/NOTES.md): the RSS grew past 6.7 GB over 1,500 updates without either, and stays under 1 GB with both.
+shape, up to 1,024 of them (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``). Measured on the Multi30k Transformer in bf16,
+the RSS grew with every update without either and stays flat with both (the figures: benchmarks/NOTES.md).
 """
 
 from __future__ import annotations

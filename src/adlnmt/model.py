@@ -11,13 +11,13 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor, nn
 
-from adlnmt.adl.builder import SideChain, build_chain, canonical
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.parser import parse_assignments
 from adlnmt.adl.registry import Side
 from adlnmt.adl.syntax import Literal
 from adlnmt.errors import UserError
 from adlnmt.layers.base import Context, DecoderState, Layer, Projection, SourceMemory
+from adlnmt.layers.builder import SideChain, build_chain, canonical
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 
 

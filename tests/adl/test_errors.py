@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from adlnmt.adl.builder import build_chain
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.parser import parse_assignments
 from adlnmt.adl.registry import Side
+from adlnmt.layers.builder import build_chain
 from adlnmt.layers.context import ModelOptions
 
 E, D = Side.ENCODER, Side.DECODER

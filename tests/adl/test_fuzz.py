@@ -7,10 +7,10 @@ import re
 
 import torch
 
-from adlnmt.adl.builder import build_chain
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.parser import parse_assignments
 from adlnmt.adl.registry import REGISTRY, Side
+from adlnmt.layers.builder import build_chain
 from adlnmt.layers.context import ModelOptions
 from adlnmt.published import DECODERS, ENCODERS
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adlnmt.adl.builder import canonical
 from adlnmt.adl.parser import parse, parse_assignments, substitute
 from adlnmt.adl.syntax import Argument, Chain, LayerNode, ListValue, Literal, Variable, to_text
+from adlnmt.layers.builder import canonical
 
 
 def layer(name: str, *args: Argument) -> LayerNode:

@@ -21,8 +21,8 @@ from adlnmt.analysis.demo_suite import LEXICON, demo_items, demo_suite
 from adlnmt.analysis.forced import PairScorer
 from adlnmt.cli import main
 from adlnmt.errors import DataError
+from adlnmt.inference.translator import Translator
 from adlnmt.model import Seq2Seq
-from adlnmt.translator import Translator
 
 ITEM = {"source": "s", "reference": "r", "contrastive": ["c"], "phenomenon": "p", "distance": 2}
 
@@ -83,6 +83,15 @@ def test_accuracy_by_phenomenon_and_distance_with_intervals() -> None:
     assert accuracy_report(items, correct, resamples=500, seed=4) == report
     table = markdown_table(report)
     assert "| **all** | 40 | 37.5 |" in table and "| phenomenon: b | 10 | 0.0 | 0.0–0.0 |" in table
+
+
+def test_groups_of_the_same_items_get_the_same_interval() -> None:
+    """One phenomenon: its row is the overall row, interval included (each group resamples with its own generator,
+    seeded alike, not the next draws of one shared generator)."""
+    items = [SuiteItem("s", "r", ["c"], "agreement", i % 2) for i in range(50)]
+    report = accuracy_report(items, [i % 5 != 0 for i in range(50)], resamples=300, seed=2)
+    assert report["by_phenomenon"]["agreement"] == report["overall"]
+    assert report["overall"]["low"] < report["overall"]["accuracy"] < report["overall"]["high"]
 
 
 def test_the_demo_suite_flips_exactly_one_agreeing_word(demo_data: Path) -> None:

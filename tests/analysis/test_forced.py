@@ -11,10 +11,11 @@ import torch
 
 from adlnmt.analysis.forced import PairScorer, forced_log_probs
 from adlnmt.cli import main
-from adlnmt.data.dataset import DataDir
+from adlnmt.data.data_dir import DataDir
+from adlnmt.errors import UserError
+from adlnmt.inference.search import SearchOptions, translate_ids
+from adlnmt.inference.translator import Translator
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import SearchOptions, translate_ids
-from adlnmt.translator import Translator
 
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODERS = {
@@ -97,11 +98,12 @@ def test_ctranslate2_score_batch_gives_the_torch_scores(agreement_model: Path, d
     )
     exported = PairScorer.load(tmp_path / "ct2")  # an export directory is scored by its engine
     assert exported.translator.engine_name == "ctranslate2"
-    on_the_fly = PairScorer.load(agreement_model, engine="ctranslate2")
-    for scorer in (exported, on_the_fly):
-        for a, b in zip(torch_scores, scorer.score(sources, targets, batch_size=5), strict=True):
-            assert a.pieces == b.pieces
-            assert a.token_log_probs == pytest.approx(b.token_log_probs, abs=1e-4)
+    for a, b in zip(torch_scores, exported.score(sources, targets, batch_size=5), strict=True):
+        assert a.pieces == b.pieces
+        assert a.token_log_probs == pytest.approx(b.token_log_probs, abs=1e-4)
+    with pytest.raises(UserError, match="is a model directory; the ctranslate2 engine runs an export of it: run "
+                       f"`adlnmt export --model {agreement_model} --format ctranslate2"):  # fmt: skip
+        PairScorer.load(agreement_model, engine="ctranslate2")
 
 
 def test_score_pairs_writes_json_lines(agreement_model: Path, demo_data: Path, tmp_path: Path, capsys) -> None:

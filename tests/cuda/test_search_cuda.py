@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from adlnmt.cli import main
-from adlnmt.cuda_graphs import BUCKETS
-from adlnmt.search import SearchOptions, translate_ids
-from adlnmt.translator import Translator
+from adlnmt.inference.cuda_graphs import BUCKETS
+from adlnmt.inference.search import SearchOptions, translate_ids
+from adlnmt.inference.translator import Translator
 from test_search import DECODERS, ENCODER
 
 from .conftest import CUDA

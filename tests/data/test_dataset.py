@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from adlnmt.data.dataset import Batch, DataDir, Split, collate, make_batches, shard
+from adlnmt.data.data_dir import MANIFEST, DataDir
+from adlnmt.data.dataset import Batch, Split, collate, make_batches, shard
 from adlnmt.data.demo import write_demo_corpus
-from adlnmt.data.prepare import MANIFEST, prepare
+from adlnmt.data.prepare import prepare
 from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import DataError
 

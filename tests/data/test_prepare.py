@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from adlnmt.data.data_dir import MANIFEST
 from adlnmt.data.demo import write_demo_corpus
-from adlnmt.data.prepare import MANIFEST, prepare
+from adlnmt.data.prepare import prepare
 from adlnmt.data.vocab import UNK, Vocab
 from adlnmt.errors import DataError
 

@@ -110,3 +110,13 @@ def test_bytes_round_trip(vocab: Vocab) -> None:
     assert copy.encode("The dogs ran.") == vocab.encode("The dogs ran.")
     with pytest.raises(IndexError):
         vocab.piece(vocab.size)
+
+
+def test_pieces_and_ids_of_many_equal_one_at_a_time(vocab: Vocab) -> None:
+    ids = list(range(vocab.size))
+    assert vocab.pieces(ids) == [vocab.piece(i) for i in ids]
+    assert vocab.ids(vocab.pieces(ids)) == ids
+    assert vocab.pieces([]) == [] and vocab.ids([]) == []
+    assert vocab.ids(["not a piece of this vocabulary"]) == [UNK]
+    with pytest.raises(IndexError, match="out of range"):
+        vocab.pieces([1, vocab.size])

@@ -12,17 +12,20 @@ from typing import Any
 import pytest
 import yaml
 
-from adlnmt.experiment.claims import NOT_CONVERGED, OUT_OF_SCOPE, Judge, relation, seed_list, write_claims
-from adlnmt.experiment.grid import Claim, load_grid
+from adlnmt.experiment.claims import NOT_CONVERGED, ONE_SEED, OUT_OF_SCOPE, Judge, relation, seed_list, write_claims
+from adlnmt.experiment.grid import CLAIM_KINDS, Claim, load_grid
+from adlnmt.experiment.results import RESULT_FILE
 from adlnmt.experiment.runner import plan_runs
 from adlnmt.experiment.statistics import FAILS, HOLDS, OPEN
+
+from .sample_results import machine, run_result, scored
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 REFERENCES = [f"a photo of {n} people walking along the {place}" for n in ("two", "three", "four", "five", "six")
               for place in ("beach", "street", "river", "road", "park", "hill")]  # fmt: skip
 WORSE = [line.replace("people", "dogs").replace("along", "near") for line in REFERENCES]
-CONVERGED = [{"update": 100 * (i + 1), "valid_ppl": ppl} for i, ppl in enumerate((10.0, 11.0, 12.0, 13.0))]
-IMPROVING = [{"update": 100 * (i + 1), "valid_ppl": ppl} for i, ppl in enumerate((20.0, 15.0, 10.0))]
+CONVERGED = (10.0, 11.0, 12.0, 13.0)  # validation perplexities, one per 100 updates
+IMPROVING = (20.0, 15.0, 10.0)
 
 
 def claim(kind: str, margin: float = 0.0, ratio: float = 1.0, metric: str = "bleu") -> Claim:
@@ -60,19 +63,13 @@ def write_runs(grid: Any, out: Path, runs: dict[tuple[str, int], dict[str, Any]]
         if spec is None:
             continue
         run.dir.mkdir(parents=True, exist_ok=True)
-        tests = {}
         for test, lines in spec["tests"].items():
             (run.dir / "hyp").mkdir(exist_ok=True)
             (run.dir / "hyp" / f"{test}.txt").write_text("\n".join(lines) + "\n")
-            tests[test] = {"hypotheses": f"hyp/{test}.txt", "sentences_per_s": spec.get("speed", 10.0)}
-        curve = spec.get("curve", CONVERGED)
-        best = min(curve, key=lambda point: point["valid_ppl"])
-        machine = {"device": "cpu", "cpu": "AMD EPYC", "cpu_capability": spec.get("capability", "AVX2"),
-                   "date": spec.get("date", "2026-11-25T12:00:00+00:00")}  # fmt: skip
-        result = {"fingerprint": run.fingerprint, "seed": run.seed, "tests": tests, "curve": curve,
-                  "best_update": best["update"], "best_valid_ppl": best["valid_ppl"],
-                  "provenance": {"machine": machine}}  # fmt: skip
-        (run.dir / "result.json").write_text(json.dumps(result))
+        tests = {test: scored(sentences_per_s=spec.get("speed", 10.0), name=test) for test in spec["tests"]}
+        on = machine(capability=spec.get("capability", "AVX2"), date=spec.get("date", "2026-11-25T12:00:00+00:00"))
+        result = run_result(run.seed, spec.get("ppls", CONVERGED), on, fingerprint=run.fingerprint, tests=tests)
+        result.save(run.dir / RESULT_FILE)
     return plan_runs(grid, out)
 
 
@@ -90,11 +87,25 @@ def test_a_better_system_holds_and_the_reverse_claim_does_not(tmp_path: Path) ->
     assert seed_list(judged[0]) == "1, 2" and judged[0].adjusted_p == pytest.approx(2 * judged[0].tested.p_value)
 
 
+def test_a_larger_gain_compares_two_steps(tmp_path: Path) -> None:
+    """(A − B) > (B − A): a chain whose middle row is named twice (drawn once, weight 2); twice the better effect."""
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]},
+                                {"quote": "B to A gains more than A to B", "larger_gain": [["A", "B"], ["B", "A"]]},
+                                {"quote": "A to B gains more", "larger_gain": [["B", "A"], ["A", "B"]]}])  # fmt: skip
+    better, larger, smaller = Judge(grid, write_runs(grid, tmp_path / "out", both(REFERENCES, WORSE))).judge_all()
+    assert relation(larger.claim) == "(A − B) > (B − A)"
+    assert larger.tested.effect == pytest.approx(2 * better.tested.effect) and larger.means[0] == -larger.means[1]
+    assert (larger.verdict, smaller.verdict) == (HOLDS, FAILS)
+    runs = both(REFERENCES, WORSE)
+    del runs[("B", 2)]
+    assert Judge(grid, write_runs(grid, tmp_path / "other", runs)).judge_all()[1].verdict == ONE_SEED
+
+
 def test_unconverged_runs_and_out_of_scope_claims_are_marked(tmp_path: Path) -> None:
     scoped = {"quote": "A beats B (WMT only)", "better": ["A", "B"], "out_of_scope": "not IWSLT"}
     grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]}, scoped])
     runs = both(REFERENCES, WORSE)
-    runs[("B", 2)]["curve"] = IMPROVING  # best at its last validation: not converged
+    runs[("B", 2)]["ppls"] = IMPROVING  # best at its last validation: not converged
     judged = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
     assert (judged[0].verdict, judged[0].measured, judged[0].unconverged) == (NOT_CONVERGED, HOLDS, ("B seed 2",))
     assert (judged[1].verdict, judged[1].measured, judged[1].adjusted_p) == (OUT_OF_SCOPE, HOLDS, None)
@@ -112,8 +123,9 @@ def test_runs_without_a_later_test_set_leave_it_to_the_seeds_that_have_it(tmp_pa
     runs[("B", 1)]["tests"]["later"] = WORSE
     judged = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
     assert [(j.test, j.primary, seed_list(j)) for j in judged] == [("t", True, "1, 2"), ("later", False, "A 2; B 1")]
-    assert all(j.verdict == HOLDS for j in judged)
+    assert [(j.verdict, j.measured) for j in judged] == [(HOLDS, HOLDS), (ONE_SEED, HOLDS)]  # one seed a row there
     write_claims(grid, write_runs(grid, tmp_path / "out", runs), tmp_path)
+    assert "**inconclusive: one seed** (the statistics alone: holds)" in (tmp_path / "claims.md").read_text()
     record = json.loads((tmp_path / "claims.json").read_text())["claims"][0]
     assert (record["test"], record["seed_list"], record["other_tests"][0]["seed_list"]) == ("t", "1, 2", "A 2; B 1")
 
@@ -141,7 +153,7 @@ def test_speeds_timed_on_different_processors_are_not_compared(tmp_path: Path) -
     same = {(v, s): "AVX2" for v in ("A", "B") for s in (1, 2)}
     assert judged(same) == ((1, 2), (), HOLDS)  # 5x on both seed pairs
     assert judged(same, speed=12.0) == ((1, 2), (), FAILS)
-    assert judged({**same, ("A", 2): "AVX512"}) == ((1,), (2,), HOLDS)  # seed 2 not compared
+    assert judged({**same, ("A", 2): "AVX512"}) == ((1,), (2,), ONE_SEED)  # seed 2 not compared: one pair left
     assert judged({**same, ("A", 1): "AVX512", ("A", 2): "AVX512"})[1:] == ((1, 2), "not run yet")
 
 
@@ -150,7 +162,7 @@ def test_a_metric_measured_once_per_run(tmp_path: Path) -> None:
                                  "metric": "valid_ppl"}])  # fmt: skip
     runs = both(REFERENCES, REFERENCES)
     for seed in (1, 2):
-        runs[("B", seed)]["curve"] = [{**point, "valid_ppl": point["valid_ppl"] + 1} for point in CONVERGED]
+        runs[("B", seed)]["ppls"] = tuple(ppl + 1 for ppl in CONVERGED)
     (judged,) = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
     assert judged.test == "validation" and judged.tested.effect == pytest.approx(1.0)  # lower is better
     assert judged.verdict in (HOLDS, OPEN)  # two seeds: the interval is the seeds' range
@@ -158,8 +170,9 @@ def test_a_metric_measured_once_per_run(tmp_path: Path) -> None:
 
 def _identity(item: dict[str, Any]) -> tuple:
     """A claim as registered: what it compares and how, not its provenance (``registered``, ``where``)."""
-    kind = next(k for k in ("better", "close", "equivalent", "faster") if k in item)
-    return (str(item["quote"]).strip(), kind, tuple(item[kind]), float(item.get("margin", item.get("tolerance", 0))),
+    kind = next(k for k in CLAIM_KINDS if k in item)
+    rows = tuple(tuple(row) if isinstance(row, list) else row for row in item[kind])  # larger_gain: two steps
+    return (str(item["quote"]).strip(), kind, rows, float(item.get("margin", item.get("tolerance", 0))),
             float(item.get("ratio", 1.0)), item.get("metric"), item.get("test"), int(item.get("min_source_words", 0)),
             int(item.get("max_source_words", 0)), str(item.get("out_of_scope", "")).strip())  # fmt: skip
 
@@ -174,7 +187,7 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=REPOSITORY, capture_output=True, text=True, check=True).stdout.strip()
 
 
-@pytest.mark.parametrize("grid", ["adl-table5", "aan-table2", "comet-table1"])
+@pytest.mark.parametrize("grid", ["adl-table5", "aan-table2", "comet-table1", "adl-table2", "adl-table3", "adl-table4"])
 def test_every_shipped_claim_names_the_commit_that_registered_it(grid: str) -> None:
     """The commit a claim names holds the claim as it stands (the same comparison, margin and scope) and its parent
     does not; its date is that commit's. Editing a claim without registering it again fails here."""

@@ -15,6 +15,8 @@ from adlnmt.experiment.grid import load_grid
 from adlnmt.experiment.rows import Row
 from adlnmt.experiment.runner import plan_runs, write_spec
 
+from .sample_results import run_result, suite
+
 
 def grid_with_suite(tmp_path: Path, **suite: object) -> Path:
     for file in ("a.src", "a.tgt"):
@@ -50,10 +52,10 @@ def test_a_bad_suite_entry_is_an_error_naming_the_key(tmp_path: Path) -> None:
 
 def test_the_section_gives_accuracy_by_row_and_distance_with_intervals(tmp_path: Path) -> None:
     grid = load_grid(grid_with_suite(tmp_path))
-    perfect = {"contrastive": {"sva": {"correct": [True, True, True, True]}}}
-    half = [{"contrastive": {"sva": {"correct": [True, False, True, False]}}},
-            {"contrastive": {"sva": {"correct": [False, True, True, False]}}}]  # fmt: skip
-    rows = [Row("best", [perfect], 1), Row("mixed", half, 2), Row("unscored", [{}], 1)]
+    perfect = run_result(contrastive={"sva": suite([True, True, True, True])})
+    half = [run_result(contrastive={"sva": suite([True, False, True, False])}),
+            run_result(contrastive={"sva": suite([False, True, True, False])})]  # fmt: skip
+    rows = [Row("best", [perfect], 1), Row("mixed", half, 2), Row("unscored", [run_result()], 1)]
     text = contrastive_section(grid, rows, tmp_path / "plots")
     assert "| row | seeds | all | d 1 (3) | d 4 (1) |" in text
     assert "| best | 1 | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] |" in text
@@ -67,3 +69,34 @@ def test_seed_variance_widens_the_interval() -> None:
     one = accuracy_interval(np.vstack([agree, agree]), np.random.default_rng(1))
     two = accuracy_interval(np.vstack([agree, 1 - agree]), np.random.default_rng(1))  # seeds disagree everywhere
     assert two[2] - two[1] > 2 * (one[2] - one[1])
+
+
+def test_a_row_that_loses_agreement_over_distance_is_told_from_the_baseline(tmp_path: Path) -> None:
+    """200 adjacent and 100 distant items: the baseline is as good far as near; row 'b' drops 30 points far, row 'c'
+    has the baseline's outcomes. Their drops, and each against the baseline's, with intervals that tell them apart."""
+    distances = [1] * 200 + [3] * 50 + [5] * 50 + [2] * 10
+    path = grid_with_suite(tmp_path)
+    (tmp_path / "suite.jsonl").write_text("".join(json.dumps({"source": "s", "reference": "r", "contrastive": ["w"],
+                                                              "phenomenon": "sva", "distance": d}) + "\n"
+                                                  for d in distances))  # fmt: skip
+    raw = yaml.safe_load(path.read_text())
+    raw["variants"] += [{"name": "b", "preset": "transformer-small"}, {"name": "c", "preset": "transformer-small"}]
+    raw["baseline"] = "a"
+    path.write_text(yaml.safe_dump(raw))
+    grid = load_grid(path)
+    rng = np.random.default_rng(3)
+    flat = [(rng.random(len(distances)) < 0.9).tolist() for _ in range(2)]
+    dropping = [[ok if d < 3 else ok and rng.random() < 0.67 for ok, d in zip(seed, distances, strict=True)]
+                for seed in flat]  # fmt: skip
+    rows = [Row(name, [run_result(contrastive={"sva": suite(outcome)}) for outcome in outcomes], 2)
+            for name, outcomes in (("a", flat), ("b", dropping), ("c", flat))]  # fmt: skip
+    text = contrastive_section(grid, rows, tmp_path / "plots")
+    assert "All suites pooled: 200 adjacent items (d = 1) and 100 distant ones (d ≥ 3)" in text
+    lines = {line.split(" | ")[0][2:]: line.split(" | ") for line in text.splitlines() if line.startswith("| ")}
+    drop = lambda cell: [float(v) for v in cell.replace("[", "").replace("]", "").replace(",", "").split()]  # noqa: E731
+    a, b = (drop(lines[name][4]) for name in "ab")
+    assert abs(a[0]) < 8 and a[1] < 0 < a[2]  # the baseline keeps its accuracy over distance
+    assert b[0] > 20 and b[1] > 10  # b loses it
+    against_b, against_c = drop(lines["b"][5].rstrip(" |")), drop(lines["c"][5].rstrip(" |"))
+    assert against_b[1] > 0 and against_c[0] == 0.0 and against_c[1] < 0 < against_c[2]
+    assert lines["a"][5].rstrip(" |") == "–"

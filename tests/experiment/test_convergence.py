@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from adlnmt.experiment.convergence import judge, unconverged
+from adlnmt.experiment.results import RunResult
+
+from .sample_results import run_result
 
 
-def result(ppls: list[float]) -> dict:
-    curve = [{"update": 100 * (i + 1), "valid_ppl": ppl} for i, ppl in enumerate(ppls)]
-    best = min(curve, key=lambda point: point["valid_ppl"])
-    return {"curve": curve, "best_update": best["update"]}
+def result(ppls: list[float]) -> RunResult:
+    return run_result(ppls=tuple(ppls))
 
 
 @pytest.mark.parametrize(

@@ -342,5 +342,5 @@ def test_without_a_finished_run_no_report_is_written(demo_data: Path, tmp_path: 
     grid = grid_file(tmp_path, demo_data / "corpus")
     status, stdout = experiment(str(grid), "--out", str(out), "--threads", "1", "--variants", "b", "--seeds", "2")
     assert status == 1 and f"no finished run yet, so no report in {out}" in stdout
-    kept = ("grid.yaml", "experiment.lock")
+    kept = ("grid.yaml", "experiment.lock", ".gitignore")
     assert not [p for p in out.iterdir() if p.is_file() and p.name not in kept]  # no report.md, results.md, ...

@@ -83,7 +83,8 @@ def test_a_valid_grid_resolves_scales_and_paths(tmp_path: Path) -> None:
         (lambda g: g.update(metrics=["bleu", "rouge"]), "metrics: unknown metric 'rouge'"),
         (lambda g: g.update(seeds=[1, 1]), "seeds: values must be distinct"),
         (lambda g: g.update(length_buckets=[20, 10]), "length_buckets: values must be distinct and increasing"),
-        (lambda g: g.update(translate={"beam": 0}), "translate.beam: must be at least 1"),
+        (lambda g: g.update(translate={"beam": 0}), "translate.beam: must be >= 1, got 0"),
+        (lambda g: g.update(translate={"length_penalty": -1}), "translate.length_penalty: must be >= 0, got -1.0"),
         (lambda g: g.update(translate={"average": {"first": 3}}), "translate.average: expected {last: N}"),
         (lambda g: g["test"][0].pop("ref"), "test[0]: missing 'ref'"),
         (lambda g: g["scales"].update(tiny={"trian": {}}), "scales.tiny.trian: unknown key"),
@@ -193,3 +194,14 @@ def test_claims_are_checked(tmp_path: Path) -> None:
     grid["claims"][0]["ratio"] = 4
     (claim,) = load_grid(write(tmp_path, grid)).claims
     assert (claim.kind, claim.ratio, claim.metric) == ("faster", 4.0, "sentences_per_s")
+    grid["claims"] = [{"quote": "q", "larger_gain": ["a", "b"]}]
+    assert "claims[0].larger_gain: expected two steps [[A, from A0], [B, from B0]]" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": "q", "larger_gain": [["a", "b"], ["a", "b"]]}]
+    assert "claims[0].larger_gain: expected two different steps" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": "q", "larger_gain": [["a", "b"], ["b", "c"]]}]
+    assert "claims[0].larger_gain: unknown variant" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": "q", "larger_gain": [["a", "b"], ["b", "a"]], "metric": "valid_ppl"}]
+    assert "claims[0].metric: larger_gain compares test-set metrics" in error(tmp_path, grid)
+    del grid["claims"][0]["metric"]
+    (claim,) = load_grid(write(tmp_path, grid)).claims
+    assert (claim.kind, claim.rows) == ("larger_gain", ("a", "b", "b", "a"))

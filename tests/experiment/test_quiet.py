@@ -161,6 +161,10 @@ def test_a_damaged_paused_file_counts_as_no_pause(tmp_path: Path, capsys: pytest
         (tmp_path / PAUSED).write_text(damaged)
         assert paused_seconds(tmp_path) == 0.0
         assert f"{tmp_path / PAUSED}: unreadable" in capsys.readouterr().err
+    for impossible in ("1e999", "-3", "NaN"):
+        (tmp_path / PAUSED).write_text(f'{{"seconds": {impossible}}}')
+        assert paused_seconds(tmp_path) == 0.0
+        assert f"{tmp_path / PAUSED}: {float(impossible)} seconds is no pause" in capsys.readouterr().err
 
 
 def test_a_failed_paused_write_keeps_the_previous_value(

@@ -16,7 +16,10 @@ from adlnmt.experiment.report import (
     time_mean,
     timing_processors,
 )
+from adlnmt.experiment.results import Evaluation, FirstTiming, Retimed, RunResult
 from adlnmt.experiment.rows import Row
+
+from .sample_results import CODE, machine, run_result, scored
 
 
 def test_ranks_share_ties() -> None:
@@ -26,7 +29,7 @@ def test_ranks_share_ties() -> None:
 def grid_and_rows(ours: dict[str, float | None], paper: dict[str, float]) -> tuple[SimpleNamespace, list[Row]]:
     variants = [SimpleNamespace(name=name, paper={"IWSLT": paper[name]} if name in paper else {}) for name in ours]
     grid = SimpleNamespace(tests=[SimpleNamespace(name="test")], metrics=["bleu"], variants=variants)
-    rows = [Row(name, [] if score is None else [{"tests": {"test": {"scores": {"bleu": score}}}}], 2)
+    rows = [Row(name, [] if score is None else [run_result(tests={"test": scored({"bleu": score})})], 2)
             for name, score in ours.items()]  # fmt: skip
     return grid, rows
 
@@ -49,30 +52,31 @@ def test_no_agreement_line_below_three_rows() -> None:
 
 
 def test_runs_timed_on_different_processors_are_listed() -> None:
-    def run(seed: int, capability: str, device: str = "cpu") -> dict:
-        machine = {"device": device, "device_name": "NVIDIA H100", "cpu": "AMD EPYC", "cpu_capability": capability}
-        return {"seed": seed, "provenance": {"machine": machine}}
+    def run(seed: int, capability: str, device: str = "cpu") -> RunResult:
+        return run_result(seed, on=machine(device, capability))
 
     assert timing_processors([Row("a", [run(1, "AVX2"), run(2, "AVX2")], 2), Row("b", [run(1, "AVX2")], 2)]) == ""
     note = timing_processors([Row("a", [run(1, "AVX2"), run(2, "AVX512")], 2), Row("b", [run(1, "AVX2", "cuda")], 2)])
-    assert note.endswith("AMD EPYC (AVX2): a seed 1; AMD EPYC (AVX512): a seed 2; NVIDIA H100: b seed 1.")
+    assert note.endswith("AMD EPYC (AVX2): a seed 1; AMD EPYC (AVX512): a seed 2; NVIDIA H200: b seed 1.")
 
 
-def timed_run(minutes: float, device: str, retimed_on: str | None = None) -> dict:
-    def machine(on: str) -> dict:
-        return {"device": on, "device_name": "NVIDIA H200", "cpu": "AMD EPYC", "cpu_capability": "AVX512"}
+def timed_run(minutes: float, device: str, retimed_on: str | None = None) -> RunResult:
+    first = FirstTiming(machine=machine(device), tests={})
+    retimed = Retimed(machine=machine(retimed_on), code=CODE, before=first) if retimed_on else None
+    return run_result(on=machine(device), train_minutes=minutes, retimed=retimed)
 
-    run = {"train_minutes": minutes, "provenance": {"machine": machine(device)}}
-    return {**run, "retimed": {"machine": machine(retimed_on)}} if retimed_on else run
+
+def minutes(result: RunResult) -> float:
+    return result.train_minutes
 
 
 def test_times_average_within_one_kind_of_device_only() -> None:
     cpu_only = Row("a", [timed_run(60.0, "cpu"), timed_run(80.0, "cpu")], 2)
-    assert time_cell(cpu_only, ("train_minutes",), 1, timed=False) == "70.0"
-    assert time_mean(cpu_only, ("train_minutes",), timed=False) == 70.0
+    assert time_cell(cpu_only, minutes, 1, timed=False) == "70.0"
+    assert time_mean(cpu_only, minutes, timed=False) == 70.0
     mixed = Row("b", [timed_run(90.0, "cpu"), timed_run(3.0, "cuda:0"), timed_run(2.0, "cuda:0")], 3)
-    assert time_cell(mixed, ("train_minutes",), 1, timed=False) == "90.0 (CPU) / 2.5 (NVIDIA H200)"
-    assert time_mean(mixed, ("train_minutes",), timed=False) is None  # no mean of a CPU's and a GPU's minutes
+    assert time_cell(mixed, minutes, 1, timed=False) == "90.0 (CPU) / 2.5 (NVIDIA H200)"
+    assert time_mean(mixed, minutes, timed=False) is None  # no mean of a CPU's and a GPU's minutes
     # a decoding speed counts where it was last timed: a GPU-trained run retimed on the CPU is a CPU timing
     retimed = Row("c", [timed_run(90.0, "cpu"), timed_run(3.0, "cuda:0", retimed_on="cpu")], 2)
     assert len(retimed.by_device(timed=True)) == 1 and len(retimed.by_device(timed=False)) == 2
@@ -81,17 +85,13 @@ def test_times_average_within_one_kind_of_device_only() -> None:
 def test_runs_without_a_later_test_set_leave_its_cells_to_the_runs_that_have_it() -> None:
     """A test set (or metric) added to a grid after some runs finished: the tables use the runs scored on it."""
 
-    def run(seed: int, tests: dict) -> dict:
-        machine = {"device": "cpu", "cpu": "AMD EPYC", "cpu_capability": "AVX2"}
-        return {"seed": seed, "parameters": 1000, "updates": 10, "best_update": 5, "train_minutes": 1.0,
-                "best_valid_ppl": 9.0, "tests": tests, "provenance": {"machine": machine}}  # fmt: skip
-
-    def scored(bleu: float) -> dict:
-        return {"scores": {"bleu": bleu}, "sentences_per_s": 10.0, "tokens_per_s": 100.0}
+    def run(seed: int, tests: dict[str, Evaluation]) -> RunResult:
+        return run_result(seed, tests=tests)
 
     grid = SimpleNamespace(tests=[SimpleNamespace(name="t"), SimpleNamespace(name="later")], metrics=["bleu"],
                            variants=[SimpleNamespace(name="a", paper={})], baseline=None)  # fmt: skip
-    row = Row("a", [run(1, {"t": scored(30.0)}), run(2, {"t": scored(32.0), "later": scored(20.0)})], 2)
+    bleu = [scored({"bleu": value}) for value in (30.0, 32.0, 20.0)]
+    row = Row("a", [run(1, {"t": bleu[0]}), run(2, {"t": bleu[1], "later": bleu[2]})], 2)
     header, _, line = markdown_table(grid, [row]).splitlines()
     assert header.startswith("| variant | seeds | params | t BLEU | later BLEU |")
     assert line.startswith("| a | 2/2 | 1.0K | 31.00 ± 1.41 | 20.00 (1 of 2 seeds) |")

@@ -10,7 +10,10 @@ import yaml
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import load_grid
-from adlnmt.experiment.runner import check_inputs, plan_runs, prepare_data, running_order, write_json, write_spec
+from adlnmt.experiment.results import RESULT_FILE
+from adlnmt.experiment.runner import check_inputs, plan_runs, prepare_data, running_order, write_spec
+
+from .sample_results import run_result
 
 
 def grid_at(tmp_path: Path, corpus: Path, vocab_size: int, ref: str = "test.tgt") -> Path:
@@ -142,7 +145,7 @@ def test_a_run_early_stopped_under_an_earlier_cap_stands_one_that_reached_it_doe
     tmp_path: Path, updates: int, finished: bool
 ) -> None:
     old = plan_runs(load_grid(small_grid(tmp_path), "cpu"), tmp_path / "out")[0]
-    write_json(old.archive / "result.json", {"fingerprint": old.fingerprint, "updates": updates, "tests": {}})
+    run_result(fingerprint=old.fingerprint, updates=updates).save(old.archive / RESULT_FILE)
     raw = yaml.safe_load((tmp_path / "grid.yaml").read_text())
     raw["scales"]["cpu"]["train"]["max_updates"] = 6000
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(raw))

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from adlnmt.experiment.slurm import RECORD, job_states
-from adlnmt.train.checkpoint import state_files
+from adlnmt.store import ModelDir
 from slurm_cluster import slurm_cluster, wait_until  # noqa: F401 (a fixture)
 
 from .test_experiment import DECODER, ENCODER, TINY, experiment, read_csv, run_dir
@@ -66,7 +66,7 @@ def state_of(directory: Path) -> str:
 
 
 def last_saved(directory: Path) -> int:
-    states = state_files(directory / "model") if (directory / "model").is_dir() else []
+    states = ModelDir(directory / "model").states()
     return states[-1][0] if states else 0
 
 
@@ -127,7 +127,7 @@ def test_a_run_whose_code_raises_shows_as_failed_with_its_error(sequence: Simple
     assert sequence.first_status == 1
     assert re.search(r"done   \[\d/2\] a seed 1", sequence.first_stdout)
     assert re.search(r"FAILED \[\d/2\] b seed 1: failed \(job \d+_\d: FAILED\); log \S+/b/seed-1/log.txt",
-                     sequence.first_stdout)  # fmt: skip
+                     sequence.first_stdout), sequence.first_stdout  # fmt: skip
     line = status_line(sequence.status, "b seed 1")
     assert re.fullmatch(rf"b seed 1: failed \(job \d+_\d: FAILED\); log {sequence.b}/log.txt \(job output: \S+\)", line)
     after = sequence.status.split(line, 1)[1].split("\n  c seed 1")[0]

@@ -3,6 +3,7 @@ array ids, and the job passing the warning signal on to its worker as SIGTERM.""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -101,3 +102,42 @@ def test_the_warning_signal_reaches_the_worker_as_sigterm(tmp_path: Path) -> Non
     again = job.checkpoint(str(tmp_path))
     assert marker.exists() and job.process.returncode == 143
     assert isinstance(again.function, RunJob) and again.function.process is None and again.args == (str(tmp_path),)
+
+
+class FakeRun:
+    """What ``slurm.wait`` asks of a run that never finishes (no result, no training state)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir, self.label, self.log, self.model_dir = directory, "b seed 1", directory / "log.txt", directory / "m"
+
+    def archive_result(self) -> None:
+        pass
+
+    def result(self) -> None:
+        return None
+
+    def finished_in(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize(("unreported", "state"), [(3, "FAILED"), (99, "")])
+def test_wait_keeps_waiting_for_a_job_slurm_does_not_report_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unreported: int, state: str
+) -> None:
+    """A job that squeue no longer lists and sacct does not know yet (slurmdbd lags on a busy machine) is not ended:
+    ``wait`` asks again and reports its real state; one unknown for UNKNOWN_POLLS polls in a row counts as ended."""
+    from adlnmt.experiment import slurm
+
+    (tmp_path / slurm.RECORD).write_text(json.dumps({"job_id": "7_1", "folder": str(tmp_path)}))
+    answers = iter([{}] * unreported + [{"7_1": state}] * 10)
+    asked: list[int] = []
+    monkeypatch.setattr(slurm, "job_states", lambda records: asked.append(1) or next(answers))
+    monkeypatch.setattr(slurm, "POLL_SECONDS", 0.0)
+    monkeypatch.setattr(slurm, "UNKNOWN_POLLS", 5)
+    lines: list[str] = []
+    outcomes = slurm.wait([FakeRun(tmp_path)], lines.append)  # type: ignore[list-item]
+    assert [outcome.returncode for outcome in outcomes] == [1]
+    if state:
+        assert len(asked) == unreported + 1 and "failed (job 7_1: FAILED)" in lines[0]
+    else:
+        assert len(asked) == 5 and "unknown to SLURM" in lines[0]

@@ -13,6 +13,7 @@ from adlnmt.experiment.statistics import (
     OPEN,
     RunScores,
     assess,
+    contrast,
     corpus_scores,
     holm,
     interval,
@@ -92,6 +93,23 @@ def test_a_known_shift_is_found_and_covered_and_the_test_is_two_sided() -> None:
     assert verdict(tested, 0.2) == OPEN  # decided only with the adjusted p below 0.05
     lower = two_level([system(shifted)], [system(BASE)], lower_is_better=True)  # e.g. TER: higher is worse
     assert lower.effect == -estimate.effect and assess("better", lower).supports is False
+
+
+def test_a_larger_step_gain_is_found_and_a_smaller_one_is_not() -> None:
+    """contrast((A, A0, B, B0), (1, −1, −1, 1)): the step A0 → A gains 3 points, B0 → B 1 point; with seeds."""
+    a0 = [system(BASE + noise(2.0, seed)) for seed in (11, 12, 13)]
+    a = [system(BASE + 3.0 + noise(2.0, seed)) for seed in (14, 15, 16)]
+    b0 = [system(BASE + 0.5 + noise(2.0, seed)) for seed in (17, 18, 19)]
+    b = [system(BASE + 1.5 + noise(2.0, seed)) for seed in (20, 21, 22)]
+    estimate = contrast([a, a0, b, b0], [1, -1, -1, 1])
+    low, high = interval(estimate, 0.95)
+    assert estimate.effect == pytest.approx(2.0) and 0 < low < 2.0 < high and estimate.seeds == (3, 3)
+    assert assess("larger_gain", estimate).supports is True
+    assert assess("larger_gain", contrast([b, b0, a, a0], [1, -1, -1, 1])).supports is False
+    same = contrast([a, a0, a, a0], [1, -1, -1, 1])  # a step against itself
+    assert same.effect == 0 and assess("larger_gain", same).supports is None
+    two = two_level(a, b0)  # the two-row case is the contrast (1, −1), replicate for replicate
+    assert np.array_equal(two.replicates, contrast([a, b0], [1.0, -1.0]).replicates)
 
 
 def test_a_lower_is_better_metric_is_counted_with_its_sign() -> None:

@@ -1,4 +1,5 @@
-"""Tiny trained models of every decoder family (as in tests/test_search.py) and their exports."""
+"""Tiny trained models of every decoder family (as in tests/test_search.py) and their exports; tests/bench uses
+the Transformer's CTranslate2 export too."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from adlnmt.cli import main
-from adlnmt.translator import Translator
+from adlnmt.inference.translator import Translator
 from test_search import DECODERS, ENCODER
 
 POST_NORM_ENCODER = "pos -> repeat(2, res_d(mh_dot_self_att) -> norm -> res_d(ffl) -> norm)"
@@ -49,6 +50,17 @@ def tiny_models(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> di
             return model_dir
 
     return Lazy(trained)
+
+
+@pytest.fixture(scope="session")
+def ct2_export(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Transformer exported to CTranslate2 (fp32); the ct2 extra must be installed."""
+    pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'adlnmt[ct2]'")
+    out = tmp_path_factory.mktemp("torch-free") / "ct2"
+    assert (
+        main(["export", "--model", str(tiny_models["transformer"]), "--format", "ctranslate2", "--out", str(out)]) == 0
+    )
+    return out
 
 
 def demo_sources(translator: Translator, demo_data: Path, count: int = 12) -> list[list[int]]:

@@ -6,14 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from adlnmt.cli import main
 from adlnmt.errors import UserError
-from adlnmt.export.ctranslate2_spec import unsupported_layer
 from adlnmt.export.directory import Source
-from adlnmt.export.engines import pick_engine
 from adlnmt.export.formats import export_model
+from adlnmt.inference.ctranslate2_shape import unsupported_layer
+from adlnmt.inference.engines import auto_note, check_model_dir_engine
+from adlnmt.inference.search import SearchOptions, length_penalty, translate_ids
+from adlnmt.inference.translator import Translator
 from adlnmt.model import ModelConfig, Seq2Seq
-from adlnmt.search import SearchOptions, length_penalty, translate_ids
-from adlnmt.translator import Translator, load_model
+from adlnmt.store import ModelDir
+from test_search import ENCODER
 
 from .conftest import FAMILIES, demo_sources
 
@@ -21,7 +24,7 @@ pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip i
 
 
 def export_ct2(model_dir: Path, out: Path, quantize: str = "none") -> tuple[Seq2Seq, Translator]:
-    model, data, max_len = load_model(model_dir, "best")
+    model, data, max_len = ModelDir(model_dir).load_model("best")
     export_model(Source(model.eval(), data, max_len), out, "ctranslate2", quantize)
     return model, Translator.load(out, engine="ctranslate2")
 
@@ -54,7 +57,7 @@ def test_ctranslate2_int8_translates(tiny_models, demo_data: Path, tmp_path: Pat
     _, translator = export_ct2(tiny_models["transformer"], tmp_path / "ct2", "int8")
     lines = (demo_data / "corpus" / "test.src").read_text().splitlines()[:6]
     assert all(translator.translate(lines, SearchOptions(beam=2)))
-    with pytest.raises(UserError, match="no alignments"):
+    with pytest.raises(UserError, match=r"^alignments need the torch or onnxruntime engine, not ctranslate2$"):
         translator.search(lines, SearchOptions(alignments=True))
 
 
@@ -74,19 +77,68 @@ def test_other_adl_is_refused_naming_the_first_layer(family: str) -> None:
     model = Seq2Seq(ModelConfig(encoder, decoder, 50, 50, d_model=32, heads=4))
     reason = unsupported_layer(model)
     assert reason is not None and REFUSED[family] in reason and "CTranslate2's Transformer" in reason
-    with pytest.raises(UserError, match="cannot express"):
+    assert "--format" not in reason  # an export flag: the export command adds it, not translate --engine auto
+    with pytest.raises(UserError, match=r"cannot express .*; export it with --format onnx instead$"):
         export_model(Source(model, None, 10), Path("/nonexistent"), "ctranslate2")  # type: ignore[arg-type]
 
 
-def test_auto_picks_ctranslate2_for_transformers_only(capsys) -> None:
+@pytest.mark.parametrize(
+    ("decoder", "named"),
+    [
+        ("repeat(2, rnn) -> mh_dot_src_att", "decoder layer 'rnn' (expected pos or learn_pos first)"),
+        ("pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att)) -> norm",
+         "decoder layer 'res_nd(mh_dot_src_att)' (expected res_nd(ffl) after it)"),
+    ],
+)  # fmt: skip
+def test_a_refusal_names_the_layer_inside_a_repeat(decoder: str, named: str) -> None:
+    reason = unsupported_layer(Seq2Seq(ModelConfig(ENCODER, decoder, 50, 50, d_model=32, heads=4)))
+    assert reason is not None and named in reason and "repeat" not in reason
+
+
+def test_a_refused_export_leaves_no_directory(tmp_path: Path) -> None:
+    model = Seq2Seq(ModelConfig(*FAMILIES["aan"][:2], 50, 50, d_model=32, heads=4))
+    with pytest.raises(UserError, match="cannot express decoder layer 'aan'"):
+        export_model(Source(model, None, 10), tmp_path / "new" / "deeper" / "ct2", "ctranslate2")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_auto_runs_a_model_directory_on_torch_and_names_the_export_for_ctranslate2() -> None:
     transformer = Seq2Seq(ModelConfig(*FAMILIES["transformer"][:2], 50, 50, d_model=32, heads=4))
     aan = Seq2Seq(ModelConfig(*FAMILIES["aan"][:2], 50, 50, d_model=32, heads=4))
-    assert pick_engine("auto", transformer, "fp32") == "ctranslate2"
-    assert "engine auto: ctranslate2 (the fastest measured for Transformer models in fp32)" in capsys.readouterr().err
-    assert pick_engine("auto", transformer, "int8") == pick_engine("auto", aan, "fp32") == "torch"
-    printed = capsys.readouterr().err
-    assert "engine auto: torch (the fastest measured in int8)" in printed
-    assert "engine auto: torch (CTranslate2's Transformer cannot express decoder layer 'aan'" in printed
-    assert pick_engine("auto", transformer, torch_only=["alignments", "--workers"]) == "torch"
-    assert "engine auto: torch (only the torch engine gives alignments, --workers)" in capsys.readouterr().err
-    assert pick_engine("torch", transformer) == "torch"
+    model_dir = Path("runs/m")
+    for engine in ("auto", "torch"):
+        check_model_dir_engine(engine, model_dir)
+    assert auto_note(transformer, model_dir) == (
+        "it runs model directories; the faster ctranslate2 engine runs an export of this one: "
+        "`adlnmt export --model runs/m --format ctranslate2 --out DIR`, then --model DIR"
+    )
+    assert auto_note(transformer, model_dir, "int8") == "the fastest measured in int8"
+    assert auto_note(aan, model_dir).startswith("CTranslate2's Transformer cannot express decoder layer 'aan'")
+    wanted = SearchOptions(alignments=True, workers=2)
+    assert auto_note(transformer, model_dir, options=wanted) == "only the torch engine gives --alignments, --workers"
+    assert auto_note(transformer, model_dir, device="cuda") == "only the torch engine gives cuda"
+    for engine, export_format in (("ctranslate2", "ctranslate2"), ("onnxruntime", "onnx")):
+        with pytest.raises(UserError) as refused:
+            check_model_dir_engine(engine, model_dir)
+        assert str(refused.value) == (
+            f"runs/m is a model directory; the {engine} engine runs an export of it: run `adlnmt export --model "
+            f"runs/m --format {export_format} --out DIR`, then translate with --model DIR"
+        )
+    with pytest.raises(UserError, match="unknown engine 'tvm'"):
+        check_model_dir_engine("tvm", model_dir)
+
+
+def test_translate_auto_on_a_model_directory_is_torch(tiny_models, demo_data: Path, tmp_path: Path, capsys) -> None:
+    model_dir = tiny_models["transformer"]
+    source = demo_data / "corpus" / "test.src"
+    outputs = {}
+    for engine in ("torch", "auto"):
+        argv = ["translate", "--model", str(model_dir), "--input", str(source), "--beam", "2", "--engine", engine]
+        assert main(argv) == 0
+        outputs[engine] = capsys.readouterr()
+    assert outputs["auto"].out == outputs["torch"].out
+    note = (f"engine auto: torch (it runs model directories; the faster ctranslate2 engine runs an export of this one: "
+            f"`adlnmt export --model {model_dir} --format ctranslate2 --out DIR`, then --model DIR)")  # fmt: skip
+    assert note in outputs["auto"].err
+    assert main(["translate", "--model", str(model_dir), "--input", str(source), "--engine", "ctranslate2"]) == 2
+    assert f"`adlnmt export --model {model_dir} --format ctranslate2 --out DIR`" in capsys.readouterr().err

@@ -13,9 +13,9 @@ import pytest
 from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.export import formats
-from adlnmt.export.directory import EXPORT_MANIFEST
 from adlnmt.serve.app import create_app
 from adlnmt.serve.limits import ServeOptions
+from adlnmt.store.names import EXPORT_MANIFEST
 
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
 pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'adlnmt[ct2]'")

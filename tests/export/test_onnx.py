@@ -10,10 +10,12 @@ import torch
 
 from adlnmt.cli import main
 from adlnmt.errors import UserError
-from adlnmt.export.directory import EXPORT_MANIFEST, Source
+from adlnmt.export.directory import Source
 from adlnmt.export.formats import export_model
-from adlnmt.search import SearchOptions, translate_ids
-from adlnmt.translator import Translator, load_model
+from adlnmt.inference.search import SearchOptions, translate_ids
+from adlnmt.inference.translator import Translator
+from adlnmt.store import ModelDir
+from adlnmt.store.names import EXPORT_MANIFEST
 
 from .conftest import FAMILIES, demo_sources
 
@@ -22,7 +24,7 @@ pytest.importorskip("onnx", reason="the onnx extra is not installed: pip install
 
 
 def export(model_dir: Path, out: Path, quantize: str = "none") -> Translator:
-    model, data, max_len = load_model(model_dir, "best")
+    model, data, max_len = ModelDir(model_dir).load_model("best")
     export_model(Source(model.eval(), data, max_len, model_dir), out, "onnx", quantize)
     return Translator.load(out, engine="onnxruntime")
 
@@ -68,7 +70,7 @@ def test_int8_export_translates(tiny_models, demo_data: Path, tmp_path: Path) ->
         Translator.load(tmp_path / "int8", engine="onnxruntime", precision="bf16")
 
 
-def test_cli_export_and_translate(tiny_models, demo_data: Path, tmp_path: Path) -> None:
+def test_cli_export_and_translate(tiny_models, demo_data: Path, tmp_path: Path, capsys) -> None:
     model_dir = tiny_models["rnn"]
     out = tmp_path / "onnx"
     assert main(["export", "--model", str(model_dir), "--format", "onnx", "--out", str(out)]) == 0
@@ -76,11 +78,14 @@ def test_cli_export_and_translate(tiny_models, demo_data: Path, tmp_path: Path) 
     lines = source.read_text().splitlines()[:5]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
     outputs = {}
-    for engine, model in (("torch", model_dir), ("onnxruntime", out), ("onnxruntime-on-the-fly", model_dir)):
+    for engine, model in (("torch", model_dir), ("onnxruntime", out)):
         path = tmp_path / f"{engine}.txt"
         argv = ["translate", "--model", str(model), "--input", str(tmp_path / "in.txt"), "--output", str(path),
-                "--engine", engine.removesuffix("-on-the-fly"), "--beam", "3"]  # fmt: skip
+                "--engine", engine, "--beam", "3"]  # fmt: skip
         assert main(argv) == 0
         outputs[engine] = path.read_text()
-    assert outputs["torch"] == outputs["onnxruntime"] == outputs["onnxruntime-on-the-fly"]
+    assert outputs["torch"] == outputs["onnxruntime"]
     assert main(["translate", "--model", str(out), "--engine", "ctranslate2", "--input", str(source)]) == 2
+    capsys.readouterr()
+    assert main(["translate", "--model", str(model_dir), "--engine", "onnxruntime", "--input", str(source)]) == 2
+    assert f"run `adlnmt export --model {model_dir} --format onnx --out DIR`" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adlnmt.cli import main
-from adlnmt.data.dataset import DataDir
+from adlnmt.data.data_dir import DataDir
 
 WORDS = [
     "the",

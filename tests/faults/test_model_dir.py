@@ -12,7 +12,7 @@ import pytest
 
 from adlnmt.cli import main
 from adlnmt.data.prepare import prepare
-from adlnmt.train.model_dir import load_vocabularies, read_stored_config
+from adlnmt.store import ModelDir
 
 from .harness import records, train_argv
 
@@ -23,7 +23,7 @@ def test_a_moved_model_keeps_its_vocabularies_and_resumes(demo_data: Path, tmp_p
     moved = tmp_path / "elsewhere" / "model"
     shutil.copytree(tmp_path / "model", moved)
     monkeypatch.chdir(tmp_path)
-    vocabularies = load_vocabularies(moved, read_stored_config(moved))
+    vocabularies = ModelDir(moved).vocabularies()
     assert vocabularies.path == moved / "vocab"
     assert vocabularies.src_vocab.encode("ein Hund") and vocabularies.manifest["joint"] is True
     source = tmp_path / "in.txt"

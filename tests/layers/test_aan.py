@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch import Tensor
 
-from adlnmt.adl.builder import build_chain
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.registry import Side
 from adlnmt.layers.aan import AAN
 from adlnmt.layers.base import Context, DecoderState
+from adlnmt.layers.builder import build_chain
 from adlnmt.layers.context import ModelOptions
 from layer_contract import build, check_contract, run_steps
 

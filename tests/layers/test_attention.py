@@ -9,7 +9,6 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from adlnmt.adl.builder import build_chain, canonical
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.registry import ALIASES, REGISTRY, Side
 from adlnmt.layers.attention import (
@@ -22,6 +21,7 @@ from adlnmt.layers.attention import (
     nonempty_rows,
 )
 from adlnmt.layers.base import Context, DecoderState, SourceMemory
+from adlnmt.layers.builder import build_chain, canonical
 from adlnmt.layers.context import BlockInfo, ModelOptions
 from adlnmt.speedups import speedups_off
 from layer_contract import Setup, build, check_contract, init, lengths_mask, make_memory, run_steps

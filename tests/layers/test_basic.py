@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from adlnmt.adl.builder import build_chain
 from adlnmt.adl.registry import Side
 from adlnmt.layers.base import Context
 from adlnmt.layers.basic import sinusoids
+from adlnmt.layers.builder import build_chain
 from adlnmt.layers.context import ModelOptions
 from layer_contract import check_contract
 

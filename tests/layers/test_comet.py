@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from adlnmt.adl.builder import build_chain
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.registry import Side
 from adlnmt.layers.base import Context, DecoderState
+from adlnmt.layers.builder import build_chain
 from adlnmt.layers.comet import CometConv
 from adlnmt.layers.context import ModelOptions
 from layer_contract import build, check_contract, lengths_mask

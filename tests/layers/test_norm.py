@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from adlnmt.adl.builder import build_chain
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.registry import Side
 from adlnmt.layers.base import Context
+from adlnmt.layers.builder import build_chain
 from adlnmt.layers.context import ModelOptions
 from layer_contract import check_contract, lengths_mask
 

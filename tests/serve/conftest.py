@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from adlnmt.inference.translator import Translator
 from adlnmt.serve.app import create_app
 from adlnmt.serve.limits import ServeOptions
-from adlnmt.translator import Translator
 from export.conftest import FAMILIES, train_tiny
 from serve.server import ClientFactory
 

@@ -40,12 +40,14 @@ def test_nbest_and_alignments_equal_the_cli_json(
 ) -> None:
     lines = test_lines[:4]
     records = cli_translate(serve_model, lines, tmp_path, "--beam", "4", "--nbest", "3", "--alignments")
-    expected = [json.loads(line)["hypotheses"] for line in records.splitlines()]
+    cli = [json.loads(line) for line in records.splitlines()]
+    expected = [[{k: v for k, v in hyp.items() if k != "hard_alignment"} for hyp in r["hypotheses"]] for r in cli]
     with make_client() as client:
         reply = client.post("/translate", json={"text": lines, "beam": 4, "nbest": 3, "alignments": True})
     assert reply.status_code == 200, reply.text
     translations = reply.json()["translations"]
-    assert [t["nbest"] for t in translations] == expected
+    assert [t["nbest"] for t in translations] == expected  # the CLI adds hard alignments
+    assert [t["source_pieces"] for t in translations] == [r["source_pieces"] for r in cli]
     for result in translations:
         best = result["nbest"][0]
         assert len(result["nbest"]) == 3
@@ -105,6 +107,9 @@ def test_page_docs_and_schema_are_served_offline(make_client: ClientFactory) -> 
     request = schema["paths"]["/translate"]["post"]
     assert request["requestBody"]["content"]["application/json"]["schema"]["required"] == ["text"]
     assert {"200", "400", "413", "422", "503", "504"} <= set(request["responses"])
+    models = schema["components"]["schemas"]
+    assert "this request's own lines" in models["TranslateResponse"]["properties"]["warnings"]["description"]
+    assert "error_id" in models["ErrorResponse"]["properties"] and "500" in request["responses"]
 
 
 @pytest.mark.parametrize("path", ["/nowhere", "/static/missing.js"])
@@ -115,12 +120,13 @@ def test_unknown_paths_are_json_404(make_client: ClientFactory, path: str) -> No
 
 
 def test_an_engine_without_alignments_says_so(
-    make_client: ClientFactory, serve_model: Path, test_lines: list[str]
+    make_client: ClientFactory, serve_model: Path, test_lines: list[str], tmp_path: Path
 ) -> None:
     pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed")
-    from adlnmt.translator import Translator
+    from adlnmt.inference.translator import Translator
 
-    ct2 = Translator.load(serve_model, engine="ctranslate2")
+    assert main(["export", "--model", str(serve_model), "--format", "ctranslate2", "--out", str(tmp_path / "ct2")]) == 0
+    ct2 = Translator.load(tmp_path / "ct2", engine="ctranslate2")
     with make_client(ct2) as client:
         info = client.get("/model").json()
         plain = client.post("/translate", json={"text": test_lines[:2], "beam": 1})

@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from adlnmt.search_options import SearchOptions, SearchStopped
+from adlnmt.inference.options import SearchOptions, SearchStopped
+from adlnmt.inference.stepper import Stepper
+from adlnmt.inference.translator import Translation, Translator
 from adlnmt.serve.batching import Batcher, QueueFull
-from adlnmt.stepper import Stepper
-from adlnmt.translator import Translation, Translator
 from serve.server import ClientFactory
 
 

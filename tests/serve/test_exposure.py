@@ -4,14 +4,15 @@ Host names are answered (DNS rebinding)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from adlnmt.search import SearchOptions
+from adlnmt.inference.search import SearchOptions
+from adlnmt.inference.translator import EncodedLine, Translation, Translator
 from adlnmt.serve.limits import ServeOptions
-from adlnmt.translator import Translation, Translator
 from serve.server import ClientFactory
 
 INTERNALS = "/onnxruntime/core/providers/cpu/math/gemm.cc:42 shape [3, 4] vs [5, 6]"
@@ -29,12 +30,13 @@ class Failing:
     def fail(self, *args: object) -> None:
         raise RuntimeError(INTERNALS)
 
-    def search(self, lines: Sequence[str], options: SearchOptions) -> list[list[Translation]]:
-        if self.method == "search" and lines != ["a"]:  # the start-up probe for alignments searches "a"
+    def search_encoded(self, lines: Sequence[list[int] | None], options: SearchOptions,
+                       prefixes: Sequence[str] | None = None) -> list[list[Translation]]:  # fmt: skip
+        if self.method == "search":
             self.fail()
-        return self.inner.search(lines, options)
+        return self.inner.search_encoded(lines, options, prefixes)
 
-    def input_warning(self, line: str, number: int) -> str | None:
+    def input_warning(self, line: EncodedLine, number: int) -> str | None:
         if self.method == "input_warning":
             self.fail()
         return self.inner.input_warning(line, number)
@@ -42,17 +44,24 @@ class Failing:
 
 @pytest.mark.parametrize(
     ("method", "message"),
-    [("search", "translation failed (the server's log says why)"),
-     ("input_warning", "internal server error (the server's log says why)")],
-)  # fmt: skip
-def test_a_failure_is_json_without_internals(
-    make_client: ClientFactory, translator: Translator, test_lines: list[str], method: str, message: str
-) -> None:
-    with make_client(Failing(translator, method)) as client:
-        reply = client.post("/translate", json={"text": test_lines[:2]})
+    [("search", "translation failed"), ("input_warning", "internal server error")],
+)
+def test_a_failure_is_json_without_internals_and_names_its_log_line(
+    make_client: ClientFactory, translator: Translator, test_lines: list[str], method: str, message: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    with caplog.at_level(logging.ERROR, logger="adlnmt.serve"), make_client(Failing(translator, method)) as client:
+        replies = [client.post("/translate", json={"text": test_lines[:2]}) for _ in range(2)]
         assert client.get("/health").status_code == 200
-    assert reply.status_code == 500 and reply.headers["content-type"] == "application/json"
-    assert reply.json() == {"error": message}
+    for reply in replies:
+        assert reply.status_code == 500 and reply.headers["content-type"] == "application/json"
+        body = reply.json()
+        assert body == {"error": f"{message} (error id {body['error_id']}: the server's log says why)",
+                        "error_id": body["error_id"]}  # fmt: skip
+        assert "gemm" not in reply.text
+        (logged,) = [record for record in caplog.records if body["error_id"] in record.getMessage()]
+        assert logged.exc_info is not None and str(logged.exc_info[1]) == INTERNALS  # the cause, in the log only
+    assert replies[0].json()["error_id"] != replies[1].json()["error_id"]
 
 
 def test_health_and_model_show_no_path(make_client: ClientFactory, serve_model: Path) -> None:

@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from adlnmt.errors import UserError
-from adlnmt.search import SearchOptions
+from adlnmt.inference.search import SearchOptions
+from adlnmt.inference.translator import Translation, Translator
 from adlnmt.serve.limits import ServeOptions
-from adlnmt.translator import Translation, Translator
 from serve.server import ClientFactory
 
 
@@ -47,10 +47,11 @@ class SlowTranslator:
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
 
-    def search(self, lines: Sequence[str], options: SearchOptions) -> list[list[Translation]]:
+    def search_encoded(self, lines: Sequence[list[int] | None], options: SearchOptions,
+                       prefixes: Sequence[str] | None = None) -> list[list[Translation]]:  # fmt: skip
         self.searching.set()
         time.sleep(self.delay)
-        return self.inner.search(lines, options)
+        return self.inner.search_encoded(lines, options, prefixes)
 
 
 def test_a_slow_request_gets_504_and_the_server_goes_on(

@@ -4,12 +4,17 @@ list 200, 10,000 sentences 413."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import pytest
+from fastapi.testclient import TestClient
 
+from adlnmt.inference.translator import Translator
 from adlnmt.serve.parsing import cut_long
-from adlnmt.translator import Translator
 from serve.server import ClientFactory
 
 JSON = {"Content-Type": "application/json"}
@@ -69,7 +74,8 @@ def test_hostile_requests_in_a_row_leave_the_server_answering(
     cut = LONG_LINE[:1000]
     assert [t["source"] for t in body["translations"]] == [cut, test_lines[0], cut]
     expected = [f"input line {n}: 5,000 characters cut to 1,000 (the server's limit)" for n in (1, 3)]
-    pieces = [translator.input_warning(cut, n) for n in (1, 3)]  # the CLI's own warning when pieces are cut too
+    # the model's own warning where the pieces are cut too
+    pieces = [translator.input_warning(translator.encode_line(cut), n) for n in (1, 3)]
     assert body["warnings"] == [w for pair in zip(expected, pieces, strict=True) for w in pair if w]
     assert all(t["translation"] for t in body["translations"][::2])
 
@@ -108,3 +114,42 @@ def test_sentence_limit_and_character_limit_are_the_servers(make_client: ClientF
 def test_cut_long_cuts_by_characters_not_bytes() -> None:
     assert cut_long(["äöü", "äöüß!"], 4) == (["äöü", "äöüß"], [None, "input line 2: 5 characters cut to 4 (the "
                                                                    "server's limit)"])  # fmt: skip
+
+
+def test_warnings_are_numbered_by_each_requests_own_lines(
+    make_client: ClientFactory, translator: Translator, test_lines: list[str], capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Two requests searched in one batch when they arrive together: each gets the warnings of its own lines, under
+    its own line numbers; the search prints none (it once printed them numbered within the merged batch)."""
+    too_many_pieces = " ".join(["a"] * (translator.max_input_len + 5))  # within max_chars
+    bodies = [{"text": [too_many_pieces, test_lines[0]]}, {"text": [test_lines[1], test_lines[2], too_many_pieces]}]
+    start = threading.Barrier(2)
+
+    def post(client: TestClient, body: dict) -> dict:
+        start.wait()
+        return client.post("/translate", json=body).json()
+
+    with caplog.at_level(logging.WARNING, logger="adlnmt.serve"), make_client(max_wait_ms=500) as client:
+        capfd.readouterr()
+        with ThreadPoolExecutor(2) as pool:
+            first, second = pool.map(partial(post, client), bodies)
+    expected = translator.input_warning(translator.encode_line(too_many_pieces), 1)
+    assert expected is not None and first["warnings"] == [expected]
+    assert second["warnings"] == [expected.replace("input line 1:", "input line 3:")]
+    assert "truncated" not in capfd.readouterr().err
+    assert sum(expected.split(":")[1] in record.getMessage() for record in caplog.records) == 2  # one per request
+
+
+def test_each_line_is_encoded_once(
+    make_client: ClientFactory, translator: Translator, test_lines: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cost check, the warnings, the search and the alignment's source pieces share one encoding per line."""
+    vocab, encoded = translator.data.src_vocab, []
+    with make_client() as client:
+        monkeypatch.setattr(vocab, "encode", lambda text, encode=vocab.encode: encoded.append(text) or encode(text))
+        reply = client.post("/translate", json={"text": [*test_lines[:3], ""], "alignments": True})
+    assert reply.status_code == 200
+    assert encoded == test_lines[:3]
+    expected = [[vocab.piece(i) for i in translator.encode_line(line).ids] for line in test_lines[:3]]
+    assert [t["source_pieces"] for t in reply.json()["translations"][:3]] == expected

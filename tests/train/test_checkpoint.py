@@ -12,6 +12,8 @@ from safetensors.torch import load_file
 from torch import nn
 
 from adlnmt.errors import UserError
+from adlnmt.store import ModelDir, load_weights
+from adlnmt.store.atomic import atomic_write
 from adlnmt.train import checkpoint as ckpt
 
 
@@ -24,7 +26,7 @@ def test_atomic_write_keeps_the_old_file_when_the_writer_dies(tmp_path: Path) ->
         raise KeyboardInterrupt  # as if killed mid-write
 
     with pytest.raises(KeyboardInterrupt):
-        ckpt.atomic_write(target, dies)
+        atomic_write(target, dies)
     assert ckpt.load_state(target)["update"].item() == 1
     assert [p.name for p in tmp_path.iterdir()] == ["state.pt"]  # no temporary file left behind
 
@@ -35,17 +37,17 @@ def test_weights_round_trip_with_tied_parameters(tmp_path: Path) -> None:
     ckpt.save_weights(model, tmp_path / "w.safetensors")
     other = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5))
     other[1].weight = other[0].weight
-    ckpt.load_weights(other, tmp_path / "w.safetensors")
+    load_weights(other, tmp_path / "w.safetensors")
     assert torch.equal(other[0].weight, model[0].weight) and torch.equal(other[1].bias, model[1].bias)
 
 
 def test_mismatched_or_damaged_weights_are_clear_errors(tmp_path: Path) -> None:
     ckpt.save_weights(torch.nn.Linear(3, 5), tmp_path / "w.safetensors")
     with pytest.raises(UserError, match="does not match the model"):
-        ckpt.load_weights(torch.nn.Sequential(torch.nn.Linear(3, 5)), tmp_path / "w.safetensors")
+        load_weights(torch.nn.Sequential(torch.nn.Linear(3, 5)), tmp_path / "w.safetensors")
     (tmp_path / "bad.safetensors").write_bytes(b"garbage")
     with pytest.raises(UserError, match="not a readable safetensors"):
-        ckpt.load_weights(torch.nn.Linear(3, 5), tmp_path / "bad.safetensors")
+        load_weights(torch.nn.Linear(3, 5), tmp_path / "bad.safetensors")
 
 
 class Evil:
@@ -62,7 +64,7 @@ def test_state_loading_never_unpickles_code(tmp_path: Path) -> None:
 
 def test_prune_keeps_the_newest(tmp_path: Path) -> None:
     for update in (100, 200, 300, 400):
-        path = ckpt.checkpoint_path(tmp_path, update)
+        path = ModelDir(tmp_path).weights_path(update)
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(b"")
     ckpt.prune(tmp_path, 2)
@@ -74,7 +76,7 @@ def test_prune_keeps_the_newest(tmp_path: Path) -> None:
 
 def test_prune_also_keeps_the_best_by_score(tmp_path: Path) -> None:
     for update in (100, 200, 300, 400, 500):
-        path = ckpt.checkpoint_path(tmp_path, update)
+        path = ModelDir(tmp_path).weights_path(update)
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(b"")
     ckpt.prune(tmp_path, 1, 2, {100: -3.0, 200: -1.0, 300: -2.0, 400: -5.0, 500: -4.0})
@@ -82,19 +84,14 @@ def test_prune_also_keeps_the_best_by_score(tmp_path: Path) -> None:
 
 
 def test_saved_states_are_found_newest_first_and_weights_are_not_states(tmp_path: Path) -> None:
+    files = ModelDir(tmp_path)
     for update in (90, 100, 200):
-        for path in (ckpt.checkpoint_path(tmp_path, update), ckpt.state_path(tmp_path, update)):
+        for path in (files.weights_path(update), files.state_path(update)):
             path.parent.mkdir(exist_ok=True)
             path.write_bytes(b"")
-    ckpt.checkpoint_path(tmp_path, 300).write_bytes(b"")  # weights without a state: nothing to resume from
-    (tmp_path / ckpt.LEGACY_STATE).write_bytes(b"")
-    assert [update for update, _ in ckpt.state_files(tmp_path)] == [90, 100, 200]
-    assert ckpt.saved_states(tmp_path) == [
-        ckpt.state_path(tmp_path, 200),
-        ckpt.state_path(tmp_path, 100),
-        ckpt.state_path(tmp_path, 90),
-        tmp_path / ckpt.LEGACY_STATE,
-    ]
+    files.weights_path(300).write_bytes(b"")  # weights without a state: nothing to resume from
+    assert [update for update, _ in files.states()] == [90, 100, 200]
+    assert ckpt.saved_states(tmp_path) == [files.state_path(200), files.state_path(100), files.state_path(90)]
 
 
 def two_layers(tie: bool = False) -> nn.Sequential:
@@ -120,6 +117,6 @@ def test_weights_that_are_views_into_one_buffer_are_saved(tmp_path: Path) -> Non
         path = tmp_path / "w.safetensors"
         ckpt.save_weights(model, path)
         assert len(load_file(path)) == stored  # the tied weight once
-        ckpt.load_weights(fresh, path)
+        load_weights(fresh, path)
         for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values(), strict=True):
             assert torch.equal(a, b), name

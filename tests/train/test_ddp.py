@@ -13,25 +13,14 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from .conftest import TINY_MODEL
+from .conftest import TINY_MODEL, train_two_ranks
 
 
 def test_two_gloo_ranks_train_in_lockstep(demo_data: Path, tmp_path: Path) -> None:
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
     model = tmp_path / "model"
-    command = [
-        torchrun, "--standalone", "--nproc_per_node", "2", str(Path(__file__).with_name("ddp_worker.py")),
-        str(tmp_path), "train", "--data", str(demo_data / "data"), "--model", str(model), *TINY_MODEL,
-        "--max-updates", "30", "--checkpoint-interval", "10", "--lr", "2e-3", "--no-valid-bleu", "--device", "cpu",
-        "--log-interval", "10",
-    ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    rank0, rank1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
-    assert rank0.keys() == rank1.keys()
-    for name in rank0:
-        assert torch.equal(rank0[name], rank1[name]), name
+    result = train_two_ranks([torchrun, "--standalone", "--nproc_per_node", "2"], tmp_path, demo_data / "data",
+                             "--max-updates", "30", "--checkpoint-interval", "10", "--log-interval", "10")  # fmt: skip
     log = [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in log] == [10, 20, 30]  # only rank 0 writes ...
     assert [line.split(" ")[1] for line in result.stderr.splitlines() if line.startswith("update ")] == [

@@ -4,7 +4,6 @@ scripts/slurm/start.sh) two srun tasks training in lockstep as under torchrun.""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from adlnmt.train.device import pick_device
 from adlnmt.train.launch import PORT_BASE, adopt_slurm_environment, first_host
 from slurm_cluster import slurm_cluster  # noqa: F401 (a fixture)
 
-from .conftest import TINY_MODEL
+from .conftest import train_two_ranks
 
 SRUN_TASK = {"SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "4",
              "SLURM_STEP_NODELIST": "gpu[07-08]", "SLURM_JOB_NODELIST": "gpu[07-08]",
@@ -59,17 +58,8 @@ def test_an_explicit_master_wins() -> None:
 
 @pytest.mark.slurm
 def test_two_srun_tasks_train_in_lockstep(slurm_cluster: None, demo_data: Path, tmp_path: Path) -> None:  # noqa: F811
-    command = [
-        "srun", "--ntasks", "2", "--cpus-per-task", "1", sys.executable, str(Path(__file__).with_name("ddp_worker.py")),
-        str(tmp_path), "train", "--data", str(demo_data / "data"), "--model", str(tmp_path / "model"), *TINY_MODEL,
-        "--max-updates", "10", "--checkpoint-interval", "5", "--lr", "2e-3", "--no-valid-bleu", "--device", "cpu",
-    ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    rank0, rank1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
-    assert rank0.keys() == rank1.keys()
-    assert all(torch.equal(rank0[name], rank1[name]) for name in rank0)
+    srun = ["srun", "--ntasks", "2", "--cpus-per-task", "1", sys.executable]
+    train_two_ranks(srun, tmp_path, demo_data / "data", "--max-updates", "10", "--checkpoint-interval", "5")
     assert "WORLD_SIZE" not in os.environ  # set in the tasks only
 
 

@@ -1,6 +1,6 @@
 """The Architecture Definition Language: syntax tree, parser, printer, errors and layer registry.
 
-The builder (:mod:`adlnmt.adl.builder`) turns a checked tree into layers.
+The builder (:mod:`adlnmt.layers.builder`) turns a checked tree into layers.
 """
 
 from adlnmt.adl.errors import ADLError

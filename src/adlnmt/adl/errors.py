@@ -43,3 +43,6 @@ class ADLError(UserError, ValueError):
 
     def __str__(self) -> str:
         return self.render()
+
+    def message_for_user(self) -> str:
+        return self.render().rstrip()

@@ -1,4 +1,5 @@
-"""CLI subcommands of the analysis side: score-pairs (forced decoding), contrastive, contrastive-suite."""
+"""CLI subcommands of the analysis side: score (metrics, paired bootstrap), score-pairs (forced decoding),
+contrastive, contrastive-suite."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import sys
 
 from adlnmt.bounds import SEED, at_least, flag_type
 from adlnmt.errors import UserError
+from adlnmt.inference.engine import able
 
 
 def cmd_score_pairs(args: argparse.Namespace) -> int:
     from adlnmt.analysis.forced import PairScorer
+    from adlnmt.data.corpus import write_output
     from adlnmt.metrics import read_lines
-    from adlnmt.train.commands import write_output
 
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
@@ -27,7 +29,7 @@ def cmd_score_pairs(args: argparse.Namespace) -> int:
 
 def cmd_contrastive(args: argparse.Namespace) -> int:
     from adlnmt.analysis.contrastive import evaluate_model, markdown_table
-    from adlnmt.train.commands import write_output
+    from adlnmt.data.corpus import write_output
 
     result = evaluate_model(args.model, args.suite, args.checkpoint, args.device, args.batch_size, args.normalize,
                             args.resamples, args.seed, args.engine)  # fmt: skip
@@ -80,13 +82,40 @@ def _scoring_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         default="torch",
-        choices=("torch", "ctranslate2"),
-        help="torch (default) or ctranslate2 (score_batch; a model directory is exported first)",
+        choices=able("scores"),
+        help="torch (default) or ctranslate2 (score_batch; --model is then a CTranslate2 export: adlnmt export "
+        "--model M --format ctranslate2 --out DIR)",
     )
     parser.add_argument("--normalize", action="store_true", help="score = mean log-probability per token")
 
 
+def cmd_score(args: argparse.Namespace) -> int:
+    from adlnmt.metrics import format_report, paired_bootstrap, parse_metrics, read_lines, score
+
+    metrics = parse_metrics(args.metrics)
+    hypotheses, references = read_lines(args.hyp), read_lines(args.ref)
+    if args.bootstrap:
+        second = read_lines(args.bootstrap)
+        names = (args.hyp, args.bootstrap)
+        result = paired_bootstrap(
+            hypotheses, second, references, metrics, args.resamples, names=names, ref_name=args.ref
+        )
+    else:
+        result = score(hypotheses, references, metrics, hyp_name=args.hyp, ref_name=args.ref)
+    print(json.dumps(result) if args.json else format_report(result))
+    return 0
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:
+    score = commands.add_parser("score", help="BLEU, chrF, TER, METEOR, sentBLEU; paired bootstrap significance")
+    score.add_argument("--hyp", required=True, help="hypothesis file, one sentence per line")
+    score.add_argument("--ref", required=True, help="reference file, aligned with --hyp")
+    score.add_argument("--metrics", default="bleu,chrf", help="comma-separated: bleu,chrf,ter,meteor,sentbleu")
+    score.add_argument("--bootstrap", metavar="HYP2", help="second system: paired bootstrap resampling vs --hyp")
+    score.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    score.add_argument("--json", action="store_true", help="print one JSON object")
+    score.set_defaults(func=cmd_score)
+
     score_pairs = commands.add_parser(
         "score-pairs", help="forced decoding: the log-probability of given translations (JSON lines)"
     )

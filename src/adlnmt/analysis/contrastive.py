@@ -97,17 +97,18 @@ def write_suite(items: Iterable[SuiteItem], path: str | Path) -> None:
     Path(path).write_text(text, encoding="utf-8")
 
 
-def bootstrap_interval(correct: np.ndarray, resamples: int, rng: np.random.Generator) -> tuple[float, float]:
-    """The 95 % percentile bootstrap interval of the mean of ``correct`` [n] (resampling items)."""
-    draws = rng.integers(0, correct.size, size=(resamples, correct.size))
+def bootstrap_interval(correct: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:
+    """The 95 % percentile bootstrap interval of the mean of ``correct`` [n] (resampling items). Every group draws
+    from a generator of its own, seeded alike, so that two groups of the same items get the same interval."""
+    draws = np.random.default_rng(seed).integers(0, correct.size, size=(resamples, correct.size))
     means = correct[draws].mean(axis=1)
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
     return float(low), float(high)
 
 
-def summarize(correct: np.ndarray, resamples: int, rng: np.random.Generator) -> dict[str, Any]:
-    low, high = bootstrap_interval(correct, resamples, rng)
+def summarize(correct: np.ndarray, resamples: int, seed: int) -> dict[str, Any]:
+    low, high = bootstrap_interval(correct, resamples, seed)
     return {"items": int(correct.size), "accuracy": float(correct.mean()), "low": low, "high": high}
 
 
@@ -117,18 +118,17 @@ def accuracy_report(
     """Accuracy of ``correct`` (one per item) overall, by phenomenon and by distance bucket, with intervals."""
     if resamples < 1:
         raise UserError(f"the number of bootstrap resamples must be positive, not {resamples}")
-    rng = np.random.default_rng(seed)
     right = np.asarray(correct, dtype=float)
 
     def grouped(keys: list[str], order: list[str]) -> dict[str, dict[str, Any]]:
         members = np.asarray(keys)
-        return {key: summarize(right[members == key], resamples, rng) for key in order if key in keys}
+        return {key: summarize(right[members == key], resamples, seed) for key in order if key in keys}
 
     phenomena = [item.phenomenon for item in items]
     buckets = [bucket(item.distance) for item in items]
     bucket_order = [bucket(low) for low, _ in DISTANCE_BUCKETS] + ["none"]
     return {
-        "overall": summarize(right, resamples, rng),
+        "overall": summarize(right, resamples, seed),
         "by_phenomenon": grouped(phenomena, sorted(set(phenomena))),
         "by_distance": grouped(buckets, bucket_order),
         "confidence": CONFIDENCE,

@@ -4,8 +4,8 @@
 Each target is teacher-forced through the model in one pass (:meth:`adlnmt.model.Seq2Seq.forward`; input-feeding
 decoders step through it): log p(y_t | y_<t, x) for every target piece and the final EOS, the same values the
 search adds up (its ``log_prob`` of a hypothesis equals the forced score of its tokens). Pairs are sorted by length
-into batches and returned in input order. A CTranslate2 export (or ``engine="ctranslate2"``) scores with
-CTranslate2's ``score_batch`` instead.
+into batches and returned in input order. A CTranslate2 export scores with CTranslate2's ``score_batch`` instead
+(the engines that score: those whose capabilities say ``scores``).
 
 ``PairScorer.load("model_dir").score(["Ein Hund läuft."], ["A dog runs."])`` → one :class:`PairScore` per pair.
 """
@@ -21,11 +21,14 @@ import torch
 
 from adlnmt.data.vocab import BOS, EOS
 from adlnmt.errors import UserError
+from adlnmt.inference.batching import length_batches
+from adlnmt.inference.engine import able
+from adlnmt.inference.search import evaluating, pad_batch
+from adlnmt.inference.translator import Translator
 from adlnmt.model import Seq2Seq
-from adlnmt.search import evaluating, pad_batch
-from adlnmt.translator import Translator
+from adlnmt.store import is_export_dir
 
-SCORING_ENGINES = ("torch", "ctranslate2")
+SCORING_ENGINES = tuple(able("scores"))
 
 
 @dataclass
@@ -58,8 +61,7 @@ def batches_by_length(lengths: Sequence[tuple[int, int]], batch_size: int) -> li
     """Indices sorted by (source, target) length, cut into batches of ``batch_size``."""
     if batch_size < 1:
         raise UserError(f"the batch size must be at least 1, got {batch_size}")
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    return length_batches(lengths, batch_size)
 
 
 def forced_log_probs(
@@ -89,7 +91,7 @@ class PairScorer:
     """Forced-decoding scores of raw (source, target) sentence pairs with a loaded :class:`Translator`."""
 
     def __init__(self, translator: Translator) -> None:
-        if translator.engine is not None and translator.engine_name != "ctranslate2":
+        if not translator.engine.capabilities.scores:
             raise UserError(f"forced scoring runs on the {' and '.join(SCORING_ENGINES)} engines, "
                             f"not {translator.engine_name}")  # fmt: skip
         self.translator = translator
@@ -98,10 +100,8 @@ class PairScorer:
     def load(
         cls, model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", engine: str = "torch"
     ) -> PairScorer:
-        """A model directory (``engine`` torch, or ctranslate2: exported on the fly) or a CTranslate2 export (scored
-        by CTranslate2 whatever ``engine`` says)."""
-        from adlnmt.export.directory import is_export_dir
-
+        """A model directory (``engine`` torch; an export engine is a UserError naming ``adlnmt export``) or a
+        CTranslate2 export (scored by CTranslate2 whatever ``engine`` says)."""
         if engine not in SCORING_ENGINES:
             raise UserError(f"unknown scoring engine {engine!r}; choose one of {', '.join(SCORING_ENGINES)}")
         return cls(

@@ -10,8 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
+from adlnmt.flags import add_flags, from_flags
+from adlnmt.inference.engine import ENGINE_CHOICES
+from adlnmt.inference.options import SearchOptions
 from adlnmt.presets import PRESET_GROUPS
+from adlnmt.store import ModelDir, is_export_dir
+from adlnmt.store.names import CONFIG, EXPORT_MANIFEST
 
+SEARCH_FLAGS = ("batch_size", "workers", "length_penalty")  # those of adlnmt translate (SearchOptions) it takes
 DEFAULT_BEAMS = "1,4,8,12,16,20"
 DEFAULT_LENGTHS = "10,25,50,100,200"
 GROUPS_HELP = "; ".join(f"{name} = {' '.join(members)}" for name, members in PRESET_GROUPS.items())
@@ -25,11 +31,15 @@ decodes the --input lines with real search (EOS decides the length). The length 
 exactly L tokens (--lengths) on --sweep-sentences random sources of L words, for presets and models alike.
 Times are the fastest of --repeat runs after a warm-up; memory is the peak RSS during the run (CUDA: peak
 allocated), also as the increase over the start (+MB).
+A CTranslate2 export (adlnmt export --format ctranslate2) run by --engine ctranslate2 or auto is measured
+without importing PyTorch, on the CPU with --threads threads (default: the usable cores); the length sweep
+needs the PyTorch search and is skipped for it.
 
 examples:
   adlnmt bench decode --preset @table5 @aan --d-model 256 --d-ff 1024 --heads 4 --uncached --no-sweep
   adlnmt bench decode --preset transformer-aan transformer --no-table --sweep-beams 1,4 --uncached
   adlnmt bench decode --model models/t1 --input test.de --beams 1,5
+  adlnmt bench decode --model exports/t1-ct2 --engine ctranslate2 --input test.de --beams 1,5 --threads 2
 """
 
 
@@ -60,18 +70,30 @@ def int_list(flag: str, text: str) -> list[int]:
     return values
 
 
-def _setup(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Path]:
-    """Threads, device, the machine record and the output directory (created)."""
-    import torch
-
-    from adlnmt.bench.machine import busy_warning, machine_record
+def _setup(args: argparse.Namespace, engine: str | None = None) -> tuple[Any, dict[str, Any], Path]:
+    """Threads, device, the machine record and the output directory (created). ``engine``: a run on that engine
+    alone, without PyTorch (on the CPU, with --threads or the engine's default)."""
+    from adlnmt.bench.machine import busy_warning, engine_machine_record, machine_record
     from adlnmt.bench.measure import memory_method
-    from adlnmt.train.device import pick_device
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = pick_device(args.device, 0)
-    machine = {**machine_record(device), "memory": memory_method(device)}
+    if engine is None:
+        import torch
+
+        from adlnmt.train.device import pick_device
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        device = pick_device(args.device, 0)
+        record = machine_record(device)
+    else:
+        from adlnmt.inference.engines import engine_threads, require
+
+        require(engine)  # its package installed, else a UserError naming the extra
+        if args.device not in ("auto", "cpu"):
+            raise UserError(f"--device {args.device}: the {engine} engine runs on the CPU (--device auto or cpu)")
+        device = "cpu"
+        record = engine_machine_record(engine, engine_threads(args.threads or 0))
+    machine = {**record, "memory": memory_method(device)}
     warning = busy_warning(machine)
     if warning:
         print(warning, file=sys.stderr)
@@ -94,17 +116,34 @@ def _model_labels(paths: list[str]) -> dict[str, str]:
     return {p: (n if names.count(n) == 1 else p) for p, n in zip(paths, names, strict=True)}
 
 
-def cmd_decode(args: argparse.Namespace) -> int:
+def _torch_free_engine(models: list[str], engine: str) -> str | None:
+    """``ctranslate2`` when ``engine`` (ctranslate2 or auto) runs every model and each is a CTranslate2 export: a
+    run without PyTorch; else None (PyTorch loads the models, or exports them on the fly)."""
+    from adlnmt.store.export_dir import EXPORT_MANIFEST, is_export_dir, read_manifest
+
+    def export_format(path: str) -> str | None:
+        return read_manifest(Path(path) / EXPORT_MANIFEST)["format"] if is_export_dir(path) else None
+
+    if engine in ("ctranslate2", "auto") and models and all(export_format(p) == "ctranslate2" for p in models):
+        return "ctranslate2"
+    return None
+
+
+def _preset_lengths(lines: list[str], count: int, seed: int) -> list[int]:
+    """Source lengths of the presets: the input lines' word counts, else ``count`` synthetic ones (seeded)."""
     import numpy as np
 
+    from adlnmt.bench.models import synthetic_lengths
+
+    return [len(line.split()) for line in lines] or synthetic_lengths(count, np.random.default_rng(seed))
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
     from adlnmt.bench.decode import Decoder, DecodeSettings, length_rows, model_decoder, preset_decoder, table_rows
     from adlnmt.bench.machine import machine_summary
-    from adlnmt.bench.models import expand_presets, input_lines, preset_configs, synthetic_lengths
+    from adlnmt.bench.models import expand_presets, input_lines, preset_configs
     from adlnmt.bench.report import DECODE_COLUMNS, LENGTH_COLUMNS, plot_lengths
-    from adlnmt.model import Seq2Seq
-    from adlnmt.search_options import SearchOptions
     from adlnmt.speedups import OFF, speedups_off
-    from adlnmt.translator import with_precision
 
     switched_off = [name for name in (args.speedups_off or "").split(",") if name]
     if unknown := set(switched_off) - set(OFF):
@@ -116,8 +155,10 @@ def cmd_decode(args: argparse.Namespace) -> int:
     if not presets and not models:
         raise UserError("bench decode needs --model DIR... or --preset NAME...")
     for path in models:
-        if not any((Path(path) / name).is_file() for name in ("config.json", "export.json")):
-            raise UserError(f"{path}: not a model directory (no config.json) nor an export directory (no export.json)")
+        if not ModelDir(path).exists() and not is_export_dir(path):
+            raise UserError(
+                f"{path}: not a model directory (no {CONFIG}) nor an export directory (no {EXPORT_MANIFEST})"
+            )
     table = not args.no_table
     beams, sweep_beams = int_list("--beams", args.beams), int_list("--sweep-beams", args.sweep_beams)
     lengths = [] if args.no_sweep else int_list("--lengths", args.lengths)
@@ -129,15 +170,13 @@ def cmd_decode(args: argparse.Namespace) -> int:
     baseline = args.baseline or ("transformer" if "transformer" in labels else labels[0])
     if baseline not in labels:
         raise UserError(f"--baseline {baseline} is not among the decoders ({', '.join(labels)})")
-    configs = preset_configs(presets, _sizes(args))
+    configs = preset_configs(presets, _sizes(args)) if presets else {}
     lines = input_lines(Path(args.input), args.sentences) if args.input else []
-    rng = np.random.default_rng(args.seed)
-    words = [len(line.split()) for line in lines] or synthetic_lengths(args.sentences or 200, rng)
-    device, machine, out = _setup(args)
+    device, machine, out = _setup(args, _torch_free_engine(list(models), args.engine))
     settings = DecodeSettings(
         beams=beams,
         modes=["cached", "uncached"] if args.uncached else ["cached"],
-        search=SearchOptions(batch_size=args.batch_size, length_penalty=args.length_penalty, workers=args.workers),
+        search=from_flags(SearchOptions, args, SEARCH_FLAGS),
         repeat=args.repeat,
         device=device,
         lengths=lengths,
@@ -147,16 +186,15 @@ def cmd_decode(args: argparse.Namespace) -> int:
     )
 
     def decoders() -> Iterator[Decoder]:  # one model in memory at a time
+        words = _preset_lengths(lines, args.sentences or 200, args.seed) if configs else []
         for name, config in configs.items():
-            yield preset_decoder(name, config, args.vocab, words, args.seed, device)
+            yield preset_decoder(name, config, args.vocab, words, args.seed, device, args.precision)
         for path, label in models.items():
-            yield model_decoder(label, Path(path), args.checkpoint, device, lines, args.engine, args.precision)
+            yield model_decoder(label, Path(path), args.checkpoint, device, lines, args.engine, args.precision,
+                                args.threads or 0)  # fmt: skip
 
     results: dict[str, list[dict[str, Any]]] = {"decode": [], "length": []}
     for decoder in decoders():
-        if isinstance(decoder.model, Seq2Seq):
-            print(f"{decoder.label}: {decoder.model.parameter_count():,} parameters", file=sys.stderr)
-            decoder.model = with_precision(decoder.model, args.precision, str(device))
         with speedups_off(*switched_off):
             if table:
                 results["decode"].extend(table_rows(decoder, settings))
@@ -204,7 +242,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     options = {**_sizes(args), "batch_tokens": args.batch_tokens, "precision": args.precision, "seed": args.seed}
     configs = preset_configs(expand_presets(args.preset), options)
     if args.data:
-        from adlnmt.data.dataset import DataDir
+        from adlnmt.data.data_dir import DataDir
 
         data = DataDir.load(args.data)
         split, src_vocab, tgt_vocab = data.split("train"), data.src_vocab.size, data.tgt_vocab.size
@@ -260,14 +298,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     what.add_argument("--beams", default=DEFAULT_BEAMS, help=f"beam sizes, 1 = greedy (default {DEFAULT_BEAMS})")
     what.add_argument("--uncached", action="store_true", help="also run uncached: the whole prefix re-fed every step")
-    what.add_argument("--batch-size", type=_positive_int, default=64, help="sentences per batch (default 64)")
-    what.add_argument("--workers", type=_positive_int, default=1,
-                      help="CPU: N forked 1-thread processes search the batches (default 1)")  # fmt: skip
+    add_flags(what, SearchOptions, SEARCH_FLAGS)
     what.add_argument("--repeat", type=_positive_int, default=1, help="timed runs per row, fastest kept (default 1)")
-    what.add_argument("--length-penalty", type=float, default=1.0, help="GNMT α for --model search (default 1.0)")
     what.add_argument("--precision", choices=("fp32", "bf16", "fp16", "int8"), default="fp32",
                       help="inference precision as in adlnmt translate (int8: CPU dynamic quantisation)")  # fmt: skip
-    what.add_argument("--engine", choices=("torch", "onnxruntime", "ctranslate2", "auto"), default="torch",
+    what.add_argument("--engine", choices=ENGINE_CHOICES, default="torch",
                       help="--model decoding engine, as in adlnmt translate (default torch)")  # fmt: skip
     what.add_argument("--speedups-off", metavar="NAME,...",
                       help="optimisations to switch off (topk_block, preallocate, rows_in_place)")  # fmt: skip

@@ -12,42 +12,45 @@ first few sentences, at most 16 tokens when lengths are forced); sentencepiece a
 Target tokens are those of the best hypothesis, EOS excluded. Modes: ``cached`` (incremental decoding, one cached
 step per token) and ``uncached`` (the whole prefix re-fed every step, the AAN paper's baseline regime). With
 ``workers`` > 1 that many forked single-thread processes search the batches (the fork is inside the timed block;
-the warm-up runs in this process).
+the warm-up runs in this process). PyTorch is imported where a model runs on it: a CTranslate2 export decodes
+without it (on the CPU, memory as the process's RSS).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
-
 from adlnmt.bench.measure import timed
 from adlnmt.bench.models import preset_model, random_sources
-from adlnmt.model import Seq2Seq
-from adlnmt.search import translate_ids
-from adlnmt.search_options import Hypothesis, SearchOptions
-from adlnmt.train.config import TrainConfig
+from adlnmt.inference.options import Hypothesis, SearchOptions
 
 if TYPE_CHECKING:
-    from adlnmt.export.engines import SearchEngine
+    from adlnmt.bench.measure import Device
+    from adlnmt.model import Seq2Seq
+    from adlnmt.train.config import TrainConfig
 
 MODES = {"cached": True, "uncached": False}  # mode → incremental
 WARMUP_SENTENCES = 4  # the warm-up decodes the first few sentences, forced lengths capped at WARMUP_LENGTH
 WARMUP_LENGTH = 16
+
+Batch = Sequence[Sequence[int]]  # encoded sources
+# sources, options, forced output lengths (None: EOS decides) → the hypotheses of each source
+Search = Callable[[Batch, SearchOptions, Sequence[int] | None], list[list[Hypothesis]]]
 
 
 @dataclass
 class Decoder:
     label: str
     kind: str  # preset | model
-    model: Seq2Seq | SearchEngine  # the PyTorch model, or another engine (adlnmt.export.engines)
+    search: Search  # the PyTorch search over a model, or another engine's (adlnmt.inference.engines)
     sources: list[list[int]]  # beam-table workload (encoded, each ending with EOS)
     exact: list[int] | None  # forced output lengths (presets), or None: real search
+    parameters: int | None = None  # of the PyTorch model (None: another engine)
+    sweep_vocab: int | None = None  # source vocabulary where output lengths can be forced (the length sweep)
 
 
 @dataclass
@@ -56,53 +59,73 @@ class DecodeSettings:
     modes: list[str]
     search: SearchOptions  # batch size, length penalty and workers; each row sets its beam and mode
     repeat: int
-    device: torch.device
+    device: Device  # "cpu" for an engine without PyTorch
     lengths: list[int]  # empty: no length sweep
     sweep_beams: list[int]
     sweep_sentences: int
     seed: int
 
 
+def torch_decoder(
+    label: str, kind: str, model: Seq2Seq, sources: list[list[int]], exact: list[int] | None, device: Device,
+    precision: str,
+) -> Decoder:  # fmt: skip
+    """``model`` in inference ``precision`` on the PyTorch search (its parameter count printed on stderr)."""
+    from adlnmt.inference.search import translate_ids
+    from adlnmt.inference.translator import with_precision
+
+    print(f"{label}: {model.parameter_count():,} parameters", file=sys.stderr)
+    model = with_precision(model, precision, str(device))
+
+    def search(batch: Batch, options: SearchOptions, lengths: Sequence[int] | None) -> list[list[Hypothesis]]:
+        return translate_ids(model, batch, options, device, lengths)
+
+    return Decoder(label, kind, search, sources, exact, model.parameter_count(), model.config.src_vocab_size)
+
+
 def preset_decoder(
-    name: str, config: TrainConfig, vocab: int, lengths: list[int], seed: int, device: torch.device
+    name: str, config: TrainConfig, vocab: int, lengths: list[int], seed: int, device: Device, precision: str
 ) -> Decoder:
     """Preset ``name`` (its ``config``), seeded random weights, random sources of ``lengths`` words."""
+    import numpy as np
+
     model = preset_model(config, vocab, vocab, seed, device)
     sources = random_sources(lengths, vocab, np.random.default_rng(seed))  # the same sources for every preset
-    return Decoder(name, "preset", model, sources, list(lengths))
+    return torch_decoder(name, "preset", model, sources, list(lengths), device, precision)
 
 
 def model_decoder(
-    label: str, path: Path, checkpoint: str, device: torch.device, lines: list[str], engine: str = "torch",
-    precision: str = "fp32",
+    label: str, path: Path, checkpoint: str, device: Device, lines: list[str], engine: str = "torch",
+    precision: str = "fp32", threads: int = 0,
 ) -> Decoder:  # fmt: skip
-    """A trained model directory (or export directory) on ``engine``; ``lines`` (raw text) encoded with its
-    vocabulary. Other engines than torch get ``precision`` at load time (int8: an int8 export)."""
-    from adlnmt.translator import Translator
+    """A trained model directory (or export directory) on ``engine`` with ``threads`` (0: its default); ``lines``
+    (raw text) encoded with its vocabulary. Other engines than torch get ``precision`` at load time (int8: an int8
+    export). An export run by CTranslate2 loads without PyTorch."""
+    from adlnmt.inference.translator import Translator
 
-    translator = Translator.load(path, checkpoint, str(device), "fp32" if engine == "torch" else precision, engine)
+    translator = Translator.load(path, checkpoint, str(device), "fp32" if engine == "torch" else precision, engine,
+                                 threads=threads)  # fmt: skip
     sources = [translator.encode(line, number) for number, line in enumerate(lines, 1) if line.strip()]
-    runner = translator.model if translator.engine is None else translator.engine
-    assert runner is not None
-    return Decoder(label, "model", runner, sources, None)
+    if translator.model is not None:
+        return torch_decoder(label, "model", translator.model, sources, None, device, precision)
+    runner = translator.engine
+
+    def search(batch: Batch, options: SearchOptions, lengths: Sequence[int] | None) -> list[list[Hypothesis]]:
+        assert lengths is None, "forced output lengths need the PyTorch search"
+        return runner.translate_ids(batch, options)
+
+    return Decoder(label, "model", search, sources, None)
 
 
 def measure(
-    model: Seq2Seq | SearchEngine,
-    sources: list[list[int]],
-    exact: list[int] | None,
-    beam: int,
-    mode: str,
-    settings: DecodeSettings,
+    decoder: Decoder, sources: list[list[int]], exact: list[int] | None, beam: int, mode: str, settings: DecodeSettings
 ) -> dict[str, Any]:
     """Time one search over ``sources``: rates per second, ms per sentence and memory."""
     options = replace(settings.search, beam=beam, incremental=MODES[mode])
 
     def search(count: int, longest: int | None = None) -> list[list[Hypothesis]]:
         lengths = None if exact is None else [min(n, longest or n) for n in exact[:count]]
-        if not isinstance(model, Seq2Seq):
-            return model.translate_ids(sources[:count], options)
-        return translate_ids(model, sources[:count], options, settings.device, lengths)
+        return decoder.search(sources[:count], options, lengths)
 
     search(WARMUP_SENTENCES, WARMUP_LENGTH)
     timing = timed(lambda: search(len(sources)), settings.device, settings.repeat)
@@ -128,13 +151,11 @@ def _rows(
     decoder: Decoder, settings: DecodeSettings, beams: list[int], workloads: Iterable[Workload]
 ) -> Iterator[dict[str, Any]]:
     """Measure every workload × beam × mode, logging each row to stderr as it is done."""
-    model = decoder.model
-    parameters = model.parameter_count() if isinstance(model, Seq2Seq) else None
-    head = {"decoder": decoder.label, "kind": decoder.kind, "parameters": parameters}
+    head = {"decoder": decoder.label, "kind": decoder.kind, "parameters": decoder.parameters}
     for extra, sources, exact in workloads:
         for beam in beams:
             for mode in settings.modes:
-                row = {**head, **extra, **measure(decoder.model, sources, exact, beam, mode, settings)}
+                row = {**head, **extra, **measure(decoder, sources, exact, beam, mode, settings)}
                 length = f" length {row['length']}" if "length" in row else ""
                 rates = f"{row['sentences_per_s']:.2f} sent/s, {row['ms_per_sentence']:.1f} ms/sent"
                 print(
@@ -150,9 +171,11 @@ def table_rows(decoder: Decoder, settings: DecodeSettings) -> Iterator[dict[str,
 
 def length_rows(decoder: Decoder, settings: DecodeSettings) -> Iterator[dict[str, Any]]:
     """The length sweep: for each L, ``sweep_sentences`` random sources of L words, outputs of exactly L tokens."""
-    if not isinstance(decoder.model, Seq2Seq):
+    vocab, count = decoder.sweep_vocab, settings.sweep_sentences
+    if vocab is None:
         return  # forced output lengths need the PyTorch search
-    vocab, count = decoder.model.config.src_vocab_size, settings.sweep_sentences
+    import numpy as np
+
     workloads = (
         ({"length": n}, random_sources([n] * count, vocab, np.random.default_rng((settings.seed, n))), [n] * count)
         for n in settings.lengths

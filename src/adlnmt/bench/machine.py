@@ -1,14 +1,17 @@
-"""The machine a benchmark ran on, recorded with every result file."""
+"""The machine a benchmark ran on, recorded with every result file. PyTorch is imported only for the record of a
+run on it (:func:`machine_record`); :func:`engine_machine_record` describes a run on an engine without it."""
 
 from __future__ import annotations
 
 import datetime
 import os
 import platform
+from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 def cpu_model() -> str:
@@ -29,17 +32,12 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def machine_record(device: torch.device) -> dict[str, Any]:
-    """CPU, cores, torch threads and version, device, Python and the date (UTC)."""
+def _host() -> dict[str, Any]:
+    """CPU, cores, Python, platform, the date (UTC) and the load average."""
     return {
         "cpu": cpu_model(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "logical_cores": os.cpu_count() or 1,
         "usable_cores": usable_cores(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -47,13 +45,34 @@ def machine_record(device: torch.device) -> dict[str, Any]:
     }
 
 
+def machine_record(device: torch.device) -> dict[str, Any]:
+    """CPU, cores, torch threads and version, device, Python and the date (UTC)."""
+    import torch
+
+    host = _host()
+    return {**host, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__, "device": str(device),
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else host["cpu"]}  # fmt: skip
+
+
+def engine_machine_record(engine: str, threads: int) -> dict[str, Any]:
+    """The record of a run on an engine without PyTorch (its package's version, ``threads`` CPU threads), with the
+    host facts of :func:`machine_record`."""
+    host = _host()
+    return {**host, "engine": engine, "engine_version": version(engine), "engine_threads": threads, "device": "cpu",
+            "device_name": host["cpu"]}  # fmt: skip
+
+
 def machine_summary(record: dict[str, Any]) -> str:
-    """CPU or GPU, cores, torch and its threads (a plot title)."""
+    """CPU or GPU, cores, torch (or the engine) and its threads (a plot title)."""
     device = record["device_name"] if record["device"].startswith("cuda") else record["device"]
-    return (
-        f"{record['cpu']} ({record['cpu_capability']}), {record['usable_cores']}/{record['logical_cores']} cores, "
-        f"torch {record['torch']} with {record['torch_threads']} threads, {device}"
-    )
+    if "torch" in record:
+        cpu = f"{record['cpu']} ({record['cpu_capability']})"
+        runtime = f"torch {record['torch']} with {record['torch_threads']} threads"
+    else:
+        cpu = record["cpu"]
+        runtime = f"{record['engine']} {record['engine_version']} with {record['engine_threads']} threads"
+    return f"{cpu}, {record['usable_cores']}/{record['logical_cores']} cores, {runtime}, {device}"
 
 
 def machine_line(record: dict[str, Any]) -> str:

@@ -8,7 +8,8 @@ started (what the measured work itself needed on top). Freed heap memory is hand
 ``malloc_trim``), so that a block does not start with what an earlier one left resident. Where ``/proc`` is absent
 the lifetime peak ``ru_maxrss`` stands in (it only ever grows, so ``added_mb`` is then what this block raised it
 by). On CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats`` (tensors only, not the
-allocator's cache), and the same difference.
+allocator's cache), and the same difference. PyTorch is imported for CUDA devices only: a device is a
+``torch.device`` or its name (``"cpu"`` for a run without PyTorch).
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Generic, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from adlnmt.memory import release_heap
+
+if TYPE_CHECKING:
+    import torch
+
+    Device = torch.device | str
 
 T = TypeVar("T")
 MB = 1024 * 1024
@@ -35,9 +39,19 @@ SAMPLE_SECONDS = 0.005
 SAMPLE_SECONDS_WITH_WORKERS = 0.1
 
 
-def memory_method(device: torch.device) -> str:
+def on_cuda(device: Device) -> bool:
+    return str(device).startswith("cuda")
+
+
+def _cuda_synchronize(device: Device) -> None:
+    import torch
+
+    torch.cuda.synchronize(device)
+
+
+def memory_method(device: Device) -> str:
     """How ``PeakMemory`` measures on ``device`` (recorded with the results)."""
-    if device.type == "cuda":
+    if on_cuda(device):
         return "cuda max_memory_allocated (tensors), MB"
     if STATM.is_file():
         return "peak RSS sampled every 5 ms from /proc/self/statm (with workers: PSS summed, every 100 ms), MB"
@@ -79,8 +93,9 @@ def _max_rss_bytes() -> int:
 class PeakMemory:
     """``with PeakMemory(device) as memory: ...`` then ``memory.peak_mb`` and ``memory.added_mb``."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: Device) -> None:
         self.device = device
+        self.cuda = on_cuda(device)
         self.peak_mb = 0.0
         self.added_mb = 0.0
         self._start = 0
@@ -89,18 +104,22 @@ class PeakMemory:
         self._thread: threading.Thread | None = None
 
     def _sample(self) -> int:
-        if self.device.type == "cuda":
+        if self.cuda:
+            import torch
+
             return torch.cuda.max_memory_allocated(self.device)
         return _resident_bytes(_children()) if STATM.is_file() else _max_rss_bytes()
 
     def _watch(self) -> None:
-        # Reading smaps_rollup takes ~2 ms per process: with workers, sample less often to leave them the CPU.
+        # Reading smaps_rollup costs milliseconds per process: with workers, sample less often to leave them the CPU.
         while not self._stop.wait(SAMPLE_SECONDS_WITH_WORKERS if _children() else SAMPLE_SECONDS):
             self._peak = max(self._peak, self._sample())
 
     def __enter__(self) -> PeakMemory:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        if self.cuda:
+            import torch
+
+            _cuda_synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             self._start = torch.cuda.memory_allocated(self.device)
         else:
@@ -115,8 +134,8 @@ class PeakMemory:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        if self.cuda:
+            _cuda_synchronize(self.device)
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -133,7 +152,7 @@ class Timing(Generic[T]):
     result: T  # what the last repetition returned
 
 
-def timed(run: Callable[[], T], device: torch.device, repeat: int = 1) -> Timing[T]:
+def timed(run: Callable[[], T], device: Device, repeat: int = 1) -> Timing[T]:
     """Run ``run`` ``repeat`` times with Python's cyclic garbage collector paused (as ``timeit`` does); the fastest
     wall-clock time (noise only adds time) and the peak memory over all runs. The caller warms up first."""
     best, peak, added = float("inf"), 0.0, 0.0
@@ -144,8 +163,8 @@ def timed(run: Callable[[], T], device: torch.device, repeat: int = 1) -> Timing
             with PeakMemory(device) as memory:
                 start = time.perf_counter()
                 result = run()
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
+                if on_cuda(device):
+                    _cuda_synchronize(device)
                 seconds = time.perf_counter() - start
             best, peak, added = min(best, seconds), max(peak, memory.peak_mb), max(added, memory.added_mb)
     finally:

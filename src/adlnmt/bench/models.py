@@ -1,19 +1,21 @@
 """What the benchmarks run on: presets (randomly initialised, seeded) at a chosen size, named groups of
-presets, and synthetic sentence lengths and token ids."""
+presets, and synthetic sentence lengths and token ids. PyTorch is imported where a preset is built."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import torch
+from typing import TYPE_CHECKING, Any
 
 from adlnmt.data.vocab import EOS
 from adlnmt.errors import UserError
-from adlnmt.model import Seq2Seq
 from adlnmt.presets import PRESET_GROUPS, get_preset
-from adlnmt.train.config import TrainConfig, build_config
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from adlnmt.model import Seq2Seq
+    from adlnmt.train.config import TrainConfig
 
 FIRST_WORD_ID = 4  # after PAD, UNK, BOS, EOS
 
@@ -42,6 +44,11 @@ def expand_presets(names: list[str]) -> list[str]:
 def preset_configs(names: list[str], overrides: dict[str, Any]) -> dict[str, TrainConfig]:
     """Each preset's options with the ``overrides`` (d_model, heads, d_ff, ... given on the command line), checked
     up front by building every model on the meta device (a bad size fails before any measurement)."""
+    import torch
+
+    from adlnmt.model import Seq2Seq
+    from adlnmt.train.config import build_config
+
     configs = {}
     for name in names:
         configs[name] = build_config({"preset": name, **{k: v for k, v in overrides.items() if v is not None}})
@@ -52,6 +59,10 @@ def preset_configs(names: list[str], overrides: dict[str, Any]) -> dict[str, Tra
 
 def preset_model(config: TrainConfig, src_vocab: int, tgt_vocab: int, seed: int, device: torch.device) -> Seq2Seq:
     """A randomly initialised model (seeded) with vocabularies of the given sizes."""
+    import torch
+
+    from adlnmt.model import Seq2Seq
+
     torch.manual_seed(seed)
     return Seq2Seq(config.model_config(src_vocab, tgt_vocab)).to(device)
 

@@ -6,7 +6,9 @@ import argparse
 from typing import Any
 
 from adlnmt.bounds import SEED, at_least, flag_type
+from adlnmt.data.options import PrepareOptions
 from adlnmt.errors import DataError
+from adlnmt.flags import add_flags
 
 _positive_int = flag_type(int, at_least(1))
 
@@ -21,23 +23,13 @@ def add_commands(subparsers: Any) -> None:
     prepare.add_argument("--valid-src", required=True, help="validation source text")
     prepare.add_argument("--valid-tgt", required=True, help="validation target text")
     prepare.add_argument("--out", required=True, help="output data directory")
-    prepare.add_argument(
-        "--vocab-size", type=_positive_int, default=8000, help="subword vocabulary size (default 8000)"
-    )
+    add_flags(prepare, PrepareOptions, ("vocab_size",))
     sharing = prepare.add_mutually_exclusive_group()
-    sharing.add_argument("--joint", dest="joint", action="store_true", default=True, help="one vocabulary (default)")
+    sharing.add_argument(
+        "--joint", dest="joint", action="store_true", default=PrepareOptions.joint, help="one vocabulary (default)"
+    )
     sharing.add_argument("--separate", dest="joint", action="store_false", help="a source and a target vocabulary")
-    prepare.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe", help="subword model (default bpe)")
-    prepare.add_argument(
-        "--max-len", type=_positive_int, default=250, help="drop train pairs with more subwords (default 250)"
-    )
-    prepare.add_argument(
-        "--max-ratio",
-        type=flag_type(float, at_least(1)),
-        default=3.0,
-        help="drop train pairs whose length ratio is larger (default 3.0)",
-    )
-    prepare.add_argument("--source-markers", action="store_true", help="start every source with BOS (COMET variant)")
+    add_flags(prepare, PrepareOptions, ("model_type", "max_len", "max_ratio", "source_markers"))
     prepare.add_argument("--overwrite", action="store_true", help="replace an existing prepared directory")
     prepare.set_defaults(func=cmd_prepare)
 

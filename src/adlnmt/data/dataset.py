@@ -1,25 +1,21 @@
-"""Loading a prepared data directory, token-budget length-bucketed batching, collation and DDP sharding.
-
-Only :func:`collate` makes tensors: loading a data directory (e.g. the vocabulary of an export) needs no PyTorch."""
+"""The encoded splits of a prepared data directory (memory-mapped arrays), token-budget length-bucketed batching,
+collation and DDP sharding. Only :func:`collate` makes tensors. The directory itself (manifest, vocabularies) is read
+by :mod:`adlnmt.data.data_dir`, which needs neither numpy nor PyTorch."""
 
 from __future__ import annotations
 
-import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from adlnmt.data.prepare import FORMAT_VERSION, MANIFEST, SIDES
-from adlnmt.data.vocab import BOS, EOS, PAD, Vocab
+from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import DataError
 
 if TYPE_CHECKING:
     import torch
-
-MANIFEST_ENTRIES: dict[str, type] = {"spm": dict, "joint": bool, "files": dict, "splits": dict}
 
 
 def _load_array(path: Path) -> np.ndarray:
@@ -36,13 +32,6 @@ def _check_ids(tokens: np.ndarray, vocab_size: int, path: Path) -> None:
     if len(tokens) and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         found = int(tokens.max()) if int(tokens.max()) >= vocab_size else int(tokens.min())
         raise DataError(f"token id {found} is outside the vocabulary of {vocab_size} ids", path)
-
-
-def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
-    """DataError naming ``path`` when an entry the loader reads is missing or of the wrong type."""
-    wrong = [name for name, kind in MANIFEST_ENTRIES.items() if not isinstance(manifest.get(name), kind)]
-    if wrong:
-        raise DataError(f"malformed manifest: {', '.join(wrong)} missing or of the wrong type", path)
 
 
 class Split:
@@ -66,7 +55,7 @@ class Split:
         self.source_markers = source_markers
         self._tokens: dict[str, np.ndarray] = {}
         self._offsets: dict[str, np.ndarray] = {}
-        for side in SIDES:
+        for side in files:  # src, tgt
             tokens_path = directory / files[side]["tokens"]
             offsets_path = directory / files[side]["offsets"]
             tokens, offsets = _load_array(tokens_path), _load_array(offsets_path)
@@ -111,95 +100,6 @@ class Split:
     def tgt(self, i: int) -> np.ndarray:
         """Target ids of sentence ``i`` (int64), pieces only."""
         return self.tgt_pieces(i).astype(np.int64)
-
-
-class DataDir:
-    """A directory written by ``prepare``: its manifest, vocabularies and splits (loaded on first use)."""
-
-    def __init__(self, path: Path, manifest: dict[str, Any], src_vocab: Vocab, tgt_vocab: Vocab) -> None:
-        self.path = path
-        self.manifest = manifest
-        self.src_vocab = src_vocab
-        self.tgt_vocab = tgt_vocab
-        self._splits: dict[str, Split] = {}
-
-    @classmethod
-    def load(cls, path: str | Path) -> DataDir:
-        """Read the manifest and the sentencepiece models; DataError naming the file when one is missing or corrupt."""
-        path = Path(path)
-        manifest_path = path / MANIFEST
-        if not path.is_dir():
-            raise DataError("data directory not found (run `adlnmt prepare` first)", path)
-        if not manifest_path.is_file():
-            raise DataError("no manifest: not a prepared data directory, or prepare did not finish", manifest_path)
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise DataError(f"invalid JSON: {err.msg}", manifest_path, err.lineno) from None
-        except UnicodeDecodeError:
-            raise DataError("invalid UTF-8", manifest_path) from None
-        if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
-            found = manifest.get("format_version") if isinstance(manifest, dict) else None
-            raise DataError(f"unsupported format version {found!r} (expected {FORMAT_VERSION})", manifest_path)
-        _check_manifest(manifest, manifest_path)
-        try:
-            spm_files = manifest["spm"]
-            src_vocab = Vocab.load(path / spm_files["src"])
-            tgt_vocab = src_vocab if manifest["joint"] else Vocab.load(path / spm_files["tgt"])
-        except (KeyError, TypeError) as err:
-            raise DataError(f"manifest lacks the entry {err}", manifest_path) from None
-        return cls(path, manifest, src_vocab, tgt_vocab)
-
-    @property
-    def source_markers(self) -> bool:
-        """Whether sources start with BOS."""
-        return bool(self.manifest.get("source_markers", False))
-
-    def split(self, name: str) -> Split:
-        """The split ``name`` (``"train"`` or ``"valid"``), memory-mapped on first use."""
-        if name not in self._splits:
-            files = self.manifest.get("files", {})
-            if name not in files:
-                raise DataError(f"no split {name!r} (has: {', '.join(files)})", self.path / MANIFEST)
-            try:
-                expected = self.manifest["splits"].get(name, {}).get("kept")
-                names = {side: {kind: str(files[name][side][kind]) for kind in ("tokens", "offsets")} for side in SIDES}
-            except (KeyError, TypeError, AttributeError) as err:
-                raise DataError(f"malformed entry for split {name!r} ({err!r})", self.path / MANIFEST) from None
-            sizes = {"src": self.src_vocab.size, "tgt": self.tgt_vocab.size}
-            self._splits[name] = Split(name, self.path, names, self.source_markers, expected, sizes)
-        return self._splits[name]
-
-    def encode_source(self, text: str, max_len: int | None = None) -> list[int]:
-        """Encoder input ids of a raw sentence, laid out like ``Split.src``; pieces cut to ``max_len`` if given."""
-        pieces = self.src_vocab.encode(text)
-        if max_len is not None:
-            pieces = pieces[:max_len]
-        return ([BOS] if self.source_markers else []) + pieces + [EOS]
-
-    def valid_references(self) -> list[str]:
-        """The raw valid targets, aligned with ``split("valid")`` (BLEU references)."""
-        return self.raw_text("valid", "tgt")
-
-    def raw_text(self, split: str, side: str) -> list[str]:
-        """The raw text of ``split`` (only ``"valid"`` is kept) aligned with the encoded split, e.g. BLEU references."""
-        try:
-            name = self.manifest["text"][split][side]
-        except (KeyError, TypeError):
-            raise DataError(f"no raw text kept for {split}.{side}", self.path / MANIFEST) from None
-        path = self.path / name
-        if not path.is_file():
-            raise DataError("data file missing (re-run prepare)", path)
-        try:  # split on "\n" only, as prepare wrote it (a "\r" inside a line stays in it)
-            lines = path.read_bytes().decode("utf-8").split("\n")
-        except UnicodeDecodeError:
-            raise DataError("invalid UTF-8", path) from None
-        if lines and lines[-1] == "":
-            lines.pop()
-        expected = len(self.split(split))
-        if len(lines) != expected:
-            raise DataError(f"has {len(lines)} lines, the encoded split has {expected}", path)
-        return lines
 
 
 @dataclass

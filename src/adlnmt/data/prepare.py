@@ -25,12 +25,11 @@ from typing import Any
 import numpy as np
 
 from adlnmt.data.corpus import RATIO_MIN_LEN, PairCounts, length_filter, read_parallel
-from adlnmt.data.vocab import MODEL_TYPES, SPECIAL_IDS, UNK, Vocab, train_sentencepiece
+from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SIDES
+from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
+from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, train_sentencepiece
 from adlnmt.errors import DataError
 
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-SIDES = ("src", "tgt")
 _CHUNK = 4096
 _INPUTS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
 _NOTHING_LEFT = {
@@ -69,27 +68,6 @@ def _joint_text(src: Path, tgt: Path) -> Iterator[str]:
 def _side_text(src: Path, tgt: Path, index: int) -> Iterator[str]:
     for pair in read_parallel(src, tgt):
         yield pair[index]
-
-
-@dataclass(frozen=True)
-class _Options:
-    """The options of one ``prepare`` call that shape its output (recorded in the manifest)."""
-
-    vocab_size: int
-    joint: bool
-    model_type: str
-    max_len: int
-    max_ratio: float
-    source_markers: bool
-
-    def check(self) -> None:
-        """Raise DataError for an unknown subword model type or an impossible length limit."""
-        if self.model_type not in MODEL_TYPES:
-            raise DataError(f"model type must be one of {', '.join(MODEL_TYPES)}, got {self.model_type!r}")
-        if self.max_len < 1:
-            raise DataError(f"max_len must be at least 1, got {self.max_len}")
-        if not self.max_ratio >= 1.0:
-            raise DataError(f"max_ratio must be at least 1, got {self.max_ratio}")
 
 
 @dataclass
@@ -169,7 +147,7 @@ def _claim_output(out: Path, overwrite: bool) -> None:
 
 
 def _train_vocabs(
-    train_src: Path, train_tgt: Path, out: Path, options: _Options
+    train_src: Path, train_tgt: Path, out: Path, options: PrepareOptions
 ) -> tuple[dict[str, str], dict[str, Vocab]]:
     """Train the sentencepiece model(s) on the training text: model file name and vocabulary per side."""
     if options.joint:
@@ -188,7 +166,7 @@ def _train_vocabs(
 
 
 def _encode_split(
-    src: Path, tgt: Path, vocabs: dict[str, Vocab], options: _Options, keeps_references: bool
+    src: Path, tgt: Path, vocabs: dict[str, Vocab], options: PrepareOptions, keeps_references: bool
 ) -> EncodedSplit:
     """Encode one split chunk by chunk with the sentencepiece vocabularies, admitting pair by pair."""
     split = EncodedSplit(keeps_references)
@@ -234,7 +212,7 @@ def _split_summary(split: EncodedSplit, source_markers: bool) -> dict[str, int]:
 
 
 def _manifest(
-    options: _Options,
+    options: PrepareOptions,
     inputs: dict[str, Path],
     vocabs: dict[str, Vocab],
     spm_files: dict[str, str],
@@ -274,12 +252,12 @@ def prepare(
     valid_src: str | Path,
     valid_tgt: str | Path,
     out_dir: str | Path,
-    vocab_size: int = 8000,
-    joint: bool = True,
-    model_type: str = "bpe",
-    max_len: int = 250,
-    max_ratio: float = 3.0,
-    source_markers: bool = False,
+    vocab_size: int = PREPARE_DEFAULTS.vocab_size,
+    joint: bool = PREPARE_DEFAULTS.joint,
+    model_type: str = PREPARE_DEFAULTS.model_type,
+    max_len: int = PREPARE_DEFAULTS.max_len,
+    max_ratio: float = PREPARE_DEFAULTS.max_ratio,
+    source_markers: bool = PREPARE_DEFAULTS.source_markers,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Prepare a data directory (layout in the module docstring) and return its manifest.
@@ -292,7 +270,7 @@ def prepare(
     ``source_markers`` makes ``Split.src`` start with BOS (EOS always ends it); it is recorded, not stored in tokens.
     Refuses a directory that already holds a manifest unless ``overwrite``.
     """
-    options = _Options(vocab_size, joint, model_type, max_len, max_ratio, source_markers)
+    options = PrepareOptions(vocab_size, joint, model_type, max_len, max_ratio, source_markers)
     options.check()
     inputs = {key: Path(path) for key, path in zip(_INPUTS, (train_src, train_tgt, valid_src, valid_tgt), strict=True)}
     out = Path(out_dir)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from adlnmt.data.options import MODEL_TYPES
 from adlnmt.errors import DataError
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIAL_IDS = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}
-MODEL_TYPES = ("bpe", "unigram")
 
 
 class _Feed:
@@ -149,3 +149,13 @@ class Vocab:
         if not 0 <= id_ < self.size:
             raise IndexError(f"id {id_} out of range for a vocabulary of {self.size}")
         return self.processor.id_to_piece(int(id_))
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        """The subword strings of ``ids`` (one call into sentencepiece)."""
+        if ids and not 0 <= min(ids) <= max(ids) < self.size:
+            raise IndexError(f"an id of {list(ids)} is out of range for a vocabulary of {self.size}")
+        return self.processor.id_to_piece(list(ids))
+
+    def ids(self, pieces: Sequence[str]) -> list[int]:
+        """The ids of subword strings (one call into sentencepiece); a string not in the vocabulary gives UNK."""
+        return self.processor.piece_to_id(list(pieces))

@@ -11,7 +11,6 @@ for a model already built (``adlnmt describe --diagram``).
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -19,10 +18,11 @@ from typing import Any
 
 import torch
 
-from adlnmt.adl.builder import ModelOptions
 from adlnmt.diagram.dot import FONT, INSTALL_HINT, load_graphviz, model_graph
 from adlnmt.errors import UserError
+from adlnmt.layers.builder import ModelOptions
 from adlnmt.model import ModelConfig, Seq2Seq
+from adlnmt.store import ModelDir
 
 __all__ = ["diagram_html", "diagram_svg", "model_dir_svg", "model_graph", "model_image", "model_svg", "write_diagram"]
 PNG_DPI = 200  # sharp enough for slides and papers (Graphviz's default is 96)
@@ -64,11 +64,7 @@ def diagram_svg(
 
 def model_dir_svg(model_dir: str | Path) -> str:
     """The diagram of a trained model from its directory's ``config.json`` (no weights are read)."""
-    config_path = Path(model_dir) / "config.json"
-    if not config_path.is_file():
-        raise UserError(f"{model_dir}: not a model directory (no config.json)")
-    stored = json.loads(config_path.read_text(encoding="utf-8"))
-    return model_svg(_meta_model(ModelConfig(**stored["model"])))
+    return model_svg(_meta_model(ModelConfig(**ModelDir(model_dir).config()["model"])))
 
 
 def diagram_html(model: Seq2Seq) -> str:

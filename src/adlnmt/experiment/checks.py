@@ -3,20 +3,20 @@ anything runs), and the stored results a report could not read (listed, never le
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import Grid
+from adlnmt.experiment.results import RESULT_FILE, ResultError, RunResult
 from adlnmt.experiment.runner import Run
 
 
 def input_problems(grid: Grid) -> list[str]:
     """What is wrong with the files the grid reads: its test sets, the corpora its data is prepared from, the
     prepared data directories it names (one line each, naming the file)."""
-    from adlnmt.data.dataset import DataDir
+    from adlnmt.data.data_dir import DataDir
 
     problems: list[str] = []
     files = [path for test in grid.tests for path in (test.src, test.ref)]
@@ -47,14 +47,11 @@ def unreadable_results(runs: Iterable[Run]) -> list[str]:
     JSON, or not a result (such a run counts as not finished)."""
     found = []
     for run in runs:
-        for path in dict.fromkeys((run.archive / "result.json", run.dir / "result.json")):  # may be one place
-            if not path.exists():
-                continue
+        for path in dict.fromkeys((run.archive / RESULT_FILE, run.dir / RESULT_FILE)):  # may be one place
             try:
-                result = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as err:
-                found.append(f"{run.label}: {path}: unreadable ({type(err).__name__})")
+                RunResult.load(path)
+            except FileNotFoundError:
                 continue
-            if not isinstance(result, dict) or not isinstance(result.get("tests"), dict):
-                found.append(f"{run.label}: {path}: not a run's result (no 'tests' object)")
+            except ResultError as err:
+                found.append(f"{run.label}: {err}")
     return found

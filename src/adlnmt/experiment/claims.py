@@ -7,6 +7,8 @@ Holm's adjustment runs over the primary verdicts of the table, and separately ov
 
 - a claim whose measured rows include a run that did not converge (:func:`adlnmt.experiment.convergence.judge`)
   reads *inconclusive: not converged*, with what the runs would give;
+- a claim measured on one seed of a row (on a test set added later, say) reads *inconclusive: one seed*: the
+  interval then holds the sentences' variation only, not the seeds', which two-level bootstrapping needs;
 - a claim the paper restricts to data unlike this (``out_of_scope``: e.g. "except for IWSLT", its small corpus) reads
   *out of scope at this data size*, measured but not judged, and left out of the adjustment;
 - each claim names the commit that registered it (``registered``); the seeds whose runs were evaluated before that
@@ -26,6 +28,7 @@ from typing import Any
 from adlnmt.experiment.convergence import judge as convergence
 from adlnmt.experiment.grid import RUN_METRICS, Claim, Grid
 from adlnmt.experiment.report import mean_std, timed_on
+from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.runner import Run, write_json
 from adlnmt.experiment.statistics import (
     LOWER_IS_BETTER,
@@ -33,13 +36,15 @@ from adlnmt.experiment.statistics import (
     Scorer,
     Tested,
     assess,
+    contrast,
     holm,
     seed_level,
-    two_level,
     verdict,
 )
 
 OUT_OF_SCOPE, NOT_CONVERGED, MISSING = "out of scope at this data size", "inconclusive: not converged", "not run yet"
+ONE_SEED = "inconclusive: one seed"
+MIN_SEEDS = 2  # per row, for a decided verdict (the seed level of the bootstrap needs variation to draw from)
 VALIDATION = "validation"  # the "test set" of a claim on a per-run metric (valid_ppl)
 
 
@@ -57,6 +62,7 @@ class Judgement:
     unconverged: tuple[str, ...] = ()  # "A seed 2": measured runs that did not converge
     apart: tuple[int, ...] = ()  # faster: seeds whose pair was timed on different processors, not compared
     after_results: tuple[int, ...] = ()  # seeds evaluated before the claim was registered
+    fewest_seeds: int = 0  # the fewest runs measured of any row the claim reads
 
 
 def relation(claim: Claim) -> str:
@@ -68,6 +74,8 @@ def relation(claim: Claim) -> str:
         return f"{a} ≥ {b}" + (f" − {claim.margin:g}" if claim.margin else "")
     if claim.kind == "equivalent":
         return f"{a} = {b} ± {claim.margin:g}"
+    if claim.kind == "larger_gain":
+        return f"({a} − {claim.first_from}) > ({b} − {claim.second_from})"
     return f"{a} ≥ {claim.ratio:g} × {b}"
 
 
@@ -84,65 +92,79 @@ class Judge:
 
     def __init__(self, grid: Grid, runs: list[Run]) -> None:
         self.grid = grid
-        self.finished: dict[tuple[str, int], tuple[Path, dict[str, Any]]] = {}
+        self.finished: dict[tuple[str, int], tuple[Path, RunResult]] = {}
         for run in runs:
             if (folder := run.finished_in()) is not None and (result := run.result()) is not None:
                 self.finished[(run.variant.name, run.seed)] = (folder, result)
         self.scorer = Scorer({t.name: (t.src, t.ref) for t in grid.tests}, grid.bootstrap_resamples)
 
-    def _runs(self, variant: str, test: str) -> dict[int, tuple[Path, dict[str, Any]]]:
+    def _runs(self, variant: str, test: str) -> dict[int, tuple[Path, RunResult]]:
         """The row's finished runs evaluated on ``test`` (every finished run for a per-run metric), by seed."""
         return {seed: found for seed in self.grid.seeds if (found := self.finished.get((variant, seed)))
-                and (test == VALIDATION or test in found[1].get("tests", {}))}  # fmt: skip
+                and (test == VALIDATION or test in found[1].tests)}  # fmt: skip
 
     def judge(self, claim: Claim, test: str) -> Judgement:
         """The claim on ``test`` before the family's adjustment (``adjusted_p`` and the verdicts unset)."""
-        first, second = self._runs(claim.first, test), self._runs(claim.second, test)
+        rows = {name: self._runs(name, test) for name in claim.rows}
         if claim.kind == "faster":
-            return self._speed(claim, test, first, second)
+            return self._speed(claim, test, rows[claim.first], rows[claim.second])
         words = (claim.min_source_words, claim.max_source_words)
         lower = claim.metric in LOWER_IS_BETTER
         if claim.metric in RUN_METRICS:
-            a = [result[RUN_METRICS[claim.metric]] for _, result in first.values()]
-            b = [result[RUN_METRICS[claim.metric]] for _, result in second.values()]
+            a = [RUN_METRICS[claim.metric](result) for _, result in rows[claim.first].values()]
+            b = [RUN_METRICS[claim.metric](result) for _, result in rows[claim.second].values()]
             estimate = seed_level(a, b, lower, self.grid.bootstrap_resamples) if a and b else None
+            means = (mean_std(a)[0], mean_std(b)[0])
         else:
-            a_runs = [r for found in first.values() if (r := self.scorer.run(*found, test, claim.metric, words))]
-            b_runs = [r for found in second.values() if (r := self.scorer.run(*found, test, claim.metric, words))]
-            a, b = [r.score for r in a_runs], [r.score for r in b_runs]
-            estimate = two_level(a_runs, b_runs, lower) if a_runs and b_runs else None
+            scored = {name: [r for found in runs.values() if (r := self.scorer.run(*found, test, claim.metric, words))]
+                      for name, runs in rows.items()}  # fmt: skip
+            weights: dict[str, float] = {}  # a row named twice (a chain of steps) is drawn once, its weights summed
+            for name, weight in zip(claim.rows, (1.0, -1.0, -1.0, 1.0) if claim.first_from else (1.0, -1.0),
+                                    strict=True):  # fmt: skip
+                weights[name] = weights.get(name, 0.0) + weight
+            used = [name for name, weight in weights.items() if weight]
+            ready = all(scored[name] for name in claim.rows)
+            estimate = contrast([scored[n] for n in used], [weights[n] for n in used], lower) if ready else None
+            mean = {name: mean_std([r.score for r in runs])[0] for name, runs in scored.items()}
+            means = (mean[claim.first], mean[claim.second])
+            if claim.first_from:  # the two steps' gains
+                means = tuple(
+                    None if None in (mean[to], mean[start]) else mean[to] - mean[start]
+                    for to, start in ((claim.first, claim.first_from), (claim.second, claim.second_from))
+                )
         tested = assess(claim.kind, estimate, claim.margin) if estimate else None
-        return self._judgement(claim, test, first, second, (mean_std(a)[0], mean_std(b)[0]), tested)
+        return self._judgement(claim, test, rows, means, tested)
 
     def _speed(self, claim: Claim, test: str, first: dict, second: dict) -> Judgement:
         """A ``faster`` claim from the speed ratio of each seed pair timed on one processor."""
         seeds = [s for s in first if s in second]
         apart = tuple(s for s in seeds if timed_on(first[s][1]) != timed_on(second[s][1]))
         paired = [s for s in seeds if s not in apart]
-        speeds = [(first[s][1]["tests"][test]["sentences_per_s"], second[s][1]["tests"][test]["sentences_per_s"])
+        speeds = [(first[s][1].tests[test].timing.sentences_per_s, second[s][1].tests[test].timing.sentences_per_s)
                   for s in paired]  # fmt: skip
         estimate: Estimate | None = None
         if speeds:
             estimate = seed_level([math.log(a / b) for a, b in speeds], None, False, self.grid.bootstrap_resamples)
         tested = assess("faster", estimate, ratio=claim.ratio) if estimate else None
         means = (mean_std([a for a, _ in speeds])[0], mean_std([b for _, b in speeds])[0])
-        pairs = {s: first[s] for s in paired}, {s: second[s] for s in paired}
-        return replace(self._judgement(claim, test, *pairs, means, tested), apart=apart)
+        pairs = {claim.first: {s: first[s] for s in paired}, claim.second: {s: second[s] for s in paired}}
+        return replace(self._judgement(claim, test, pairs, means, tested), apart=apart)
 
-    def _judgement(self, claim: Claim, test: str, first: dict, second: dict, means: tuple[float | None, ...],
-                   tested: Tested | None) -> Judgement:  # fmt: skip
+    def _judgement(self, claim: Claim, test: str, rows: dict[str, dict[int, tuple[Path, RunResult]]],
+                   means: tuple[float | None, ...], tested: Tested | None) -> Judgement:  # fmt: skip
         unconverged = tuple(
-            f"{name} seed {seed}" for name, runs in ((claim.first, first), (claim.second, second))
-            for seed, (_, result) in runs.items()
+            f"{name} seed {seed}" for name, runs in rows.items() for seed, (_, result) in runs.items()
             if not convergence(result, self.grid.variant(name).train).converged
         )  # fmt: skip
         after: set[int] = set()
         if claim.registered_at:
             registered = datetime.fromisoformat(claim.registered_at)
-            for runs in (first, second):
-                after |= {seed for seed, (_, result) in runs.items() if _evaluated(result) < registered}
+            for runs in rows.values():
+                after |= {seed for seed, (_, result) in runs.items() if result.evaluated < registered}
+        first, second = rows[claim.first], rows[claim.second]
         return Judgement(claim, test, test == claim.test or test == VALIDATION, (tuple(first), tuple(second)),
-                         means, tested, unconverged=unconverged, after_results=tuple(sorted(after)))  # fmt: skip
+                         means, tested, unconverged=unconverged, after_results=tuple(sorted(after)),
+                         fewest_seeds=min(len(runs) for runs in rows.values()))  # fmt: skip
 
     def judge_all(self) -> list[Judgement]:
         """Every claim on its own test set, then on each other test set of the grid; verdicts after Holm's
@@ -164,17 +186,14 @@ class Judge:
         return [_verdict(j) for j in judged]
 
 
-def _evaluated(result: dict[str, Any]) -> datetime:
-    """When the run's evaluation started (its result existed from then on); long ago when not recorded."""
-    date = result.get("provenance", {}).get("machine", {}).get("date")
-    return datetime.fromisoformat(date) if date else datetime.fromisoformat("1970-01-01T00:00:00+00:00")
-
-
 def _verdict(j: Judgement) -> Judgement:
     if j.tested is None:
         return j
     measured = verdict(j.tested, j.adjusted_p if j.adjusted_p is not None else j.tested.p_value)
-    final = OUT_OF_SCOPE if j.claim.out_of_scope else NOT_CONVERGED if j.unconverged else measured
+    one_seed = j.fewest_seeds < MIN_SEEDS
+    final = (
+        OUT_OF_SCOPE if j.claim.out_of_scope else NOT_CONVERGED if j.unconverged else ONE_SEED if one_seed else measured
+    )
     return replace(j, measured=measured, verdict=final)
 
 
@@ -227,6 +246,8 @@ def verdict_text(j: Judgement) -> str:
         text += f" ({', '.join(j.unconverged)}; the runs as they are: {j.measured})"
     elif j.verdict == OUT_OF_SCOPE:
         text += f" ({j.claim.out_of_scope}; measured: {j.measured})"
+    elif j.verdict == ONE_SEED:
+        text += f" (the statistics alone: {j.measured})"
     if j.apart:
         text += f" (not compared: seed {', '.join(map(str, j.apart))}, A and B timed on different processors)"
     return text
@@ -290,10 +311,12 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
         "then each row's seeds). p: the centred bootstrap p of the test that decides the claim (two-sided for "
         "*better*, one-sided against the margin for *close* and *faster*, two one-sided tests for *equivalent*), "
         "with Holm's adjustment over the table's primary verdicts (↳ lines: over the claims on that test set). "
-        "*better* holds when the 95 % interval lies above 0 (does not hold: below); *close*, *equivalent* and "
+        "*better* (and *larger gain*: (A − A0) − (B − B0), the gains of two steps, in the A vs B column) holds when "
+        "the 95 % interval lies above 0 (does not hold: below); *close*, *equivalent* and "
         "*faster* hold when the 90 % interval lies beyond the threshold or inside the margin (do not hold: wholly "
         "on the other side); a decided verdict also needs a Holm-adjusted p below 0.05. Anything else: "
-        "inconclusive. A run that did not converge makes the claim inconclusive; a claim the paper restricts to "
+        "inconclusive. A run that did not converge makes the claim inconclusive, and so does a row measured on one "
+        "seed (no seed variation to draw from); a claim the paper restricts to "
         "other data is out of scope. Registered: the commit that added the claim in this form. Rules and "
         "references: docs/experiments.md, Significance.",
         "",

@@ -13,13 +13,9 @@ from typing import TYPE_CHECKING
 from adlnmt.errors import UserError
 
 if TYPE_CHECKING:  # the grid and runner import PyTorch and sacreBLEU: not needed to parse the arguments
+    from adlnmt.experiment.folders import Folders
     from adlnmt.experiment.grid import Grid
     from adlnmt.experiment.runner import Outcome, Run
-
-
-def default_out(grid: Grid) -> Path:
-    """``runs/<name>-<scale>`` next to the grid file."""
-    return grid.path.parent / "runs" / (f"{grid.name}-{grid.scale}" if grid.scale else grid.name)
 
 
 def status(run: Run, shared: dict[str, str]) -> str:
@@ -29,15 +25,20 @@ def status(run: Run, shared: dict[str, str]) -> str:
         return f"finished as {shared[run.fingerprint]} (shared)"
     if not run.model_dir.exists():
         return "new"
-    from adlnmt.train.checkpoint import state_files
+    from adlnmt.store import ModelDir
 
-    states = state_files(run.model_dir)
+    states = ModelDir(run.model_dir).states()
     return f"started (resumes at update {states[-1][0]})" if states else "started"
 
 
-def print_plan(grid: Grid, runs: list[Run], out: Path, shared: dict[str, str]) -> None:
+def where(folders: Folders) -> str:
+    """The output folder, or both folders of the two-folder layout."""
+    return f"output {folders.work}" + ("" if folders.one else f", archive and report {folders.archive}")
+
+
+def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, str]) -> None:
     print(f"{grid.path}: {grid.name}, scale {grid.scale or '-'}: {len(grid.variants)} variants × "
-          f"{len(grid.seeds)} seeds {list(grid.seeds)}, output {out}")  # fmt: skip
+          f"{len(grid.seeds)} seeds {list(grid.seeds)}, {where(folders)}")  # fmt: skip
     tests = ", ".join(t.name for t in grid.tests)
     print(f"  tests {tests}; metrics {', '.join(grid.metrics)}; translate {grid.translate}")
     for variant in grid.variants:
@@ -67,65 +68,68 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment import slurm
     from adlnmt.experiment.checks import check_input_files, unreadable_results
     from adlnmt.experiment.claims import write_claims
+    from adlnmt.experiment.folders import claim, output_folders
     from adlnmt.experiment.grid import load_grid
     from adlnmt.experiment.lock import lock_output
     from adlnmt.experiment.report import write_report
     from adlnmt.experiment.retime import retime
-    from adlnmt.experiment.runner import default_results, plan_runs, shared_runs
+    from adlnmt.experiment.runner import plan_runs, shared_runs
 
     if args.retime and (args.rerun or args.report_only):
         raise UserError("--retime times finished runs again: it goes with neither --rerun nor --report-only")
     grid = load_grid(args.grid, args.scale)
-    out = Path(args.out) if args.out else default_out(grid)
-    # An explicit --out keeps everything in one place; by default the archive and report go to results/.
-    results = Path(args.results) if args.results else out if args.out else default_results(grid)
-    runs = plan_runs(grid, out, results)
+    folders = output_folders(grid, args.out, args.results)
+    if folders.note:
+        print(folders.note)
+    results = folders.archive
+    runs = plan_runs(grid, folders.work, results)
     selected = select(grid, runs, args.variants, args.seeds)
     retrained = selected if args.rerun and not args.report_only else []
     shared = [found for found in shared_runs(grid, runs, results) if found[0] not in retrained]
     if args.dry_run:
-        print_plan(grid, runs, out, {run.fingerprint: name for run, _, name in shared})
+        print_plan(grid, runs, folders, {run.fingerprint: name for run, _, name in shared})
         check_input_files(grid)
         return 0
     if args.status:
-        print(f"{grid.name} (scale {grid.scale or '-'}), output {out}:")
+        print(f"{grid.name} (scale {grid.scale or '-'}), {where(folders)}:")
         slurm.print_status(selected)
         return 0
-    lock = lock_output(out)  # noqa: F841 (held while this command runs: released with it, however it ends)
-    outcomes: list[Outcome] = []
-    for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
-        run.archive_result()
-    for run, folder, name in shared:
-        run.adopt(folder, name)
-        print(f"{run.label}: finished as {name} (the same settings), copied into {run.archive}")
-    for line in unreadable_results(runs):
-        print(f"warning: {line}: counted as not finished, left out of the report")
-    if args.report_only and not any(run.finished_in() for run in runs):
-        raise UserError(f"{results}: no finished run of this experiment (give --results, or run the grid first)")
-    for run in retrained:
-        shutil.rmtree(run.dir, ignore_errors=True)
-        shutil.rmtree(run.archive, ignore_errors=True)
-    if args.retime:
-        finished = [run for run in selected if run.finished_in() is not None]
-        for run in finished:
-            print(retime(run), flush=True)
-        if unfinished := len(selected) - len(finished):
-            print(f"{unfinished} of the selected runs not finished: not timed")
-    elif not args.report_only:
-        outcomes = run_selected(grid, selected, out, args)
-        if args.executor == "slurm" and not args.wait:
-            return 0  # submitted: --status follows the jobs, --report-only (or --wait) reports
-    if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
-        print(f"no finished run yet, so no report in {results}")
+    with lock_output(folders.work):  # released when the command ends, however it ends (also called in-process)
+        claim(folders, grid)
+        outcomes: list[Outcome] = []
+        for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
+            run.archive_result()
+        for run, folder, name in shared:
+            run.adopt(folder, name)
+            print(f"{run.label}: finished as {name} (the same settings), copied into {run.archive}")
+        for line in unreadable_results(runs):
+            print(f"warning: {line}: counted as not finished, left out of the report")
+        if args.report_only and not any(run.finished_in() for run in runs):
+            raise UserError(f"{results}: no finished run of this experiment (give --results, or run the grid first)")
+        for run in retrained:
+            shutil.rmtree(run.dir, ignore_errors=True)
+            shutil.rmtree(run.archive, ignore_errors=True)
+        if args.retime:
+            finished = [run for run in selected if run.finished_in() is not None]
+            for run in finished:
+                print(retime(run), flush=True)
+            if unfinished := len(selected) - len(finished):
+                print(f"{unfinished} of the selected runs not finished: not timed")
+        elif not args.report_only:
+            outcomes = run_selected(grid, selected, folders.work, args)
+            if args.executor == "slurm" and not args.wait:
+                return 0  # submitted: --status follows the jobs, --report-only (or --wait) reports
+        if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
+            print(f"no finished run yet, so no report in {results}")
+            return exit_status(outcomes)
+        results.mkdir(parents=True, exist_ok=True)
+        table = write_report(grid, runs, results)
+        if judgements := write_claims(grid, runs, results):
+            verdicts = [j.verdict for j in judgements]
+            counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
+            print(f"claims: {counts} ({results / 'claims.md'})")
+        print(f"\n{table}\n\nreport: {results / 'report.md'}  (tables: results.md, results.csv, runs.csv; plots/)")
         return exit_status(outcomes)
-    results.mkdir(parents=True, exist_ok=True)
-    table = write_report(grid, runs, results)
-    if judgements := write_claims(grid, runs, results):
-        verdicts = [j.verdict for j in judgements]
-        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
-        print(f"claims: {counts} ({results / 'claims.md'})")
-    print(f"\n{table}\n\nreport: {results / 'report.md'}  (tables: results.md, results.csv, runs.csv; plots/)")
-    return exit_status(outcomes)
 
 
 def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Namespace) -> list[Outcome]:
@@ -134,8 +138,6 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
     from adlnmt.experiment.runner import check_inputs, execute, prepare_data, running_order, write_spec
 
     check_inputs(grid)
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(grid.path, out / "grid.yaml")
     data_dirs = prepare_data(grid, out)
     options = slurm.slurm_options(grid, args) if args.executor == "slurm" else None
     threads = args.threads or (options.cpus if options else max(1, (os.cpu_count() or 1) // args.jobs))
@@ -211,11 +213,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("grid", help="grid file (YAML)")
     parser.add_argument("--scale", help="one of the grid's scales, e.g. small or full (default: its default_scale)")
-    parser.add_argument("--out", help="output directory (default: runs/NAME-SCALE next to the grid file)")
+    parser.add_argument(
+        "--out",
+        help="the grid's folder: prepared data, runs (weights, logs, TensorBoard events), their results and the "
+        "report; its .gitignore leaves the archive to commit (default: results/NAME-SCALE next to the grid file; a "
+        "grid begun before one folder per grid keeps its two folders: docs/experiments.md)",
+    )
     parser.add_argument(
         "--results",
-        help="archive of finished runs (results, hypotheses) and the report, to commit (default: the --out directory "
-        "when given, else results/NAME-SCALE next to the grid file)",
+        help="archive the finished runs (results, hypotheses) and write the report here, apart from the data and "
+        "weights in --out, e.g. into the checkout you commit from (default: the --out folder)",
     )
     parser.add_argument(
         "--rerun",

@@ -1,6 +1,9 @@
 """The report's contrastive section: each row's accuracy on the grid's contrastive suites (``contrastive:``), overall
 and by the distance the phenomenon spans, with 95 % intervals from a two-level bootstrap (the suite's items drawn
-with replacement, the same draw for every run, then the row's seeds), and a plot of accuracy against distance.
+with replacement, the same draw for every run, then the row's seeds), and a plot of accuracy against distance; then
+the question of Tang et al. (2018) as a test: does a row lose more agreement over distance than the baseline? Its
+drop (accuracy on adjacent items, d = 1, minus distant ones, d ≥ 3, over all suites pooled) minus the baseline's,
+with a paired interval (the items drawn within each group once for all rows, then each row's seeds).
 
 Every finished run scored on a suite keeps each item's outcome (``result.json``: ``contrastive.NAME.correct``), so
 the rows compare on the same items; runs evaluated before the suite was added lack it and are left out (the table
@@ -20,6 +23,7 @@ from adlnmt.experiment.rows import Row
 RESAMPLES = 2000
 SEED = 20_261_126  # fixed: a rebuilt report gives the same intervals
 BUCKETS = [bucket(low) for low, _ in DISTANCE_BUCKETS] + ["none"]
+NEAR, FAR = 1, 3  # adjacent (distance 1) against distant (distance 3 and more) items
 
 
 def accuracy_interval(correct: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float]:
@@ -35,7 +39,7 @@ def accuracy_interval(correct: np.ndarray, rng: np.random.Generator) -> tuple[fl
 
 def outcomes(row: Row, suite: ContrastiveSuite) -> np.ndarray | None:
     """[seeds, items] outcomes of the row's runs scored on ``suite`` (None when none was)."""
-    found = [r["contrastive"][suite.name]["correct"] for r in row.results if suite.name in r.get("contrastive", {})]
+    found = [r.contrastive[suite.name].correct for r in row.results if suite.name in r.contrastive]
     return np.asarray(found, dtype=float) if found else None
 
 
@@ -74,7 +78,64 @@ def contrastive_section(grid: Grid, rows: list[Row], plots: Path) -> str:
         if curves:
             path = plot(suite, present, curves, plots / f"contrastive-{suite.name}.png")
             parts += [f"![accuracy by distance, {suite.name}](plots/{path.name})", ""]
-    return "\n".join(parts)
+    return "\n".join(parts + distance_drops(grid, rows))
+
+
+def pooled_outcomes(grid: Grid, rows: list[Row]) -> dict[str, np.ndarray]:
+    """Row name → [seeds, items] outcomes on all the grid's suites concatenated, of the runs scored on every one."""
+    names = [suite.name for suite in grid.contrastive]
+    pooled = {}
+    for row in rows:
+        found = [np.concatenate([r.contrastive[name].correct for name in names]) for r in row.results
+                 if all(name in r.contrastive for name in names)]  # fmt: skip
+        if found:
+            pooled[row.name] = np.asarray(found, dtype=float)
+    return pooled
+
+
+def distance_drops(grid: Grid, rows: list[Row]) -> list[str]:
+    """Markdown lines of :func:`drop_lines` for the grid's suites and rows (the runs scored on every suite)."""
+    distances = [item.distance for suite in grid.contrastive for item in read_suite(suite.suite)]
+    return drop_lines(distances, pooled_outcomes(grid, rows), grid.baseline)
+
+
+def drop_lines(distances: list[int | None], pooled: dict[str, np.ndarray], baseline: str | None) -> list[str]:
+    """Markdown lines: each row's drop from adjacent to distant agreement and, against the baseline, the difference of
+    the drops, each with its 95 % interval; ``pooled``: row → [seeds, items] outcomes on the items of ``distances``
+    (nothing when the items lack either group or no row has outcomes)."""
+    located = np.array([-1 if distance is None else distance for distance in distances])
+    near, far = np.flatnonzero(located == NEAR), np.flatnonzero(located >= FAR)
+    if not (len(near) and len(far) and pooled):
+        return []
+    rng = np.random.default_rng(SEED)
+    near_draws = near[rng.integers(0, len(near), size=(RESAMPLES, len(near)))]
+    far_draws = far[rng.integers(0, len(far), size=(RESAMPLES, len(far)))]
+    drops: dict[str, tuple[float, np.ndarray]] = {}
+    for name, correct in pooled.items():
+        per_seed = correct[:, near_draws].mean(axis=2) - correct[:, far_draws].mean(axis=2)  # [seeds, RESAMPLES]
+        seed_draws = rng.integers(0, len(correct), size=(RESAMPLES, len(correct)))
+        replicates = np.take_along_axis(per_seed.T, seed_draws, axis=1).mean(axis=1)
+        drops[name] = float(correct[:, near].mean() - correct[:, far].mean()), replicates
+
+    def shown(value: float, replicates: np.ndarray) -> str:
+        low, high = np.percentile(replicates, [2.5, 97.5])
+        return f"{100 * value:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+
+    base = drops.get(baseline or "")
+    lines = ["### Agreement over distance, against the baseline", "",
+             f"All suites pooled: {len(near)} adjacent items (d = {NEAR}) and {len(far)} distant ones (d ≥ {FAR}). "
+             "Drop: accuracy on the adjacent items minus the distant ones (points); against the baseline "
+             f"({baseline or 'none named'}): the row's drop minus the baseline's, positive when the row loses "
+             "more over distance. 95 % intervals from the two-level bootstrap, paired (the same item draws for "
+             "every row); descriptive, not corrected for the number of rows.", "",
+             "| row | seeds | d = 1 | d ≥ 3 | drop [95 %] | drop − baseline's [95 %] |",
+             "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for name, correct in pooled.items():
+        value, replicates = drops[name]
+        against = "–" if base is None or name == baseline else shown(value - base[0], replicates - base[1])
+        lines.append(f"| {name} | {len(correct)} | {100 * correct[:, near].mean():.1f} | "
+                     f"{100 * correct[:, far].mean():.1f} | {shown(value, replicates)} | {against} |")  # fmt: skip
+    return [*lines, ""]
 
 
 def plot(suite: ContrastiveSuite, buckets: list[str], curves: dict[str, list[tuple[float, float, float]]],

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adlnmt.experiment.grid import Grid
+from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.rows import Row
 from adlnmt.train.config import TrainConfig
 
@@ -32,16 +33,16 @@ class Convergence:
     converged: bool
 
 
-def judge(result: dict[str, Any], train: dict[str, Any]) -> Convergence:
-    """Convergence of one run from its ``result.json`` and its variant's training options."""
+def judge(result: RunResult, train: dict[str, Any]) -> Convergence:
+    """Convergence of one run from its result and its variant's training options."""
     patience = train.get("patience", TrainConfig.patience)
-    curve = [point for point in result["curve"] if point.get("valid_ppl") is not None]
-    best = next(point for point in curve if point["update"] == result["best_update"])  # by early_stop_metric
-    after = [point["valid_ppl"] for point in curve if point["update"] > best["update"]]
+    curve = [(point.update, point.valid_ppl) for point in result.curve if point.valid_ppl is not None]
+    best_update, best_ppl = next(point for point in curve if point[0] == result.best_update)  # by early_stop_metric
+    after = [ppl for update, ppl in curve if update > best_update]
     early_stop = patience > 0 and len(after) >= patience
-    tail = [point["valid_ppl"] for point in curve[-max(patience, 1) :]]
-    plateau = len(after) >= MIN_AFTER_BEST and max(tail) <= best["valid_ppl"] * (1 + PLATEAU)
-    return Convergence(best["update"], best["valid_ppl"], curve[-1]["update"], after,
+    tail = [ppl for _, ppl in curve[-max(patience, 1) :]]
+    plateau = len(after) >= MIN_AFTER_BEST and max(tail) <= best_ppl * (1 + PLATEAU)
+    return Convergence(best_update, best_ppl, curve[-1][0], after,
                        "early stop" if early_stop else "update cap", early_stop or plateau)  # fmt: skip
 
 
@@ -73,7 +74,7 @@ def convergence_table(grid: Grid, rows: list[Row]) -> str:
             c = judge(result, trains[row.name])
             after = [_relative(ppl, c.best_ppl) for ppl in c.after_best[:1] + c.after_best[-1:]] or ["–", "–"]
             verdict = "yes" if c.converged else unconverged(c)
-            lines.append(f"| {row.name} | {result['seed']} | {c.best_update} | {c.best_ppl:.2f} | {c.last_update} | "
+            lines.append(f"| {row.name} | {result.seed} | {c.best_update} | {c.best_ppl:.2f} | {c.last_update} | "
                          f"{c.stopped_by} | {after[0]} | {after[-1]} | {verdict} |")  # fmt: skip
     return "\n".join(lines)
 

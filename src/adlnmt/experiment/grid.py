@@ -10,14 +10,19 @@ Paths are relative to the grid file; ``~`` and ``$VARS`` are expanded. docs/expe
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from adlnmt.adl.errors import ADLError
+from adlnmt.data.options import MODEL_TYPES, PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.errors import UserError
+from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.schema import Reader, read_yaml
 from adlnmt.experiment.statistics import RESAMPLES
+from adlnmt.flags import bounds_of, flagged, kind_of
+from adlnmt.inference.options import SearchOptions
 from adlnmt.metrics import parse_metrics
 from adlnmt.train.config import TrainConfig, build_config
 
@@ -25,19 +30,20 @@ TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", 
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
             "added_evaluation", "slurm", "contrastive")  # fmt: skip
 ADDED_KEYS = ("since", "test", "metrics")
-CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "margin", "ratio", "metric", "test",
-              "min_source_words", "max_source_words", "out_of_scope", "registered")  # fmt: skip
-CLAIM_KINDS = ("better", "close", "equivalent", "faster")
-RUN_METRICS = {"valid_ppl": "best_valid_ppl"}  # claim metrics measured once per run (result.json key), not per test
+CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "larger_gain", "margin", "ratio", "metric",
+              "test", "min_source_words", "max_source_words", "out_of_scope", "registered")  # fmt: skip
+CLAIM_KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
+# claim metrics measured once per run, not per test set: their value in a run's result
+RUN_METRICS: dict[str, Callable[[RunResult], float]] = {"valid_ppl": lambda result: result.best_valid_ppl}
 REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d))")
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
-PREPARE_OPTIONS = {"vocab_size": int, "joint": bool, "model_type": str, "max_len": int, "max_ratio": float,
-                   "source_markers": bool}  # fmt: skip
-TRANSLATE_OPTIONS = {"beam": int, "batch_size": int, "length_penalty": float, "max_len_ratio": float,
-                     "checkpoint": str, "average": dict}  # fmt: skip
-TRANSLATE_DEFAULTS = {"beam": 5, "batch_size": 64, "length_penalty": 1.0, "max_len_ratio": 2.0, "checkpoint": "best"}
+PREPARE_OPTIONS = {f.name: kind_of(f) for f in fields(PrepareOptions)}
+GRID_SEARCH = ("beam", "batch_size", "length_penalty", "max_len_ratio")  # the SearchOptions a grid's translate sets
+SEARCH_FIELDS = {f.name: f for f in flagged(SearchOptions) if f.name in GRID_SEARCH}
+TRANSLATE_OPTIONS = {**{name: kind_of(f) for name, f in SEARCH_FIELDS.items()}, "checkpoint": str, "average": dict}
+TRANSLATE_DEFAULTS = {**{name: f.default for name, f in SEARCH_FIELDS.items()}, "checkpoint": "best"}
 # Training options the experiment sets itself, and those that belong to a variant.
 CONTROLLED = {
     "data": "the grid's 'data'",
@@ -48,6 +54,7 @@ CONTROLLED = {
     "threads": "--threads of adlnmt experiment",
 }
 MODEL_KEYS = ("preset", "encoder", "decoder")
+FOLDER_OPTIONS = {"tensorboard": ("auto", "off")}  # training options that name a folder, but for these values
 TRAIN_FIELDS = {f.name: f for f in fields(TrainConfig)}
 NAME = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -94,7 +101,9 @@ class Claim:
     """A claim of the paper about two rows: ``first`` is better than ``second`` (kind ``better``), at most ``margin``
     points worse (kind ``close``), within ``margin`` points either way (kind ``equivalent``) on ``metric`` of test set
     ``test`` (of its sources of ``min_source_words`` to ``max_source_words`` words, 0: no bound), or decodes ``test``
-    at least ``ratio`` times as many sentences per second (kind ``faster``; ``metric`` is then "sentences_per_s").
+    at least ``ratio`` times as many sentences per second (kind ``faster``; ``metric`` is then "sentences_per_s"),
+    or the step from row ``first_from`` to ``first`` gains more than the step from ``second_from`` to ``second``
+    (kind ``larger_gain``, the paper's "the largest gains come from ...").
     ``registered``: the commit that added the claim in this form and its date (ISO 8601), "" when not recorded;
     ``out_of_scope``: why the paper's claim does not extend to this data (then it is shown, not judged)."""
 
@@ -112,6 +121,17 @@ class Claim:
     out_of_scope: str = ""
     registered: str = ""
     registered_at: str = ""
+    first_from: str = ""  # larger_gain: the rows the two steps start from
+    second_from: str = ""
+
+    @property
+    def rows(self) -> tuple[str, ...]:
+        """Every row the claim reads: (A, B), or (A, A0, B, B0) for a larger gain."""
+        return (
+            (self.first, self.first_from, self.second, self.second_from)
+            if self.first_from
+            else (self.first, self.second)
+        )
 
 
 @dataclass(frozen=True)
@@ -190,6 +210,8 @@ def _train_options(reader: Reader, value: Any, where: str) -> dict[str, Any]:
             choices = TRAIN_FIELDS[name].metadata.get("choices")
             if choices and item not in choices:
                 reader.fail(at, f"{item!r} is not one of {', '.join(choices)}")
+        if name in FOLDER_OPTIONS and item not in FOLDER_OPTIONS[name]:
+            item = str(reader.path_value(item, at))  # relative to the grid file, as every path of a grid
         options[name] = item
     return options
 
@@ -206,8 +228,8 @@ def _prepare_options(reader: Reader, value: Any, where: str, with_paths: bool) -
         options[key] = reader.path_value(item, at) if key in PATH_KEYS else reader.typed(item, PREPARE_OPTIONS[key], at)
     if with_paths and (missing := [key for key in PATH_KEYS if key not in block]):
         reader.fail(where, f"missing {', '.join(missing)} (raw training and validation files to prepare)")
-    if options.get("model_type", "bpe") not in ("bpe", "unigram"):
-        reader.fail(f"{where}.model_type", "expected bpe or unigram")
+    if options.get("model_type", PREPARE_DEFAULTS.model_type) not in MODEL_TYPES:
+        reader.fail(f"{where}.model_type", f"expected {' or '.join(MODEL_TYPES)}")
     return options
 
 
@@ -290,13 +312,11 @@ def _translate(reader: Reader, blocks: list[tuple[Any, str]]) -> dict[str, Any]:
             options[key] = reader.typed(item, TRANSLATE_OPTIONS[key], f"{where}.{key}")
             if key == "average":
                 _average(reader, item, f"{where}.average")
-    for key in ("beam", "batch_size"):
-        if options[key] < 1:
-            reader.fail(f"translate.{key}", "must be at least 1")
+    for key, f in SEARCH_FIELDS.items():
+        if (bounds := bounds_of(f)) is not None and not bounds.holds(options[key]):
+            reader.fail(f"translate.{key}", f"must be {bounds.describe()}, got {options[key]}")
     if options["checkpoint"] not in ("best", "last"):
         reader.fail("translate.checkpoint", "expected best or last (or set translate.average)")
-    if options["max_len_ratio"] <= 0 or options["length_penalty"] < 0:
-        reader.fail("translate", "max_len_ratio must be positive and length_penalty non-negative")
     return options
 
 
@@ -368,7 +388,7 @@ def _check_model(reader: Reader, where: str, values: dict[str, Any], data: DataS
 
     from adlnmt.model import Seq2Seq
 
-    vocab = int(data.arguments().get("vocab_size", 8000))
+    vocab = int(data.arguments().get("vocab_size", PREPARE_DEFAULTS.vocab_size))
     try:
         config = build_config({**values, "data": "", "model": ""})
         with torch.device("meta"):
@@ -395,16 +415,25 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
     kinds = [kind for kind in CLAIM_KINDS if kind in block]
     if len(kinds) != 1 or "quote" not in block:
         reader.fail(where, "give 'quote' and one of 'better: [A, B]', 'close: [A, B]' or 'equivalent: [A, B]' (with "
-                    "'margin') or 'faster: [A, B]' (with 'ratio')")  # fmt: skip
+                    "'margin'), 'faster: [A, B]' (with 'ratio') or 'larger_gain: [[A, A0], [B, B0]]'")  # fmt: skip
     kind, pair = kinds[0], block[kinds[0]]
-    if not isinstance(pair, list) or len(pair) != 2:
+    steps: list[Any] = []
+    if kind == "larger_gain":
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, list) and len(p) == 2 for p in pair)):
+            reader.fail(f"{where}.{kind}", f"expected two steps [[A, from A0], [B, from B0]], got {pair!r}")
+        steps, pair = pair, [pair[0][0], pair[1][0]]
+        if steps[0] == steps[1] or any(to == start for to, start in steps):
+            reader.fail(f"{where}.{kind}", f"expected two different steps, each between two rows, got {steps!r}")
+    elif not isinstance(pair, list) or len(pair) != 2:
         reader.fail(f"{where}.{kind}", f"expected two variant names [A, B], got {pair!r}")
-    for name in pair:
+    for name in [name for step in steps for name in step] or pair:
         if name not in names:
             reader.unknown(f"{where}.{kind}", str(name), names, "variant")
     metric = "sentences_per_s" if kind == "faster" else str(block.get("metric", metrics[0]))
     if kind != "faster" and metric not in (*metrics, *RUN_METRICS):
         reader.unknown(f"{where}.metric", metric, [*metrics, *RUN_METRICS], "metric")
+    if kind == "larger_gain" and metric in RUN_METRICS:
+        reader.fail(f"{where}.metric", f"larger_gain compares test-set metrics ({', '.join(metrics)}), not {metric}")
     test = str(block.get("test", tests[0].name))
     if test not in {t.name for t in tests}:
         reader.unknown(f"{where}.test", test, [t.name for t in tests], "test set")
@@ -426,7 +455,8 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
                     f"commit that added the claim and its committer date), got {registered!r}")  # fmt: skip
     return Claim(str(block["quote"]).strip(), str(block.get("where", "")), kind, pair[0], pair[1], margin, metric,
                  test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(),
-                 found.group(1) if found else "", found.group(2) if found else "")  # fmt: skip
+                 found.group(1) if found else "", found.group(2) if found else "",
+                 *(str(step[1]) for step in steps))  # fmt: skip
 
 
 # --- the grid --------------------------------------------------------------------------------------------------

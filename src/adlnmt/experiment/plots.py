@@ -12,31 +12,9 @@ from typing import Any
 
 from adlnmt.experiment.grid import Grid
 from adlnmt.experiment.rows import Row
+from adlnmt.plotting import line_style, place_legend, pyplot, save_figure
 
 SHORT = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER", "meteor": "METEOR", "sentbleu": "sentBLEU"}
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _style(index: int, count: int) -> dict[str, Any]:
-    plt = _pyplot()
-    colours = plt.get_cmap("tab10" if count <= 10 else "tab20")
-    return {"color": colours(index % colours.N), "marker": "os^vDP*Xhp<>"[index % 12], "markersize": 4}
-
-
-def _legend(axis: Any, lines: int) -> None:
-    """Inside the axes for a few lines; beside them, where it hides no data, for more than 10."""
-    if lines <= 10:
-        axis.legend(fontsize="small")
-    else:
-        axis.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
 def _mean(values: list[float | None]) -> float:
@@ -48,8 +26,8 @@ def _curve(row: Row, key: str) -> tuple[list[int], list[float]]:
     """Mean of ``key`` over the seeds at each checkpoint update (seeds that stopped early drop out)."""
     by_update: dict[int, list[float | None]] = defaultdict(list)
     for result in row.results:
-        for record in result["curve"]:
-            by_update[record["update"]].append(record.get(key))
+        for point in result.curve:
+            by_update[point.update].append(getattr(point, key))
     updates = sorted(by_update)
     return updates, [_mean(by_update[u]) for u in updates]
 
@@ -57,31 +35,24 @@ def _curve(row: Row, key: str) -> tuple[list[int], list[float]]:
 def _buckets(row: Row, test: str, value: Any) -> tuple[list[str], list[float]]:
     """Bucket labels of ``test`` and the mean of ``value(bucket)`` in each over the seeds evaluated on ``test``
     (a test set added to a grid later is missing from its earlier runs)."""
-    per_seed = [result["tests"][test]["buckets"] for result in row.results if test in result["tests"]]
-    labels = [f"{b['label']}\n({b['sentences']})" for b in per_seed[0]] if per_seed else []
+    per_seed = [timing.buckets for result in row.results if (timing := result.timing(test))]
+    labels = [f"{b.label}\n({b.sentences})" for b in per_seed[0]] if per_seed else []
     return labels, [_mean([value(buckets[i]) for buckets in per_seed]) for i in range(len(labels))]
 
 
-def _save(figure: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120, bbox_inches="tight")  # a legend beside the axes included
-    _pyplot().close(figure)
-    return path
-
-
 def valid_curves(grid: Grid, rows: list[Row], path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     panels = [("train_loss", "training loss (label-smoothed, per token)"), ("valid_ppl", "validation perplexity"),
               ("valid_bleu", "validation BLEU (greedy)")]  # fmt: skip
-    present = [(k, t) for k, t in panels if any(k in r for row in rows for res in row.results for r in res["curve"])]
+    points = [point for row in rows for result in row.results for point in result.curve]
+    present = [(k, t) for k, t in panels if any(getattr(point, k) is not None for point in points)]
     figure, axes = plt.subplots(1, len(present), figsize=(5 * len(present), 4), squeeze=False)
     for index, row in enumerate(rows):
-        style = _style(index, len(rows))
+        style = line_style(index, len(rows))
         for axis, (key, _) in zip(axes[0], present, strict=True):
             axis.plot(*_curve(row, key), label=row.name, **style)
             if key == "valid_ppl":  # each run's best checkpoint: the one evaluated
-                best = [(r["best_update"], r["best_valid_ppl"]) for r in row.results if r.get("best_valid_ppl")]
+                best = [(r.best_update, r.best_valid_ppl) for r in row.results if r.best_valid_ppl]
                 if best:
                     axis.scatter(*zip(*best, strict=True), s=60, facecolors="none", edgecolors=style["color"])
     for axis, (key, title) in zip(axes[0], present, strict=True):
@@ -94,21 +65,21 @@ def valid_curves(grid: Grid, rows: list[Row], path: Path) -> Path:
             axis.set_yscale("log")
             for axis_format in (axis.yaxis.set_major_formatter, axis.yaxis.set_minor_formatter):
                 axis_format(FuncFormatter(lambda value, _: f"{value:g}"))
-    _legend(axes[0][-1], len(rows))
+    place_legend(axes[0][-1], len(rows))
     figure.suptitle(f"{grid.name}: training curves (mean over seeds; circles: each run's best checkpoint)")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def length_scores(grid: Grid, rows: list[Row], test: str, path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     metric = grid.metrics[0]
     base = next((row for row in rows if row.name == grid.baseline), None)
     panels = 2 if base is not None and len(rows) > 1 else 1
     figure, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.2), squeeze=False)
-    base_values = _buckets(base, test, lambda b: b["scores"].get(metric))[1] if panels == 2 else []
+    base_values = _buckets(base, test, lambda b: b.scores.get(metric))[1] if panels == 2 else []
     for index, row in enumerate(rows):
-        labels, values = _buckets(row, test, lambda b: b["scores"].get(metric))
-        style = _style(index, len(rows))
+        labels, values = _buckets(row, test, lambda b: b.scores.get(metric))
+        style = line_style(index, len(rows))
         axes[0][0].plot(labels, values, label=row.name, **style)
         if panels == 2 and row is not base and len(values) == len(base_values):
             axes[0][1].plot(labels, [v - b for v, b in zip(values, base_values, strict=True)], label=row.name, **style)
@@ -120,26 +91,26 @@ def length_scores(grid: Grid, rows: list[Row], test: str, path: Path) -> Path:
     for axis in axes[0]:
         axis.set_xlabel("source length in words (sentences)")
         axis.grid(alpha=0.3)
-        _legend(axis, len(rows))
-    return _save(figure, path)
+        place_legend(axis, len(rows))
+    return save_figure(figure, path)
 
 
 def decode_times(grid: Grid, rows: list[Row], test: str, path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(6.5, 4.2))
     # one line per variant and kind of device it was timed on, labelled with the kind where the figure has several
     groups = [(row.name, kind, runs) for row in rows for kind, runs in row.by_device(timed=True)]
     several = len({kind for _, kind, _ in groups}) > 1
     lines = [(f"{name} ({kind})" if several else name, runs) for name, kind, runs in groups]
     for index, (label, runs) in enumerate(lines):
-        axis.plot(*_buckets(runs, test, lambda b: b["ms_per_sentence"]), label=label, **_style(index, len(lines)))
+        axis.plot(*_buckets(runs, test, lambda b: b.ms_per_sentence), label=label, **line_style(index, len(lines)))
     t = grid.translate
     axis.set_title(f"decoding time per sentence ({test}, beam {t['beam']}, batch {t['batch_size']})")
     axis.set_xlabel("source length in words (sentences)")
     axis.set_ylabel("ms per sentence")
     axis.grid(alpha=0.3)
-    _legend(axis, len(lines))
-    return _save(figure, path)
+    place_legend(axis, len(lines))
+    return save_figure(figure, path)
 
 
 def make_plots(grid: Grid, rows: list[Row], directory: Path) -> list[tuple[str, Path]]:
@@ -162,5 +133,5 @@ def make_plots(grid: Grid, rows: list[Row], directory: Path) -> list[tuple[str, 
 
 def scored_on(rows: list[Row], test: str) -> list[Row]:
     """The rows with the runs of theirs that were scored on ``test`` (one added to the grid later is not on all)."""
-    found = [Row(row.name, [r for r in row.results if test in r["tests"]], row.total) for row in rows]
+    found = [Row(row.name, [r for r in row.results if test in r.tests], row.total) for row in rows]
     return [row for row in found if row.results]

@@ -15,6 +15,7 @@ atomically; a damaged one counts as no pause, with a warning.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adlnmt.errors import UserError
-from adlnmt.train.checkpoint import atomic_write
+from adlnmt.store.atomic import atomic_write
 
 REQUEST, GRANTED, PAUSED = "decoding.request", "decoding.granted", "paused.json"
 ENVIRONMENT = "ADLNMT_DECODE_ALONE"  # set by the runner for its workers when several run at once
@@ -69,7 +70,10 @@ def paused_seconds(run_dir: Path) -> float:
     except (OSError, ValueError, TypeError, KeyError) as err:
         print(f"warning: {path}: unreadable ({type(err).__name__}); counted as no pause", file=sys.stderr)
         return 0.0
-    return seconds if seconds >= 0 else 0.0
+    if not math.isfinite(seconds) or seconds < 0:  # e.g. 1e999: it would take all of the training time away
+        print(f"warning: {path}: {seconds} seconds is no pause; counted as none", file=sys.stderr)
+        return 0.0
+    return seconds
 
 
 def add_paused(run_dir: Path, seconds: float) -> None:

@@ -13,14 +13,16 @@ from __future__ import annotations
 import csv
 import io
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from adlnmt.experiment.contrastive import contrastive_section
 from adlnmt.experiment.convergence import convergence_note, convergence_table
+from adlnmt.experiment.folders import shown
 from adlnmt.experiment.grid import Grid
 from adlnmt.experiment.plots import SHORT, make_plots
-from adlnmt.experiment.rows import Row, collect, device_kind, run_machine
+from adlnmt.experiment.results import RunResult, Timing
+from adlnmt.experiment.rows import Row, collect
 from adlnmt.experiment.runner import Run, last_lines
 from adlnmt.experiment.statistics import ALPHA, LOWER_IS_BETTER, RunScores, Scorer, assess, two_level
 
@@ -39,6 +41,28 @@ def cell(values: list[float], digits: int = 2, spread: bool = True) -> str:
     if mean is None:
         return "–"
     return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None and spread else "")
+
+
+SPEEDS: dict[str, Callable[[Timing], float | None]] = {  # the speed columns of the CSV files
+    "sentences_per_s": lambda timing: timing.sentences_per_s,
+    "tokens_per_s": lambda timing: timing.tokens_per_s,
+    "decode_seconds": lambda timing: timing.decode_seconds,
+}
+
+
+def score(test: str, metric: str) -> Callable[[RunResult], float | None]:
+    """The run's score on ``test`` (None when it was not evaluated on it)."""
+    return lambda result: result.score(test, metric)
+
+
+def speed(test: str, column: str) -> Callable[[RunResult], float | None]:
+    """The run's speed figure ``column`` (of :data:`SPEEDS`) on ``test`` (None when it was not evaluated on it)."""
+
+    def value(result: RunResult) -> float | None:
+        timing = result.timing(test)
+        return SPEEDS[column](timing) if timing else None
+
+    return value
 
 
 # --- significance ----------------------------------------------------------------------------------------------
@@ -91,39 +115,39 @@ def markdown_table(grid: Grid, rows: list[Row]) -> str:
     header += ["valid ppl", "updates", "train min", "sent/s", "tok/s"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for row in rows:
-        params = row.values("parameters")
+        params = row.values(lambda r: r.parameters)
         label = f"{row.name} (baseline)" if row.name == grid.baseline else row.name
         cells = [label, f"{len(row.results)}/{row.total}", _count(params[0]) if params else "–"]
         for test in grid.tests:
             for metric in grid.metrics:
-                values = [v for v in row.values("tests", test.name, "scores", metric) if v is not None]
+                values = [v for v in row.values(score(test.name, metric)) if v is not None]
                 partial = f" ({len(values)} of {len(row.results)} seeds)" if 0 < len(values) < len(row.results) else ""
                 mark = row.significance.get((test.name, metric), {})
                 cells.append(cell(values) + (" †" if mark.get("significant") else "") + partial)
         cells += [f"{published[row.name][c]:g}" if c in published[row.name] else "–" for c in paper_columns(grid)]
         cells += [
-            cell(row.values("best_valid_ppl")),
-            cell(row.values("updates"), 0, spread=False),
-            time_cell(row, ("train_minutes",), 1, timed=False),
-            time_cell(row, ("tests", speed_test, "sentences_per_s"), 1, timed=True),
-            time_cell(row, ("tests", speed_test, "tokens_per_s"), 0, timed=True),
+            cell(row.values(lambda r: r.best_valid_ppl)),
+            cell(row.values(lambda r: r.updates), 0, spread=False),
+            time_cell(row, lambda r: r.train_minutes, 1, timed=False),
+            time_cell(row, speed(speed_test, "sentences_per_s"), 1, timed=True),
+            time_cell(row, speed(speed_test, "tokens_per_s"), 0, timed=True),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def time_cell(row: Row, path: tuple[str, ...], digits: int, timed: bool) -> str:
-    """The mean time or speed at ``path`` over the row's runs; one mean per device kind, each labelled, where the runs
+def time_cell(row: Row, value: Callable[[RunResult], float | None], digits: int, timed: bool) -> str:
+    """The mean time or speed ``value`` over the row's runs; one mean per device kind, each labelled, where the runs
     trained (``timed``: were timed) on more than one."""
     groups = row.by_device(timed)
     if len(groups) <= 1:
-        return cell(row.values(*path), digits, spread=False)
-    return " / ".join(f"{cell(runs.values(*path), digits, spread=False)} ({kind})" for kind, runs in groups)
+        return cell(row.values(value), digits, spread=False)
+    return " / ".join(f"{cell(runs.values(value), digits, spread=False)} ({kind})" for kind, runs in groups)
 
 
-def time_mean(row: Row, path: tuple[str, ...], timed: bool) -> float | None:
-    """The mean time or speed at ``path``, or None where the runs span device kinds (no mean across them)."""
-    return mean_std(row.values(*path))[0] if len(row.by_device(timed)) <= 1 else None
+def time_mean(row: Row, value: Callable[[RunResult], float | None], timed: bool) -> float | None:
+    """The mean time or speed ``value``, or None where the runs span device kinds (no mean across them)."""
+    return mean_std(row.values(value))[0] if len(row.by_device(timed)) <= 1 else None
 
 
 def _count(parameters: int) -> str:
@@ -145,35 +169,32 @@ def csv_table(grid: Grid, rows: list[Row]) -> str:
     header += [f"paper.{column}" for column in paper_columns(grid)]
     header += ["best_valid_ppl.mean", "best_valid_ppl.std", "updates.mean", "train_minutes.mean"]
     for test in grid.tests:
-        header += [f"{test.name}.{k}.mean" for k in ("sentences_per_s", "tokens_per_s", "decode_seconds")]
+        header += [f"{test.name}.{k}.mean" for k in SPEEDS]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
     for row in rows:
-        params = row.values("parameters")
+        params = row.values(lambda r: r.parameters)
         line = [row.name, len(row.results), row.total, params[0] if params else ""]
         for test in grid.tests:
             for metric in grid.metrics:
                 mark = row.significance.get((test.name, metric), {})
-                line += [_number(v) for v in mean_std(row.values("tests", test.name, "scores", metric))]
+                line += [_number(v) for v in mean_std(row.values(score(test.name, metric)))]
                 line += [_number(mark.get("p_value")), mark.get("significant", "")]
         line += [_number(published[row.name].get(column)) for column in paper_columns(grid)]
-        line += [_number(v) for v in mean_std(row.values("best_valid_ppl"))]
-        line += [_number(mean_std(row.values("updates"))[0]), _number(time_mean(row, ("train_minutes",), False))]
+        line += [_number(v) for v in mean_std(row.values(lambda r: r.best_valid_ppl))]
+        line += [_number(mean_std(row.values(lambda r: r.updates))[0])]
+        line += [_number(time_mean(row, lambda r: r.train_minutes, False))]
         for test in grid.tests:
-            line += [_number(time_mean(row, ("tests", test.name, key), True))
-                     for key in ("sentences_per_s", "tokens_per_s", "decode_seconds")]  # fmt: skip
+            line += [_number(time_mean(row, speed(test.name, column), True)) for column in SPEEDS]
         writer.writerow(line)
     return buffer.getvalue()
 
 
-def timed_on(result: dict[str, Any]) -> str:
+def timed_on(result: RunResult) -> str:
     """The processor a run's speed was measured on, last (``--retime``) or when it finished: speeds compare only
     between runs timed on the same one (the VM's host may change between sessions)."""
-    machine = run_machine(result, timed=True)
-    if machine.get("device", "cpu") != "cpu":
-        return device_kind(machine)
-    return f"{machine.get('cpu', '?')} ({machine.get('cpu_capability', '?')})"
+    return result.machine(timed=True).processor
 
 
 def timing_processors(rows: list[Row]) -> str:
@@ -181,7 +202,7 @@ def timing_processors(rows: list[Row]) -> str:
     timed: dict[str, list[str]] = {}
     for row in rows:
         for r in row.results:
-            timed.setdefault(timed_on(r), []).append(f"{row.name} seed {r['seed']}")
+            timed.setdefault(timed_on(r), []).append(f"{row.name} seed {r.seed}")
     if len(timed) < 2:
         return ""
     return (
@@ -194,13 +215,11 @@ def timing_processors(rows: list[Row]) -> str:
 def _decoded_alone(rows: list[Row]) -> str:
     """Whether the speed columns were measured with the grid's other runs stopped (recorded since 2026-11-23; since
     2026-11-26 also when they were not: ``--decode-beside-training``) and on a machine without other load."""
-    timed = [(f"{row.name} seed {r['seed']}", r.get("provenance", {})) for row in rows for r in row.results
-             if "retimed" not in r]  # fmt: skip
-    unknown = [name for name, p in timed if "paused_minutes" not in p]
-    beside = [name for name, p in timed if p.get("timed_alone") is False]
+    timed = [(f"{row.name} seed {r.seed}", r.provenance) for row in rows for r in row.results if r.retimed is None]
+    unknown = [name for name, p in timed if p.paused_minutes is None]
+    beside = [name for name, p in timed if p.timed_alone is False]
     loaded = [f"{name} ({load:.1f} on {cores} cores)" for name, p in timed
-              if (load := (p.get("machine", {}).get("load_average") or [0.0])[0])
-              > (cores := p.get("machine", {}).get("usable_cores") or 1)]  # fmt: skip
+              if (load := (p.machine.load_average or [0.0])[0]) > (cores := p.machine.usable_cores)]  # fmt: skip
     text = "each run decoding with the grid's other runs stopped"
     if unknown:
         text += (f", except {', '.join(unknown)}: decoded while another run of the grid may have trained beside it "
@@ -223,12 +242,12 @@ def runs_csv(grid: Grid, rows: list[Row]) -> str:
     writer.writerow(header)
     for row in rows:
         for r in row.results:
-            line = [row.name, r["seed"], r["parameters"], r["updates"], r["best_update"]]
-            line += [_number(r["train_minutes"]), _number(r["best_valid_ppl"])]
-            tests = {t.name: r["tests"].get(t.name, {}) for t in grid.tests}  # a run may lack a later test set
-            line += [_number(tests[t.name].get("scores", {}).get(m)) for t in grid.tests for m in grid.metrics]
-            line += [_number(tests[t.name].get(k)) for t in grid.tests for k in ("sentences_per_s", "tokens_per_s")]
-            line += [device_kind(run_machine(r)), timed_on(r)]
+            line = [row.name, r.seed, r.parameters, r.updates, r.best_update]
+            line += [_number(r.train_minutes), _number(r.best_valid_ppl)]
+            # a run may lack a test set added later
+            line += [_number(r.score(t.name, m)) for t in grid.tests for m in grid.metrics]
+            line += [_number(speed(t.name, k)(r)) for t in grid.tests for k in ("sentences_per_s", "tokens_per_s")]
+            line += [r.machine().kind, timed_on(r)]
             writer.writerow(line)
     return buffer.getvalue()
 
@@ -269,7 +288,7 @@ def paper_agreement(grid: Grid, rows: list[Row]) -> str:
     """Spearman's rank correlation between our first metric on the first test set and each published column, over
     the rows that have both (from three rows on); empty when there is none."""
     test, metric = grid.tests[0].name, grid.metrics[0]
-    ours = {row.name: mean_std(row.values("tests", test, "scores", metric))[0] for row in rows}
+    ours = {row.name: mean_std(row.values(score(test, metric)))[0] for row in rows}
     found = []
     for column in paper_columns(grid):
         named = [v for v in grid.variants if column in v.paper and ours[v.name] is not None]
@@ -290,8 +309,8 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
     t = grid.translate
     weights = f"average of the {next(iter(t['average']))} {next(iter(t['average'].values()))}" if t.get("average") \
         else f"{t['checkpoint']} checkpoint"  # fmt: skip
-    threads = sorted({r.get("threads") for row in rows for r in row.results})
-    devices = sorted({r.get("device") for row in rows for r in row.results})
+    threads = sorted({r.threads for row in rows for r in row.results})
+    devices = sorted({r.device for row in rows for r in row.results})
     lines = [
         "Scores: mean ± sample standard deviation (ddof = 1) over the finished seeds (`seeds` = finished/planned); "
         "sacreBLEU on detokenised text"
@@ -303,7 +322,7 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
         f"decoding speed on {grid.tests[0].name} (target pieces + EOS per second), device {', '.join(devices) or '–'}"
         f", {', '.join(map(str, threads)) or '–'} thread(s), {_decoded_alone(rows)}.",
     ]
-    retimed = [f"{row.name} seed {r['seed']}" for row in rows for r in row.results if "retimed" in r]
+    retimed = [f"{row.name} seed {r.seed}" for row in rows for r in row.results if r.retimed is not None]
     if retimed:
         lines.append(f"Speeds measured again after training (`--retime`: one run after another, alone, the first "
                      f"timing kept in result.json): {', '.join(retimed)}.")  # fmt: skip
@@ -321,9 +340,9 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
 
 def _unfinished(run: Run) -> str:
     if not run.log.exists():
-        return f"- {run.label}: not started in `{run.dir}`"
+        return f"- {run.label}: not started in `{shown(run.dir)}`"
     last = last_lines(run.log, 1).replace("`", "'")
-    return f"- {run.label}: failed or interrupted; log `{run.log}` ends with `{last}`"
+    return f"- {run.label}: failed or interrupted; log `{shown(run.log)}` ends with `{last}`"
 
 
 def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
@@ -338,12 +357,11 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     plots = make_plots(grid, rows, out / "plots")
     title = f"{grid.name}" + (f" (scale {grid.scale})" if grid.scale else "")
     finished = sum(len(row.results) for row in rows)
-    dates = [r["provenance"]["machine"]["date"] for row in rows for r in row.results if "provenance" in r]
+    dates = [r.provenance.machine.date for row in rows for r in row.results]
     latest = f", the latest started evaluating {max(dates)}" if dates else ""
-    shared = [f"{row.name} seed {r['seed']} (`{r['shared_from']}`)" for row in rows for r in row.results
-              if "shared_from" in r]  # fmt: skip
-    minutes = [r["provenance"][k] for row in rows for r in row.results if "provenance" in r
-               and "shared_from" not in r for k in ("train_minutes", "evaluate_minutes")]  # fmt: skip
+    shared = [f"{row.name} seed {r.seed} (`{r.shared_from}`)" for row in rows for r in row.results if r.shared_from]
+    minutes = [m for row in rows for r in row.results if not r.shared_from
+               for m in (r.provenance.train_minutes, r.provenance.evaluate_minutes)]  # fmt: skip
     latest += f"; their wall-clock, training and evaluation: {sum(minutes) / 60:.1f} h" if minutes else ""
     if shared:
         latest += (f" without the {len(shared)} run(s) trained once for another grid with the same settings: "

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.report import timed_on
-from adlnmt.experiment.runner import Run, read_json, write_json
-
-SPEED_KEYS = ("decode_seconds", "sentences_per_s", "tokens_per_s", "buckets")  # of result["tests"][name]
+from adlnmt.experiment.results import RESULT_FILE, FirstTiming, Machine, Retimed, Timing, read_result
+from adlnmt.experiment.runner import Run, read_json
+from adlnmt.store import ModelDir
 
 
 def retime(run: Run) -> str:
@@ -28,41 +27,42 @@ def retime(run: Run) -> str:
 
     from adlnmt.bench.machine import machine_record
     from adlnmt.experiment.worker import code_version, evaluate_test
-    from adlnmt.translator import Translator
+    from adlnmt.inference.translator import Translator
 
     folder = run.finished_in()
-    result, spec = read_json(folder / "result.json") if folder else None, read_json(run.dir / "run.json")
-    if result is None:
+    result = read_result(folder / RESULT_FILE) if folder else None
+    spec = read_json(run.dir / "run.json")
+    if folder is None or result is None:
         return f"skipped {run.label}: not finished"
-    if spec is None or not (run.model_dir / "config.json").is_file():
+    if spec is None or not ModelDir(run.model_dir).exists():
         return f"skipped {run.label}: its model is not on this machine ({run.model_dir})"
-    device = result["device"]
+    device = result.device
     if device.startswith("cuda") and not torch.cuda.is_available():
         return f"skipped {run.label}: it was timed on {device}, and this machine has no GPU"
-    torch.set_num_threads(result["threads"])
+    torch.set_num_threads(result.threads)
     try:
-        translator = Translator.load(run.model_dir, result["checkpoint"], device)
+        translator = Translator.load(run.model_dir, result.checkpoint, device)
     except (UserError, FileNotFoundError) as err:
         return f"skipped {run.label}: {err}"
-    timed: dict[str, dict[str, Any]] = {}
+    timed: dict[str, Timing] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for test in spec["tests"]:
-            timed[test["name"]] = evaluate_test(translator, test, spec, Path(scratch))
-            again = (Path(scratch) / timed[test["name"]]["hypotheses"]).read_text(encoding="utf-8")
-            if again != (folder / result["tests"][test["name"]]["hypotheses"]).read_text(encoding="utf-8"):
+            found = evaluate_test(translator, test, spec, Path(scratch))
+            again = (Path(scratch) / found.hypotheses).read_text(encoding="utf-8")
+            if again != (folder / result.tests[test["name"]].hypotheses).read_text(encoding="utf-8"):
                 return (
                     f"skipped {run.label}: its {test['name']} translation differs from the archived one (other "
                     "code or weights than the run was evaluated with): its speed would not be comparable"
                 )
-    previous = {name: {key: test[key] for key in SPEED_KEYS} for name, test in result["tests"].items()}
-    first = result.get("retimed", {}).get("before") or {"machine": result["provenance"]["machine"], "tests": previous}
-    for name, test in timed.items():
-        result["tests"][name].update({key: test[key] for key in SPEED_KEYS})
-    result["retimed"] = {"machine": machine_record(torch.device(device)), **code_version(), "before": first}
+            timed[test["name"]] = found.timing
+    previous = {name: test.timing for name, test in result.tests.items()}
+    first = result.retimed.before if result.retimed else FirstTiming(machine=result.provenance.machine, tests=previous)
+    machine = Machine.from_dict(machine_record(torch.device(device)))
+    retimed = Retimed(machine=machine, code=code_version(), before=first)
+    result = result.with_timings(timed, retimed)
     for place in (run.archive, run.dir):
-        kept = read_json(place / "result.json")
-        if run.matches(kept):
-            write_json(place / "result.json", result)
-    speeds = ", ".join(f"{name} {previous[name]['sentences_per_s']:.1f} → {test['sentences_per_s']:.1f}"
-                       for name, test in timed.items())  # fmt: skip
+        if run.matches(read_result(place / RESULT_FILE)):
+            result.save(place / RESULT_FILE)
+    speeds = ", ".join(f"{name} {previous[name].sentences_per_s:.1f} → {timing.sentences_per_s:.1f}"
+                       for name, timing in timed.items())  # fmt: skip
     return f"retimed {run.label}: sentences/s {speeds} on {timed_on(result)}"

@@ -1,7 +1,8 @@
 """Running a grid: prepare its data once, lay out one directory per (variant, seed), and run each pending run
 as its own subprocess (``python -m adlnmt.experiment.worker RUN_DIR``), several at once with ``jobs``.
 
-Layout of the output directory::
+Layout of the output directory (the grid's folder: :mod:`adlnmt.experiment.folders`), every path written into it
+absolute::
 
     data/<key>/                       prepared data (``default``, or one per distinct set of prepare options)
     runs/<variant>/seed-<n>/run.json  what the run does (written by the runner before every start)
@@ -18,8 +19,9 @@ experiment skips it. Otherwise the worker resumes: the trainer continues from it
 nothing when ``trained.json`` matches) and translation and scoring are redone. Runs stopped part-way start
 before those not begun (``running_order``).
 
-Finished runs are archived (``result.json`` and the hypotheses, no weights) under the results directory, by
-default ``results/<name>-<scale>/`` next to the grid file, which is meant to be committed: the fingerprints do not
+The finished runs (``result.json`` and the hypotheses, no weights) are the archive, meant to be committed: in the
+run directories of the grid's folder (its .gitignore keeps the rest out of git), or copied into the results
+directory where it is another (``--results``, or the two folders of earlier versions). The fingerprints do not
 depend on where the repository or the output directory lies, so a fresh clone treats an archived run whose
 fingerprint matches as finished and rebuilds the tables from the archive. A run that another experiment archived
 beside this one (``results/../<other>/runs``) with the same fingerprint is the same run (the same model, training,
@@ -40,19 +42,23 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from adlnmt.data.corpus import count_lines
+from adlnmt.data.options import PREPARE_DEFAULTS
 from adlnmt.errors import UserError
 from adlnmt.experiment import quiet
+from adlnmt.experiment.folders import absolute, default_results
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
 from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.quiet import DecodeAlone
-from adlnmt.train.checkpoint import atomic_write, saved_states
+from adlnmt.experiment.results import RESULT_FILE, RunResult, read_result
+from adlnmt.store import ModelDir
+from adlnmt.store.atomic import atomic_write
 
 # Exit statuses of a worker stopped by a signal after checkpointing its training (128 + the signal's number), and
 # of one the signal ended outside training (translation and scoring are redone by the next attempt).
@@ -106,32 +112,32 @@ class Run:
     @property
     def resumable(self) -> bool:
         """Whether an earlier attempt stopped with a training state to resume from."""
-        return bool(saved_states(self.model_dir))
+        return bool(ModelDir(self.model_dir).states())
 
-    def matches(self, result: dict[str, Any] | None) -> bool:
+    def matches(self, result: RunResult | None) -> bool:
         """Whether ``result`` is this run's: its fingerprint is the current one, or one under an earlier, lower
         update cap that the run never reached (early stopping ended it, so a higher cap changes nothing)."""
         if result is None:
             return False
-        key = result.get("fingerprint")
-        return key == self.fingerprint or any(key == old and result["updates"] < cap for old, cap in self.earlier)
+        key = result.fingerprint
+        return key == self.fingerprint or any(key == old and result.updates < cap for old, cap in self.earlier)
 
     def finished_in(self) -> Path | None:
         """The archive, else the run directory, when it holds a result of the current settings."""
         for folder in (self.archive, self.dir):
-            if self.matches(read_json(folder / "result.json")):
+            if self.matches(read_result(folder / RESULT_FILE)):
                 return folder
         return None
 
-    def result(self) -> dict[str, Any] | None:
+    def result(self) -> RunResult | None:
         """The stored result when the run finished with its current settings."""
         folder = self.finished_in()
-        return read_json(folder / "result.json") if folder is not None else None
+        return read_result(folder / RESULT_FILE) if folder is not None else None
 
     def archive_result(self) -> None:
         """Copy a finished result and its hypotheses from the run directory into the archive (no weights)."""
-        result = read_json(self.dir / "result.json")
-        if not self.matches(result) or self.finished_in() == self.archive:
+        result = read_result(self.dir / RESULT_FILE)
+        if result is None or not self.matches(result) or self.finished_in() == self.archive:
             return
         self._archive(self.dir, result)
 
@@ -139,16 +145,16 @@ class Run:
         """Archive the finished run in ``folder`` as this one: another experiment's run (``name``) with this run's
         fingerprint, i.e. the same model, training, data, seed and evaluation, so trained once for both. Its
         ``result.json`` says where it came from (``shared_from``)."""
-        result = read_json(folder / "result.json")
-        self._archive(folder, {**result, "shared_from": result.get("shared_from", name)})
+        result = RunResult.load(folder / RESULT_FILE)
+        self._archive(folder, replace(result, shared_from=result.shared_from or name))
 
-    def _archive(self, source: Path, result: dict[str, Any]) -> None:
-        for test in result["tests"].values():
-            hypotheses = (source / test["hypotheses"]).read_text(encoding="utf-8")
-            target = self.archive / test["hypotheses"]
+    def _archive(self, source: Path, result: RunResult) -> None:
+        for test in result.tests.values():
+            hypotheses = (source / test.hypotheses).read_text(encoding="utf-8")
+            target = self.archive / test.hypotheses
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, lambda tmp, text=hypotheses: tmp.write_text(text, encoding="utf-8"))
-        write_json(self.archive / "result.json", result)  # last: the archived run is complete
+        result.save(self.archive / RESULT_FILE)  # last: the archived run is complete
 
 
 # --- inputs and data -------------------------------------------------------------------------------------------
@@ -166,17 +172,18 @@ def check_inputs(grid: Grid) -> None:
 def _manifest_differences(manifest: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
     stored = {**manifest.get("options", {}), **manifest.get("inputs", {}), "joint": manifest.get("joint"),
               "model_type": manifest.get("model_type")}  # fmt: skip
-    defaults = {"vocab_size": 8000, "joint": True, "model_type": "bpe", "max_len": 250, "max_ratio": 3.0,
-                "source_markers": False}  # fmt: skip
     # the manifest records the files prepare() read, links followed
-    wanted = {**defaults, **{k: str(v.resolve()) if isinstance(v, Path) else v for k, v in arguments.items()}}
+    wanted = {
+        **asdict(PREPARE_DEFAULTS),
+        **{k: str(v.resolve()) if isinstance(v, Path) else v for k, v in arguments.items()},
+    }
     return [key for key, value in wanted.items() if stored.get(key) != value]
 
 
 def prepare_data(grid: Grid, out: Path, log: Callable[[str], None] = print) -> dict[str, Path]:
     """The data directory of every DataSpec the variants use (key → path), preparing what is missing."""
-    from adlnmt.data.dataset import DataDir
-    from adlnmt.data.prepare import MANIFEST, prepare
+    from adlnmt.data.data_dir import MANIFEST, DataDir
+    from adlnmt.data.prepare import prepare
 
     specs: dict[str, DataSpec] = {v.data.key: v.data for v in grid.variants}
     dirs = {}
@@ -200,11 +207,6 @@ def prepare_data(grid: Grid, out: Path, log: Callable[[str], None] = print) -> d
 
 
 # --- runs ------------------------------------------------------------------------------------------------------
-
-
-def default_results(grid: Grid) -> Path:
-    """``results/<name>-<scale>`` next to the grid file: the archive of finished runs and the report."""
-    return grid.path.parent / "results" / (f"{grid.name}-{grid.scale}" if grid.scale else grid.name)
 
 
 def _portable(path: Path, grid: Grid) -> str:
@@ -245,7 +247,9 @@ def plan_run(grid: Grid, variant: Variant, seed: int, out: Path, results: Path) 
 
 
 def plan_runs(grid: Grid, out: Path, results: Path | None = None) -> list[Run]:
-    results = results if results is not None else default_results(grid)
+    """Every (variant, seed) of ``grid``, training in ``out`` and archived in ``results`` (default: the grid's
+    ``results/NAME-SCALE``), both made absolute."""
+    out, results = absolute(out), absolute(results if results is not None else default_results(grid))
     return [plan_run(grid, variant, seed, out, results) for variant in grid.variants for seed in grid.seeds]
 
 
@@ -265,22 +269,18 @@ def shared_runs(grid: Grid, runs: Iterable[Run], results: Path) -> list[tuple[Ru
         pending.update({key: run for key in (run.fingerprint, *(old for old, _ in run.earlier))})
     root = results.resolve().parent
     found: dict[str, tuple[Run, Path, str]] = {}
-    for path in sorted(root.glob("*/runs/*/seed-*/result.json")) if pending else []:
-        result = read_json(path) or {}
-        run = pending.get(result.get("fingerprint"))
-        if (
-            run is not None
-            and run.matches(result)
-            and run.fingerprint not in found
-            and result.get("experiment") != grid.name
-        ):
+    for path in sorted(root.glob(f"*/runs/*/seed-*/{RESULT_FILE}")) if pending else []:
+        result = read_result(path)
+        run = pending.get(result.fingerprint) if result else None
+        if run is not None and run.matches(result) and run.fingerprint not in found and result.experiment != grid.name:
             found[run.fingerprint] = (run, path.parent, path.parent.relative_to(root).as_posix())
     return list(found.values())
 
 
 def write_spec(grid: Grid, run: Run, data_dir: Path, device: str, threads: int) -> None:
-    """run.json and train.yaml of ``run``; the fingerprints cover everything that changes its result."""
-    train = {**run.variant.train, "data": str(data_dir), "model": str(run.model_dir), "seed": run.seed}
+    """run.json and train.yaml of ``run``, every path in them absolute (``adlnmt train --config RUN/train.yaml`` works
+    from any directory); the fingerprints cover everything that changes its result."""
+    train = {**run.variant.train, "data": str(absolute(data_dir)), "model": str(run.model_dir), "seed": run.seed}
     spec = {
         "experiment": grid.name,
         "scale": grid.scale,
@@ -307,7 +307,7 @@ class Outcome:
     run: Run
     returncode: int
     seconds: float
-    result: dict[str, Any] | None
+    result: RunResult | None
 
     @property
     def ok(self) -> bool:
@@ -404,8 +404,8 @@ def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str]
             where = f"[{len(done)}/{len(runs)}] {run.label}"
             if outcome.stopped:
                 report(f"stopped {where}: checkpointed; running the experiment again resumes it")
-            elif outcome.ok:
-                report(f"done   {where} in {outcome.seconds / 60:.1f} min: {summary(outcome.result or {})}")
+            elif outcome.ok and outcome.result is not None:
+                report(f"done   {where} in {outcome.seconds / 60:.1f} min: {summary(outcome.result)}")
             else:
                 tail = last_lines(run.log).replace("\n", "\n         ")
                 report(f"FAILED {where} (exit status {outcome.returncode}); see {run.log}:\n         {tail}")
@@ -419,10 +419,10 @@ def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str]
         return list(pool.map(one, runs))
 
 
-def summary(result: dict[str, Any]) -> str:
+def summary(result: RunResult) -> str:
     """One line: updates, training minutes and the first test set's scores."""
-    parts = [f"{result.get('updates', 0)} updates, {result.get('train_minutes', 0.0):.1f} train min"]
-    for name, test in list(result.get("tests", {}).items())[:1]:
-        scores = ", ".join(f"{m} {v:.2f}" for m, v in test["scores"].items())
+    parts = [f"{result.updates} updates, {result.train_minutes:.1f} train min"]
+    for name, test in list(result.tests.items())[:1]:
+        scores = ", ".join(f"{m} {v:.2f}" for m, v in test.scores.items())
         parts.append(f"{name}: {scores}")
     return "; ".join(parts)

@@ -28,10 +28,13 @@ from adlnmt.experiment.grid import TOP_KEYS, Grid
 from adlnmt.experiment.runner import Outcome, Run, last_lines, read_json, summary, write_json
 from adlnmt.experiment.schema import Reader, read_yaml
 from adlnmt.experiment.slurm_job import RunJob
-from adlnmt.train.checkpoint import state_files
+from adlnmt.store import ModelDir
 
 RECORD = "slurm.json"  # beside each submitted run: its job id
 POLL_SECONDS = 2.0  # how often --wait asks SLURM about the jobs
+# --wait: polls in a row in which neither squeue nor sacct reports a job before it counts as ended (a job leaves
+# squeue before slurmdbd has recorded it on a busy machine, and a query may time out)
+UNKNOWN_POLLS = 30
 WAITING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESV_DEL_HOLD")
 RUNNING = ("RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESIZING", "STOPPED")
 
@@ -236,7 +239,7 @@ def describe(run: Run, record: dict[str, Any] | None, state: str) -> str:
     """One run's state: finished, pending, queued (job id), running, cancelled, or failed with its log's last lines."""
     if (folder := run.finished_in()) is not None:
         return "finished" + (" (archived)" if folder != run.dir else "")
-    states = state_files(run.model_dir) if run.model_dir.is_dir() else []
+    states = ModelDir(run.model_dir).states()
     at = f"update {states[-1][0]}" if states else ""
     if record is None or not state:
         unknown = f" (job {record['job_id']} unknown to SLURM)" if record else ""
@@ -268,13 +271,15 @@ def wait(runs: list[Run], report: Callable[[str], None] = print) -> list[Outcome
     """Block until no run's job is queued or running; each run's outcome (its result archived when it finished)."""
     started = time.monotonic()
     left = {run.dir: run for run in runs}
+    unknown = dict.fromkeys(left, 0)  # polls in a row without a state
     outcomes = []
     while left:
         records = {path: read_json(path / RECORD) for path in left}
         states = job_states(record for record in records.values() if record)
         for path, run in list(left.items()):
             state = states.get(records[path]["job_id"], "") if records[path] else ""
-            if state in WAITING or state in RUNNING:
+            unknown[path] = unknown[path] + 1 if records[path] and not state else 0
+            if state in WAITING or state in RUNNING or 0 < unknown[path] < UNKNOWN_POLLS:
                 continue
             del left[path]
             run.archive_result()

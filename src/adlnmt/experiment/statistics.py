@@ -20,6 +20,7 @@ around the truth (the bootstrap is *centred* on d). The two-sided p of "no diffe
 metrics, B − A):
 
 - ``better``: holds when the 95 % interval lies above 0, does not hold when it lies below 0 (two-sided test);
+  ``larger_gain`` (the step A0 → A gains more than the step B0 → B: (A − A0) − (B − B0) > 0, :func:`contrast`) alike;
 - ``close`` (A ≥ B − margin, non-inferiority) and ``faster`` (A ≥ ratio × B, on the log of the speed ratio): holds
   when the 90 % interval lies above the threshold (a one-sided 5 % test), does not hold when it lies below;
 - ``equivalent`` (|A − B| ≤ margin, TOST): holds when the 90 % interval lies inside ±margin (two one-sided 5 %
@@ -36,16 +37,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+
+from adlnmt.experiment.results import RunResult
 
 RESAMPLES = 10_000
 SEED = 20_261_126  # fixed: rebuilding a report gives the same numbers
 ALPHA = 0.05
 SENTENCE_MEANS = frozenset({"meteor", "sentbleu"})  # corpus score = mean of the sentence scores
 LOWER_IS_BETTER = frozenset({"ter", "valid_ppl"})
-KINDS = ("better", "close", "equivalent", "faster")
+KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
 
 HOLDS, FAILS, OPEN = "holds", "does not hold", "inconclusive"
 
@@ -147,18 +149,26 @@ def _seed_means(replicates: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return replicates[drawn, np.arange(resamples)[:, None]].mean(axis=1)
 
 
+def contrast(rows: Sequence[Sequence[RunScores]], weights: Sequence[float], lower_is_better: bool = False,
+             seed: int = SEED) -> Estimate:  # fmt: skip
+    """The weighted sum of the rows' mean scores over the two-level bootstrap: sentences drawn once per replicate for
+    all runs (in their :class:`RunScores`), then each row's seeds. Weights (1, −1) give A − B (:func:`two_level`);
+    (1, −1, −1, 1) on rows (A, A0, B, B0) the gain of the step A0 → A over that of B0 → B. Negated when lower is
+    better. ``seeds`` counts the runs of the first two rows."""
+    if len(rows) != len(weights) or len(rows) < 2 or any(not row for row in rows):
+        raise ValueError("each row needs at least one run, and a weight")
+    rng = np.random.default_rng([seed, *(len(row) for row in rows)])
+    weighted = list(zip(weights, rows, strict=True))
+    replicates = sum(w * _seed_means(np.stack([run.replicates for run in row]), rng) for w, row in weighted)
+    effect = float(sum(w * np.mean([run.score for run in row]) for w, row in weighted))
+    sign = -1.0 if lower_is_better else 1.0
+    return Estimate(sign * effect, sign * replicates, (len(rows[0]), len(rows[1])))
+
+
 def two_level(first: Sequence[RunScores], second: Sequence[RunScores], lower_is_better: bool = False,
               seed: int = SEED) -> Estimate:  # fmt: skip
-    """The difference of the rows' mean scores (A − B; B − A when lower is better) over the two-level bootstrap:
-    sentences drawn once per replicate for all runs (in their :class:`RunScores`), then each row's seeds."""
-    if not first or not second:
-        raise ValueError("each row needs at least one run")
-    rng = np.random.default_rng([seed, len(first), len(second)])
-    a = _seed_means(np.stack([run.replicates for run in first]), rng)
-    b = _seed_means(np.stack([run.replicates for run in second]), rng)
-    effect = float(np.mean([run.score for run in first]) - np.mean([run.score for run in second]))
-    sign = -1.0 if lower_is_better else 1.0
-    return Estimate(sign * effect, sign * (a - b), (len(first), len(second)))
+    """The difference of the rows' mean scores (A − B; B − A when lower is better): :func:`contrast` of two rows."""
+    return contrast([first, second], [1.0, -1.0], lower_is_better, seed)
 
 
 def seed_level(first: Sequence[float], second: Sequence[float] | None = None, lower_is_better: bool = False,
@@ -238,7 +248,7 @@ def assess(kind: str, estimate: Estimate, margin: float = 0.0, ratio: float = 1.
     if kind not in KINDS:
         raise ValueError(f"unknown claim kind {kind!r}")
     effect = estimate.effect
-    if kind == "better":
+    if kind in ("better", "larger_gain"):
         low, high = interval(estimate, 0.95)
         supports = True if low > 0 else False if high < 0 else None
         return Tested(effect, (low, high), 0.95, p_two_sided(estimate), supports, estimate.seeds)
@@ -298,17 +308,17 @@ class Scorer:
             self._lines[path] = tuple(read_lines(path))
         return self._lines[path]
 
-    def run(self, folder: Path, result: dict[str, Any], test: str, metric: str,
+    def run(self, folder: Path, result: RunResult, test: str, metric: str,
             words: tuple[int, int] = (0, 0)) -> RunScores | None:  # fmt: skip
         """The run's scores on ``test`` (its sources of words[0] to words[1] words, 0: no bound); None when the run
         was not evaluated on it."""
-        entry = result.get("tests", {}).get(test)
-        if not entry or "hypotheses" not in entry:
+        entry = result.tests.get(test)
+        if entry is None:
             return None
         key = (folder, test, metric, *words)
         if key not in self._scores:
             source, reference = (self._read(path) for path in self.tests[test])
-            statistics = _sentence_statistics(metric, self._read(folder / entry["hypotheses"]), reference)
+            statistics = _sentence_statistics(metric, self._read(folder / entry.hypotheses), reference)
             subset = None
             if any(words):
                 lengths = np.array([len(line.split()) for line in source])

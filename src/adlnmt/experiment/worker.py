@@ -13,15 +13,32 @@ import fcntl
 import json
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
 from adlnmt.exits import exit_status
+from adlnmt.experiment.grid import GRID_SEARCH
 from adlnmt.experiment.quiet import decoding_alone, paused_seconds, timed_alone
+from adlnmt.experiment.results import (
+    RESULT_FILE,
+    CodeVersion,
+    CurvePoint,
+    Evaluation,
+    LengthBucket,
+    Machine,
+    Provenance,
+    RunResult,
+    SuiteResult,
+    Timing,
+    TrainingSession,
+)
 from adlnmt.experiment.runner import STOPPED, read_json, write_json
-from adlnmt.search_options import SearchOptions
-from adlnmt.translator import Translator
+from adlnmt.inference.options import SearchOptions
+from adlnmt.inference.translator import Translator
+from adlnmt.store import ModelDir
+from adlnmt.store.names import METRICS
 
 
 def bucket_labels(bounds: list[int]) -> list[str]:
@@ -37,23 +54,14 @@ def bucket_of(length: int, bounds: list[int]) -> int:
 TRAINING_SESSIONS = "training-sessions.jsonl"  # one line per start or resumption of the training
 
 
-def read_records(model_dir: Path) -> list[dict[str, Any]]:
-    """The checkpoint records of metrics.jsonl by update (a later record of an update wins; a partial last line,
-    left by a crash, is not a record)."""
-    from adlnmt.train.checkpoint import read_records as read_json_lines
-
-    records = {record["update"]: record for record in read_json_lines(model_dir / "metrics.jsonl")[0]}
-    return [records[update] for update in sorted(records)]
-
-
 def choose_weights(model_dir: Path, translate: dict[str, Any], records: list[dict[str, Any]]) -> tuple[str, list[str]]:
     """The checkpoint to translate with: best or last, or ``averaged`` over (at most) the N last or best ones."""
     if not translate.get("average"):
         return translate["checkpoint"], []
-    from adlnmt.average import existing_checkpoints, select_checkpoints, write_average
+    from adlnmt.average import select_checkpoints, write_average
 
     kind, count = next(iter(translate["average"].items()))
-    files = existing_checkpoints(model_dir)
+    files = ModelDir(model_dir).checkpoints()
     scored = {r["update"] for r in records}
     available = len(files) if kind == "last" else sum(1 for update in files if update in scored)
     count = min(count, available)
@@ -82,14 +90,12 @@ def translate_by_length(
     return hypotheses, tokens, buckets
 
 
-def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, Any], out: Path) -> dict[str, Any]:
+def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, Any], out: Path) -> Evaluation:
     """Translate one test set (timed by length bucket), write the hypotheses, score the whole and each bucket."""
     from adlnmt.metrics import read_lines, score
 
     translate, metrics = spec["translate"], spec["metrics"]
-    options = SearchOptions(
-        **{key: translate[key] for key in ("beam", "batch_size", "max_len_ratio", "length_penalty")}
-    )
+    options = SearchOptions(**{key: translate[key] for key in GRID_SEARCH})
     sources, references = read_lines(test["src"]), read_lines(test["ref"])
     if len(sources) != len(references):
         raise UserError(f"{test['src']} has {len(sources)} lines but {test['ref']} has {len(references)}")
@@ -98,121 +104,127 @@ def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, 
     hyp_path.parent.mkdir(parents=True, exist_ok=True)
     hyp_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     scores = score(hypotheses, references, metrics, hyp_name=str(hyp_path), ref_name=test["ref"])
+    scored = []
     for bucket in buckets:
-        rows = bucket.pop("rows")
+        rows = bucket["rows"]
         found = score([hypotheses[i] for i in rows], [references[i] for i in rows], metrics) if rows else {}
-        bucket.update(sentences=len(rows), ms_per_sentence=1000 * bucket["seconds"] / len(rows) if rows else None,
-                      scores={m: found[m] for m in metrics} if rows else {})  # fmt: skip
-    seconds = sum(b["seconds"] for b in buckets)
-    return {
-        "scores": {m: scores[m] for m in metrics},
-        "signatures": {m: scores[f"{m}_signature"] for m in metrics},
-        "hypotheses": str(hyp_path.relative_to(out)),
-        "sentences": len(sources),
-        "decode_seconds": seconds,
-        "sentences_per_s": len(sources) / seconds if seconds else None,
-        "tokens_per_s": tokens / seconds if seconds else None,
-        "buckets": buckets,
-    }
+        scored.append(LengthBucket(label=bucket["label"], seconds=bucket["seconds"], sentences=len(rows),
+                                   ms_per_sentence=1000 * bucket["seconds"] / len(rows) if rows else None,
+                                   scores={m: found[m] for m in metrics} if rows else {}))  # fmt: skip
+    seconds = sum(b.seconds for b in scored)
+    return Evaluation(
+        scores={m: scores[m] for m in metrics},
+        signatures={m: scores[f"{m}_signature"] for m in metrics},
+        hypotheses=str(hyp_path.relative_to(out)),
+        sentences=len(sources),
+        timing=Timing(
+            decode_seconds=seconds,
+            sentences_per_s=len(sources) / seconds if seconds else None,
+            tokens_per_s=tokens / seconds if seconds else None,
+            buckets=scored,
+        ),
+    )
 
 
-def contrastive(model_dir: Path, checkpoint: str, device: str, suite: dict[str, Any]) -> dict[str, Any]:
+def contrastive(model_dir: Path, checkpoint: str, device: str, suite: dict[str, Any]) -> SuiteResult:
     """The run's accuracy on one contrastive suite (adlnmt.analysis.contrastive), with each item's outcome."""
     from adlnmt.analysis.contrastive import evaluate_model
 
     found = evaluate_model(model_dir, suite["suite"], checkpoint, device, normalize=suite["normalize"])
-    return {key: found[key] for key in ("overall", "by_phenomenon", "by_distance", "normalize", "correct")}
+    return SuiteResult(**{part.name: found[part.name] for part in fields(SuiteResult)})
 
 
-def code_version() -> dict[str, Any]:
+def code_version() -> CodeVersion:
     """The git commit of the code that runs (and whether its tracked files differ from it), where it is a clone."""
     import subprocess
 
-    import adlnmt
+    from adlnmt import version
 
-    source = Path(adlnmt.__file__).resolve().parent
+    source = Path(version.__file__).resolve().parent
 
     def git(*args: str) -> str | None:
         done = subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True, check=False)
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    return {"git_commit": commit, "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit
-            else None, "adlnmt": adlnmt.__version__}  # fmt: skip
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None
+    return CodeVersion(git_commit=commit, git_dirty=dirty, adlnmt=version.__version__)
 
 
-def read_training_sessions(run_dir: Path) -> list[dict[str, Any]]:
+def read_training_sessions(run_dir: Path) -> list[TrainingSession]:
     """When each training session of the run started, and the code version it ran (none recorded for sessions
     before 2026-11-23, when this record began)."""
     path = run_dir / TRAINING_SESSIONS
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [TrainingSession.from_dict(json.loads(line)) for line in lines if line.strip()]
 
 
-def evaluate(run_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+def evaluate(run_dir: Path, spec: dict[str, Any]) -> RunResult:
     """Everything result.json holds: sizes, training summary and curve, each test set's scores and speed, and the
     provenance (code version, machine, wall-clock)."""
     import torch
 
     from adlnmt.bench.machine import machine_record
     from adlnmt.train.device import full_fp32, pick_device, tf32_allowed
+    from adlnmt.train.model_dir import read_stored_config
 
     torch.set_num_threads(spec["threads"])
     model_dir = run_dir / "model"
-    stored = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    stored = read_stored_config(model_dir)
     if stored["train"]["precision"] == "fp32":
         full_fp32()  # as the trainer set it, also where this process only evaluates
-    records = read_records(model_dir)
+    records = ModelDir(model_dir).checkpoint_records()
     if not records:
-        raise UserError(f"{model_dir}: training wrote no checkpoint record (metrics.jsonl)")
+        raise UserError(f"{model_dir}: training wrote no checkpoint record ({METRICS})")
     last = records[-1]
     best = next((r for r in records if r["update"] == last["best_update"]), last)
     checkpoint, averaged = choose_weights(model_dir, spec["translate"], records)
     device = str(pick_device(spec["device"], 0))
     translator = Translator.load(model_dir, checkpoint, device)
-    curve_keys = ("update", "epoch", "train_loss", "valid_ppl", "valid_bleu", "train_minutes", "tokens_per_s")
     started = time.perf_counter()
     with decoding_alone(run_dir):
         tests = {test["name"]: evaluate_test(translator, test, spec, run_dir) for test in spec["tests"]}
     suites = {suite["name"]: contrastive(model_dir, checkpoint, device, suite) for suite in spec.get("contrastive", [])}
     paused_minutes = paused_seconds(run_dir) / 60
     train_minutes = max(0.0, last["train_minutes"] - paused_minutes)
-    return {
-        "fingerprint": spec["fingerprint"],
-        "experiment": spec["experiment"],
-        "scale": spec["scale"],
-        "variant": spec["variant"],
-        "seed": spec["seed"],
-        "parameters": stored["parameters"],
-        "canonical": stored["canonical"],
-        "updates": last["update"],
-        "epochs": last["epoch"],
-        "train_minutes": train_minutes,
-        "train_tokens_per_s": sum(r["tokens_per_s"] for r in records) / len(records),
-        "best_update": best["update"],
-        "best_valid_ppl": best["valid_ppl"],
-        "best_valid_bleu": best.get("valid_bleu"),
-        "checkpoint": checkpoint,
-        "averaged": averaged,
-        "device": device,
-        "threads": spec["threads"],
-        "curve": [{key: r[key] for key in curve_keys if key in r} for r in records],
-        "tests": tests,
-        **({"contrastive": suites} if suites else {}),
-        "provenance": {
-            **code_version(),
-            "training_sessions": read_training_sessions(run_dir),
-            "adl": stored["canonical"],
-            "precision": stored["train"]["precision"],
-            "tf32_allowed": tf32_allowed(),  # False for fp32: IEEE fp32 (train.device.full_fp32)
-            "machine": machine_record(torch.device(device)),
-            "train_minutes": train_minutes,
-            "paused_minutes": paused_minutes,  # stopped while another run decoded, not in train_minutes
-            "timed_alone": timed_alone(),  # False: decoded beside other runs' training (--decode-beside-training)
-            "evaluate_minutes": (time.perf_counter() - started) / 60,
-        },
-    }
+    curve_keys = {part.name for part in fields(CurvePoint)}
+    return RunResult(
+        fingerprint=spec["fingerprint"],
+        experiment=spec["experiment"],
+        scale=spec["scale"],
+        variant=spec["variant"],
+        seed=spec["seed"],
+        parameters=stored["parameters"],
+        canonical=stored["canonical"],
+        updates=last["update"],
+        epochs=last["epoch"],
+        train_minutes=train_minutes,
+        train_tokens_per_s=sum(r["tokens_per_s"] for r in records) / len(records),
+        best_update=best["update"],
+        best_valid_ppl=best["valid_ppl"],
+        best_valid_bleu=best.get("valid_bleu"),
+        checkpoint=checkpoint,
+        averaged=averaged,
+        device=device,
+        threads=spec["threads"],
+        curve=[CurvePoint(**{key: value for key, value in r.items() if key in curve_keys}) for r in records],
+        tests=tests,
+        contrastive=suites,
+        provenance=Provenance(
+            code=code_version(),
+            training_sessions=read_training_sessions(run_dir),
+            adl=stored["canonical"],
+            precision=stored["train"]["precision"],
+            tf32_allowed=tf32_allowed(),
+            machine=Machine.from_dict(machine_record(torch.device(device))),
+            train_minutes=train_minutes,
+            paused_minutes=paused_minutes,
+            timed_alone=timed_alone(),
+            evaluate_minutes=(time.perf_counter() - started) / 60,
+        ),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,7 +248,8 @@ def train(run_dir: Path) -> str:
     print(f"training: adlnmt train --config {config}", file=sys.stderr, flush=True)
     with open(run_dir / TRAINING_SESSIONS, "a", encoding="utf-8") as sessions:  # a run may resume under newer code
         started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        sessions.write(json.dumps({"started": started, **code_version()}) + "\n")
+        session = TrainingSession(started=started, code=code_version())
+        sessions.write(json.dumps(session.to_dict()) + "\n")
     return Trainer(build_config(load_yaml(config))).train()["signal"]
 
 
@@ -256,7 +269,7 @@ def train_and_evaluate(run_dir: Path) -> int:
             return STOPPED[stopped_by]
         write_json(run_dir / "trained.json", {"fingerprint": spec["train_fingerprint"]})
     print("translating and scoring the test sets", file=sys.stderr, flush=True)
-    write_json(run_dir / "result.json", evaluate(run_dir, spec))
+    evaluate(run_dir, spec).save(run_dir / RESULT_FILE)
     print("finished", file=sys.stderr)
     return 0
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from adlnmt.bounds import at_least, flag_type
-from adlnmt.export.directory import FORMATS, QUANTIZATIONS
+from adlnmt.store.export_dir import FORMATS, QUANTIZATIONS
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -15,18 +15,18 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from adlnmt.export.directory import Source
     from adlnmt.export.formats import export_model
-    from adlnmt.translator import load_model
+    from adlnmt.inference.engines import engine_for
+    from adlnmt.store import ModelDir
 
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
     model_dir = Path(args.model)
-    model, data, max_len = load_model(model_dir, args.checkpoint)
+    model, data, max_len = ModelDir(model_dir).load_model(args.checkpoint)
     export = export_model(Source(model.eval(), data, max_len, model_dir), Path(args.out), args.format, args.quantize)
     seconds = time.perf_counter() - started
     print(f"exported {model_dir} ({args.checkpoint}) as {args.format}, quantize {args.quantize}, to {export.path} "
-          f"in {seconds:.1f} s; translate with --model {export.path} --engine "
-          f"{'onnxruntime' if args.format == 'onnx' else 'ctranslate2'}")  # fmt: skip
+          f"in {seconds:.1f} s; translate with --model {export.path} --engine {engine_for(export)}")  # fmt: skip
     return 0
 
 

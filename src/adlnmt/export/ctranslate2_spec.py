@@ -9,15 +9,14 @@ position table, which is stored explicitly), one top-level ``repeat`` of a block
 
 with one head count per side, the default scale 1/√(d/h), ``source=top``, ``ffl(act=relu|gelu)``, any FFN width,
 tied or untied embeddings, and no input feeding. Anything else is refused, naming the first layer that breaks
-the pattern. The weights are set from the model's parameters (fused q/k/v and k/v projections map directly).
-The engine that runs the export is :mod:`adlnmt.export.ctranslate2` (no PyTorch).
+the pattern (the match is :mod:`adlnmt.inference.ctranslate2_shape`: what the ctranslate2 engine runs). The weights
+are set from the model's parameters (fused q/k/v and k/v projections map directly).
+The engine that runs the export is :mod:`adlnmt.inference.ctranslate2_engine` (no PyTorch).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,142 +26,10 @@ from torch import nn
 from adlnmt.data.vocab import BOS, EOS, UNK
 from adlnmt.errors import UserError
 from adlnmt.export.directory import Source
-from adlnmt.layers.base import Layer
-from adlnmt.layers.basic import ACTIVATIONS
+from adlnmt.inference.ctranslate2_shape import ACTIVATION_NAMES, SideShape, Sublayer, activation, match_model, name_of
 from adlnmt.model import Seq2Seq
 
 MODEL_DIR = "ctranslate2"
-POSITIONS = ("pos", "learn_pos")
-RESIDUALS = {"res_nd": True, "res": False, "res_d": False}  # wrapper → pre-norm
-ACTIVATION_NAMES = {"relu": "RELU", "gelu": "GELU"}  # ffl's act → ctranslate2.specs.Activation
-SUBLAYERS = {  # per side: the sublayers of a block, in order
-    "encoder": ("mh_dot_self_att", "ffl"),
-    "decoder": ("mh_dot_self_att", "mh_dot_src_att", "ffl"),
-}
-
-
-@dataclass
-class Sublayer:
-    """One residual sublayer of a block: its layer and the layer norm that belongs to it."""
-
-    layer: Layer
-    norm: nn.LayerNorm
-
-
-@dataclass
-class SideShape:
-    """A side matched to CTranslate2's Transformer: position layer, blocks, final norm."""
-
-    position: Layer
-    blocks: list[list[Sublayer]]
-    pre_norm: bool
-    final_norm: nn.LayerNorm | None
-    heads: int
-
-
-def name_of(layer: Layer) -> str:
-    return layer.spec.name if layer.spec is not None else type(layer).__name__
-
-
-def refuse(side: str, layer: Layer, expected: str) -> UserError:
-    return UserError(f"CTranslate2's Transformer cannot express {side} layer '{layer.label or name_of(layer)}' "
-                     f"(expected {expected}); use --format onnx")  # fmt: skip
-
-
-def children(layer: Layer) -> list[Layer]:
-    return list(layer.sublayers())
-
-
-def residual_inner(wrapper: Layer) -> Layer | None:
-    """The single layer inside a residual wrapper, or None."""
-    if name_of(wrapper) not in RESIDUALS:
-        return None
-    inner = children(children(wrapper)[0])
-    return inner[0] if len(inner) == 1 else None
-
-
-def match_block(side: str, repeat: Layer, copy: Layer, pre_norm: bool) -> list[Sublayer]:
-    """The sublayers of one block (a repeat copy), or a UserError naming the first layer out of pattern."""
-    layers = children(copy)
-    wanted = "res_nd" if pre_norm else "res"
-    sublayers: list[Sublayer] = []
-    position = 0
-    for expected in SUBLAYERS[side]:
-        if position >= len(layers):
-            raise refuse(side, repeat, f"{wanted}({expected}) at the end of its block")
-        wrapper = layers[position]
-        inner = residual_inner(wrapper)
-        if RESIDUALS.get(name_of(wrapper)) is not pre_norm or inner is None:
-            raise refuse(side, wrapper, f"{wanted}({expected})")
-        if name_of(inner) != expected:
-            raise refuse(side, inner, f"{wanted}({expected})")
-        norm = getattr(wrapper, "norm", None)
-        if not pre_norm:
-            follower = layers[position + 1] if position + 1 < len(layers) else wrapper
-            if name_of(follower) != "norm":
-                raise refuse(side, follower, f"norm after {wrapper.label}")
-            norm, position = follower.norm, position + 1
-        assert isinstance(norm, nn.LayerNorm)
-        sublayers.append(Sublayer(inner, norm))
-        position += 1
-    if position < len(layers):
-        raise refuse(side, layers[position], "the end of the block")
-    return sublayers
-
-
-def match_side(side: str, chain: Layer) -> SideShape:
-    """Position layer, one repeat of Transformer blocks, final norm (pre-norm only)."""
-    layers = children(chain)
-    if not layers or name_of(layers[0]) not in POSITIONS:
-        raise refuse(side, layers[0] if layers else chain, "pos or learn_pos first")
-    if len(layers) < 2 or name_of(layers[1]) != "repeat":
-        raise refuse(side, layers[1] if len(layers) > 1 else layers[0], "repeat(n, block) after the positions")
-    repeat, rest = layers[1], layers[2:]
-    copies = children(repeat)
-    first = children(copies[0])
-    pre_norm = bool(first) and name_of(first[0]) == "res_nd"
-    blocks = [match_block(side, repeat, copy, pre_norm) for copy in copies]
-    final = None
-    if pre_norm and rest and name_of(rest[0]) == "norm":
-        final, rest = rest[0].norm, rest[1:]
-    if rest:
-        raise refuse(side, rest[0], "the end of the side" + (" (or one final norm)" if pre_norm else ""))
-    return SideShape(layers[0], blocks, pre_norm, final, check_attention(side, blocks))
-
-
-def check_attention(side: str, blocks: list[list[Sublayer]]) -> int:
-    """The side's one head count; refuses other scales, per-layer head counts and source≠top."""
-    attentions = [sub.layer for block in blocks for sub in block if name_of(sub.layer) != "ffl"]
-    heads = attentions[0].heads
-    for layer in attentions:
-        width = layer.out_dim
-        default_scale = 1.0 / math.sqrt(width // layer.heads)
-        if layer.heads != heads or not math.isclose(layer.scale, default_scale) or getattr(layer, "block", None):
-            raise refuse(side, layer, f"{heads} heads, the default scale and source=top on every attention")
-    for layer in (sub.layer for block in blocks for sub in block if name_of(sub.layer) == "ffl"):
-        if activation(layer) not in ACTIVATION_NAMES:
-            raise refuse(side, layer, "ffl with act=relu or act=gelu")
-    return heads
-
-
-def activation(ffl: Layer) -> str:
-    return next((name for name, function in ACTIVATIONS.items() if function is ffl.net.act), "?")
-
-
-def match_model(model: Seq2Seq) -> tuple[SideShape, SideShape]:
-    """Both sides matched, or the UserError naming the first layer CTranslate2 cannot express."""
-    if model.config.input_feeding:
-        raise UserError("CTranslate2's Transformer cannot express input feeding; use --format onnx")
-    return match_side("encoder", model.encoder), match_side("decoder", model.decoder)
-
-
-def unsupported_layer(model: Seq2Seq) -> str | None:
-    """Why ``model`` cannot be exported to CTranslate2 (the refusal message), or None."""
-    try:
-        match_model(model)
-    except UserError as err:
-        return str(err)
-    return None
 
 
 def set_linear(spec: Any, linear: nn.Linear) -> None:
@@ -226,7 +93,10 @@ def build_spec(source: Source) -> tuple[Any, int]:
     import ctranslate2.specs as specs
 
     model = source.model.eval()
-    encoder, decoder = match_model(model)
+    try:
+        encoder, decoder = match_model(model)
+    except UserError as refusal:
+        raise UserError(f"{refusal}; export it with --format onnx instead") from None
     max_positions = positions_of(model, (encoder, decoder))
     encoder_spec = specs.TransformerEncoderSpec(**side_options(encoder))
     decoder_spec = specs.TransformerDecoderSpec(**side_options(decoder))

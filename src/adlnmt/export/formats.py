@@ -8,10 +8,11 @@ from typing import Any
 import torch
 
 from adlnmt.errors import UserError
-from adlnmt.export.directory import QUANTIZATIONS, ExportDir, Source, staged, write_export
-from adlnmt.export.engines import require
-from adlnmt.export.onnx_engine import OnnxEngine
-from adlnmt.export.state import probe_source
+from adlnmt.export.directory import Source, staged, write_export
+from adlnmt.inference.engines import require
+from adlnmt.inference.onnx_engine import OnnxEngine
+from adlnmt.inference.state import probe_source
+from adlnmt.store.export_dir import QUANTIZATIONS, ExportDir
 
 TOLERANCE = 1e-3  # largest |Δ log-probability| between an fp32 export and PyTorch
 

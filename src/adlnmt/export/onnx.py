@@ -27,7 +27,8 @@ from torch import Tensor, nn
 
 from adlnmt.errors import UserError
 from adlnmt.export.faults import layer_in_traceback, traced_layers
-from adlnmt.export.state import StateEntry, StateLayout, module_owners, probe_memory, probe_source, probe_state
+from adlnmt.inference.state import StateEntry, StateLayout, module_owners, probe_memory, probe_source, probe_state
+from adlnmt.inference.stepper import alignment_of
 from adlnmt.layers.base import DecoderState, SourceMemory
 from adlnmt.model import Seq2Seq, iter_layers
 
@@ -46,11 +47,6 @@ def state_name(entry: StateEntry) -> str:
 
 def next_name(entry: StateEntry) -> str:
     return f"next.{entry.name}"
-
-
-def alignment_of(attention: list[Tensor]) -> Tensor:
-    """The alignment row [B, S]: the step's source attention [B, h, 1, S] averaged over layers and heads."""
-    return torch.stack([a[:, :, -1].float().mean(1) for a in attention]).mean(0)
 
 
 class EncoderGraph(nn.Module):

@@ -91,14 +91,14 @@ def masked_softmax(scores: Tensor, allowed: Tensor | None) -> Tensor:
 
 # On CUDA, PyTorch's first choice for bf16/fp16 attention on recent GPUs is cuDNN's, which builds an execution plan
 # for every new shape; batches of varying lengths and a growing decoder cache meet new shapes all the time (bf16
-# training measured 15× slower with it on an H100, benchmarks/NOTES.md). The other fused kernels have no such cost.
+# training was many times slower with it on an H100: benchmarks/NOTES.md). The other fused kernels have no such cost.
 CUDA_SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, **options: Any) -> Tensor:
     """PyTorch's fused scaled-dot-product attention (on CUDA without cuDNN's, see ``CUDA_SDPA_BACKENDS``); in
-    float32 when training in bfloat16 on the CPU, where the bfloat16 backward kernel is ~15× slower than the
-    float32 one (torch 2.13)."""
+    float32 when training in bfloat16 on the CPU, where the bfloat16 backward kernel is much slower than the
+    float32 one (figures in benchmarks/NOTES.md)."""
     if q.is_cuda:
         with sdpa_kernel(CUDA_SDPA_BACKENDS):
             return F.scaled_dot_product_attention(q, k, v, **options)

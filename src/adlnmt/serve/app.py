@@ -2,13 +2,19 @@
 ``GET /health``, ``GET /model``, the web page at ``/`` and an offline API page at ``/docs`` (``/openapi.json``).
 
 Every error is JSON ``{"error": message}`` with the status codes listed in :mod:`adlnmt.serve.limits`; an
-unexpected failure of the search is a 500 for the requests of its batch, never a crash of the server."""
+unexpected failure of the search is a 500 for the requests of its batch, never a crash of the server. A 500 says
+nothing of the failure but an ``error_id``, which the server's log line with the traceback names too.
+
+Each line is subword-encoded once: the cost check, the warnings, the search and the alignment's source pieces all
+read those ids. The warnings (lines cut to ``max_chars`` or to the model's input limit) are numbered by the request's
+own lines, returned in the response and logged; the search of the merged batch prints none."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict
@@ -20,15 +26,15 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-import adlnmt
 from adlnmt.errors import UserError
-from adlnmt.search_options import SearchOptions, SearchStopped
+from adlnmt.inference.options import SearchOptions, SearchStopped
+from adlnmt.inference.translator import EncodedLine, Translation, Translator
 from adlnmt.serve.batching import Batcher, QueueFull
 from adlnmt.serve.limits import ServeOptions
 from adlnmt.serve.model_info import model_description
 from adlnmt.serve.parsing import ApiError, check_content_type, cut_long, parse_translate, read_body
 from adlnmt.serve.schema import ErrorResponse, TranslateRequest, TranslateResponse
-from adlnmt.translator import Translation, Translator
+from adlnmt.version import __version__
 
 STATIC = Path(__file__).resolve().parent / "static"
 LOG = logging.getLogger("adlnmt.serve")
@@ -41,7 +47,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (415, "Content-Type not application/json"),
         (421, "Host header not in --allowed-hosts"),
         (422, "wrong fields or types; beam above max_beam; nbest above beam; alignments from an engine without"),
-        (500, "the search failed"),
+        (500, "the search or the server failed; error_id: in the server's log, with the cause"),
         (503, "the queue is full (see Retry-After)"),
         (504, "not translated within request_timeout_s"),
     )
@@ -55,53 +61,54 @@ class Service:
         self.options = options
         self.translator = translator
         self.batcher = Batcher(
-            translator.search, options.max_batch_sentences, options.max_wait_ms, options.max_queue_sentences
+            translator.search_encoded, options.max_batch_sentences, options.max_wait_ms, options.max_queue_sentences
         )
         self.model_info: dict[str, Any] | None = None
 
     def describe_model(self) -> dict[str, Any]:
         """The ``GET /model`` record, computed once (at start-up), with ``alignments``: whether the engine gives them
-        (CTranslate2 does not), found by a one-word probe."""
+        (its capabilities; CTranslate2 does not)."""
         if self.model_info is None:
             path = Path(self.options.model)
             info = model_description(self.translator, path, self.options.checkpoint, self.options.precision)
-            try:
-                self.translator.search(["a"], SearchOptions(beam=1, alignments=True))
-                info["alignments"] = True
-            except UserError:
-                info["alignments"] = False
+            info["alignments"] = self.translator.engine.capabilities.alignments
             self.model_info = info
         return self.model_info
 
-    def sentence_result(self, line: str, hyps: list[Translation], alignments: bool) -> dict[str, Any]:
+    def sentence_result(
+        self, line: str, encoded: EncodedLine | None, hyps: list[Translation], alignments: bool
+    ) -> dict[str, Any]:
         """One entry of the response's ``translations`` (see :class:`~adlnmt.serve.schema.SentenceResult`)."""
         nbest = [hyp.to_dict() for hyp in hyps]
         best = nbest[0] if nbest else {"translation": "", "score": None, "log_prob": None, "pieces": []}
         result = {"source": line, **best, "nbest": nbest}
         if alignments:
             result.setdefault("alignment", None)
-            ids = self.translator.data.encode_source(line, self.translator.max_input_len) if hyps else []
-            result["source_pieces"] = [self.translator.data.src_vocab.piece(i) for i in ids] if hyps else None
+            result["source_pieces"] = self.translator.source_pieces(encoded.ids) if hyps and encoded else None
         return result
 
     async def translate(self, request: TranslateRequest) -> dict[str, Any]:
         """The response to a checked request: cut long lines (with warnings), search in a shared batch, format."""
-        if request.alignments and not self.describe_model()["alignments"]:
+        if request.alignments and not self.translator.engine.capabilities.alignments:
             raise ApiError(422, f"invalid request: the {self.translator.engine_name} engine gives no alignments")
         deadline = time.monotonic() + self.options.request_timeout_s
         lines, cut = cut_long(request.text, self.options.max_chars)
-        self.check_cost(lines, request.beam)
+        encoded = [self.translator.encode_line(line) if line.strip() else None for line in lines]
+        self.check_cost(encoded, request.beam)
         warnings = [
             warning
-            for number, (line, cut_warning) in enumerate(zip(lines, cut, strict=True), 1)
-            for warning in (cut_warning, self.translator.input_warning(line, number))
+            for number, (line, cut_warning) in enumerate(zip(encoded, cut, strict=True), 1)
+            for warning in (cut_warning, line and self.translator.input_warning(line, number))
             if warning
         ]
+        if warnings:
+            LOG.warning("a request of %d line(s): %s", len(lines), "; ".join(warnings))
         options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
                                 alignments=request.alignments)  # fmt: skip
         timeout = f"not translated within the server's {self.options.request_timeout_s:g} s"
         try:
-            found = await asyncio.wait_for(self.batcher.submit(lines, options, deadline, request.prefix),
+            ids = [line.ids if line else None for line in encoded]
+            found = await asyncio.wait_for(self.batcher.submit(ids, options, deadline, request.prefix),
                                            deadline - time.monotonic())  # fmt: skip
         except (TimeoutError, SearchStopped):
             raise ApiError(504, timeout) from None
@@ -109,19 +116,19 @@ class Service:
             raise ApiError(503, f"server busy: {err}; retry later", {"Retry-After": "1"}) from None
         except UserError as err:  # the request asks for something this model or engine cannot do
             raise ApiError(422, f"invalid request: {err}") from None
-        except Exception:
-            LOG.exception("search failed")
-            raise ApiError(500, "translation failed (the server's log says why)") from None
+        except Exception as err:
+            raise internal_error("search failed", "translation failed", err) from None
         results = [
-            self.sentence_result(line, hyps, request.alignments) for line, hyps in zip(lines, found, strict=True)
+            self.sentence_result(line, source, hyps, request.alignments)
+            for line, source, hyps in zip(lines, encoded, found, strict=True)
         ]
         return {"translations": results, "warnings": warnings}
 
-    def check_cost(self, lines: list[str], beam: int) -> None:
+    def check_cost(self, encoded: list[EncodedLine | None], beam: int) -> None:
         """413 when the request asks for more work than ``max_request_cost``: beam × its source pieces (each
         sentence's, cut to the model's input limit, plus EOS)."""
-        limit, vocab = self.translator.max_input_len, self.translator.data.src_vocab
-        pieces = sum(min(len(vocab.encode(line)), limit) + 1 for line in lines if line.strip())
+        limit = self.translator.max_input_len
+        pieces = sum(min(line.pieces, limit) + 1 for line in encoded if line)
         if beam * pieces > self.options.max_request_cost:
             raise ApiError(413, f"request too costly: beam {beam} × {pieces:,} source pieces = {beam * pieces:,} "
                            f"exceeds the server's max_request_cost {self.options.max_request_cost:,}; send fewer or "
@@ -134,6 +141,14 @@ class Service:
             "batching": asdict(self.batcher.stats),
             "limits": self.options.public(),
         }
+
+
+def internal_error(logged: str, answered: str, err: BaseException) -> ApiError:
+    """A 500 for ``err``: ``answered`` and an error id for the client, nothing of the exception itself; the
+    server's log gets ``logged``, the same id and the traceback."""
+    error_id = uuid.uuid4().hex[:12]
+    LOG.error("%s (error id %s)", logged, error_id, exc_info=err)
+    return ApiError(500, f"{answered} (error id {error_id}: the server's log says why)", error_id=error_id)
 
 
 def create_app(options: ServeOptions, translator: Translator | None = None) -> FastAPI:
@@ -152,7 +167,7 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
 
     app = FastAPI(
         title="adlnmt",
-        version=adlnmt.__version__,
+        version=__version__,
         summary="Neural machine translation whose architectures are ADL sentences",
         docs_url=None,  # FastAPI's pages load their scripts from a CDN; /docs is served offline below
         redoc_url=None,
@@ -171,7 +186,8 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
     @app.exception_handler(Exception)
     async def unexpected_error(_: Request, err: Exception) -> JSONResponse:
         """Any other failure: a JSON 500 without internals (the traceback goes to the server's log)."""
-        return JSONResponse({"error": "internal server error (the server's log says why)"}, 500)
+        error = internal_error("request failed", "internal server error", err)
+        return JSONResponse(error.body(), error.status)
 
     @app.middleware("http")
     async def known_hosts_only(request: Request, call_next: Any) -> Any:

@@ -1,7 +1,7 @@
 """Batching across requests: concurrent requests with the same search options share one search.
 
 Requests enter an asyncio queue. A collector task on the event loop takes the oldest waiting request, then every
-waiting request with the same :class:`~adlnmt.search.SearchOptions` (beam, n-best, alignments) until the batch
+waiting request with the same :class:`~adlnmt.inference.search.SearchOptions` (beam, n-best, alignments) until the batch
 holds ``max_batch_sentences`` sentences or the oldest request has waited ``max_wait_ms``; one worker thread runs
 the search on the merged sentences (the search sorts them by length into batches), and each request's future gets
 its own slice of the results, in its input order. While the worker searches, new requests queue up and form the
@@ -9,7 +9,7 @@ next batch, so batches grow with the load and a lone request waits at most ``max
 
 A request given up by its caller (its deadline passed) leaves the queue at once, so that it no longer counts against
 ``max_queue_sentences``; a search whose requests have all passed their deadlines (or been given up) stops before its
-next step (:func:`adlnmt.search.stop_when`), so that the requests behind it are not kept waiting.
+next step (:func:`adlnmt.inference.search.stop_when`), so that the requests behind it are not kept waiting.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
-from adlnmt.search_options import SearchOptions, stop_when
-from adlnmt.translator import Translation
+from adlnmt.inference.options import SearchOptions, stop_when
+from adlnmt.inference.translator import Translation
 
 SearchFunction = Callable[..., list[list[Translation]]]  # (lines, options[, prefixes=...]) → results
+Line = list[int] | None  # an encoded line (Translator.search_encoded); None: an empty one
 
 
 class QueueFull(Exception):
@@ -37,7 +38,7 @@ class QueueFull(Exception):
 class Job:
     """One request's sentences waiting for the search."""
 
-    lines: list[str]
+    lines: list[Line]
     options: SearchOptions
     future: asyncio.Future[list[list[Translation]]]
     deadline: float = math.inf  # time.monotonic() after which its caller no longer waits
@@ -96,14 +97,14 @@ class Batcher:
         self._worker.shutdown(wait=True)
 
     async def submit(
-        self, lines: list[str], options: SearchOptions, deadline: float = math.inf, prefixes: list[str] | None = None
+        self, lines: list[Line], options: SearchOptions, deadline: float = math.inf, prefixes: list[str] | None = None
     ) -> list[list[Translation]]:
         """The search results for ``lines`` (in their order) once a batch containing them has been searched.
 
         Raises :class:`QueueFull` at once when the waiting sentences would exceed ``max_queue_sentences``.
         Cancelling the call (e.g. a timeout) takes the request's sentences out of the queue at once if they were not
         yet searched; ``deadline`` (``time.monotonic()``): when the search may stop if no other request of its batch
-        still waits (:class:`~adlnmt.search.SearchStopped`)."""
+        still waits (:class:`~adlnmt.inference.search.SearchStopped`)."""
         if self._arrived is None:
             raise RuntimeError("the batcher is not started")
         if not lines:
@@ -219,7 +220,7 @@ class Batcher:
                 job.future.set_result(found[start : start + len(job.lines)])
             start += len(job.lines)
 
-    def _search(self, lines: list[str], options: SearchOptions, batch: list[Job], prefixes: list[str]
+    def _search(self, lines: list[Line], options: SearchOptions, batch: list[Job], prefixes: list[str]
                 ) -> list[list[Translation]]:  # fmt: skip
         """The search (in the worker thread), stopped between steps once no request of ``batch`` waits for it."""
         latest = max(job.deadline for job in batch)

@@ -26,58 +26,87 @@ from dataclasses import dataclass
 
 from adlnmt.bounds import POSITIVE, Bounds, at_least
 from adlnmt.errors import UserError
-from adlnmt.translator import PRECISIONS
+from adlnmt.flags import option, out_of_bounds
+from adlnmt.inference.engine import ENGINE_CHOICES as ENGINES
+from adlnmt.inference.translator import PRECISIONS
 
-ENGINES = ("torch", "onnxruntime", "ctranslate2", "auto")
-FLAGS = {
-    "request_timeout_s": "request_timeout",
-    "read_timeout_s": "read_timeout",
-}  # option → flag name, where they differ
+
+def _host_names(text: str) -> tuple[str, ...]:
+    """``--allowed-hosts``: comma-separated names."""
+    return tuple(host.strip() for host in text.split(",") if host.strip())
 
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """The model to serve, where, how requests are batched, and the limits on requests."""
+    """The model to serve, where, how requests are batched, and the limits on requests; each field declares its
+    flag of ``adlnmt serve`` (:mod:`adlnmt.flags`; their ranges are checked here, all problems in one message)."""
 
-    model: str
+    model: str = option(help="model directory, or an export directory (adlnmt export)")
     """Model directory (or an export directory, ``adlnmt export``)."""
-    host: str = "127.0.0.1"
+    host: str = option("127.0.0.1", "address to listen on (default %(default)s)")
     """Address to listen on (loopback by default: put a reverse proxy in front to expose it)."""
-    port: int = 8000
-    """TCP port."""
-    checkpoint: str = "best"
-    """best, last, averaged or a .safetensors path (as in ``adlnmt translate``)."""
-    precision: str = "fp32"
-    """fp32, bf16, fp16 (CUDA) or int8 (CPU), as in ``adlnmt translate``."""
-    engine: str = "torch"
-    """torch, onnxruntime, ctranslate2 or auto, as in ``adlnmt translate``."""
-    device: str = "cpu"
-    """cpu or cuda."""
-    threads: int = 0
-    """CPU threads of the engine (0: its default, see :func:`adlnmt.export.engines.engine_threads`)."""
-    max_batch_sentences: int = 32
-    """The most sentences searched together; requests with the same search options share a batch."""
-    max_wait_ms: float = 10.0
-    """How long the first request of a batch waits for others to join it."""
-    max_body_bytes: int = 1_000_000
-    """Largest request body accepted (413 beyond)."""
-    max_sentences: int = 256
-    """Most sentences in one request (413 beyond)."""
-    max_chars: int = 1000
-    """Longer sentences are cut to this many characters, with a warning in the response."""
-    max_beam: int = 16
-    """Largest beam a request may ask for (422 beyond)."""
-    max_request_cost: int = 150_000
-    """Most work one request may ask for: beam × the source pieces of all its sentences (413 beyond)."""
-    request_timeout_s: float = 60.0
-    """A request not answered by then gets 504 (its search stops)."""
-    max_queue_sentences: int = 2048
-    """Sentences waiting for the search; a request that would exceed it gets 503 with Retry-After."""
-    allowed_hosts: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = option(
+        (),
+        "comma-separated Host header names answered, * for any (default: --host, localhost, 127.0.0.1, ::1)",
+        parse=_host_names,
+    )
     """Host header values answered (without port; ``*``: any); empty: ``host``, localhost, 127.0.0.1 and ::1.
     Others get 421: a web page of another name resolved to this server (DNS rebinding) cannot use it."""
-    read_timeout_s: float = 10.0
+    port: int = option(8000, "TCP port (default %(default)s)", bounds=Bounds(0, 65535))
+    """TCP port."""
+    checkpoint: str = option("best", "best, last, averaged or a .safetensors path")
+    """best, last, averaged or a .safetensors path (as in ``adlnmt translate``)."""
+    precision: str = option("fp32", "as in adlnmt translate", choices=PRECISIONS)
+    """fp32, bf16, fp16 (CUDA) or int8 (CPU), as in ``adlnmt translate``."""
+    engine: str | None = option(None, "as in adlnmt translate (default: the directory's own)", choices=ENGINES)
+    """None (torch for a model directory, the export's engine for an export), torch, onnxruntime, ctranslate2 or
+    auto, as in ``adlnmt translate``."""
+    device: str = option("cpu", "cpu or cuda")
+    """cpu or cuda."""
+    threads: int = option(0, "engine CPU threads (0: its choice)", bounds=at_least(0))
+    """CPU threads of the engine (0: its default, see :func:`adlnmt.inference.engines.engine_threads`)."""
+    max_batch_sentences: int = option(
+        32,
+        "most sentences searched together across requests (default %(default)s; 1: no batching)",
+        bounds=at_least(1),
+    )
+    """The most sentences searched together; requests with the same search options share a batch."""
+    max_wait_ms: float = option(
+        10.0, "how long a batch waits for more requests (default %(default)s)", bounds=at_least(0)
+    )
+    """How long the first request of a batch waits for others to join it."""
+    max_body_bytes: int = option(1_000_000, "largest request body, else 413 (default %(default)s)", bounds=at_least(64))
+    """Largest request body accepted (413 beyond)."""
+    max_sentences: int = option(256, "most sentences per request, else 413 (default %(default)s)", bounds=at_least(1))
+    """Most sentences in one request (413 beyond)."""
+    max_chars: int = option(
+        1000, "longer sentences are cut, with a warning in the response (default %(default)s)", bounds=at_least(1)
+    )
+    """Longer sentences are cut to this many characters, with a warning in the response."""
+    max_beam: int = option(16, "largest beam, else 422 (default %(default)s)", bounds=at_least(1))
+    """Largest beam a request may ask for (422 beyond)."""
+    max_request_cost: int = option(
+        150_000, "most work per request, beam × source pieces, else 413 (default %(default)s)", bounds=at_least(1)
+    )
+    """Most work one request may ask for: beam × the source pieces of all its sentences (413 beyond)."""
+    read_timeout_s: float = option(
+        10.0,
+        "seconds a client has to send a request head, then its body (else 408), or may stay idle (default %(default)s)",
+        flag="read_timeout",
+        bounds=POSITIVE,
+    )
     """Time a client has to send a request head, then its body (408), and to stay idle between requests."""
+    request_timeout_s: float = option(
+        60.0,
+        "seconds before a request gets 504 and its search stops (default %(default)s)",
+        flag="request_timeout",
+        bounds=POSITIVE,
+    )
+    """A request not answered by then gets 504 (its search stops)."""
+    max_queue_sentences: int = option(
+        2048, "sentences waiting for the search, else 503 with Retry-After (default %(default)s)", bounds=at_least(1)
+    )
+    """Sentences waiting for the search; a request that would exceed it gets 503 with Retry-After."""
 
     def host_allowed(self, header: str) -> bool:
         """Whether a request with this ``Host`` header is answered (see ``allowed_hosts``)."""
@@ -92,11 +121,7 @@ class ServeOptions:
         return self.read_timeout_s + self.request_timeout_s
 
     def __post_init__(self) -> None:
-        problems = [
-            f"--{FLAGS.get(name, name).replace('_', '-')} must be {bounds.describe()}, got {getattr(self, name)}"
-            for name, bounds in RANGES.items()
-            if not bounds.holds(getattr(self, name))
-        ]
+        problems = out_of_bounds(self)
         if self.max_queue_sentences < self.max_sentences:
             problems.append(
                 f"--max-queue-sentences ({self.max_queue_sentences}) must be at least --max-sentences "
@@ -104,7 +129,7 @@ class ServeOptions:
             )
         if self.precision not in PRECISIONS:
             problems.append(f"unknown --precision '{self.precision}'; choose one of {', '.join(PRECISIONS)}")
-        if self.engine not in ENGINES:
+        if self.engine is not None and self.engine not in ENGINES:
             problems.append(f"unknown --engine '{self.engine}'; choose one of {', '.join(ENGINES)}")
         if problems:
             raise UserError("; ".join(problems))
@@ -114,19 +139,3 @@ class ServeOptions:
         names = ("max_batch_sentences", "max_wait_ms", "max_body_bytes", "max_sentences", "max_chars", "max_beam",
                  "max_request_cost", "request_timeout_s", "max_queue_sentences", "read_timeout_s")  # fmt: skip
         return {name: getattr(self, name) for name in names}
-
-
-RANGES: dict[str, Bounds] = {  # the range of each numeric option (floats: finite)
-    "port": Bounds(0, 65535),
-    "threads": at_least(0),
-    "max_batch_sentences": at_least(1),
-    "max_wait_ms": at_least(0),
-    "max_body_bytes": at_least(64),
-    "max_sentences": at_least(1),
-    "max_chars": at_least(1),
-    "max_beam": at_least(1),
-    "request_timeout_s": POSITIVE,
-    "max_queue_sentences": at_least(1),
-    "max_request_cost": at_least(1),
-    "read_timeout_s": POSITIVE,
-}

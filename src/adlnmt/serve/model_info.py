@@ -3,38 +3,31 @@ sizes, a training summary from ``metrics.jsonl`` and the architecture diagram (S
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
-from adlnmt.translator import Translator
+from adlnmt.inference.translator import Translator
+from adlnmt.store import ModelDir, is_export_dir
+from adlnmt.store.export_dir import read_manifest, recorded_diagram
+from adlnmt.store.names import EXPORT_MANIFEST
 
 
 def stored_model_config(model_dir: Path) -> dict[str, Any] | None:
     """The ``model`` entry of a model directory's config.json, or of an export directory's export.json."""
-    from adlnmt.export.directory import EXPORT_MANIFEST
-    from adlnmt.train.model_dir import CONFIG_FILE
-
-    for name in (CONFIG_FILE, EXPORT_MANIFEST):
-        path = model_dir / name
-        if path.is_file():
-            stored = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(stored, dict) and isinstance(stored.get("model"), dict):
-                return stored["model"]
+    files = ModelDir(model_dir)
+    if files.exists():
+        return files.config()["model"]
+    if is_export_dir(model_dir):
+        return read_manifest(model_dir / EXPORT_MANIFEST)["model"]
     return None
 
 
 def training_summary(model_dir: Path) -> dict[str, Any] | None:
     """Updates, epochs and training time of the last checkpoint record; best validation perplexity and BLEU (when
     validation BLEU was computed) with their updates. None without ``metrics.jsonl`` (e.g. an export directory)."""
-    path = model_dir / "metrics.jsonl"
-    if not path.is_file():
-        return None
-    from adlnmt.train.checkpoint import read_records  # imports PyTorch
-
-    records, _ = read_records(path)
+    records, _ = ModelDir(model_dir).metrics()
     if not records:
         return None
     last = max(records, key=lambda record: record["update"])
@@ -96,15 +89,11 @@ def model_description(translator: Translator, model_dir: Path, checkpoint: str, 
 def export_description(export_dir: Path) -> dict[str, Any] | None:
     """Canonical ADL, parameter count and diagram as an export directory recorded them, or None for a model
     directory or an export written before exports recorded them."""
-    from adlnmt.export.directory import DIAGRAM, EXPORT_MANIFEST
-
-    path = export_dir / EXPORT_MANIFEST
-    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    manifest = read_manifest(export_dir / EXPORT_MANIFEST) if is_export_dir(export_dir) else {}
     if "parameters" not in manifest:
         return None
     found: dict[str, Any] = {**manifest["canonical"], "parameters": manifest["parameters"]}
-    if manifest.get("diagram"):
-        svg = (export_dir / DIAGRAM).read_text(encoding="utf-8")
+    if (svg := recorded_diagram(export_dir, manifest)) is not None:
         found["diagram_svg"] = svg[svg.index("<svg") :]
     else:
         found["diagram_error"] = f"{export_dir}: exported without Graphviz's dot, so without a diagram (re-export)"

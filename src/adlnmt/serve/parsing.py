@@ -17,19 +17,31 @@ from adlnmt.serve.schema import TranslateRequest
 
 
 class ApiError(Exception):
-    """An answer other than 200: status code, message, optional headers and details (pydantic's errors)."""
+    """An answer other than 200: status code, message, optional headers and details (pydantic's errors), and for
+    a 500 the id of the server's log line about it."""
 
     def __init__(
-        self, status: int, message: str, headers: dict[str, str] | None = None, detail: list[dict] | None = None
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        detail: list[dict] | None = None,
+        error_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
         self.detail = detail
+        self.error_id = error_id
 
     def body(self) -> dict[str, Any]:
-        return {"error": self.message} | ({"detail": self.detail} if self.detail is not None else {})
+        body: dict[str, Any] = {"error": self.message}
+        if self.detail is not None:
+            body["detail"] = self.detail
+        if self.error_id is not None:
+            body["error_id"] = self.error_id
+        return body
 
 
 async def read_body(request: Request, limit: int, timeout: float) -> bytes:

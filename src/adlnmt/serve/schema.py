@@ -1,6 +1,6 @@
 """The JSON of ``POST /translate``: the request (validated strictly: wrong types are 422, never coerced) and the
-response (documented in the OpenAPI schema; built from :meth:`adlnmt.translator.Translation.to_dict`, the records
-``adlnmt translate --nbest/--alignments`` writes)."""
+response (documented in the OpenAPI schema; built from :meth:`~adlnmt.inference.translator.Translation.to_dict`, the
+records ``adlnmt translate --nbest/--alignments`` writes)."""
 
 from __future__ import annotations
 
@@ -70,12 +70,17 @@ class TranslateResponse(BaseModel):
 
     translations: list[SentenceResult]
     warnings: list[str] = Field(
-        default_factory=list, description="sentences cut to max_chars characters or to the model's input limit"
+        default_factory=list,
+        description="sentences cut to max_chars characters or to the model's input limit, numbered by this "
+        "request's own lines from 1 (also in the server's log)",
     )
 
 
 class ErrorResponse(BaseModel):
-    """Every error: a status code and one message (422 adds pydantic's error list)."""
+    """Every error: a status code and one message (422 adds pydantic's error list, 500 an error id)."""
 
     error: str
     detail: list[dict] | None = None
+    error_id: str | None = Field(
+        None, description="a 500's id, also in the server's log line with the cause (the answer shows no internals)"
+    )

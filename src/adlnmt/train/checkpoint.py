@@ -1,36 +1,28 @@
-"""Checkpoint files: atomic writes, weights as safetensors, training states loadable without pickle.
+"""The training-state commit protocol of a model directory (its files: :mod:`adlnmt.store.names`): weights as
+safetensors, training states loadable without pickle, pruning and the tidying of a resume.
 
-A model directory holds ``config.json``, ``vocab/`` (the data's manifest and sentencepiece models, for translation),
-``checkpoints/update-NNNNNNN.safetensors`` (weights of each kept checkpoint), ``states/update-NNNNNNN.state.pt``
-(everything needed to resume at that update: weights, optimizer, schedule, counters, RNG states, data position;
-loaded with ``weights_only=True``; kept for the newest checkpoints), ``best.safetensors`` and ``metrics.jsonl``.
-Within one checkpoint the state file is written last: it commits the checkpoint.
+``checkpoints/update-NNNNNNN.safetensors`` holds the weights of each kept checkpoint, ``states/update-NNNNNNN.state.pt``
+everything needed to resume at that update (weights, optimizer, schedule, counters, RNG states, data position;
+loaded with ``weights_only=True``; kept for the newest checkpoints). Every file is written atomically
+(:mod:`adlnmt.store.atomic`, with its fault-injection points); within one checkpoint the state file is written last:
+it commits the checkpoint.
 """
 
 from __future__ import annotations
 
-import errno
-import json
-import os
-import re
-import shutil
-import signal
-from collections.abc import Callable
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, load_model, save_file
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from adlnmt.errors import UserError
+from adlnmt.store import ModelDir
+from adlnmt.store.atomic import atomic_write, describe
+from adlnmt.store.names import STATE_SUFFIX
 
-FAULT_HOOK = "ADLNMT_FAULT_HOOK"
 STATES_KEPT = 2  # training states kept besides the newest checkpoint's: fallbacks when the newest is damaged
-LEGACY_STATE = "state.pt"  # the single state file of model directories written before per-checkpoint states
-CHECKPOINT_FILE = re.compile(r"update-(\d{7,})\.(safetensors|state\.pt)")
 STATE_ENTRIES: dict[str, type] = {
     "model": dict,
     "optimizer": dict,
@@ -38,47 +30,6 @@ STATE_ENTRIES: dict[str, type] = {
     "progress": dict,
     "rng_cpu": torch.Tensor,
 }
-
-
-def fault_point(point: str) -> None:
-    """Test hook. With ``ADLNMT_FAULT_HOOK=ACTION@GLOB``, a point whose name matches GLOB (fnmatch) kills this process
-    (``kill``: SIGKILL), signals it (``term``: SIGTERM, ``int``: SIGINT) or fails as on a full disk (``enospc``).
-    Every atomic write of a file NAME passes ``NAME:written`` (temporary file complete, not yet renamed) and
-    ``NAME:replaced``."""
-    action, _, pattern = os.environ.get(FAULT_HOOK, "").partition("@")
-    if not pattern or not fnmatch(point, pattern):
-        return
-    if action == "enospc":
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    os.kill(os.getpid(), {"kill": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}[action])
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """``write(tmp)`` then fsync and rename over ``path``: a kill leaves the old file or the new one. A failed write
-    (e.g. a full disk) is a UserError naming ``path``; the old file stays."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        fault_point(f"{path.name}:written")
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    except (OSError, SafetensorError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise UserError(f"{path}: cannot write ({reason}); its previous version is intact") from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    fault_point(f"{path.name}:replaced")
 
 
 def save_weights(model: nn.Module, path: Path) -> None:
@@ -108,19 +59,6 @@ def stored_tensors(model: nn.Module) -> tuple[dict[str, Tensor], dict[str, str]]
     return tensors, metadata
 
 
-def load_weights(model: nn.Module, path: Path) -> None:
-    if not path.is_file():
-        raise UserError(f"{path}: checkpoint not found")
-    try:
-        missing, unexpected = load_model(model, str(path), strict=False)
-    except Exception as err:  # safetensors raises several types for damaged files
-        raise UserError(f"{path}: not a readable safetensors checkpoint ({describe(err)})") from None
-    if missing or unexpected:
-        raise UserError(
-            f"{path}: does not match the model (missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]})"
-        )
-
-
 def weights_match(path: Path, tensors: dict[str, Tensor]) -> bool:
     """Whether ``path`` is a readable weights file whose every tensor equals the one of its name in ``tensors``."""
     try:
@@ -128,11 +66,6 @@ def weights_match(path: Path, tensors: dict[str, Tensor]) -> bool:
     except Exception:  # missing or damaged (safetensors raises several types)
         return False
     return bool(stored) and all(name in tensors and torch.equal(t, tensors[name]) for name, t in stored.items())
-
-
-def describe(err: BaseException) -> str:
-    """An exception as a short reason (its type when it has no message, e.g. ``EOFError``)."""
-    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
 def save_state(state: dict[str, Any], path: Path) -> None:
@@ -169,30 +102,9 @@ def check_state(state: dict[str, Any], path: Path) -> None:
         raise UserError(f"{path}: not a training state (missing or malformed: {', '.join(wrong)})")
 
 
-def checkpoint_path(model_dir: Path, update: int) -> Path:
-    return model_dir / "checkpoints" / f"update-{update:07d}.safetensors"
-
-
-def state_path(model_dir: Path, update: int) -> Path:
-    return model_dir / "states" / f"update-{update:07d}.state.pt"
-
-
-def checkpoint_files(model_dir: Path) -> list[tuple[int, Path]]:
-    """Every weights and state file (``checkpoints/``, ``states/``) as (update, path), oldest first."""
-    paths = [*(model_dir / "checkpoints").glob("update-*"), *(model_dir / "states").glob("update-*")]
-    return sorted((int(m.group(1)), p) for p in paths if (m := CHECKPOINT_FILE.fullmatch(p.name)))
-
-
-def state_files(model_dir: Path) -> list[tuple[int, Path]]:
-    """The training states in ``states/`` as (update, path), oldest first."""
-    return [(update, path) for update, path in checkpoint_files(model_dir) if path.name.endswith(".state.pt")]
-
-
 def saved_states(model_dir: Path) -> list[Path]:
-    """Training states to resume from, newest first (a legacy ``state.pt`` last)."""
-    states = [path for _, path in reversed(state_files(model_dir))]
-    legacy = model_dir / LEGACY_STATE
-    return states + ([legacy] if legacy.is_file() else [])
+    """Training states to resume from, newest first."""
+    return [path for _, path in reversed(ModelDir(model_dir).states())]
 
 
 def prune(model_dir: Path, keep_last: int, keep_best: int = 0, scores: dict[int, float] | None = None,
@@ -201,19 +113,19 @@ def prune(model_dir: Path, keep_last: int, keep_best: int = 0, scores: dict[int,
     better), the training states of the newest ``STATES_KEPT`` of them and every file of update ``current``; with
     ``scores``, only checkpoints that have one count (an interruption's checkpoint goes once a newer one exists).
     best.safetensors is kept apart anyway."""
-    files = checkpoint_files(model_dir)
+    files = ModelDir(model_dir).checkpoint_files()
     weights = sorted({u for u, _ in files if scores is None or u in scores})
     ranked = sorted((u for u in weights if scores and u in scores), key=lambda u: (-scores[u], -u))
     keep_weights = set(weights[-keep_last:] if keep_last > 0 else []) | set(ranked[:keep_best]) | {current}
     keep_states = set(weights[-STATES_KEPT:]) | {current}
     for update, path in files:
-        if update not in (keep_states if path.name.endswith(".state.pt") else keep_weights):
+        if update not in (keep_states if path.name.endswith(STATE_SUFFIX) else keep_weights):
             path.unlink(missing_ok=True)
 
 
 def discard_after(model_dir: Path, update: int) -> list[Path]:
     """Delete the files of checkpoints newer than ``update`` (uncommitted or damaged); returns them."""
-    dropped = [path for u, path in checkpoint_files(model_dir) if u > update]
+    dropped = [path for u, path in ModelDir(model_dir).checkpoint_files() if u > update]
     for path in dropped:
         path.unlink(missing_ok=True)
     return dropped
@@ -221,51 +133,9 @@ def discard_after(model_dir: Path, update: int) -> list[Path]:
 
 def remove_temporaries(model_dir: Path) -> list[Path]:
     """Delete the temporary files of writes a kill cut short (call only while holding the directory's lock)."""
-    folders = (model_dir, model_dir / "checkpoints", model_dir / "states")
+    files = ModelDir(model_dir)
+    folders = (files.path, files.checkpoints_dir, files.states_dir)
     found = [path for folder in folders for path in folder.glob(".*.tmp-*")]
     for path in found:
         path.unlink(missing_ok=True)
     return found
-
-
-def copy_atomic(source: Path, target: Path) -> None:
-    atomic_write(target, lambda tmp: shutil.copyfile(source, tmp))
-
-
-def append_line(path: Path, text: str) -> None:
-    """Append one line and fsync it (so that it is on disk before the checkpoint it belongs to commits)."""
-    try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(text + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-    except OSError as err:
-        raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
-
-
-def read_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
-    """The records of a JSON-lines file and a description of a partial last line (cut off by a crash or a full
-    disk), None when there is none. A damaged line before the last one is a UserError naming it."""
-    if not path.is_file():
-        return [], None
-    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")
-    records, partial = [], None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            if not isinstance(record, dict) or not isinstance(record.get("update"), int):
-                raise ValueError("not a checkpoint record")
-        except ValueError as err:
-            if any(rest.strip() for rest in lines[number:]):
-                raise UserError(f"{path}:{number}: damaged record ({describe(err)})") from None
-            partial = f"{path}:{number}: partial last line dropped ({line[:40]!r})"
-            continue
-        records.append(record)
-    return records, partial
-
-
-def write_records(path: Path, records: list[dict[str, Any]]) -> None:
-    text = "".join(json.dumps(record) + "\n" for record in records)
-    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

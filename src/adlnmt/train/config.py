@@ -7,30 +7,19 @@ against it alike, and no float option takes nan or inf."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from adlnmt.adl.syntax import rename_layers, to_text
-from adlnmt.bounds import FINITE, FRACTION, POSITIVE, SEED, Bounds, at_least, check, flag_type
+from adlnmt.bounds import FRACTION, POSITIVE, SEED, Bounds, at_least
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
+from adlnmt.flags import add_flags, option, out_of_bounds
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
-
-
-def option(
-    default: Any, help: str, choices: tuple[str, ...] | None = None, bounds: Bounds | None = None, **extra: Any
-) -> Any:
-    """A TrainConfig field: its help, choices, and for a number its range (floats: finite at least)."""
-    return field(default=default, metadata={"help": help, "choices": choices, "bounds": bounds, **extra})
-
-
-def bounds_of(f: Any) -> Bounds | None:
-    """The range a numeric field's values must lie in (None for other fields)."""
-    return f.metadata.get("bounds") or (FINITE if _kind(f) is float else None)
 
 
 @dataclass
@@ -47,11 +36,11 @@ class TrainConfig:
     )
     dropout: float = option(0.1, "default dropout rate", bounds=FRACTION)
     label_smoothing: float = option(0.1, "label smoothing", bounds=FRACTION)
-    var: list[str] = option(None, "ADL variable NAME=VALUE (repeatable)", action="append")  # noqa: RUF009
-    tie_output: bool = option(False, "tie target embedding and output projection", flag=True)
-    tie_source: bool = option(False, "tie source and target embeddings (joint vocabulary)", flag=True)
-    input_feeding: bool = option(False, "RNMT input feeding z0_t = [z^L_(t-1); E y_t]", flag=True)
-    learned_positions: bool = option(False, "learned positional embeddings: every pos becomes learn_pos", flag=True)
+    var: list[str] = option(None, "ADL variable NAME=VALUE (repeatable)", action="append", metavar="NAME=VALUE")  # noqa: RUF009
+    tie_output: bool = option(False, "tie target embedding and output projection", switch=True)
+    tie_source: bool = option(False, "tie source and target embeddings (joint vocabulary)", switch=True)
+    input_feeding: bool = option(False, "RNMT input feeding z0_t = [z^L_(t-1); E y_t]", switch=True)
+    learned_positions: bool = option(False, "learned positional embeddings: every pos becomes learn_pos", switch=True)
     max_positions: int = option(1024, "table size of learned positional embeddings", bounds=at_least(1))
     init: str = option(
         "torch",
@@ -94,17 +83,19 @@ class TrainConfig:
     patience: int = option(16, "stop after this many checkpoints without improvement (0 = never)", bounds=at_least(0))
     early_stop_metric: str = option("ppl", "metric for best model and early stopping", choices=("ppl", "bleu"))
     valid_bleu: bool = option(
-        True, "greedy-decode the validation set at checkpoints for BLEU", flag=True, negatable=True
+        True, "greedy-decode the validation set at checkpoints for BLEU", switch=True, negatable=True
     )
     seed: int = option(1, "random seed (initialisation, dropout, batch order)", bounds=SEED)
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
     precision: str = option("fp32", "fp32, or bf16/fp16 autocast (fp16: CUDA only)", choices=("fp32", "bf16", "fp16"))
     threads: int = option(0, "CPU threads for torch (0 = torch's default)", bounds=at_least(0))
     deterministic: bool = option(
-        False, "deterministic CUDA kernels (slower): reruns and resumes on a GPU give bit-identical weights", flag=True
+        False,
+        "deterministic CUDA kernels (slower): reruns and resumes on a GPU give bit-identical weights",
+        switch=True,
     )
     on_nan: str = option("skip", "non-finite loss: skip the update or stop", choices=("skip", "stop"))
-    progress: bool = option(True, "show a progress bar (when stderr is a terminal)", flag=True, negatable=True)
+    progress: bool = option(True, "show a progress bar (when stderr is a terminal)", switch=True, negatable=True)
     log_interval: int = option(
         100,
         "updates between progress lines on stderr, terminal or not: loss, lr, gradient norm, tokens/s, ETA (0 = none)",
@@ -121,9 +112,8 @@ class TrainConfig:
         beta2 = self.adam_beta2 if self.adam_beta2 is not None else (0.98 if inverse else 0.999)
         eps = self.adam_eps if self.adam_eps is not None else (1e-9 if inverse else 1e-8)
         d_ff = self.d_ff if self.d_ff is not None else 4 * self.d_model
-        for f in fields(self):
-            if (bounds := bounds_of(f)) is not None:
-                check(f.name, getattr(self, f.name), bounds)
+        if problems := out_of_bounds(self):
+            raise UserError(problems[0])
         if d_ff % self.d_model:
             raise UserError(f"--d-ff ({d_ff}) must be a multiple of --d-model ({self.d_model}) for ffl")
         return TrainConfig(
@@ -143,7 +133,7 @@ class TrainConfig:
         else:
             raise UserError("give --encoder and --decoder ADL chains, or --preset NAME")
         if self.learned_positions:
-            from adlnmt.adl.builder import prepare  # the layer registry (imports PyTorch)
+            from adlnmt.layers.builder import prepare  # the layer registry (imports PyTorch)
 
             encoder, decoder = (
                 to_text(rename_layers(prepare(text)[0], {"pos": "learn_pos"})) for text in (encoder, decoder)
@@ -177,32 +167,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per TrainConfig field (``--d-model`` for ``d_model``); defaults stay unset so that
     YAML values can be told apart from flags."""
     parser.add_argument("--config", help="YAML file of options (keys as the flags, - or _); flags override it")
-    for f in fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        meta = f.metadata
-        if meta.get("flag"):
-            action = argparse.BooleanOptionalAction if meta.get("negatable") else "store_true"
-            parser.add_argument(flag, dest=f.name, action=action, default=None, help=meta["help"])
-        elif meta.get("action") == "append":
-            parser.add_argument(
-                flag, dest=f.name, action="append", default=None, metavar="NAME=VALUE", help=meta["help"]
-            )
-        else:
-            kind, bounds = _kind(f), bounds_of(f)
-            parser.add_argument(
-                flag,
-                dest=f.name,
-                type=kind if bounds is None else flag_type(kind, bounds),
-                default=None,
-                choices=meta.get("choices"),
-                help=f"{meta['help']} (default: {f.default})",
-            )
-
-
-def _kind(f: Any) -> Any:
-    """int, float or str: the type of a field's values, from its annotation."""
-    text = str(f.type)
-    return int if text.startswith("int") else float if text.startswith("float") else str
+    add_flags(parser, TrainConfig, unset=True)
 
 
 def from_arguments(args: argparse.Namespace) -> TrainConfig:

@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 
 from adlnmt.errors import UserError
-
-LOCK_FILE = "train.lock"
+from adlnmt.store.names import LOCK
 
 
 class DirectoryLock:
@@ -19,7 +18,7 @@ class DirectoryLock:
     def __init__(
         self,
         directory: Path,
-        name: str = LOCK_FILE,
+        name: str = LOCK,
         holder: str = "another training run",
         kind: str = "model directory",
         advice: str = "wait for it to end or choose another --model",
@@ -37,6 +36,12 @@ class DirectoryLock:
         self._handle.truncate(0)
         self._handle.write(f"{os.getpid()}\n")
         self._handle.flush()
+
+    def __enter__(self) -> DirectoryLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
     def __del__(self) -> None:  # a lock held for a function's lifetime is released when it returns
         if hasattr(self, "_handle"):

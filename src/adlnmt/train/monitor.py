@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
+from adlnmt.store.names import TENSORBOARD_DIR
 
 TENSORBOARD_HINT = "the tensorboard package is not installed: pip install 'adlnmt[tensorboard]'"
 
@@ -26,7 +27,7 @@ def tensorboard_dir(setting: str, model_dir: Path) -> Path | None:
         return None
     if not tensorboard_installed():
         raise UserError(f"--tensorboard {setting}: {TENSORBOARD_HINT}")
-    return model_dir / "tensorboard" if setting == "auto" else Path(setting)
+    return model_dir / TENSORBOARD_DIR if setting == "auto" else Path(setting)
 
 
 def _duration(seconds: float) -> str:

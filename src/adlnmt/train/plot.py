@@ -20,27 +20,27 @@ PANELS = (
 
 def read_curves(model_dir: Path) -> list[dict[str, Any]]:
     """The checkpoint records of a model directory; UserError naming it when it has none."""
-    from adlnmt.train.checkpoint import read_records
+    from adlnmt.store import ModelDir
 
-    path = model_dir / "metrics.jsonl"
     if not model_dir.is_dir():
         raise UserError(f"{model_dir}: no such model directory")
-    records, _ = read_records(path)  # a partial last line (a run being written) is left out
+    files = ModelDir(model_dir)
+    records, _ = files.metrics()  # a partial last line (a run being written) is left out
     if not records:
-        raise UserError(f"{path}: no checkpoint yet (metrics.jsonl is missing or empty)")
+        raise UserError(f"{files.metrics_file}: no checkpoint yet ({files.metrics_file.name} is missing or empty)")
     return records
 
 
 def plot_runs(model_dirs: list[Path], out: Path) -> Path:
     """Draw every run's curves into ``out`` (PNG); circles mark each run's best checkpoint."""
-    from adlnmt.experiment.plots import _legend, _pyplot, _save, _style
+    from adlnmt.plotting import line_style, place_legend, pyplot, save_figure
 
     runs = [(str(model_dir), read_curves(model_dir)) for model_dir in model_dirs]
     present = [(key, title) for key, title in PANELS if any(key in r for _, records in runs for r in records)]
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(1, len(present), figsize=(4.5 * len(present), 4), squeeze=False)
     for index, (name, records) in enumerate(runs):
-        style = _style(index, len(runs))
+        style = line_style(index, len(runs))
         for axis, (key, _) in zip(axes[0], present, strict=True):
             points = [(r["update"], r[key]) for r in records if r.get(key) is not None]
             if points:
@@ -59,8 +59,8 @@ def plot_runs(model_dirs: list[Path], out: Path) -> Path:
 
             for axis_format in (axis.yaxis.set_major_formatter, axis.yaxis.set_minor_formatter):
                 axis_format(FuncFormatter(lambda value, _: f"{value:g}"))
-    _legend(axes[0][-1], len(runs))
-    return _save(figure, out)
+    place_legend(axes[0][-1], len(runs))
+    return save_figure(figure, out)
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -4,7 +4,6 @@ under torchrun, and progress lines and TensorBoard scalars (:mod:`adlnmt.train.m
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import signal
@@ -23,12 +22,16 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from adlnmt.data.dataset import Batch, DataDir, collate, make_batches, shard
+from adlnmt.data.data_dir import DataDir
+from adlnmt.data.dataset import Batch, collate, make_batches, shard
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
 from adlnmt.memory import release_heap
 from adlnmt.model import Seq2Seq
 from adlnmt.speedups import SPEEDUPS
+from adlnmt.store import ModelDir
+from adlnmt.store.atomic import copy_atomic, describe
+from adlnmt.store.names import VOCAB_HASHES
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.device import pick_device, precision_setup, use_deterministic_kernels
@@ -36,8 +39,6 @@ from adlnmt.train.launch import adopt_slurm_environment
 from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
 from adlnmt.train.model_dir import (
-    CONFIG_FILE,
-    VOCAB_HASHES,
     changed_settings,
     check_same_run,
     data_digest,
@@ -75,7 +76,8 @@ class Progress:
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW as configured; fused (one kernel for all parameters, ~4× faster steps on CPU) where available."""
+    """AdamW as configured; fused (one kernel for all parameters: faster steps on the CPU, benchmarks/NOTES.md)
+    where available."""
     return torch.optim.AdamW(
         model.parameters(),
         lr=config.lr,
@@ -121,6 +123,7 @@ class Trainer:
         if not config.data or not config.model:
             raise UserError("train needs --data DIR and --model DIR")
         self.dir = Path(config.model)
+        self.files = ModelDir(self.dir)
         self.lock = DirectoryLock(self.dir) if self.main else None  # rank 0 writes; released by close()
         self.board: Board | None = None
         self.grad_norm = math.nan  # of the last update (NaN when nothing clips or shows it)
@@ -185,9 +188,8 @@ class Trainer:
         stored = self._stored_config()
         stored["canonical"] = {"encoder": self.model.canonical_encoder, "decoder": self.model.canonical_decoder}
         stored["parameters"] = self.model.parameter_count()
-        text = json.dumps(stored, indent=2, sort_keys=True)
         write_vocabularies(self.data, self.dir)  # before the first config.json: a model's vocabulary is written once
-        ckpt.atomic_write(self.dir / CONFIG_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        self.files.write_config(stored)
 
     # --- state ------------------------------------------------------------------------------------
 
@@ -231,7 +233,7 @@ class Trainer:
             if state.get("scaler"):
                 self.scaler.load_state_dict(state["scaler"])
         except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as err:
-            raise UserError(f"{path}: does not fit this run ({ckpt.describe(err)})") from None
+            raise UserError(f"{path}: does not fit this run ({describe(err)})") from None
         self.schedule.apply(self.optimizer)
         return state
 
@@ -260,7 +262,7 @@ class Trainer:
 
     def _note_changes(self) -> None:
         """Record the settings this resume changes (checkpoint interval, patience ...: RESUMABLE_CHANGES)."""
-        if not (self.dir / CONFIG_FILE).is_file():
+        if not self.files.exists():
             return
         stored = read_stored_config(self.dir)
         self.changed = changed_settings(stored["train"], asdict(self.config))
@@ -275,9 +277,9 @@ class Trainer:
         """Start at update 0, unless the directory shows a committed checkpoint (best.safetensors, or checkpoints of
         two updates) whose state is gone or damaged: refused, never a silent restart. A first checkpoint cut short
         before its state was written is discarded."""
-        records, _ = ckpt.read_records(self.dir / "metrics.jsonl")
-        updates = sorted({u for u, _ in ckpt.checkpoint_files(self.dir)} | {r["update"] for r in records})
-        if problems or len(updates) > 1 or (self.dir / "best.safetensors").is_file():
+        records, _ = self.files.metrics()
+        updates = sorted({u for u, _ in self.files.checkpoint_files()} | {r["update"] for r in records})
+        if problems or len(updates) > 1 or self.files.best_weights.is_file():
             found = "; ".join(problems) or "it holds checkpoints but no training state (states/update-*.state.pt)"
             raise UserError(
                 f"{self.dir}: cannot resume: {found}. Nothing was changed; to start over, move the directory away "
@@ -286,7 +288,7 @@ class Trainer:
         if updates and self.main:
             self.log(f"discarding the checkpoint of update {updates[0]}: cut short before its state was written")
             ckpt.discard_after(self.dir, 0)
-            ckpt.write_records(self.dir / "metrics.jsonl", [])
+            self.files.write_metrics([])
 
     def _tidy_after_resume(self, weights: dict[str, Tensor]) -> None:
         """Make the directory what an uninterrupted run would have at this update: drop newer (uncommitted or
@@ -294,13 +296,13 @@ class Trainer:
         update = self.progress.update
         for path in ckpt.discard_after(self.dir, update):
             self.log(f"removed {path} (newer than the state resumed from)")
-        metrics = self.dir / "metrics.jsonl"
-        records, partial = ckpt.read_records(metrics)
+        records, partial = self.files.metrics()
         kept = [r for r in records if r["update"] <= update]
         if partial or len(kept) < len(records):
-            self.log(partial or f"{metrics}: dropped {len(records) - len(kept)} records after update {update}")
-            ckpt.write_records(metrics, kept)
-        current = ckpt.checkpoint_path(self.dir, update)
+            dropped = f"{self.files.metrics_file}: dropped {len(records) - len(kept)} records after update {update}"
+            self.log(partial or dropped)
+            self.files.write_metrics(kept)
+        current = self.files.weights_path(update)
         if not ckpt.weights_match(current, weights):
             self.log(f"{current}: missing or damaged; rewritten from the training state")
             ckpt.save_weights(self.model, current)
@@ -392,8 +394,7 @@ class Trainer:
 
     def _scores(self) -> dict[int, float]:
         """Score of every checkpoint so far (from metrics.jsonl; a later line for an update wins)."""
-        records, _ = ckpt.read_records(self.dir / "metrics.jsonl")
-        return {record["update"]: self._score(record) for record in records}
+        return {record["update"]: self._score(record) for record in self.files.metrics()[0]}
 
     def checkpoint(self, train_loss: float, tokens_per_second: float) -> bool:
         """Validate, update best/patience/learning rate, save; returns True when patience ran out."""
@@ -439,10 +440,10 @@ class Trainer:
         no validation), then the training state (with every rank's RNG ``rank_rng``), which commits it; returns the
         state's path."""
         update = self.progress.update
-        ckpt.save_weights(self.model, ckpt.checkpoint_path(self.dir, update))
+        ckpt.save_weights(self.model, self.files.weights_path(update))
         if record is not None:
-            ckpt.append_line(self.dir / "metrics.jsonl", json.dumps(record))
-        state = ckpt.state_path(self.dir, update)
+            self.files.append_metrics(record)
+        state = self.files.state_path(update)
         ckpt.save_state(self._state(rank_rng), state)
         self._after_commit()
         return state
@@ -451,7 +452,7 @@ class Trainer:
         """The steps after a checkpoint's commit (redone on resume): best.safetensors when it is the best, pruning."""
         p, c = self.progress, self.config
         if p.best_update == p.update:
-            ckpt.copy_atomic(ckpt.checkpoint_path(self.dir, p.update), self.dir / "best.safetensors")
+            copy_atomic(self.files.weights_path(p.update), self.files.best_weights)
         ckpt.prune(self.dir, c.keep_last, c.keep_best, self._scores(), current=p.update)
 
     # --- the loop ---------------------------------------------------------------------------------
@@ -561,6 +562,6 @@ class Trainer:
         rank_rng = [] if saved else self._rank_rng()
         if not self.main:
             return
-        state = ckpt.state_path(self.dir, self.progress.update) if saved else self.save(None, rank_rng)
+        state = self.files.state_path(self.progress.update) if saved else self.save(None, rank_rng)
         self.log(f"{name}: checkpoint of update {self.progress.update} written ({state}); "
                  "run the same command again to resume")  # fmt: skip

@@ -9,10 +9,11 @@ import sacrebleu
 import torch
 import torch.nn.functional as F
 
-from adlnmt.data.dataset import DataDir, collate, make_batches
+from adlnmt.data.data_dir import DataDir
+from adlnmt.data.dataset import collate, make_batches
 from adlnmt.data.vocab import PAD
+from adlnmt.inference.search import greedy
 from adlnmt.model import Seq2Seq
-from adlnmt.search import greedy
 
 
 @torch.inference_mode()

@@ -2,42 +2,53 @@
 
 A :class:`Stepper` drives a PyTorch :class:`~adlnmt.model.Seq2Seq` incrementally (one cached decoder step per
 token, the default) or re-fed (the whole prefix through the decoder every step — the regime of the AAN paper's
-baseline, kept for comparisons and tests), or another runtime that implements :class:`Engine` (ONNX Runtime,
-:mod:`adlnmt.export.engines`). PAD and BOS are never predicted. Alignments: the source attention probabilities of
-the step averaged over every source attention layer and head of the decoder, [N, S].
+baseline, kept for comparisons and tests; the search refuses it to other engines), or a :class:`StepEngine`
+(ONNX Runtime, ensembles). PAD and BOS are never predicted.
+Alignments: the source attention probabilities of the step averaged over every source attention layer and head of
+the decoder, [N, S] (:func:`alignment_of`, also the exported ONNX step graph's).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from abc import abstractmethod
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from adlnmt.data.vocab import BOS, PAD
-from adlnmt.errors import UserError
+from adlnmt.inference.engine import Engine
 from adlnmt.layers.base import DecoderState, SourceMemory
 from adlnmt.model import Seq2Seq, iter_layers
 
 
-class Engine(Protocol):
-    """Another runtime for the search (e.g. ONNX Runtime sessions, :mod:`adlnmt.export.engines`): the incremental
-    protocol of :class:`~adlnmt.model.Seq2Seq` with the step's log-softmax (and alignment) inside."""
+def alignment_of(attention: Sequence[Tensor]) -> Tensor:
+    """The alignment row [N, S] of a step: its source attention maps [N, h, t, S] (one per source attention layer;
+    the step is the last query) averaged over the layers and heads."""
+    return torch.stack([a[:, :, -1].float().mean(1) for a in attention]).mean(0)
 
+
+class StepEngine(Engine):
+    """An engine that the PyTorch search (:func:`adlnmt.inference.search.translate_ids`) drives one decoder step at a
+    time (ONNX Runtime sessions, ensembles): the incremental protocol of :class:`~adlnmt.model.Seq2Seq` with the
+    step's log-softmax (and alignment) inside."""
+
+    device = "cpu"
+
+    @abstractmethod
     def encode(self, src: Tensor) -> SourceMemory:
         """src [B, S] → the source memory."""
-        ...
 
+    @abstractmethod
     def init_state(self, memory: SourceMemory) -> DecoderState:
         """The decoder state before the first step (its tensors are reordered and dropped by the search)."""
-        ...
 
+    @abstractmethod
     def next_log_probs(
         self, tokens: Tensor, memory: SourceMemory, state: DecoderState, alignments: bool
     ) -> tuple[Tensor, Tensor | None]:
         """tokens [N] → float32 log-probabilities [N, V] and, if ``alignments``, the alignment [N, S]; advances
         ``state``."""
-        ...
 
 
 class Stepper:
@@ -45,10 +56,8 @@ class Stepper:
     for the rows' last tokens, and the row bookkeeping beam search needs."""
 
     def __init__(
-        self, model: Seq2Seq | Engine, memory: SourceMemory, incremental: bool = True, alignments: bool = False
+        self, model: Seq2Seq | StepEngine, memory: SourceMemory, incremental: bool = True, alignments: bool = False
     ) -> None:
-        if not incremental and not isinstance(model, Seq2Seq):
-            raise UserError("the uncached (re-fed) search needs the torch engine")
         self.model = model
         self.memory = memory
         self.incremental = incremental
@@ -78,9 +87,7 @@ class Stepper:
         log_probs[:, BOS] = float("-inf")
         if attention is None:
             return log_probs, None
-        last = attention[-self.attention_layers :]  # this step's maps, one per source attention layer
-        alignment = torch.stack([a[:, :, -1].float().mean(1) for a in last]).mean(0)  # [N, S]
-        return log_probs, alignment
+        return log_probs, alignment_of(attention[-self.attention_layers :])  # this step's maps
 
     def reorder(self, index: Tensor) -> None:
         """Row i continues the hypothesis of row ``index[i]`` of the same sentence."""

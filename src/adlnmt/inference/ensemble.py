@@ -1,8 +1,9 @@
 """Ensembles: several models searched as one (checkpoints of one model, or different architectures).
 
-An :class:`Ensemble` is an :class:`~adlnmt.stepper.Engine` for the one greedy/beam/sampling search of
-:mod:`adlnmt.search`: each member runs its own incremental :class:`~adlnmt.stepper.Stepper` on its own encoding
-of the batch, and every step the members' next-token distributions are combined:
+An :class:`Ensemble` is a :class:`~adlnmt.inference.stepper.StepEngine` for the one greedy/beam/sampling search of
+:mod:`adlnmt.inference.search`: each member runs its own incremental
+:class:`~adlnmt.inference.stepper.Stepper` on its own encoding of the batch, and every step the members'
+next-token distributions are combined:
 
 - ``log-linear`` (default): the mean of the members' log-probabilities, 1/M Σ_m log p_m(y), not renormalised
   (as Sockeye's): a hypothesis' log-probability is then the mean of the members' log-probabilities of it;
@@ -24,11 +25,14 @@ import torch
 from torch import Tensor
 
 from adlnmt.errors import UserError
+from adlnmt.inference.engine import CAPABILITIES
+from adlnmt.inference.options import Hypothesis, SearchOptions
+from adlnmt.inference.search import translate_ids
+from adlnmt.inference.stepper import StepEngine, Stepper
+from adlnmt.inference.translator import Translator, with_precision
 from adlnmt.layers.base import DecoderState, SourceMemory
 from adlnmt.model import Seq2Seq
-from adlnmt.search import Hypothesis, SearchOptions, translate_ids
-from adlnmt.stepper import Stepper
-from adlnmt.translator import Translator, load_model, with_precision
+from adlnmt.store import ModelDir
 
 COMBINATIONS = ("log-linear", "linear")
 
@@ -75,10 +79,11 @@ def combine(log_probs: Sequence[Tensor], combination: str) -> Tensor:
     return stacked.mean(0)
 
 
-class Ensemble:
-    """Members searched as one model (an :class:`~adlnmt.stepper.Engine` and a Translator's search engine)."""
+class Ensemble(StepEngine):
+    """Members searched as one model by the PyTorch search (a Translator's engine)."""
 
     name = "ensemble"
+    capabilities = CAPABILITIES[name]
 
     def __init__(self, members: Sequence[Seq2Seq], combination: str = "log-linear", device: str = "cpu") -> None:
         if not members:
@@ -110,14 +115,9 @@ class Ensemble:
         return combine([log_probs for log_probs, _ in steps], self.combination), steps[0][1]
 
     def translate_ids(
-        self,
-        sources: Sequence[Sequence[int]],
-        options: SearchOptions,
-        prefixes: Sequence[Sequence[int]] | None = None,
+        self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None
     ) -> list[list[Hypothesis]]:
-        """:func:`adlnmt.search.translate_ids` with the ensemble as the model."""
-        with torch.inference_mode():
-            return translate_ids(self, sources, options, self.device, prefixes=prefixes)
+        return translate_ids(self, sources, options, self.device, prefixes=prefixes)
 
 
 def load_ensemble(
@@ -134,7 +134,7 @@ def load_ensemble(
     chosen = list(checkpoints) * len(model_dirs) if len(checkpoints) == 1 else list(checkpoints)
     members, limits, data = [], [], None
     for model_dir, checkpoint in zip(map(Path, model_dirs), chosen, strict=True):
-        model, own, limit = load_model(model_dir, checkpoint)
+        model, own, limit = ModelDir(model_dir).load_model(checkpoint)
         if data is None:
             data = own
         for side, vocab, first in (

@@ -1,12 +1,12 @@
 """The decoder step at fixed shapes, replayed from CUDA graphs (the ``cuda_graphs`` search option).
 
-Eager decoding on a GPU is bound by the host: ~150 kernel launches a step (``benchmarks/NOTES.md``). A
+Eager decoding on a GPU is bound by the host: many small kernel launches a step (``benchmarks/NOTES.md``). A
 :class:`GraphStepper` keeps a batch's decoder state in the persistent buffers of a :class:`Bucket`, whose shapes
 are fixed: the rows padded to the bucket's row count (padding rows repeat the last real row, so they stay
 finite), the source padded to the bucket's length (masked positions), the key/value caches allocated for the
 longest output. So step t of every batch in a bucket has the same shapes and the same addresses: on CUDA it is
 captured once per (bucket, t) into a CUDA graph and replayed after; elsewhere the same padded path runs eagerly
-(what the CPU tests compare with the plain :class:`~adlnmt.stepper.Stepper`). Beam reorders and dropped
+(what the CPU tests compare with the plain :class:`~adlnmt.inference.stepper.Stepper`). Beam reorders and dropped
 sentences gather rows in place; step 0 runs eagerly (it creates the caches). Dynamic state (RNN states,
 running sums, convolution windows) is copied back into its buffers inside the graph.
 """
@@ -23,10 +23,10 @@ import torch
 from torch import Tensor
 
 from adlnmt.data.vocab import BOS, PAD
+from adlnmt.inference.stepper import StepEngine, Stepper
 from adlnmt.layers.base import SourceMemory
 from adlnmt.layers.basic import Pos
 from adlnmt.model import Seq2Seq, iter_layers
-from adlnmt.stepper import Engine, Stepper
 
 ROW_MULTIPLE = 8  # a new bucket's rows, source length and cache capacity are rounded up to these
 SOURCE_MULTIPLE = 32
@@ -137,7 +137,7 @@ def bucket_for(model: Seq2Seq, memory: SourceMemory, steps: int, capture: bool) 
 
 
 class GraphStepper(Stepper):
-    """A :class:`~adlnmt.stepper.Stepper` whose decoder steps run at the fixed shapes of a :class:`Bucket`
+    """A :class:`~adlnmt.inference.stepper.Stepper` whose decoder steps run at the fixed shapes of a :class:`Bucket`
     (captured in CUDA graphs on CUDA). ``steps``: the most decoding steps the batch can take."""
 
     def __init__(self, model: Seq2Seq, memory: SourceMemory, steps: int) -> None:
@@ -285,19 +285,19 @@ class GraphStepper(Stepper):
 
 
 def graph_stepper(
-    model: Seq2Seq | Engine, memory: SourceMemory, steps: int, incremental: bool, alignments: bool
+    model: Seq2Seq | StepEngine, memory: SourceMemory, steps: int, incremental: bool, alignments: bool
 ) -> Stepper:
-    """A :class:`GraphStepper` where CUDA graphs apply, else (with a note) the plain stepper."""
+    """A :class:`GraphStepper` where CUDA graphs apply, else (with a note) the plain stepper. Only the torch engine
+    has CUDA graphs (the search checks the engine's capabilities first)."""
+    assert isinstance(model, Seq2Seq), "CUDA graphs need the torch engine"
     reason = (
-        "they need the torch engine"
-        if not isinstance(model, Seq2Seq)
-        else "they need incremental decoding"
+        "they need incremental decoding"
         if not incremental
         else "alignments read every step's attention maps"
         if alignments
         else None
     )
     if reason is None:
-        return GraphStepper(model, memory, steps)  # type: ignore[arg-type]
+        return GraphStepper(model, memory, steps)
     warnings.warn(f"CUDA graphs off: {reason}; decoding eagerly", stacklevel=2)
     return Stepper(model, memory, incremental, alignments)

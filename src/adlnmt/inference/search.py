@@ -1,10 +1,11 @@
 """Greedy and beam search, batched over sentences, on the incremental decoding protocol.
 
 Both take their options as one :class:`SearchOptions` and share a :class:`SearchBatch` (the encoded batch, its
-length limits and the dropping of finished sentences). They run on a :class:`~adlnmt.stepper.Stepper`
-(incremental or re-fed decoding of a PyTorch model, or another runtime's :class:`~adlnmt.stepper.Engine`).
-Finished sentences leave the batch (their rows are dropped with one gather); sentences are sorted by length into
-batches and returned in input order.
+length limits and the dropping of finished sentences). They run on a :class:`~adlnmt.inference.stepper.Stepper`
+(incremental or re-fed decoding of a PyTorch model, or a :class:`~adlnmt.inference.stepper.StepEngine`: ONNX
+Runtime, ensembles). Finished sentences leave the batch (their rows are dropped with one gather); sentences are
+sorted by length into batches (:mod:`adlnmt.inference.batching`, shared with CTranslate2) and returned in input
+order. :class:`TorchEngine` is the engine of a PyTorch model.
 
 Scores: ``log_prob`` is the sum of the token log-probabilities including EOS; ``score`` divides it by
 the GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (|Y| counts EOS; α = 0 gives log_prob).
@@ -26,11 +27,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from adlnmt.cuda_graphs import graph_stepper
 from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import UserError
-from adlnmt.model import Seq2Seq
-from adlnmt.search_options import (
+from adlnmt.inference.batching import length_batches, length_limit
+from adlnmt.inference.cuda_graphs import graph_stepper
+from adlnmt.inference.engine import CAPABILITIES, Engine
+from adlnmt.inference.options import (
     _SHOULD_STOP,
     Hypothesis,
     SearchOptions,
@@ -38,9 +40,10 @@ from adlnmt.search_options import (
     length_penalty,
     sampling_rule,
 )
+from adlnmt.inference.stepper import StepEngine, Stepper
+from adlnmt.inference.workers import in_workers
+from adlnmt.model import Seq2Seq
 from adlnmt.speedups import SPEEDUPS
-from adlnmt.stepper import Engine, Stepper
-from adlnmt.workers import in_workers
 
 
 def sample(log_probs: Tensor, options: SearchOptions, generator: torch.Generator) -> Tensor:
@@ -123,7 +126,7 @@ class SearchBatch:
 
     def __init__(
         self,
-        model: Seq2Seq | Engine,
+        model: Seq2Seq | StepEngine,
         src: Tensor,
         max_len: Tensor,
         min_len: Tensor | None,
@@ -297,7 +300,7 @@ def ended(
 
 @torch.inference_mode()
 def beam_batch(
-    model: Seq2Seq | Engine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None,
+    model: Seq2Seq | StepEngine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None,
     prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:  # fmt: skip
     """Beam search for a batch src [B, S]; up to ``options.nbest`` hypotheses per sentence, best first.
@@ -336,7 +339,7 @@ def beam_batch(
 
 @torch.inference_mode()
 def greedy_batch(
-    model: Seq2Seq | Engine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None,
+    model: Seq2Seq | StepEngine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None,
     prefix: Tensor | None = None, generator: torch.Generator | None = None,
 ) -> list[Hypothesis]:  # fmt: skip
     """The argmax continuation of each sentence of src [B, S], ``min_len[b]`` to ``max_len[b]`` tokens long, after
@@ -371,7 +374,7 @@ def greedy_batch(
 
 
 def translate_ids(
-    model: Seq2Seq | Engine,
+    model: Seq2Seq | StepEngine,
     sources: Sequence[Sequence[int]],
     options: SearchOptions,
     device: torch.device | str = "cpu",
@@ -385,23 +388,22 @@ def translate_ids(
     (the length limit grows to hold it).
 
     Sentences are sorted by length into batches of ``batch_size`` (with sampling, each sentence ``nbest`` times);
-    ``workers > 1`` searches the batches in that many forked single-thread CPU processes (:mod:`adlnmt.workers`),
-    with the same batches and results. ``model`` may be an :class:`Engine` instead (CPU, one process)."""
+    ``workers > 1`` searches the batches in that many forked single-thread CPU processes
+    (:mod:`adlnmt.inference.workers`), with the same batches and results. ``model`` may be a :class:`StepEngine`
+    instead (a UserError for what it lacks: :meth:`~adlnmt.inference.engine.Engine.check`)."""
+    forced = prefixes if prefixes is not None and any(prefixes) else None
+    if not isinstance(model, Seq2Seq):
+        model.check(options, forced is not None)
     if options.workers > 1 and torch.device(device).type != "cpu":
         raise UserError(f"worker processes are for the CPU; with device {device} use 1 worker")
-    if options.workers > 1 and not isinstance(model, Seq2Seq):
-        raise UserError("worker processes are for the torch engine; other engines use threads (--threads)")
     copies = options.nbest if options.sampling else 1
     sentence = [i for i in range(len(sources)) for _ in range(copies)]  # the sentence of each searched row
-    order = sorted(range(len(sentence)), key=lambda row: len(sources[sentence[row]]))
-    batches = [order[start : start + options.batch_size] for start in range(0, len(order), options.batch_size)]
-    forced = prefixes if prefixes is not None and any(prefixes) else None
+    batches = length_batches([len(sources[i]) for i in sentence], options.batch_size)
 
     def search(number: int) -> list[list[Hypothesis]]:
         rows = [sentence[row] for row in batches[number]]
         src = pad_batch([sources[i] for i in rows], device)
-        lengths = torch.tensor([len(sources[i]) for i in rows])
-        max_len = (lengths.float() * options.max_len_ratio).long() + options.max_len_extra
+        max_len = torch.tensor([length_limit(len(sources[i]), options) for i in rows])
         min_len = prefix = None
         if exact_lengths is not None:
             max_len = min_len = torch.tensor([exact_lengths[i] for i in rows])
@@ -424,7 +426,7 @@ def translate_ids(
 
 
 @contextmanager
-def evaluating(model: Seq2Seq | Engine) -> Iterator[None]:
+def evaluating(model: Seq2Seq | StepEngine) -> Iterator[None]:
     """A PyTorch model in eval mode meanwhile (its mode is restored after); engines have no modes."""
     if not isinstance(model, Seq2Seq):
         yield
@@ -435,6 +437,22 @@ def evaluating(model: Seq2Seq | Engine) -> Iterator[None]:
         yield
     finally:
         model.train(was_training)
+
+
+class TorchEngine(Engine):
+    """The PyTorch search on a model (:func:`translate_ids`)."""
+
+    name = "torch"
+    capabilities = CAPABILITIES[name]
+
+    def __init__(self, model: Seq2Seq, device: torch.device | str = "cpu") -> None:
+        self.model = model
+        self.device = device
+
+    def translate_ids(
+        self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None
+    ) -> list[list[Hypothesis]]:
+        return translate_ids(self.model, sources, options, self.device, prefixes=prefixes)
 
 
 def greedy(model: Seq2Seq, sources: Sequence[Sequence[int]], batch_size: int = 64,

@@ -1,8 +1,8 @@
 """What a search is asked and what it gives, without PyTorch: :class:`SearchOptions` (the options of ``adlnmt
 translate``, with the sampling rules), :class:`Hypothesis`, the GNMT length penalty and the stop hook
 (:func:`stop_when`: a search stopped between steps, e.g. by the server's deadline). Shared by the PyTorch search
-(:mod:`adlnmt.search`) and the engines that search themselves (CTranslate2), so that a translation without PyTorch
-never imports it.
+(:mod:`adlnmt.inference.search`) and the engines that search themselves (CTranslate2), so that a translation
+without PyTorch never imports it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from adlnmt.bounds import POSITIVE, SEED, at_least
 from adlnmt.errors import UserError
+from adlnmt.flags import option
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -47,36 +49,55 @@ class Hypothesis:
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """How to search: the options of ``adlnmt translate`` (same meaning and defaults), for :func:`translate_ids`,
-    :meth:`adlnmt.translator.Translator.search`, ``adlnmt bench decode`` and experiments."""
+    """How to search, for :func:`translate_ids`, :meth:`adlnmt.inference.translator.Translator.search`, ``adlnmt
+    bench decode`` and experiments; each field declares its flag of ``adlnmt translate`` (:mod:`adlnmt.flags`)."""
 
-    beam: int = 5
+    beam: int = option(5, "beam size; 1 = greedy (default %(default)s)", bounds=at_least(1))
     """Beam size k; 1 is greedy search."""
-    nbest: int = 1
+    nbest: int = option(1, "hypotheses per input; >1 writes JSON lines", bounds=at_least(1))
     """Hypotheses per sentence, best first; at most ``beam``."""
-    batch_size: int = 64
+    batch_size: int = option(64, "sentences per batch (default %(default)s)", bounds=at_least(1))
     """Sentences per batch (sentences are sorted by length into batches)."""
-    length_penalty: float = 1.0
+    length_penalty: float = option(1.0, "GNMT α (default %(default)s; 0 = none)", bounds=at_least(0))
     """GNMT α: hypotheses are ranked by log_prob / ((5 + |Y|) / 6)^α; 0 ranks by log_prob."""
-    max_len_ratio: float = 2.0
+    max_len_ratio: float = option(
+        2.0, "longest output = ratio · source length + --max-len-extra (default %(default)s)", bounds=at_least(0)
+    )
     """The longest output is ``max_len_ratio · |source| + max_len_extra`` tokens."""
-    max_len_extra: int = 10
+    max_len_extra: int = option(10, "see --max-len-ratio (default %(default)s)", bounds=at_least(0))
     """See ``max_len_ratio``."""
-    incremental: bool = True
+    incremental: bool = option(True, "re-feed the whole prefix every step (slow)", flag="uncached", switch=True)
     """One cached decoder step per token; False re-feeds the whole prefix every step (slow; for comparisons)."""
-    alignments: bool = False
+    alignments: bool = option(
+        False,
+        "write JSON lines with source-attention alignments (mean over layers and heads), the source pieces and hard "
+        "alignments: 'i-j' pairs, source piece i (0-based, markers and EOS not counted) most attended by target piece "
+        "j (EOS not counted), as fairseq's --print-alignment",
+        switch=True,
+    )
     """Give every hypothesis its source-attention alignment."""
-    workers: int = 1
-    """Search the batches in that many forked single-thread CPU processes (:mod:`adlnmt.workers`)."""
-    cuda_graphs: bool = False
-    """Decoder steps at fixed (padded) shapes, captured in CUDA graphs on CUDA (:mod:`adlnmt.cuda_graphs`)."""
-    sampling: str | None = None
+    workers: int = option(
+        1,
+        "CPU: decode the batches in N forked processes of 1 thread each (fastest with N = cores; default %(default)s)",
+        bounds=at_least(1),
+    )
+    """Search the batches in that many forked single-thread CPU processes (:mod:`adlnmt.inference.workers`)."""
+    cuda_graphs: bool = option(
+        False, "CUDA: replay each decoder step from a captured CUDA graph (token-identical to eager)", switch=True
+    )
+    """Decoder steps at fixed (padded) shapes, captured in CUDA graphs on CUDA (:mod:`adlnmt.inference.cuda_graphs`)."""
+    sampling: str | None = option(
+        None,
+        "sample instead of searching: from the K most likely words, or the fewest whose probability reaches P; "
+        "--nbest N samples per input (--beam is not used)",
+        metavar="topk:K|topp:P",
+    )
     """Sample instead of searching: ``topk:K`` draws each token from the K most likely ones, ``topp:P`` from the
     fewest most likely ones whose probability reaches P (nucleus); ``nbest`` samples per sentence, in the order
     drawn (``beam`` is not used). None: greedy or beam search."""
-    temperature: float = 1.0
+    temperature: float = option(1.0, "sampling temperature (default %(default)s)", bounds=POSITIVE)
     """Sampling: the log-probabilities are divided by it before top-k / top-p (below 1 sharper, above flatter)."""
-    seed: int = 1
+    seed: int = option(1, "sampling seed: same seed, same samples (default %(default)s)", bounds=SEED)
     """Sampling: every batch's generator is seeded from it and the batch's number, so samples are reproducible."""
 
     def __post_init__(self) -> None:

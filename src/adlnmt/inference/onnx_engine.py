@@ -1,7 +1,7 @@
-"""The ONNX Runtime engine: an :class:`~adlnmt.stepper.Engine` (``encode`` / ``init_state`` / ``next_log_probs``) on
-the encoder, init and step graphs of an ONNX export. The search's one batched greedy/beam algorithm drives the
-sessions, and the decoder state stays a :class:`~adlnmt.layers.base.DecoderState` of torch tensors (shared with
-numpy, no copies), so beam reorders and dropped sentences are the same gathers as with PyTorch.
+"""The ONNX Runtime engine: a :class:`~adlnmt.inference.stepper.StepEngine` (``encode`` / ``init_state`` /
+``next_log_probs``) on the encoder, init and step graphs of an ONNX export. The search's one batched greedy/beam
+algorithm drives the sessions, and the decoder state stays a :class:`~adlnmt.layers.base.DecoderState` of torch tensors
+(shared with numpy, no copies), so beam reorders and dropped sentences are the same gathers as with PyTorch.
 """
 
 from __future__ import annotations
@@ -13,17 +13,20 @@ import torch
 from torch import Tensor
 
 from adlnmt.errors import UserError
-from adlnmt.export.directory import ExportDir
-from adlnmt.export.state import StateLayout, path_owners
+from adlnmt.inference.engine import CAPABILITIES
+from adlnmt.inference.options import Hypothesis, SearchOptions
+from adlnmt.inference.search import translate_ids
+from adlnmt.inference.state import StateLayout, path_owners
+from adlnmt.inference.stepper import StepEngine
 from adlnmt.layers.base import DecoderState, SourceMemory
-from adlnmt.search import translate_ids
-from adlnmt.search_options import Hypothesis, SearchOptions
+from adlnmt.store import ExportDir
 
 
-class OnnxEngine:
+class OnnxEngine(StepEngine):
     """The search's engine on the encoder, init and step graphs of an ONNX export."""
 
     name = "onnxruntime"
+    capabilities = CAPABILITIES[name]
 
     def __init__(self, export: ExportDir, threads: int) -> None:
         import onnxruntime as ort
@@ -77,5 +80,7 @@ class OnnxEngine:
         state.step += 1
         return log_probs, alignment if alignments else None
 
-    def translate_ids(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
-        return translate_ids(self, sources, options)
+    def translate_ids(
+        self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None
+    ) -> list[list[Hypothesis]]:
+        return translate_ids(self, sources, options, prefixes=prefixes)

@@ -8,20 +8,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from adlnmt.data.vocab import BOS, PAD
-from adlnmt.errors import UserError
-from adlnmt.export.directory import ExportDir
-from adlnmt.search_options import Hypothesis, SearchOptions, length_penalty
+from adlnmt.inference.batching import length_batches, length_limit
+from adlnmt.inference.engine import CAPABILITIES, Engine
+from adlnmt.inference.options import Hypothesis, SearchOptions, length_penalty
+from adlnmt.store import ExportDir
 
 # CTranslate2 beam search with a non-zero length penalty stops a sentence once `beam` hypotheses have ended, the
 # PyTorch engine's rule (with 0 it waits for the best candidate to end); score × length gives back the log-prob.
 LENGTH_PENALTY = 1.0
 
 
-class CTranslate2Engine:
+class CTranslate2Engine(Engine):
     """``ctranslate2.Translator`` on a CTranslate2 export: CTranslate2 searches (greedy output equals the PyTorch
     engine's; beam search is CTranslate2's, with one length limit per batch, ranked by the GNMT length penalty)."""
 
     name = "ctranslate2"
+    capabilities = CAPABILITIES[name]
 
     def __init__(self, export: ExportDir, threads: int, device: str = "cpu", compute_type: str | None = None) -> None:
         """``device``: cpu or cuda; ``compute_type``: CTranslate2's (e.g. float32, bfloat16), else the export's."""
@@ -33,7 +35,6 @@ class CTranslate2Engine:
                                                  intra_threads=max(1, threads), inter_threads=1)  # fmt: skip
         self.src_vocab, self.tgt_vocab = export.data.src_vocab, export.data.tgt_vocab
         self.barred = [[self.tgt_vocab.piece(PAD)], [self.tgt_vocab.piece(BOS)]]
-        self.piece_ids = {self.tgt_vocab.piece(i): i for i in range(self.tgt_vocab.size)}
 
     def translate_batch(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
         """One length-sorted batch, searched up to its longest sentence's length limit; longer outputs are cut to
@@ -41,9 +42,9 @@ class CTranslate2Engine:
         a sentence once ``beam`` hypotheses have ended, as the PyTorch search does (CTranslate2's rule with a non-zero
         length penalty), gives back their log-probabilities and ranks them by our GNMT length penalty: on the
         Multi30k model 999 of 1,000 beam-5 outputs equal the PyTorch engine's."""
-        limits = [int(len(s) * options.max_len_ratio) + options.max_len_extra for s in sources]
+        limits = [length_limit(len(s), options) for s in sources]
         results = self.translator.translate_batch(
-            [[self.src_vocab.piece(i) for i in s] for s in sources], beam_size=options.beam,
+            [self.src_vocab.pieces(s) for s in sources], beam_size=options.beam,
             num_hypotheses=options.beam, length_penalty=LENGTH_PENALTY, max_decoding_length=max(limits),
             suppress_sequences=self.barred, return_scores=True,
         )  # fmt: skip
@@ -52,20 +53,19 @@ class CTranslate2Engine:
             hyps = []
             for tokens, normalised in zip(result.hypotheses, result.scores, strict=True):
                 log_prob = normalised * (len(tokens) + 1) ** LENGTH_PENALTY  # its length counts the EOS
-                ids = [self.piece_ids[p] for p in tokens[:limit]]
+                ids = self.tgt_vocab.ids(tokens[:limit])
                 penalty = 1.0 if options.beam == 1 else length_penalty(len(ids) + 1, options.length_penalty)
                 hyps.append(Hypothesis(ids, log_prob, log_prob / penalty))  # greedy: unnormalised, as in search
             found.append(sorted(hyps, key=lambda h: h.score, reverse=True)[: options.nbest])
         return found
 
-    def translate_ids(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
-        """Like :func:`adlnmt.search.translate_ids` (same length-sorted batches); no alignments or re-fed mode."""
-        if options.alignments or not options.incremental or options.workers > 1:
-            raise UserError("the ctranslate2 engine gives no alignments and has no --uncached or --workers mode")
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    def translate_ids(
+        self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None
+    ) -> list[list[Hypothesis]]:
+        """Like :func:`~adlnmt.inference.search.translate_ids`, on the same length-sorted batches."""
+        self.check(options, prefixes is not None and any(prefixes))
         results: list[list[Hypothesis]] = [[] for _ in sources]
-        for start in range(0, len(order), options.batch_size):
-            rows = order[start : start + options.batch_size]
+        for rows in length_batches([len(s) for s in sources], options.batch_size):
             for row, hyps in zip(rows, self.translate_batch([sources[i] for i in rows], options), strict=True):
                 results[row] = hyps
         return results

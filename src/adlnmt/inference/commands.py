@@ -1,0 +1,142 @@
+"""`adlnmt translate`: raw text through a trained model, an ensemble or an export (:mod:`adlnmt.inference.translator`);
+with an export run by CTranslate2 PyTorch is never imported."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from adlnmt.bounds import at_least, flag_type
+from adlnmt.data.corpus import write_output
+from adlnmt.errors import UserError
+from adlnmt.flags import add_flags, from_flags
+from adlnmt.inference.engine import ENGINE_CHOICES
+from adlnmt.inference.options import SearchOptions
+
+if TYPE_CHECKING:
+    from adlnmt.inference.translator import Translation, Translator
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
+    from adlnmt.data.corpus import decode_lines, read_lines
+    from adlnmt.inference.options import sampling_rule
+
+    if args.sampling:
+        sampling_rule(args.sampling)
+    elif args.nbest > args.beam:
+        raise UserError(f"need --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
+    options = from_flags(SearchOptions, args)
+    translator = load_translator(args, options)
+    translator.engine.check(options, bool(args.prefix))  # before reading the input
+    lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
+    started = time.perf_counter()
+    encoded = [translator.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
+    found = translator.search_encoded(encoded, options, list(read_lines(args.prefix)) if args.prefix else None)
+    seconds = time.perf_counter() - started
+    if args.nbest > 1 or args.alignments:
+        records = (
+            json_record(translator, i, ids, hyps, args.alignments)
+            for i, (ids, hyps) in enumerate(zip(encoded, found, strict=True))
+        )
+        text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+    else:
+        text = "".join((hyps[0].text if hyps else "") + "\n" for hyps in found)
+    write_output(args.output, text)
+    translated = sum(1 for hyps in found if hyps)
+    speed = translated / max(seconds, 1e-9)
+    print(f"translated {translated:,} of {len(lines):,} lines in {seconds:.2f} s ({speed:,.1f} sentences/s, engine "
+          f"{translator.engine_name}; loading before it not counted)", file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def json_record(
+    translator: Translator, index: int, ids: list[int] | None, hyps: list[Translation], alignments: bool
+) -> dict[str, object]:
+    """The JSON line of input line ``index`` (0-based; ``ids``: as encoded for the search, None when empty): its
+    hypotheses; with ``alignments`` also the source pieces the model read (markers and EOS included, as the HTTP API
+    gives them) and each hypothesis' hard alignment (:func:`~adlnmt.inference.translator.hard_alignment`)."""
+    from adlnmt.inference.translator import hard_alignment
+
+    hypotheses = [hyp.to_dict() for hyp in hyps]
+    if not (alignments and hyps and ids):
+        return {"line": index + 1, "hypotheses": hypotheses}
+    pieces = translator.source_pieces(ids)
+    first = 1 if translator.data.source_markers else 0
+    for record, hyp in zip(hypotheses, hyps, strict=True):
+        record["hard_alignment"] = hard_alignment(hyp, first, len(pieces) - first - 1)
+    return {"line": index + 1, "source_pieces": pieces, "hypotheses": hypotheses}
+
+
+def load_translator(args: argparse.Namespace, options: SearchOptions) -> Translator:
+    """The translator of ``adlnmt translate``'s --model (one, or several: an ensemble) and --checkpoint flags, for
+    a search with ``options`` (which ``--engine auto`` reads)."""
+    from adlnmt.inference.translator import Translator
+
+    checkpoints = args.checkpoint or ["best"]
+    if len(args.model) == 1 and len(checkpoints) == 1:
+        return Translator.load(args.model[0], checkpoints[0], args.device, args.precision, args.engine, options,
+                               args.threads)  # fmt: skip
+    if args.engine not in (None, "torch"):
+        raise UserError(f"an ensemble runs on the torch engine, not {args.engine}")
+    import torch
+
+    from adlnmt.inference.ensemble import load_ensemble
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    models = args.model * len(checkpoints) if len(args.model) == 1 else args.model  # checkpoints of one model
+    return load_ensemble(models, checkpoints, args.device, args.precision, args.combine)
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    translate = commands.add_parser("translate", help="translate raw text with a trained model (beam search)")
+    translate.add_argument(
+        "--model",
+        required=True,
+        action="append",
+        help="model directory, or an export directory (adlnmt export); repeated: an ensemble of the models",
+    )
+    translate.add_argument("--input", help="input file, one sentence per line (default: stdin)")
+    translate.add_argument("--output", help="output file (default: stdout)")
+    translate.add_argument(
+        "--checkpoint",
+        action="append",
+        help="best (default), last, averaged or a .safetensors path; repeated: one per --model, or an ensemble of "
+        "checkpoints of one model",
+    )
+    translate.add_argument(
+        "--combine",
+        default="log-linear",
+        choices=("log-linear", "linear"),
+        help="ensembles: average the members' log-probabilities (log-linear, default) or probabilities (linear)",
+    )
+    add_flags(translate, SearchOptions)
+    translate.add_argument(
+        "--prefix", metavar="FILE", help="target prefixes, one per input line: each translation starts with its own"
+    )
+    translate.add_argument("--device", default="cpu", help="cpu or cuda")
+    translate.add_argument(
+        "--threads",
+        type=flag_type(int, at_least(0)),
+        default=0,
+        help="CPU threads of the engine (default: torch's; other engines: every CPU)",
+    )
+    translate.add_argument(
+        "--precision",
+        default="fp32",
+        choices=("fp32", "bf16", "fp16", "int8"),
+        help="fp32 (default); bf16/fp16 (fp16: CUDA only); int8: dynamic quantisation of linears and RNNs (CPU only)",
+    )
+    translate.add_argument(
+        "--engine",
+        choices=ENGINE_CHOICES,
+        help="default: torch for a model directory, the export's own engine for an export directory; torch; "
+        "onnxruntime or ctranslate2: an export directory (adlnmt export --model M --format "
+        "onnx|ctranslate2 --out DIR, then --model DIR); auto: the export's engine, or torch for a model directory "
+        "(saying on stderr when an export would run it faster)",
+    )
+    translate.set_defaults(func=cmd_translate)

@@ -1,0 +1,248 @@
+"""Load a trained model directory and translate raw text: the Python API behind `adlnmt translate`.
+
+PyTorch is imported only where the torch engine needs it: a translator on a CTranslate2 export runs on
+sentencepiece and CTranslate2 alone. A model directory runs on the torch engine; the export engines run an export
+of it (``adlnmt export``), never one made on the fly."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from adlnmt.errors import UserError
+from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
+from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
+from adlnmt.store import ExportDir, ModelDir, is_export_dir
+
+if TYPE_CHECKING:
+    from adlnmt.data.data_dir import DataDir
+    from adlnmt.model import Seq2Seq
+
+
+@dataclass(frozen=True)
+class EncodedLine:
+    """An input line as the encoder reads it: ``ids`` (cut to the model's input limit, with its markers and EOS)
+    and ``pieces``, how many subword pieces the line has before the cut."""
+
+    ids: list[int]
+    pieces: int
+
+
+def with_precision(model: Seq2Seq, precision: str, device: str) -> Seq2Seq:
+    """The model in inference ``precision`` (see :meth:`Translator.load`)."""
+    import torch
+    from torch import nn
+
+    on_cuda = device.startswith("cuda")
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision '{precision}'; choose one of {', '.join(PRECISIONS)}")
+    if (precision == "fp16" and not on_cuda) or (precision == "int8" and on_cuda):
+        raise UserError(f"precision {precision} needs {'a CUDA device' if precision == 'fp16' else 'the CPU'}")
+    if precision in ("bf16", "fp16"):
+        return model.to(torch.bfloat16 if precision == "bf16" else torch.float16)
+    if precision == "int8":
+        with warnings.catch_warnings():  # deprecated in favour of torchao (not a dependency); still works
+            warnings.simplefilter("ignore", UserWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from torch.ao.quantization import quantize_dynamic
+
+            return quantize_dynamic(model, {nn.Linear, nn.LSTM, nn.GRU}, dtype=torch.qint8)
+    return model
+
+
+@dataclass
+class Translation:
+    """One hypothesis: detokenised text, its subword pieces, scores and (optionally) alignment."""
+
+    text: str
+    pieces: list[str]
+    score: float  # log_prob / GNMT length penalty
+    log_prob: float
+    alignment: list[list[float]] | None = None  # [len(pieces) + 1 (EOS)][source pieces + markers + EOS]
+
+    def to_dict(self) -> dict:
+        record = {"translation": self.text, "score": self.score, "log_prob": self.log_prob, "pieces": self.pieces}
+        if self.alignment is not None:
+            record["alignment"] = self.alignment
+        return record
+
+
+def hard_alignment(translation: Translation, first: int, count: int) -> str:
+    """fairseq's ``--print-alignment`` of ``translation`` (which has an alignment): ``i-j`` pairs, space-separated,
+    one per target piece j (0-based, EOS not counted) with i the source piece it attends to most (0-based among the
+    ``count`` source pieces from column ``first``: markers and EOS not counted); no pairs for an empty source."""
+    assert translation.alignment is not None
+    if count < 1:
+        return ""
+    rows = translation.alignment[: len(translation.pieces)]
+    pairs = []
+    for j, row in enumerate(rows):
+        source = row[first : first + count]
+        pairs.append(f"{max(range(count), key=source.__getitem__)}-{j}")
+    return " ".join(pairs)
+
+
+ENGINE_PRECISIONS = {"fp32": "none", "int8": "int8"}  # --precision → the export's quantization
+
+
+class Translator:
+    """``Translator.load("model_dir").translate(["Ein Hund läuft."], SearchOptions(beam=5))`` → detokenised
+    strings. ``engine`` searches: by default the torch engine on ``model``; another engine (an ensemble, an export
+    engine) without a PyTorch ``model`` (:mod:`adlnmt.inference.engines`)."""
+
+    def __init__(
+        self,
+        model: Seq2Seq | None,
+        data: DataDir,
+        max_input_len: int,
+        device: str = "cpu",
+        model_dir: Path | None = None,
+        engine: Engine | None = None,
+    ) -> None:
+        self.model = None if model is None else model.eval()
+        self.model_dir = model_dir
+        self.data = data
+        self.max_input_len = max_input_len
+        self.device = device
+        if engine is None:
+            from adlnmt.inference.search import TorchEngine
+
+            assert self.model is not None, "a Translator needs a model or an engine"
+            engine = TorchEngine(self.model, device)
+        self.engine = engine
+
+    @property
+    def engine_name(self) -> str:
+        return self.engine.name
+
+    @classmethod
+    def load(
+        cls,
+        model_dir: str | Path,
+        checkpoint: str = "best",
+        device: str = "cpu",
+        precision: str = "fp32",
+        engine: str | None = None,
+        options: SearchOptions = DEFAULT_OPTIONS,
+        threads: int = 0,
+    ) -> Translator:
+        """``precision``: fp32; bf16 or fp16 weights and activations (fp16: CUDA only); int8: dynamic
+        int8 quantisation of every linear and recurrent layer (CPU only; activations stay fp32).
+
+        ``engine``: None (the directory's own: torch for a model directory, the export's engine for an export
+        directory) | torch | onnxruntime | ctranslate2 | auto. A model directory runs on torch (auto says on stderr
+        why, and when an export would run it on CTranslate2: :func:`adlnmt.inference.engines.auto_note`, which reads
+        the ``options`` to be searched); an export engine given a model directory is a UserError naming the
+        ``adlnmt export`` command to run first. ``model_dir`` may also be an export directory (:meth:`from_export`).
+        ``threads``: CPU threads of the engine, 0 for its default (:func:`adlnmt.inference.engines.engine_threads`);
+        the torch engine sets them process-wide (``torch.set_num_threads``). An export directory run by another
+        engine is loaded without importing PyTorch."""
+        from adlnmt.inference.engines import auto_note, check_model_dir_engine
+
+        model_dir = Path(model_dir)
+        if is_export_dir(model_dir):
+            return cls.from_export(ExportDir.load(model_dir), engine or "auto", precision, threads, device)
+        engine = engine or "torch"
+        check_model_dir_engine(engine, model_dir)
+        import torch
+
+        if threads:
+            torch.set_num_threads(threads)
+        model, data, max_len = ModelDir(model_dir).load_model(checkpoint)
+        if engine == "auto":
+            print(f"engine auto: torch ({auto_note(model, model_dir, precision, device, options)})", file=sys.stderr)
+        return cls(with_precision(model.to(device), precision, device), data, max_len, device, model_dir)
+
+    @classmethod
+    def from_export(
+        cls, export: ExportDir, engine: str = "auto", precision: str = "fp32", threads: int = 0, device: str = "cpu"
+    ) -> Translator:
+        """A translator on an export directory's engine (``engine``: the export's, or auto); ``precision`` int8
+        needs an int8 export; ``threads`` as in :meth:`load`; ``device`` one the engine runs on."""
+        from adlnmt.inference.engines import engine_for, engine_threads, load_engine
+
+        wanted = engine_for(export)
+        if engine not in ("auto", wanted):
+            raise UserError(f"{export.path} is a {export.format} export, run by --engine {wanted}, not {engine}")
+        capabilities = CAPABILITIES[wanted]
+        if device.split(":")[0] not in capabilities.devices:
+            raise UserError(f"engine {wanted} runs on {' or '.join(capabilities.devices)}, not {device}")
+        quantize = export.manifest["quantize"]
+        if precision not in capabilities.precisions or (
+            precision != "fp32" and ENGINE_PRECISIONS[precision] != quantize
+        ):
+            raise UserError(f"{export.path} is exported with quantization {quantize}; it cannot run in {precision}")
+        runner = load_engine(export, engine_threads(threads))
+        return cls(None, export.data, export.max_input_len, "cpu", export.path, runner)
+
+    def source_pieces(self, ids: Sequence[int]) -> list[str]:
+        """The pieces of encoder input ``ids`` (:meth:`encode`'s: cut to the input limit, with markers and EOS)."""
+        return [self.data.src_vocab.piece(i) for i in ids]
+
+    def encode_line(self, line: str) -> EncodedLine:
+        """``line`` as the encoder reads it (subword-encoded once), with its length before the cut."""
+        pieces = self.data.src_vocab.encode(line)
+        return EncodedLine(self.data.source_ids(pieces, self.max_input_len), len(pieces))
+
+    def input_warning(self, line: EncodedLine, number: int) -> str | None:
+        """The warning for input line ``number`` when it is longer than the model's input limit (it is cut to
+        ``max_input_len`` pieces), else None."""
+        if line.pieces > self.max_input_len:
+            return f"input line {number}: {line.pieces} pieces truncated to {self.max_input_len}"
+        return None
+
+    def encode(self, line: str, number: int) -> list[int]:
+        """The encoder's ids of input line ``number``, with a warning on stderr when it is cut."""
+        encoded = self.encode_line(line)
+        if warning := self.input_warning(encoded, number):
+            print(f"warning: {warning}", file=sys.stderr)
+        return encoded.ids
+
+    def search(
+        self, lines: Sequence[str], options: SearchOptions = DEFAULT_OPTIONS, prefixes: Sequence[str] | None = None
+    ) -> list[list[Translation]]:
+        """``options.nbest`` translations per input line, best first (samples: in the order drawn), in input order;
+        an empty line gets none. ``prefixes[i]`` (target text) starts every translation of line i. A UserError for
+        what the engine lacks (:meth:`~adlnmt.inference.engine.Engine.check`)."""
+        sources = [self.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
+        return self.search_encoded(sources, options, prefixes)
+
+    def search_encoded(
+        self,
+        encoded: Sequence[list[int] | None],
+        options: SearchOptions = DEFAULT_OPTIONS,
+        prefixes: Sequence[str] | None = None,
+    ) -> list[list[Translation]]:
+        """:meth:`search` for lines already encoded (:meth:`encode_line`'s ``ids``; None for an empty line, which
+        gets no translation); it prints no warning."""
+        if prefixes is not None and len(prefixes) != len(encoded):
+            raise UserError(f"{len(prefixes)} target prefixes for {len(encoded)} input lines: need one per line")
+        rows = [i for i, ids in enumerate(encoded) if ids is not None]
+        sources = [ids for ids in encoded if ids is not None]
+        forced = None if prefixes is None else [self.data.tgt_vocab.encode(prefixes[i]) for i in rows]
+        forced = forced if forced is not None and any(forced) else None  # empty prefixes: plain search
+        self.engine.check(options, forced is not None)
+        found = self.engine.translate_ids(sources, options, forced)
+        results: list[list[Translation]] = [[] for _ in encoded]
+        vocab = self.data.tgt_vocab
+        for row, hyps in zip(rows, found, strict=True):
+            results[row] = [
+                Translation(
+                    vocab.decode(h.tokens),
+                    [vocab.piece(t) for t in h.tokens],
+                    h.score,
+                    h.log_prob,
+                    None if h.alignment is None else h.alignment.tolist(),
+                )
+                for h in hyps
+            ]
+        return results
+
+    def translate(self, lines: Sequence[str], options: SearchOptions = DEFAULT_OPTIONS) -> list[str]:
+        """One detokenised translation per input line, in order; an empty line gives an empty line."""
+        found = self.search(lines, options)
+        return [hyps[0].text if hyps else "" for hyps in found]

@@ -1,0 +1,206 @@
+"""A model directory (``adlnmt train``'s ``--model``; its file names in :mod:`adlnmt.store.names`): its
+``config.json`` read and checked, its checkpoints listed, its ``metrics.jsonl`` read (a partial last line, left by
+a crash, dropped), the checkpoint to load resolved, its vocabulary checked and loaded, and weights loaded into a
+model. PyTorch is imported only to load weights.
+
+The model directory owns its vocabulary: ``vocab/`` is written once, when the model is new, and ``config.json``
+keeps the SHA-256 of each of its files (``vocab_sha256``); every command that loads the model checks ``vocab/``
+against them: a swapped file is an error naming it, never a model that silently translates garbage."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adlnmt.errors import UserError
+from adlnmt.model_config import ModelConfig
+from adlnmt.store import names
+from adlnmt.store.atomic import append_line, atomic_write, describe, file_sha256, read_records, write_records
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from adlnmt.data.data_dir import DataDir
+    from adlnmt.model import Seq2Seq
+
+DEFAULT_MAX_INPUT_LEN = 250  # pieces, for data prepared without a max_len option
+
+
+class ModelDir:
+    """The files of the model directory ``path`` (none of them is read before a method asks for it)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"ModelDir({str(self.path)!r})"
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / names.CONFIG
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / names.METRICS
+
+    @property
+    def vocab_dir(self) -> Path:
+        return self.path / names.VOCAB_DIR
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / names.CHECKPOINTS_DIR
+
+    @property
+    def states_dir(self) -> Path:
+        return self.path / names.STATES_DIR
+
+    @property
+    def best_weights(self) -> Path:
+        return self.path / (names.BEST + names.WEIGHTS_SUFFIX)
+
+    @property
+    def averaged_weights(self) -> Path:
+        return self.path / (names.AVERAGED + names.WEIGHTS_SUFFIX)
+
+    def weights_path(self, update: int) -> Path:
+        return self.checkpoints_dir / names.weights_name(update)
+
+    def state_path(self, update: int) -> Path:
+        return self.states_dir / names.state_name(update)
+
+    # --- config.json ------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        """Whether the directory holds a model (its ``config.json``)."""
+        return self.config_file.is_file()
+
+    def config(self) -> dict[str, Any]:
+        """``config.json`` with its ``train`` and ``model`` entries checked and the model entry completed with the
+        defaults of settings added after the model was trained; UserError naming the file when it is missing,
+        damaged or malformed."""
+        path = self.config_file
+        if not path.is_file():
+            raise UserError(f"{self.path}: not a model directory (no {names.CONFIG})")
+        try:
+            stored = json.loads(path.read_bytes().decode("utf-8"))
+        except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise UserError(f"{path}: damaged ({describe(err)})") from None
+        if not isinstance(stored, dict) or not all(isinstance(stored.get(key), dict) for key in ("train", "model")):
+            raise UserError(f"{path}: malformed (expected the objects 'train' and 'model')")
+        try:
+            stored["model"] = ModelConfig(**stored["model"]).to_dict()
+        except TypeError as err:
+            raise UserError(f"{path}: malformed model entry ({describe(err)})") from None
+        return stored
+
+    def write_config(self, stored: dict[str, Any]) -> None:
+        text = json.dumps(stored, indent=2, sort_keys=True)
+        atomic_write(self.config_file, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+    # --- checkpoints ------------------------------------------------------------------------------
+
+    def checkpoint_files(self) -> list[tuple[int, Path]]:
+        """Every weights and state file (``checkpoints/``, ``states/``) as (update, path), oldest first."""
+        pattern = names.CHECKPOINT_PREFIX + "*"
+        paths = [*self.checkpoints_dir.glob(pattern), *self.states_dir.glob(pattern)]
+        return sorted((int(m.group(1)), p) for p in paths if (m := names.CHECKPOINT_FILE.fullmatch(p.name)))
+
+    def checkpoints(self) -> dict[int, Path]:
+        """The weights files in ``checkpoints/`` by update, oldest first."""
+        return {u: p for u, p in self.checkpoint_files() if p.name.endswith(names.WEIGHTS_SUFFIX) and p.is_file()}
+
+    def states(self) -> list[tuple[int, Path]]:
+        """The training states in ``states/`` as (update, path), oldest first."""
+        return [(u, p) for u, p in self.checkpoint_files() if p.name.endswith(names.STATE_SUFFIX)]
+
+    def resolve(self, checkpoint: str) -> Path:
+        """The weights file of ``checkpoint``: best | last (the newest in ``checkpoints/``) | averaged (written by
+        ``adlnmt average``) | a path to a .safetensors file."""
+        if checkpoint in (names.BEST, names.AVERAGED):
+            return self.best_weights if checkpoint == names.BEST else self.averaged_weights
+        if checkpoint == names.LAST:
+            files = self.checkpoints()
+            if not files:
+                raise UserError(f"{self.path}: no checkpoints yet")
+            return files[max(files)]
+        return Path(checkpoint)
+
+    # --- metrics.jsonl ----------------------------------------------------------------------------
+
+    def metrics(self) -> tuple[list[dict[str, Any]], str | None]:
+        """The records of ``metrics.jsonl`` in file order and a description of a partial last line (None when
+        there is none, :func:`adlnmt.store.atomic.read_records`); no file: no records."""
+        return read_records(self.metrics_file)
+
+    def checkpoint_records(self) -> list[dict[str, Any]]:
+        """The record of each validated checkpoint, oldest first (a later record of an update wins: a resumed run
+        logs its checkpoint again)."""
+        by_update = {record["update"]: record for record in self.metrics()[0]}
+        return [by_update[update] for update in sorted(by_update)]
+
+    def append_metrics(self, record: dict[str, Any]) -> None:
+        append_line(self.metrics_file, json.dumps(record))
+
+    def write_metrics(self, records: list[dict[str, Any]]) -> None:
+        write_records(self.metrics_file, records)
+
+    # --- vocabulary and weights -------------------------------------------------------------------
+
+    def vocabulary_hashes(self, stored: dict[str, Any]) -> dict[str, str]:
+        """The SHA-256 of each ``vocab/`` file as ``stored`` (its ``config.json``) records them."""
+        hashes = stored.get(names.VOCAB_HASHES)
+        if not isinstance(hashes, dict) or not all(isinstance(value, str) for value in hashes.values()):
+            raise UserError(f"{self.config_file}: malformed ({names.VOCAB_HASHES} is not a mapping of file: SHA-256)")
+        return hashes
+
+    def vocabularies(self, stored: dict[str, Any] | None = None) -> DataDir:
+        """The vocabularies (and data manifest) the model translates with: ``vocab/``, checked against the hashes
+        in ``config.json`` (``stored``: it, already read)."""
+        from adlnmt.data.data_dir import DataDir
+
+        hashes = self.vocabulary_hashes(self.config() if stored is None else stored)
+        check_vocabulary_files(self.vocab_dir, hashes, hashes, self.path)
+        return DataDir.load(self.vocab_dir)
+
+    def load_model(self, checkpoint: str) -> tuple[Seq2Seq, DataDir, int]:
+        """The model (fp32, CPU) with the weights of ``checkpoint`` (see :meth:`resolve`), its vocabulary and its
+        input length limit in pieces."""
+        from adlnmt.model import Seq2Seq
+
+        stored = self.config()
+        model = Seq2Seq(ModelConfig(**stored["model"]))
+        load_weights(model, self.resolve(checkpoint))
+        data = self.vocabularies(stored)
+        return model, data, int(data.manifest.get("options", {}).get("max_len", DEFAULT_MAX_INPUT_LEN))
+
+
+def check_vocabulary_files(directory: Path, hashes: dict[str, str], files: Iterable[str], owner: Path) -> None:
+    """UserError naming the first of ``files`` in ``directory`` that is missing or differs from its hash in
+    ``hashes`` (recorded when the model in ``owner`` was trained)."""
+    for name in sorted(files):
+        path = directory / name
+        if not path.is_file():
+            raise UserError(f"{path}: missing (the vocabulary of {owner}); restore it from the data it was trained on")
+        if file_sha256(path) != hashes[name]:
+            raise UserError(f"{path}: not the vocabulary {owner} was trained with (its SHA-256 differs from the one "
+                            f"in {owner / names.CONFIG}); restore the original file")  # fmt: skip
+
+
+def load_weights(model: nn.Module, path: Path) -> None:
+    """Load the safetensors weights in ``path`` into ``model`` (tied tensors stored once, as ``save_model`` writes
+    them); UserError naming the file when it is missing, damaged or of another model."""
+    from safetensors.torch import load_model
+
+    if not path.is_file():
+        raise UserError(f"{path}: checkpoint not found")
+    try:
+        missing, unexpected = load_model(model, str(path), strict=False)
+    except Exception as err:  # safetensors raises several types for damaged files
+        raise UserError(f"{path}: not a readable safetensors checkpoint ({describe(err)})") from None
+    if missing or unexpected:
+        raise UserError(
+            f"{path}: does not match the model (missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]})"
+        )

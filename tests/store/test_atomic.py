@@ -1,0 +1,54 @@
+"""store.atomic: writes a kill or a full disk cannot tear, and JSON-lines records read back as the trainer needs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from adlnmt.errors import UserError
+from adlnmt.store.atomic import FAULT_HOOK, append_line, atomic_write, file_sha256, read_records, write_records
+
+
+def test_records_round_trip_and_a_missing_file_has_none(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    assert read_records(path) == ([], None)
+    write_records(path, [{"update": 10, "valid_ppl": 3.5}])
+    append_line(path, json.dumps({"update": 20, "valid_ppl": 3.0}))
+    assert read_records(path) == ([{"update": 10, "valid_ppl": 3.5}, {"update": 20, "valid_ppl": 3.0}], None)
+
+
+def test_a_partial_last_line_is_dropped_and_described(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"update": 10}\n{"update": 20, "valid_p')  # a crash or a full disk mid-line
+    records, partial = read_records(path)
+    assert records == [{"update": 10}]
+    assert partial == f'{path}:2: partial last line dropped (\'{{"update": 20, "valid_p\')'
+
+
+@pytest.mark.parametrize("line", ['{"update": 10', '["not", "a record"]', '{"update": "10"}', "\x00\x00"])
+def test_a_damaged_line_before_the_last_is_an_error_naming_it(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(f'{{"update": 5}}\n{line}\n{{"update": 20}}\n')
+    with pytest.raises(UserError, match=f"^{path}:2: damaged record"):
+        read_records(path)
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "config.json"
+    atomic_write(path, lambda tmp: tmp.write_text("old", encoding="utf-8"))
+    monkeypatch.setenv(FAULT_HOOK, "enospc@config.json:written")  # the fault tests' hook: a full disk there
+    with pytest.raises(UserError, match=f"^{path}: cannot write \\(No space left on device\\); its previous"):
+        atomic_write(path, lambda tmp: tmp.write_text("new", encoding="utf-8"))
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["config.json"]
+    monkeypatch.setenv(FAULT_HOOK, "enospc@other.json:*")  # another file's points: not this write's
+    atomic_write(path, lambda tmp: tmp.write_text("new", encoding="utf-8"))
+    assert path.read_text() == "new"
+
+
+def test_file_sha256_names_an_unreadable_file(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"abc")
+    assert file_sha256(tmp_path / "a") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    with pytest.raises(UserError, match=f"^{tmp_path / 'b'}: cannot read"):
+        file_sha256(tmp_path / "b")

@@ -1,0 +1,154 @@
+"""store.ModelDir: config.json checked, checkpoints listed and resolved, metrics.jsonl read tolerating a partial
+last line, the vocabulary checked, weights loaded; ``import adlnmt.store`` without PyTorch."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from adlnmt.data.data_dir import DataDir
+from adlnmt.errors import UserError
+from adlnmt.model import ModelConfig, Seq2Seq
+from adlnmt.store import ModelDir, load_weights
+from adlnmt.train.checkpoint import save_weights
+from adlnmt.train.model_dir import vocabulary_files, vocabulary_hashes
+
+CONFIG = ModelConfig("pos -> res(ffl)", "pos -> res(mh_dot_src_att) -> res(ffl)", 150, 150, d_model=16, heads=2)
+
+
+def write_config(model_dir: Path, stored: object) -> Path:
+    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.json").write_text(json.dumps(stored), encoding="utf-8")
+    return model_dir / "config.json"
+
+
+@pytest.fixture
+def model_dir(demo_data: Path, tmp_path: Path) -> Path:
+    """A model directory as training leaves it (config.json, vocab/, checkpoints, best, metrics), made by hand."""
+    data = DataDir.load(demo_data / "data")
+    root = tmp_path / "model"
+    for name in vocabulary_files(data):
+        (root / "vocab").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(data.path / name, root / "vocab" / name)
+    write_config(root, {"train": {"data": "x"}, "model": CONFIG.to_dict(), "vocab_sha256": vocabulary_hashes(data)})
+    files = ModelDir(root)
+    for update in (10, 20, 30):
+        torch.manual_seed(update)
+        save_weights(Seq2Seq(CONFIG), files.weights_path(update))
+    shutil.copyfile(files.weights_path(20), files.best_weights)
+    files.write_metrics([{"update": 10, "valid_ppl": 9.0}, {"update": 20, "valid_ppl": 7.0}])
+    return root
+
+
+def test_paths_follow_the_names(tmp_path: Path) -> None:
+    files = ModelDir(tmp_path)
+    assert files.weights_path(1200) == tmp_path / "checkpoints" / "update-0001200.safetensors"
+    assert files.state_path(1200) == tmp_path / "states" / "update-0001200.state.pt"
+    assert (files.config_file, files.metrics_file) == (tmp_path / "config.json", tmp_path / "metrics.jsonl")
+    assert (files.best_weights.name, files.averaged_weights.name) == ("best.safetensors", "averaged.safetensors")
+
+
+def test_config_is_checked_and_errors_name_the_file(tmp_path: Path) -> None:
+    files = ModelDir(tmp_path)
+    assert not files.exists()
+    with pytest.raises(UserError, match=f"^{tmp_path}: not a model directory \\(no config.json\\)$"):
+        files.config()
+    path = tmp_path / "config.json"
+    for text, reason in (
+        ('{"train": {}, "mod', "damaged"),
+        ("\xff\xfe", "damaged"),
+        ("[1, 2]", "malformed \\(expected the objects 'train' and 'model'\\)"),
+        ('{"model": {}}', "malformed \\(expected the objects 'train' and 'model'\\)"),
+        ('{"train": {}, "model": []}', "malformed \\(expected the objects 'train' and 'model'\\)"),
+        ('{"train": {}, "model": {"layers": 7}}', "malformed model entry"),
+    ):
+        path.write_bytes(text.encode("latin-1"))
+        with pytest.raises(UserError, match=f"^{path}: {reason}"):
+            files.config()
+    stored = {"train": {}, "model": {k: v for k, v in CONFIG.to_dict().items() if k != "init"}, "parameters": 5}
+    write_config(tmp_path, stored)
+    config = files.config()
+    assert config["model"] == CONFIG.to_dict() and config["parameters"] == 5  # init: its default
+
+
+def test_checkpoints_are_listed_oldest_first_and_other_files_ignored(tmp_path: Path) -> None:
+    files = ModelDir(tmp_path)
+    assert files.checkpoints() == {} and files.states() == []
+    for path in (files.weights_path(1000), files.weights_path(200), files.state_path(200)):
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"")
+    for name in ("notes.txt", "update-5.safetensors", ".update-0000300.safetensors.tmp-7", "update-0000300.pt"):
+        (files.checkpoints_dir / name).write_bytes(b"")
+    assert files.checkpoints() == {200: files.weights_path(200), 1000: files.weights_path(1000)}
+    assert list(files.checkpoints()) == [200, 1000]  # by number, not by name
+    assert files.states() == [(200, files.state_path(200))]
+    assert files.checkpoint_files() == [
+        (200, files.weights_path(200)),
+        (200, files.state_path(200)),
+        (1000, files.weights_path(1000)),
+    ]
+
+
+def test_checkpoint_resolution(model_dir: Path, tmp_path: Path) -> None:
+    files = ModelDir(model_dir)
+    assert files.resolve("best") == model_dir / "best.safetensors"
+    assert files.resolve("averaged") == model_dir / "averaged.safetensors"
+    assert files.resolve("last") == files.weights_path(30)
+    assert files.resolve(str(tmp_path / "w.safetensors")) == tmp_path / "w.safetensors"
+    with pytest.raises(UserError, match=f"^{tmp_path / 'empty'}: no checkpoints yet$"):
+        ModelDir(tmp_path / "empty").resolve("last")
+
+
+def test_metrics_drop_a_partial_last_line_and_a_later_record_wins(tmp_path: Path) -> None:
+    files = ModelDir(tmp_path)
+    assert files.metrics() == ([], None) and files.checkpoint_records() == []
+    files.write_metrics([{"update": 20, "valid_ppl": 5.0}, {"update": 10, "valid_ppl": 6.0}])
+    files.append_metrics({"update": 20, "valid_ppl": 4.0})  # a resumed run logs its checkpoint again
+    with open(files.metrics_file, "a", encoding="utf-8") as handle:
+        handle.write('{"update": 30, "valid')
+    records, partial = files.metrics()
+    assert [r["update"] for r in records] == [20, 10, 20] and partial and "partial last line dropped" in partial
+    assert files.checkpoint_records() == [{"update": 10, "valid_ppl": 6.0}, {"update": 20, "valid_ppl": 4.0}]
+
+
+def test_load_model_loads_the_resolved_weights_and_the_vocabulary(model_dir: Path) -> None:
+    model, data, max_len = ModelDir(model_dir).load_model("last")
+    torch.manual_seed(30)
+    expected = Seq2Seq(CONFIG).state_dict()
+    assert all(torch.equal(value, expected[name]) for name, value in model.state_dict().items())
+    assert data.path == model_dir / "vocab" and data.src_vocab.size == 150
+    assert max_len == data.manifest["options"]["max_len"]
+    with pytest.raises(UserError, match=r"averaged\.safetensors: checkpoint not found"):
+        ModelDir(model_dir).load_model("averaged")
+
+
+def test_a_swapped_or_missing_vocabulary_file_is_named(model_dir: Path) -> None:
+    files = ModelDir(model_dir)
+    (model_dir / "vocab" / "spm.model").write_bytes(b"another model")
+    with pytest.raises(UserError, match=f"^{model_dir / 'vocab' / 'spm.model'}: not the vocabulary"):
+        files.vocabularies()
+    (model_dir / "vocab" / "spm.model").unlink()
+    with pytest.raises(UserError, match=f"^{model_dir / 'vocab' / 'spm.model'}: missing"):
+        files.vocabularies()
+    stored = files.config()
+    del stored["vocab_sha256"]
+    with pytest.raises(UserError, match=f"^{files.config_file}: malformed \\(vocab_sha256 is not a mapping"):
+        files.vocabularies(stored)
+
+
+def test_weights_of_another_model_are_refused(model_dir: Path) -> None:
+    other = Seq2Seq(ModelConfig("pos -> res(ffl) -> norm", CONFIG.decoder, 150, 150, d_model=16, heads=2))
+    with pytest.raises(UserError, match=r"best\.safetensors: does not match the model"):
+        load_weights(other, ModelDir(model_dir).best_weights)
+
+
+def test_importing_the_store_does_not_import_torch() -> None:
+    probe = "import sys, adlnmt.store; print(sorted(m for m in ('torch', 'safetensors.torch') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
