@@ -194,6 +194,8 @@ def test_claims_are_checked(tmp_path: Path) -> None:
     grid["claims"][0]["ratio"] = 4
     (claim,) = load_grid(write(tmp_path, grid)).claims
     assert (claim.kind, claim.ratio, claim.metric) == ("faster", 4.0, "sentences_per_s")
+    grid["claims"] = [{"quote": "q", "better": ["a", "a"]}]
+    assert "claims[0].better: expected two different variant names [A, B]" in error(tmp_path, grid)
     grid["claims"] = [{"quote": "q", "larger_gain": ["a", "b"]}]
     assert "claims[0].larger_gain: expected two steps [[A, from A0], [B, from B0]]" in error(tmp_path, grid)
     grid["claims"] = [{"quote": "q", "larger_gain": [["a", "b"], ["a", "b"]]}]

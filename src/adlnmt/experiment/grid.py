@@ -424,8 +424,8 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
         steps, pair = pair, [pair[0][0], pair[1][0]]
         if steps[0] == steps[1] or any(to == start for to, start in steps):
             reader.fail(f"{where}.{kind}", f"expected two different steps, each between two rows, got {steps!r}")
-    elif not isinstance(pair, list) or len(pair) != 2:
-        reader.fail(f"{where}.{kind}", f"expected two variant names [A, B], got {pair!r}")
+    elif not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
+        reader.fail(f"{where}.{kind}", f"expected two different variant names [A, B], got {pair!r}")
     for name in [name for step in steps for name in step] or pair:
         if name not in names:
             reader.unknown(f"{where}.{kind}", str(name), names, "variant")
