@@ -4,8 +4,9 @@
 #   bash .gpu/seeds.sh OUT SECONDS GRID:SEEDS:JOBS[:VARIANTS] ...
 # e.g. experiments/adl-table3.yaml:1,2,3:12 experiments/adl-table4.yaml:1,2,3:12 (H200: about 3 minutes a cpu-scale
 # run, 6 or more at a time; rows shared with another grid's archived runs are reused, not trained).
-# OUT/results.tgz: experiments/results/ to unpack over the checkout; OUT/logs.tgz: the runs' logs;
-# OUT/cuda-tests.log. The model directories stay on the machine (experiments/runs/, ignored) for a next call.
+# OUT/results.tgz: experiments/results/ to unpack over the checkout (no data or weights); OUT/logs.tgz: the runs' logs;
+# OUT/cuda-tests.log (SEEDS_CUDA_TESTS=0 skips the tests, leaving every core to the runs). The weights stay on the
+# machine (ignored by git) for a next call.
 set -uo pipefail
 usage="usage: .gpu/seeds.sh OUT SECONDS GRID:SEEDS:JOBS[:VARIANTS] ..."
 out=${1:?$usage} seconds=${2:?$usage}
@@ -22,7 +23,9 @@ mkdir -p "$out" ../shared/data
 [ -e ../shared/data/multi30k ] || ln -s "$PWD/.m30k" ../shared/data/multi30k
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, adlnmt.train.device as d; print('torch', torch.__version__, d.full_fp32())" || exit 1
-timeout -k 10 300 python3 -m pytest -m cuda tests/cuda -q -p no:cacheprovider > "$out/cuda-tests.log" 2>&1 &
+if [ "${SEEDS_CUDA_TESTS:-1}" != 0 ]; then
+    timeout -k 10 300 python3 -m pytest -m cuda tests/cuda -q -p no:cacheprovider > "$out/cuda-tests.log" 2>&1 &
+fi
 grid() {  # GRID LOG OPTIONS...: one grid until the deadline (45 s kept for packing)
     local grid=$1 log=$2; shift 2
     timeout -k 40 -s TERM $((deadline - SECONDS - 45)) python3 -m adlnmt experiment "$grid" --scale cpu \
@@ -34,6 +37,5 @@ for spec in "$@"; do  # each grid in the background, seed by seed in the order g
     grid "$file" "$(basename "$file" .yaml).log" --seeds "$seeds" --jobs "$jobs" ${variants:+--variants "$variants"} &
 done
 wait
-tar czf "$out/results.tgz" experiments/results
-find experiments/runs -name log.txt -print0 2>/dev/null | tar czf "$out/logs.tgz" --null -T -
-grep -h "^done\|^FAILED\|=== " "$out"/*.log; tail -3 "$out/cuda-tests.log"
+experiments/pack-results.sh "$out"
+grep -h "^done\|^FAILED\|=== " "$out"/*.log; [ ! -f "$out/cuda-tests.log" ] || tail -3 "$out/cuda-tests.log"

@@ -28,8 +28,4 @@ for grid in "${grids[@]}"; do
     timeout -k 30 -s TERM $left "${PYTHON:-python3}" -m adlnmt experiment "$grid" "$@"
     echo "=== $grid: exit $?"
 done
-# a grid's own folder (no committed archive yet) holds its data and weights too: they stay on the machine
-tar czf "$out/results.tgz" --exclude='experiments/results/*/data' --exclude='experiments/results/*/runs/*/*/model' \
-    --exclude='experiments/results/*/slurm' experiments/results
-find experiments/runs experiments/results -name log.txt -print0 2>/dev/null | tar czf "$out/logs.tgz" --null -T -
-ls -l "$out"
+experiments/pack-results.sh "$out"  # the archives as git keeps them: no data or weights
