@@ -27,8 +27,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks experiments
+	$(BIN)/ruff format --check src tests benchmarks experiments
 	@bash scripts/slurm/start.sh || echo "note: no single-node SLURM here (see above): the slurm tests skip or fail"
 	$(BIN)/python -m pytest -q $(if $(CI),-m "not slow",) tests
 
@@ -63,8 +63,8 @@ docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks experiments
+	$(BIN)/ruff format --check src tests benchmarks experiments
 
 clean:
 	rm -rf $(VENV) build site src/*.egg-info .pytest_cache .ruff_cache

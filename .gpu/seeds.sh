@@ -12,9 +12,12 @@ usage="usage: .gpu/seeds.sh OUT SECONDS GRID:SEEDS:JOBS[:VARIANTS] ..."
 out=${1:?$usage} seconds=${2:?$usage}
 shift 2
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
+declare -A named  # one spec a grid: two commands on one grid folder would meet its lock and share a log
 for spec in "$@"; do
     IFS=: read -r file seeds jobs variants <<< "$spec"
-    [ -f "$file" ] && [ -n "$seeds" ] && [ -n "$jobs" ] || { echo "bad grid spec $spec ($usage)" >&2; exit 2; }
+    [ -f "$file" ] && [[ $seeds =~ ^[0-9]+(,[0-9]+)*$ ]] && [[ $jobs =~ ^[1-9][0-9]*$ ]] && [ -z "${named[$file]:-}" ] ||
+        { echo "bad grid spec $spec: a grid file named once, seeds 1,2,..., jobs >= 1 ($usage)" >&2; exit 2; }
+    named[$file]=1
 done
 deadline=$((SECONDS + seconds))
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1

@@ -31,11 +31,11 @@ from pathlib import Path
 
 import torch
 
+from adlnmt.inference.search import SearchOptions, pad_batch
+from adlnmt.inference.translator import Translator
 from adlnmt.layers.norm import MaskedBatchNorm
 from adlnmt.metrics import read_lines, score
-from adlnmt.inference.search import SearchOptions, pad_batch
 from adlnmt.train.device import full_fp32
-from adlnmt.inference.translator import Translator
 
 MODES = ("running", "alone", "batch-stats", "precise")
 

@@ -136,9 +136,9 @@ def test_a_claim_registered_after_some_results_names_their_seeds(tmp_path: Path)
     runs = both(REFERENCES, WORSE, date="2026-11-27T08:00:00+00:00")
     runs[("B", 1)]["date"] = "2026-11-25T08:00:00+00:00"  # evaluated before the claim was registered
     (judged,) = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
-    assert judged.after_results == (1,)
+    assert judged.after_results == ("B seed 1",)  # A's runs came after the claim: not named
     write_claims(grid, write_runs(grid, tmp_path / "out", runs), tmp_path)
-    assert "| abc1234 (2026-11-26): after the results of seed 1 |" in (tmp_path / "claims.md").read_text()
+    assert "| abc1234 (2026-11-26): after the results of B seed 1 |" in (tmp_path / "claims.md").read_text()
 
 
 def test_speeds_timed_on_different_processors_are_not_compared(tmp_path: Path) -> None:

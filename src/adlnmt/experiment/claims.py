@@ -61,7 +61,7 @@ class Judgement:
     verdict: str = MISSING
     unconverged: tuple[str, ...] = ()  # "A seed 2": measured runs that did not converge
     apart: tuple[int, ...] = ()  # faster: seeds whose pair was timed on different processors, not compared
-    after_results: tuple[int, ...] = ()  # seeds evaluated before the claim was registered
+    after_results: tuple[str, ...] = ()  # "A seeds 1, 2": runs evaluated before the claim was registered
     fewest_seeds: int = 0  # the fewest runs measured of any row the claim reads
 
 
@@ -156,14 +156,15 @@ class Judge:
             f"{name} seed {seed}" for name, runs in rows.items() for seed, (_, result) in runs.items()
             if not convergence(result, self.grid.variant(name).train).converged
         )  # fmt: skip
-        after: set[int] = set()
+        after: list[str] = []
         if claim.registered_at:
             registered = datetime.fromisoformat(claim.registered_at)
-            for runs in rows.values():
-                after |= {seed for seed, (_, result) in runs.items() if result.evaluated < registered}
+            for name, runs in rows.items():
+                if seeds := [seed for seed, (_, result) in runs.items() if result.evaluated < registered]:
+                    after.append(f"{name} seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, sorted(seeds)))}")
         first, second = rows[claim.first], rows[claim.second]
         return Judgement(claim, test, test == claim.test or test == VALIDATION, (tuple(first), tuple(second)),
-                         means, tested, unconverged=unconverged, after_results=tuple(sorted(after)),
+                         means, tested, unconverged=unconverged, after_results=tuple(after),
                          fewest_seeds=min(len(runs) for runs in rows.values()))  # fmt: skip
 
     def judge_all(self) -> list[Judgement]:
@@ -235,8 +236,7 @@ def registration(j: Judgement) -> str:
     when = f"{claim.registered} ({claim.registered_at[:10]})"
     if not j.after_results:
         return f"{when}: before the results"
-    seeds = "seed" + ("s" if len(j.after_results) > 1 else "")
-    return f"{when}: after the results of {seeds} {', '.join(map(str, j.after_results))}"
+    return f"{when}: after the results of {'; '.join(j.after_results)}"
 
 
 def verdict_text(j: Judgement) -> str:
