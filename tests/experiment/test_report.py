@@ -76,6 +76,9 @@ def test_times_average_within_one_kind_of_device_only() -> None:
     assert time_mean(cpu_only, minutes, timed=False) == 70.0
     mixed = Row("b", [timed_run(90.0, "cpu"), timed_run(3.0, "cuda:0"), timed_run(2.0, "cuda:0")], 3)
     assert time_cell(mixed, minutes, 1, timed=False) == "90.0 (CPU) / 2.5 (NVIDIA H200)"
+    gpu_only = Row("d", [timed_run(3.0, "cuda:0")], 1)  # in a table whose other rows trained elsewhere: labelled
+    assert time_cell(gpu_only, minutes, 1, timed=False, labelled=True) == "3.0 (NVIDIA H200)"
+    assert time_cell(gpu_only, minutes, 1, timed=False) == "3.0"
     assert time_mean(mixed, minutes, timed=False) is None  # no mean of a CPU's and a GPU's minutes
     # a decoding speed counts where it was last timed: a GPU-trained run retimed on the CPU is a CPU timing
     retimed = Row("c", [timed_run(90.0, "cpu"), timed_run(3.0, "cuda:0", retimed_on="cpu")], 2)

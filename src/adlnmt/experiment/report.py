@@ -114,6 +114,7 @@ def markdown_table(grid: Grid, rows: list[Row]) -> str:
     header += [f"paper: {column}" for column in paper_columns(grid)]
     header += ["valid ppl", "updates", "train min", "sent/s", "tok/s"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    trained_on, timed_on = ({kind for row in rows for kind, _ in row.by_device(timed)} for timed in (False, True))
     for row in rows:
         params = row.values(lambda r: r.parameters)
         label = f"{row.name} (baseline)" if row.name == grid.baseline else row.name
@@ -128,19 +129,21 @@ def markdown_table(grid: Grid, rows: list[Row]) -> str:
         cells += [
             cell(row.values(lambda r: r.best_valid_ppl)),
             cell(row.values(lambda r: r.updates), 0, spread=False),
-            time_cell(row, lambda r: r.train_minutes, 1, timed=False),
-            time_cell(row, speed(speed_test, "sentences_per_s"), 1, timed=True),
-            time_cell(row, speed(speed_test, "tokens_per_s"), 0, timed=True),
+            time_cell(row, lambda r: r.train_minutes, 1, timed=False, labelled=len(trained_on) > 1),
+            time_cell(row, speed(speed_test, "sentences_per_s"), 1, timed=True, labelled=len(timed_on) > 1),
+            time_cell(row, speed(speed_test, "tokens_per_s"), 0, timed=True, labelled=len(timed_on) > 1),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def time_cell(row: Row, value: Callable[[RunResult], float | None], digits: int, timed: bool) -> str:
+def time_cell(
+    row: Row, value: Callable[[RunResult], float | None], digits: int, timed: bool, labelled: bool = False
+) -> str:
     """The mean time or speed ``value`` over the row's runs; one mean per device kind, each labelled, where the runs
-    trained (``timed``: were timed) on more than one."""
+    trained (``timed``: were timed) on more than one, or where the table's rows did (``labelled``)."""
     groups = row.by_device(timed)
-    if len(groups) <= 1:
+    if len(groups) == 0 or (len(groups) == 1 and not labelled):
         return cell(row.values(value), digits, spread=False)
     return " / ".join(f"{cell(runs.values(value), digits, spread=False)} ({kind})" for kind, runs in groups)
 
