@@ -115,7 +115,7 @@ def test_the_command_exits_2_with_the_message(tmp_path: Path, capsys: pytest.Cap
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_every_shipped_grid_parses_at_every_scale(path: Path) -> None:
     scales = scale_names(path)
-    assert {"small", "cpu", "full"} <= set(scales) <= {"small", "cpu", "cpu6", "full"}
+    assert {"small", "cpu", "full"} <= set(scales) <= {"small", "cpu", "cpu6", "cpu-mixed", "full"}
     small, full = load_grid(path, "small"), load_grid(path)  # full is the default scale
     assert full.scale == "full" and full.baseline is not None and len(full.seeds) >= 2
     for variant in small.variants:  # small runs are capped by updates, never by minutes
@@ -128,6 +128,10 @@ def test_every_shipped_grid_parses_at_every_scale(path: Path) -> None:
     for variant in (v for grid in cpu_scales for v in grid.variants):  # they stop when validation ppl converged
         assert variant.train["patience"] > 0 and variant.train.get("early_stop_metric", "ppl") == "ppl"
         assert variant.train["max_updates"] > 0 and variant.train["precision"] == "fp32"  # same on any CPU
+    if "cpu-mixed" in scales:  # the cpu recipe with mixed-length batches, nothing else changed
+        for cpu, mixed in zip(load_grid(path, "cpu").variants, load_grid(path, "cpu-mixed").variants, strict=True):
+            assert (cpu.train.get("batching", "length"), mixed.train["batching"]) == ("length", "mixed")
+            assert {k: v for k, v in mixed.train.items() if k != "batching"} == cpu.train
     for test in full.tests:  # the corpus itself is only read when the grid runs
         assert test.src.name.endswith(".gz") and "multi30k" in str(test.src)
 
