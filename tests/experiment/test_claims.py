@@ -68,7 +68,8 @@ def write_runs(grid: Any, out: Path, runs: dict[tuple[str, int], dict[str, Any]]
             (run.dir / "hyp" / f"{test}.txt").write_text("\n".join(lines) + "\n")
         tests = {test: scored(sentences_per_s=spec.get("speed", 10.0), name=test) for test in spec["tests"]}
         on = machine(capability=spec.get("capability", "AVX2"), date=spec.get("date", "2026-11-25T12:00:00+00:00"))
-        result = run_result(run.seed, spec.get("ppls", CONVERGED), on, fingerprint=run.fingerprint, tests=tests)
+        result = run_result(run.seed, spec.get("ppls", CONVERGED), on, fingerprint=run.fingerprint, tests=tests,
+                            **spec.get("result", {}))  # fmt: skip
         result.save(run.dir / RESULT_FILE)
     return plan_runs(grid, out)
 
@@ -205,3 +206,15 @@ def test_every_shipped_claim_names_the_commit_that_registered_it(grid: str) -> N
         assert _identity(item) in _claims_at(commit, path), f"{commit} does not hold {item['quote'][:60]!r}"
         assert _identity(item) not in _claims_at(f"{commit}^", path), f"{item['quote'][:60]!r} is older than {commit}"
         assert datetime.fromisoformat(_git("show", "-s", "--format=%cI", commit)) == datetime.fromisoformat(date)
+
+
+def test_a_run_in_another_arithmetic_enters_no_verdict_and_is_named(tmp_path: Path) -> None:
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]}])
+    runs = both(REFERENCES, WORSE)
+    # a GPU run from before runs recorded TF32, of a model with a convolution: cuDNN's TF32 was on by default
+    runs[("B", 2)]["result"] = {"device": "cuda:0", "canonical": {"encoder": "cnn(32)", "decoder": "ff(32)"}}
+    (judged,) = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
+    assert judged.seeds == ((1, 2), (1,))
+    write_claims(grid, write_runs(grid, tmp_path / "out", runs), tmp_path)
+    assert ("B seed 2 (CPU: TF32 allowed in cuDNN's convolutions and RNNs (PyTorch's default; the run predates the "
+            "record)).") in (tmp_path / "claims.md").read_text()  # fmt: skip

@@ -7,9 +7,11 @@ import difflib
 from pathlib import Path
 
 import pytest
+from torch import nn
 
 import adlnmt.layers  # noqa: F401  (registers every layer)
 from adlnmt.adl.registry import REGISTRY, Side, layer_table
+from adlnmt.layers.builder import uses_cudnn
 from layer_contract import check_contract
 
 ADL_PAGE = Path(__file__).parents[2] / "docs" / "adl.md"
@@ -44,3 +46,16 @@ def test_the_documented_layer_table_is_generated_from_the_registry() -> None:
         "`python -c 'import adlnmt.layers; from adlnmt.adl.registry import layer_table; print(layer_table())'`:\n"
         + diff
     )
+
+
+CUDNN_MODULES = (nn.modules.conv._ConvNd, nn.RNNBase)  # the modules PyTorch runs with cuDNN on a GPU
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_a_layer_says_whether_it_computes_with_cudnn(name: str) -> None:
+    """``Layer.cudnn`` (which decides whether a GPU run without TF32 switched off is IEEE fp32) matches the modules
+    each registered layer's example really builds, nested chains included."""
+    spec = REGISTRY[name]
+    side = Side.ENCODER if Side.ENCODER in spec.sides else Side.DECODER
+    built = check_contract(spec.example, side).layer
+    assert uses_cudnn(spec.example) == any(isinstance(m, CUDNN_MODULES) for m in built.modules())

@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from adlnmt.experiment.arithmetic import SET_APART_NOTE, row_result, set_apart
 from adlnmt.experiment.convergence import judge as convergence
 from adlnmt.experiment.grid import RUN_METRICS, Claim, Grid
 from adlnmt.experiment.report import mean_std, timed_on
@@ -94,7 +95,7 @@ class Judge:
         self.grid = grid
         self.finished: dict[tuple[str, int], tuple[Path, RunResult]] = {}
         for run in runs:
-            if (folder := run.finished_in()) is not None and (result := run.result()) is not None:
+            if (folder := run.finished_in()) is not None and (result := row_result(run)) is not None:
                 self.finished[(run.variant.name, run.seed)] = (folder, result)
         self.scorer = Scorer({t.name: (t.src, t.ref) for t in grid.tests}, grid.bootstrap_resamples)
 
@@ -320,6 +321,7 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
         "other data is out of scope. Registered: the commit that added the claim in this form. Rules and "
         "references: docs/experiments.md, Significance.",
         "",
+        *([f"{SET_APART_NOTE}: {', '.join(apart)}.", ""] if (apart := set_apart(runs)) else []),
         "| claim | tested as (A vs B) | metric, test set | seeds | A vs B | effect [interval] | p (Holm) | verdict "
         "| registered |",
         "|---|---|---|---|---|---:|---|---|---|",

@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from adlnmt.experiment.arithmetic import SET_APART_NOTE, row_result, set_apart
 from adlnmt.experiment.contrastive import contrastive_section
 from adlnmt.experiment.convergence import convergence_note, convergence_table
 from adlnmt.experiment.folders import shown
@@ -74,8 +75,8 @@ def add_significance(grid: Grid, rows: list[Row], runs: list[Run]) -> None:
     seeds of each row evaluated on the test set."""
     if grid.baseline is None:
         return
-    finished = {(run.variant.name, run.seed): (folder, run.result()) for run in runs
-                if (folder := run.finished_in()) is not None}  # fmt: skip
+    finished = {(run.variant.name, run.seed): (folder, result) for run in runs
+                if (folder := run.finished_in()) is not None and (result := row_result(run)) is not None}  # fmt: skip
     scorer = Scorer({test.name: (test.src, test.ref) for test in grid.tests}, grid.bootstrap_resamples)
 
     def scores(variant: str, test: str, metric: str) -> list[RunScores]:
@@ -308,7 +309,7 @@ def paper_agreement(grid: Grid, rows: list[Row]) -> str:
 # --- the report ------------------------------------------------------------------------------------------------
 
 
-def _notes(grid: Grid, rows: list[Row]) -> str:
+def _notes(grid: Grid, rows: list[Row], apart: list[str]) -> str:
     t = grid.translate
     weights = f"average of the {next(iter(t['average']))} {next(iter(t['average'].values()))}" if t.get("average") \
         else f"{t['checkpoint']} checkpoint"  # fmt: skip
@@ -331,6 +332,8 @@ def _notes(grid: Grid, rows: list[Row]) -> str:
                      f"timing kept in result.json): {', '.join(retimed)}.")  # fmt: skip
     if processors := timing_processors(rows):
         lines.append(processors)
+    if apart:
+        lines.append(f"{SET_APART_NOTE}: {', '.join(apart)}.")
     if grid.baseline:
         lines.append(
             f"† different from {grid.baseline}: the 95 % interval of the difference excludes 0 and its centred "
@@ -353,7 +356,7 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     rows = collect(grid, runs)
     add_significance(grid, rows, runs)
     table = markdown_table(grid, rows)
-    notes = _notes(grid, rows)
+    notes = _notes(grid, rows, set_apart(runs))
     (out / "results.md").write_text(table + "\n\n" + notes + "\n", encoding="utf-8")
     (out / "results.csv").write_text(csv_table(grid, rows), encoding="utf-8")
     (out / "runs.csv").write_text(runs_csv(grid, rows), encoding="utf-8")

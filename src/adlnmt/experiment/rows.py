@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from adlnmt.experiment.arithmetic import row_result
 from adlnmt.experiment.grid import Grid
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.runner import Run
@@ -34,10 +35,11 @@ class Row:
 
 
 def collect(grid: Grid, runs: list[Run]) -> list[Row]:
-    """One row per variant of ``grid``, in grid order, of the results of its ``runs``."""
+    """One row per variant of ``grid``, in grid order, of the results of its ``runs`` (those in IEEE fp32:
+    :mod:`adlnmt.experiment.arithmetic`)."""
     by_variant = {v.name: [r for r in runs if r.variant.name == v.name] for v in grid.variants}
     rows = []
     for name, variant_runs in by_variant.items():
-        results = [result for run in variant_runs if (result := run.result()) is not None]
+        results = [result for run in variant_runs if (result := row_result(run)) is not None]
         rows.append(Row(name, results, len(variant_runs)))
     return rows

@@ -152,6 +152,9 @@ class Layer(nn.Module):
     """
 
     spec: ClassVar[LayerSpec | None] = None  # set by ``@register``; None for unregistered helpers (Sequence)
+    # computes with cuDNN on a GPU (convolutions, RNNs), which uses TF32 there unless torch.backends.cudnn.allow_tf32
+    # is off: such a model's GPU runs are IEEE fp32 only when they turned it off (train.device.full_fp32)
+    cudnn: ClassVar[bool] = False
     out_dim: int
     side: Side | None = None  # the side it was built for (set by the builder)
     label: str = ""  # canonical ADL of this layer (set by the builder), for describe/errors

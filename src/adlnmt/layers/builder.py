@@ -122,6 +122,26 @@ def count_blocks(chain: Chain) -> int:
     return total
 
 
+def uses_cudnn(text: str | Chain) -> bool:
+    """Whether the chain builds a layer that computes with cuDNN on a GPU (``Layer.cudnn``: convolutions, RNNs),
+    nested chains included."""
+
+    def in_value(value: Value) -> bool:
+        if isinstance(value, Chain):
+            return any(in_node(node) for node in value.layers)
+        if isinstance(value, ListValue):
+            return any(in_value(item) for item in value.items)
+        if not isinstance(value, Literal) or value.kind != "word":
+            return False
+        name = ALIASES.get(str(value.value), str(value.value))  # a bare layer given as an argument
+        return name in REGISTRY and REGISTRY[name].cls.cudnn
+
+    def in_node(node: LayerNode) -> bool:
+        return lookup(node).cls.cudnn or any(in_value(arg.value) for arg in node.args)
+
+    return in_value(prepare(text)[0])
+
+
 def build_chain(
     text: str | Chain,
     side: Side,

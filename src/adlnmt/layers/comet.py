@@ -67,6 +67,8 @@ class CometConv(Layer):
     would mix in later target positions.
     """
 
+    cudnn = True
+
     def __init__(
         self,
         ctx: BuildContext,

@@ -26,6 +26,8 @@ from adlnmt.layers.window import WindowedConv
 class CNN(WindowedConv):
     """cnn(H) = v(W[h_{i-⌊k/2⌋}; …; h_{i+⌊k/2⌋}] + b); decoder: v(W[h_{t-k+1}; …; h_t] + b)."""
 
+    cudnn = True
+
     def __init__(self, ctx: BuildContext, d: int, kernel: int, act: str, dilation: int) -> None:
         super().__init__(ctx.d_in, kernel, dilation, causal=ctx.side is Side.DECODER)
         width = ctx.check_width(d, "d")

@@ -37,6 +37,8 @@ def run_packed(rnn: nn.RNNBase, x: Tensor, mask: Tensor | None) -> Tensor:
 class RNN(Layer):
     """rnn(h_t) = f_o(h_t, s_{t-1}), s_t = f_h(h_t, s_{t-1}), with an LSTM or GRU cell of width d."""
 
+    cudnn = True
+
     def __init__(self, ctx: BuildContext, d: int, cell: str) -> None:
         super().__init__()
         self.rnn = CELLS[cell](ctx.d_in, ctx.check_width(d, "d"), batch_first=True)
@@ -79,6 +81,8 @@ class RNN(Layer):
 )
 class BiRNN(Layer):
     """birnn(h_t) = [rnn_fwd(h_t); rnn_bwd(h_t)]: one RNN forward, one in reverse, each of width d/2."""
+
+    cudnn = True
 
     def __init__(self, ctx: BuildContext, d: int, cell: str) -> None:
         super().__init__()
