@@ -16,7 +16,7 @@ from adlnmt.layers.builder import uses_cudnn
 PYTORCH_DEFAULTS = {"matmul": False, "cudnn": True}  # torch.backends.{cuda.matmul,cudnn}.allow_tf32
 SET_APART_NOTE = (
     "Set apart, in no row, comparison or verdict (runs share a row only in one arithmetic, IEEE fp32, on a CPU or "
-    "a GPU; train them again with TF32 off to count them)"
+    "a GPU; to count one, delete its result.json and run the grid again: this version trains in fp32 with TF32 off)"
 )
 
 
