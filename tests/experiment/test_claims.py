@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,18 @@ def test_a_run_in_another_arithmetic_enters_no_verdict_and_is_named(tmp_path: Pa
     write_claims(grid, write_runs(grid, tmp_path / "out", runs), tmp_path)
     assert ("B seed 2 (CPU: TF32 allowed in cuDNN's convolutions and RNNs (PyTorch's default; the run predates the "
             "record)).") in (tmp_path / "claims.md").read_text()  # fmt: skip
+
+
+def test_speeds_timed_beside_training_are_not_compared(tmp_path: Path) -> None:
+    grid = make_grid(tmp_path, [{"quote": "A is 4x faster", "faster": ["A", "B"], "ratio": 4}])
+    runs = {
+        (v, s): {"tests": {"t": REFERENCES}, "speed": 50.0 if v == "A" else 10.0} for v in ("A", "B") for s in (1, 2)
+    }
+    planned = write_runs(grid, tmp_path / "out", runs)
+    beside = next(run for run in planned if (run.variant.name, run.seed) == ("A", 2))
+    result = beside.result()
+    replace(result, provenance=replace(result.provenance, timed_alone=False)).save(beside.dir / RESULT_FILE)
+    (judged,) = Judge(grid, plan_runs(grid, tmp_path / "out")).judge_all()
+    assert (judged.seeds[0], judged.beside, judged.verdict) == ((1,), (2,), ONE_SEED)
+    write_claims(grid, plan_runs(grid, tmp_path / "out"), tmp_path)
+    assert "(not compared: seed 2, timed beside other runs' training)" in (tmp_path / "claims.md").read_text()

@@ -28,7 +28,7 @@ from typing import Any
 from adlnmt.experiment.arithmetic import SET_APART_NOTE, row_result, set_apart
 from adlnmt.experiment.convergence import judge as convergence
 from adlnmt.experiment.grid import RUN_METRICS, Claim, Grid
-from adlnmt.experiment.report import mean_std, timed_on
+from adlnmt.experiment.report import mean_std, timed_beside_training, timed_on
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.runner import Run, write_json
 from adlnmt.experiment.statistics import (
@@ -62,6 +62,7 @@ class Judgement:
     verdict: str = MISSING
     unconverged: tuple[str, ...] = ()  # "A seed 2": measured runs that did not converge
     apart: tuple[int, ...] = ()  # faster: seeds whose pair was timed on different processors, not compared
+    beside: tuple[int, ...] = ()  # faster: seeds whose pair was timed beside other runs' training, not compared
     after_results: tuple[str, ...] = ()  # "A seeds 1, 2": runs evaluated before the claim was registered
     fewest_seeds: int = 0  # the fewest runs measured of any row the claim reads
 
@@ -140,7 +141,9 @@ class Judge:
         """A ``faster`` claim from the speed ratio of each seed pair timed on one processor."""
         seeds = [s for s in first if s in second]
         apart = tuple(s for s in seeds if timed_on(first[s][1]) != timed_on(second[s][1]))
-        paired = [s for s in seeds if s not in apart]
+        beside = tuple(s for s in seeds if s not in apart
+                       and (timed_beside_training(first[s][1]) or timed_beside_training(second[s][1])))  # fmt: skip
+        paired = [s for s in seeds if s not in apart and s not in beside]
         speeds = [(first[s][1].tests[test].timing.sentences_per_s, second[s][1].tests[test].timing.sentences_per_s)
                   for s in paired]  # fmt: skip
         estimate: Estimate | None = None
@@ -149,7 +152,7 @@ class Judge:
         tested = assess("faster", estimate, ratio=claim.ratio) if estimate else None
         means = (mean_std([a for a, _ in speeds])[0], mean_std([b for _, b in speeds])[0])
         pairs = {claim.first: {s: first[s] for s in paired}, claim.second: {s: second[s] for s in paired}}
-        return replace(self._judgement(claim, test, pairs, means, tested), apart=apart)
+        return replace(self._judgement(claim, test, pairs, means, tested), apart=apart, beside=beside)
 
     def _judgement(self, claim: Claim, test: str, rows: dict[str, dict[int, tuple[Path, RunResult]]],
                    means: tuple[float | None, ...], tested: Tested | None) -> Judgement:  # fmt: skip
@@ -251,6 +254,8 @@ def verdict_text(j: Judgement) -> str:
         text += f" (the statistics alone: {j.measured})"
     if j.apart:
         text += f" (not compared: seed {', '.join(map(str, j.apart))}, A and B timed on different processors)"
+    if j.beside:
+        text += f" (not compared: seed {', '.join(map(str, j.beside))}, timed beside other runs' training)"
     return text
 
 
@@ -287,6 +292,7 @@ def record(j: Judgement) -> dict[str, Any]:
         "verdict": j.verdict,
         "unconverged": list(j.unconverged),
         "timed_apart": list(j.apart),
+        "timed_beside_training": list(j.beside),
         "after_results": list(j.after_results),
         "summary": effect(j),
         "seed_list": seed_list(j),

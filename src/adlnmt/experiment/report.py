@@ -201,6 +201,12 @@ def timed_on(result: RunResult) -> str:
     return result.machine(timed=True).processor
 
 
+def timed_beside_training(result: RunResult) -> bool:
+    """Whether the run's speed, as it stands, was measured while other runs trained beside it
+    (``--decode-beside-training``, and not measured again with ``--retime`` since): not a speed to compare."""
+    return result.retimed is None and result.provenance.timed_alone is False
+
+
 def timing_processors(rows: list[Row]) -> str:
     """Which runs were timed on which processor, when not all on one."""
     timed: dict[str, list[str]] = {}
