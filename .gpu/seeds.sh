@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # A lent-GPU call (issues 38, 45): seeds of grids side by side within a deadline, the CUDA tests beside them. From the
 # repository root, with .m30k (the corpus) and .whl (nltk, for METEOR) carried:
-#   bash .gpu/seeds.sh OUT SECONDS GRID:SEEDS:JOBS[:VARIANTS] ...
-# e.g. experiments/adl-table3.yaml:1,2,3:12 experiments/adl-table4.yaml:1,2,3:12 (H200: about 3 minutes a cpu-scale
-# run, 6 or more at a time; rows shared with another grid's archived runs are reused, not trained).
+#   bash .gpu/seeds.sh OUT SECONDS GRID[@SCALE]:SEEDS:JOBS[:VARIANTS] ...
+# e.g. experiments/adl-table3.yaml:1,2,3:4 experiments/comet-table1.yaml@cpu-mixed:1:4 (SCALE: cpu unless given;
+# H100/H200: 60-70 updates/s in all for these models, 4 or 8 side by side, so 8-10 runs a 545 s call; rows shared
+# with another grid's archived runs are reused, not trained).
 # OUT/results.tgz: experiments/results/ to unpack over the checkout (no data or weights); OUT/logs.tgz: the runs' logs;
 # OUT/cuda-tests.log (SEEDS_CUDA_TESTS=0 skips the tests, leaving every core to the runs). The weights stay on the
 # machine (ignored by git) for a next call.
 set -uo pipefail
-usage="usage: .gpu/seeds.sh OUT SECONDS GRID:SEEDS:JOBS[:VARIANTS] ..."
+usage="usage: .gpu/seeds.sh OUT SECONDS GRID[@SCALE]:SEEDS:JOBS[:VARIANTS] ..."
 out=${1:?$usage} seconds=${2:?$usage}
 shift 2
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
-declare -A named  # one spec a grid: two commands on one grid folder would meet its lock and share a log
+declare -A named  # one spec a grid and scale: two commands on one grid folder would meet its lock and share a log
 for spec in "$@"; do
-    IFS=: read -r file seeds jobs variants <<< "$spec"
-    [ -f "$file" ] && [[ $seeds =~ ^[0-9]+(,[0-9]+)*$ ]] && [[ $jobs =~ ^[1-9][0-9]*$ ]] && [ -z "${named[$file]:-}" ] ||
-        { echo "bad grid spec $spec: a grid file named once, seeds 1,2,..., jobs >= 1 ($usage)" >&2; exit 2; }
-    named[$file]=1
+    IFS=: read -r grid seeds jobs variants <<< "$spec"
+    file=${grid%@*} scale=cpu
+    [ "$grid" = "$file" ] || scale=${grid#*@}
+    [ -f "$file" ] && [[ $seeds =~ ^[0-9]+(,[0-9]+)*$ ]] && [[ $jobs =~ ^[1-9][0-9]*$ ]] &&
+        [ -z "${named[$file@$scale]:-}" ] ||
+        { echo "bad grid spec $spec: a grid (and scale) named once, seeds 1,2,..., jobs >= 1 ($usage)" >&2; exit 2; }
+    named[$file@$scale]=1
 done
 deadline=$((SECONDS + seconds))
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -29,15 +33,18 @@ python3 -c "import torch, adlnmt.train.device as d; print('torch', torch.__versi
 if [ "${SEEDS_CUDA_TESTS:-1}" != 0 ]; then
     timeout -k 10 300 python3 -m pytest -m cuda tests/cuda -q -p no:cacheprovider > "$out/cuda-tests.log" 2>&1 &
 fi
-grid() {  # GRID LOG OPTIONS...: one grid until the deadline (45 s kept for packing)
-    local grid=$1 log=$2; shift 2
-    timeout -k 40 -s TERM $((deadline - SECONDS - 45)) python3 -m adlnmt experiment "$grid" --scale cpu \
+grid() {  # GRID SCALE LOG OPTIONS...: one grid until the deadline (45 s kept for packing)
+    local grid=$1 scale=$2 log=$3; shift 3
+    timeout -k 40 -s TERM $((deadline - SECONDS - 45)) python3 -m adlnmt experiment "$grid" --scale "$scale" \
         --device "${DEVICE:-cuda}" --threads 1 --decode-beside-training "$@" > "$out/$log" 2>&1
     echo "=== $grid: exit $?" >> "$out/$log"
 }
 for spec in "$@"; do  # each grid in the background, seed by seed in the order given
-    IFS=: read -r file seeds jobs variants <<< "$spec"
-    grid "$file" "$(basename "$file" .yaml).log" --seeds "$seeds" --jobs "$jobs" ${variants:+--variants "$variants"} &
+    IFS=: read -r grid seeds jobs variants <<< "$spec"
+    file=${grid%@*} scale=cpu
+    [ "$grid" = "$file" ] || scale=${grid#*@}
+    grid "$file" "$scale" "$(basename "$file" .yaml)-$scale.log" --seeds "$seeds" --jobs "$jobs" \
+        ${variants:+--variants "$variants"} &
 done
 wait
 experiments/pack-results.sh "$out"
