@@ -14,6 +14,7 @@ out=${1:?$usage} seconds=${2:?$usage}
 shift 2
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
 declare -A named  # one spec a grid and scale: two commands on one grid folder would meet its lock and share a log
+runs=()  # FILE:SCALE:SEEDS:JOBS:VARIANTS, each spec checked and its scale made explicit
 for spec in "$@"; do
     IFS=: read -r grid seeds jobs variants <<< "$spec"
     file=${grid%@*} scale=cpu
@@ -22,6 +23,7 @@ for spec in "$@"; do
         [ -z "${named[$file@$scale]:-}" ] ||
         { echo "bad grid spec $spec: a grid (and scale) named once, seeds 1,2,..., jobs >= 1 ($usage)" >&2; exit 2; }
     named[$file@$scale]=1
+    runs+=("$file:$scale:$seeds:$jobs:$variants")
 done
 deadline=$((SECONDS + seconds))
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -39,10 +41,8 @@ grid() {  # GRID SCALE LOG OPTIONS...: one grid until the deadline (45 s kept fo
         --device "${DEVICE:-cuda}" --threads 1 --decode-beside-training "$@" > "$out/$log" 2>&1
     echo "=== $grid: exit $?" >> "$out/$log"
 }
-for spec in "$@"; do  # each grid in the background, seed by seed in the order given
-    IFS=: read -r grid seeds jobs variants <<< "$spec"
-    file=${grid%@*} scale=cpu
-    [ "$grid" = "$file" ] || scale=${grid#*@}
+for run in "${runs[@]}"; do  # each grid in the background, seed by seed in the order given
+    IFS=: read -r file scale seeds jobs variants <<< "$run"
     grid "$file" "$scale" "$(basename "$file" .yaml)-$scale.log" --seeds "$seeds" --jobs "$jobs" \
         ${variants:+--variants "$variants"} &
 done

@@ -115,7 +115,9 @@ def markdown_table(grid: Grid, rows: list[Row]) -> str:
     header += [f"paper: {column}" for column in paper_columns(grid)]
     header += ["valid ppl", "updates", "train min", "sent/s", "tok/s"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
-    trained_on, timed_on = ({kind for row in rows for kind, _ in row.by_device(timed)} for timed in (False, True))
+    # label times with their device where the table's runs trained (were timed) on more than one kind
+    mixed_training, mixed_timing = (len({kind for row in rows for kind, _ in row.by_device(timed)}) > 1
+                                    for timed in (False, True))  # fmt: skip
     for row in rows:
         params = row.values(lambda r: r.parameters)
         label = f"{row.name} (baseline)" if row.name == grid.baseline else row.name
@@ -130,9 +132,9 @@ def markdown_table(grid: Grid, rows: list[Row]) -> str:
         cells += [
             cell(row.values(lambda r: r.best_valid_ppl)),
             cell(row.values(lambda r: r.updates), 0, spread=False),
-            time_cell(row, lambda r: r.train_minutes, 1, timed=False, labelled=len(trained_on) > 1),
-            time_cell(row, speed(speed_test, "sentences_per_s"), 1, timed=True, labelled=len(timed_on) > 1),
-            time_cell(row, speed(speed_test, "tokens_per_s"), 0, timed=True, labelled=len(timed_on) > 1),
+            time_cell(row, lambda r: r.train_minutes, 1, timed=False, labelled=mixed_training),
+            time_cell(row, speed(speed_test, "sentences_per_s"), 1, timed=True, labelled=mixed_timing),
+            time_cell(row, speed(speed_test, "tokens_per_s"), 0, timed=True, labelled=mixed_timing),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
