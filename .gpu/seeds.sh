@@ -7,7 +7,9 @@
 # with another grid's archived runs are reused, not trained).
 # OUT/results.tgz: experiments/results/ to unpack over the checkout (no data or weights); OUT/logs.tgz: the runs' logs;
 # OUT/cuda-tests.log (SEEDS_CUDA_TESTS=0 skips the tests, leaving every core to the runs). The weights stay on the
-# machine (ignored by git) for a next call.
+# machine (ignored by git) for a next call. SEEDS_MPS=1 starts NVIDIA's Multi-Process Service first, so that the runs'
+# small kernels share the GPU at once instead of taking turns (the same kernels, so the same arithmetic); untried on
+# a lent GPU so far: where the daemon or a CUDA call through it fails, the runs go on without it (said in the output).
 set -uo pipefail
 usage="usage: .gpu/seeds.sh OUT SECONDS GRID[@SCALE]:SEEDS:JOBS[:VARIANTS] ..."
 out=${1:?$usage} seconds=${2:?$usage}
@@ -32,6 +34,19 @@ mkdir -p "$out" ../shared/data
 [ -e ../shared/data/multi30k ] || ln -s "$PWD/.m30k" ../shared/data/multi30k
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, adlnmt.train.device as d; print('torch', torch.__version__, d.full_fp32())" || exit 1
+if [ "${SEEDS_MPS:-0}" = 1 ]; then
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d && timeout 60 python3 -c "import torch; torch.ones(1, device='cuda').sum().item()"
+    then
+        echo "MPS: on"
+        trap 'echo quit | nvidia-cuda-mps-control' EXIT
+    else
+        echo quit | nvidia-cuda-mps-control 2>/dev/null
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+        echo "MPS: off (the daemon or a CUDA call through it failed; the runs take turns on the GPU)"
+    fi
+fi
 if [ "${SEEDS_CUDA_TESTS:-1}" != 0 ]; then
     timeout -k 10 300 python3 -m pytest -m cuda tests/cuda -q -p no:cacheprovider > "$out/cuda-tests.log" 2>&1 &
 fi
