@@ -1,9 +1,10 @@
 """The report's contrastive section: each row's accuracy on the grid's contrastive suites (``contrastive:``), overall
 and by the distance the phenomenon spans, with 95 % intervals from a two-level bootstrap (the suite's items drawn
-with replacement, the same draw for every run, then the row's seeds), and a plot of accuracy against distance; then
-the question of Tang et al. (2018) as a test: does a row lose more agreement over distance than the baseline? Its
-drop (accuracy on adjacent items, d = 1, minus distant ones, d ≥ 3, over all suites pooled) minus the baseline's,
-with a paired interval (the items drawn within each group once for all rows, then each row's seeds).
+with replacement, the same draw for every run, then the seed level of :mod:`adlnmt.experiment.statistics`), and a
+plot of accuracy against distance; then the question of Tang et al. (2018) as a test: does a row lose more agreement
+over distance than the baseline? Its drop (accuracy on adjacent items, d = 1, minus distant ones, d ≥ 3, over all
+suites pooled) minus the baseline's, with a paired interval (the items drawn within each group once for all rows,
+then each row's seed level).
 
 Every finished run scored on a suite keeps each item's outcome (``result.json``: ``contrastive.NAME.correct``), so
 the rows compare on the same items; runs evaluated before the suite was added lack it and are left out (the table
@@ -19,6 +20,7 @@ import numpy as np
 from adlnmt.analysis.contrastive import DISTANCE_BUCKETS, bucket, read_suite
 from adlnmt.experiment.grid import ContrastiveSuite, Grid
 from adlnmt.experiment.rows import Row
+from adlnmt.experiment.statistics import seed_deviations
 
 RESAMPLES = 2000
 SEED = 20_261_126  # fixed: a rebuilt report gives the same intervals
@@ -27,12 +29,12 @@ NEAR, FAR = 1, 3  # adjacent (distance 1) against distant (distance 3 and more) 
 
 
 def accuracy_interval(correct: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float]:
-    """Mean accuracy of ``correct`` [seeds, items] and its 95 % two-level bootstrap interval (items, then seeds)."""
-    seeds, items = correct.shape
+    """Mean accuracy of ``correct`` [seeds, items] and its 95 % two-level bootstrap interval (items drawn, then the
+    seed level, :func:`adlnmt.experiment.statistics.seed_deviations`)."""
+    items = correct.shape[1]
     item_draws = rng.integers(0, items, size=(RESAMPLES, items))
-    seed_draws = rng.integers(0, seeds, size=(RESAMPLES, seeds))
     per_seed = correct[:, item_draws].mean(axis=2)  # [seeds, RESAMPLES]
-    means = np.take_along_axis(per_seed.T, seed_draws, axis=1).mean(axis=1)  # [RESAMPLES]
+    means = per_seed.mean(axis=0) + seed_deviations([(1.0, correct.mean(axis=1))], RESAMPLES, rng)  # [RESAMPLES]
     low, high = np.percentile(means, [2.5, 97.5])
     return float(correct.mean()), float(low), float(high)
 
@@ -113,9 +115,9 @@ def drop_lines(distances: list[int | None], pooled: dict[str, np.ndarray], basel
     drops: dict[str, tuple[float, np.ndarray]] = {}
     for name, correct in pooled.items():
         per_seed = correct[:, near_draws].mean(axis=2) - correct[:, far_draws].mean(axis=2)  # [seeds, RESAMPLES]
-        seed_draws = rng.integers(0, len(correct), size=(RESAMPLES, len(correct)))
-        replicates = np.take_along_axis(per_seed.T, seed_draws, axis=1).mean(axis=1)
-        drops[name] = float(correct[:, near].mean() - correct[:, far].mean()), replicates
+        seed_drops = correct[:, near].mean(axis=1) - correct[:, far].mean(axis=1)
+        replicates = per_seed.mean(axis=0) + seed_deviations([(1.0, seed_drops)], RESAMPLES, rng)
+        drops[name] = float(seed_drops.mean()), replicates
 
     def shown(value: float, replicates: np.ndarray) -> str:
         low, high = np.percentile(replicates, [2.5, 97.5])

@@ -5,11 +5,13 @@ centred p-values, Holm's adjustment and the verdict rules. Documented in experim
 A's per-seed corpus scores minus the mean of B's. Its sampling distribution comes from a two-level bootstrap: each of
 ``RESAMPLES`` replicates draws the test sentences with replacement (one draw for every run of both rows: the systems
 are compared on the same sentences, the paired bootstrap of Koehn 2004), recomputes every run's corpus score from
-the sum of the drawn sentences' sufficient statistics (sacreBLEU's, vectorised here), then draws each row's seeds
-with replacement and averages their scores (the optimizer-instability replicates of Clark et al. 2011: seed
-variance widens the interval). METEOR and sentBLEU have no additive statistics beyond the sentence score: their
-corpus score is the mean of the sentence scores, and the bootstrap averages the drawn sentences' scores. Values
-measured once per run (decoding speed, validation perplexity) are bootstrapped over seeds alone.
+the sum of the drawn sentences' sufficient statistics (sacreBLEU's, vectorised here) and averages each row's runs;
+the seed level (the optimizer-instability replicates of Clark et al. 2011: seed variance widens the interval) adds
+to each replicate a draw of the rows' seed-mean error, Student's t scaled by the rows' seed variances with
+Welch–Satterthwaite degrees of freedom (:func:`seed_deviations`; resampling 3–5 seeds instead under-covers).
+METEOR and sentBLEU have no additive statistics beyond the sentence score: their corpus score is the mean of the
+sentence scores, and the bootstrap averages the drawn sentences' scores. Values measured once per run (decoding
+speed, validation perplexity) have the seed level alone.
 
 **Tests.** With the observed effect d and the replicates d*, d* − d estimates the distribution of the estimate
 around the truth (the bootstrap is *centred* on d). The two-sided p of "no difference" is (1 + #{|d* − d| ≥ |d|}) /
@@ -142,25 +144,38 @@ class Estimate:
     seeds: tuple[int, int]  # how many runs of A and of B it rests on
 
 
-def _seed_means(replicates: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Each replicate's mean over a draw with replacement of the row's seeds; ``replicates`` is (seeds, resamples)."""
-    seeds, resamples = replicates.shape
-    drawn = rng.integers(0, seeds, size=(resamples, seeds))
-    return replicates[drawn, np.arange(resamples)[:, None]].mean(axis=1)
+def seed_deviations(rows: Sequence[tuple[float, Sequence[float]]], resamples: int,
+                    rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+    """The seed level of the bootstrap: draws of the error that the rows' finite seeds put into Σ w·(row mean),
+    for rows given as (weight w, the row's per-seed scores). Its variance is Σ w²·s²/n (s² the row's seed variance,
+    ddof 1; a row of one seed adds nothing: its seed variance is unknown), drawn as Student's t with the
+    Welch–Satterthwaite degrees of freedom, Σ(w²s²/n)² / Σ((w²s²/n)² / (n − 1)): with 3–5 seeds, resampling the
+    seeds themselves gives too narrow an interval (a discrete draw whose variance is (n − 1)/n of the seed mean's,
+    and no t tails), which this corrects (tests/experiment/test_statistics.py measures the coverage of both)."""
+    parts = [(weight**2 * float(np.var(scores, ddof=1)) / len(scores), len(scores) - 1)
+             for weight, scores in rows if len(scores) > 1 and weight]  # fmt: skip
+    variance = sum(part for part, _ in parts)
+    if variance <= 0:
+        return np.zeros(resamples)
+    freedom = variance**2 / sum(part**2 / df for part, df in parts)
+    return math.sqrt(variance) * rng.standard_t(freedom, size=resamples)
 
 
 def contrast(rows: Sequence[Sequence[RunScores]], weights: Sequence[float], lower_is_better: bool = False,
              seed: int = SEED) -> Estimate:  # fmt: skip
     """The weighted sum of the rows' mean scores over the two-level bootstrap: sentences drawn once per replicate for
-    all runs (in their :class:`RunScores`), then each row's seeds. Weights (1, −1) give A − B (:func:`two_level`);
-    (1, −1, −1, 1) on rows (A, A0, B, B0) the gain of the step A0 → A over that of B0 → B. Negated when lower is
-    better. ``seeds`` counts the runs of the first two rows."""
+    all runs (in their :class:`RunScores`; each row's replicate is the mean of its runs'), plus each replicate's
+    :func:`seed_deviations`. Weights (1, −1) give A − B (:func:`two_level`); (1, −1, −1, 1) on rows (A, A0, B, B0)
+    the gain of the step A0 → A over that of B0 → B. Negated when lower is better. ``seeds`` counts the runs of the
+    first two rows."""
     if len(rows) != len(weights) or len(rows) < 2 or any(not row for row in rows):
         raise ValueError("each row needs at least one run, and a weight")
     rng = np.random.default_rng([seed, *(len(row) for row in rows)])
     weighted = list(zip(weights, rows, strict=True))
-    replicates = sum(w * _seed_means(np.stack([run.replicates for run in row]), rng) for w, row in weighted)
-    effect = float(sum(w * np.mean([run.score for run in row]) for w, row in weighted))
+    sentences = sum(w * np.mean([run.replicates for run in row], axis=0) for w, row in weighted)
+    scores = [(w, [run.score for run in row]) for w, row in weighted]
+    replicates = sentences + seed_deviations(scores, len(sentences), rng)
+    effect = float(sum(w * np.mean(row_scores) for w, row_scores in scores))
     sign = -1.0 if lower_is_better else 1.0
     return Estimate(sign * effect, sign * replicates, (len(rows[0]), len(rows[1])))
 
@@ -173,14 +188,12 @@ def two_level(first: Sequence[RunScores], second: Sequence[RunScores], lower_is_
 
 def seed_level(first: Sequence[float], second: Sequence[float] | None = None, lower_is_better: bool = False,
                resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:  # fmt: skip
-    """Values measured once per run, bootstrapped over seeds: the difference of the rows' means (A − B), or with
-    ``second`` None the mean of ``first`` (e.g. the log speed ratio of each seed pair)."""
+    """Values measured once per run, over seeds alone (:func:`seed_deviations`): the difference of the rows' means
+    (A − B), or with ``second`` None the mean of ``first`` (e.g. the log speed ratio of each seed pair)."""
     rng = np.random.default_rng([seed, len(first), len(second or ())])
-    a = _seed_means(np.tile(np.asarray(first, dtype=np.float64)[:, None], resamples), rng)
-    effect, replicates = float(np.mean(first)), a
-    if second is not None:
-        b = _seed_means(np.tile(np.asarray(second, dtype=np.float64)[:, None], resamples), rng)
-        effect, replicates = effect - float(np.mean(second)), a - b
+    rows = [(1.0, first)] + ([(-1.0, second)] if second is not None else [])
+    effect = float(sum(w * np.mean(values) for w, values in rows))
+    replicates = effect + seed_deviations(rows, resamples, rng)
     sign = -1.0 if lower_is_better else 1.0
     return Estimate(sign * effect, sign * replicates, (len(first), len(second or first)))
 
