@@ -3,9 +3,9 @@
 with the table and the plots.
 
 Significance: every variant against the baseline, the difference of the means with its 95 % interval and centred
-two-sided p from the two-level bootstrap (seeds, then sentences) of :mod:`adlnmt.experiment.statistics`; a cell is
-marked † when the interval excludes 0 and p < 0.05 (one comparison at a time, unadjusted: the claims carry Holm's
-adjustment).
+two-sided p from the two-level bootstrap (test sentences, then a Student-t seed level) of
+:mod:`adlnmt.experiment.statistics`; a cell is marked † when the interval excludes 0 and p < 0.05 (one comparison at
+a time, unadjusted: the claims carry Holm's adjustment).
 """
 
 from __future__ import annotations
