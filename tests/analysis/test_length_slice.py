@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "analysis" / "length_slice.py"
+from .scripts import analysis_script
+
 SOURCES = ["ein Hund", "zwei Hunde laufen schnell", "ein Mann steht auf der Straße und wartet auf den Bus dort"]
 REFERENCES = ["a dog", "two dogs run fast", "a man stands on the street and waits for the bus there"]
 LONGER = ["a dog is running on and on", REFERENCES[1], REFERENCES[2]]  # over-generates on the first only
@@ -16,12 +15,7 @@ LONGER = ["a dog is running on and on", REFERENCES[1], REFERENCES[2]]  # over-ge
 
 @pytest.fixture(scope="module")
 def length_slice():
-    spec = importlib.util.spec_from_file_location("length_slice", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass resolves its annotations in its module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    yield from analysis_script("length_slice")
 
 
 def rows(tmp_path: Path, length_slice, **systems: list[list[str]]) -> list:

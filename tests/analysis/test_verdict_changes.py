@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from adlnmt.experiment.claims import Judgement
 from adlnmt.experiment.grid import Claim
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "analysis" / "verdict_changes.py"
+from .scripts import analysis_script
 
 
 @pytest.fixture(scope="module")
 def changes():
-    spec = importlib.util.spec_from_file_location("verdict_changes", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass resolves its annotations in its module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    yield from analysis_script("verdict_changes")
 
 
 def claim(first: str = "A", second: str = "B", kind: str = "better", margin: float = 0.0, quote: str = "A wins",
