@@ -184,26 +184,51 @@ def resampled_seeds(first: list[RunScores], second: list[RunScores], rng: np.ran
     return float(low), float(high)
 
 
+def simulated_rows(rng: np.random.Generator, shift: float = 0.0, seeds: int = 3,
+                   sentences: int = 200) -> tuple[list[RunScores], list[RunScores]]:  # fmt: skip
+    """Two rows on a fresh test set, A ``shift`` points above B, whose seeds differ more than their test sentences
+    vary: each run's score moves by a seed effect of sd 1 point, each row has its own sentence effects (sd 0.2 on the
+    corpus mean) and each run its own noise (sd 0.1)."""
+    difficulty = rng.normal(0, 15, sentences)
+    rows = []
+    for offset in (shift, 0.0):
+        own = rng.normal(0, 0.2 * np.sqrt(sentences), sentences)
+        rows.append([run_scores("sentbleu", np.stack([40 + offset + rng.normal(0, 1.0) + difficulty + own
+                                                      + rng.normal(0, 0.1 * np.sqrt(sentences), sentences),
+                                                      np.ones(sentences)], axis=1), resamples=1000)
+                     for _seed in range(seeds)])  # fmt: skip
+    return rows[0], rows[1]
+
+
 def test_the_interval_keeps_its_coverage_with_three_seeds_where_resampling_seeds_does_not() -> None:
-    """Monte Carlo: two rows of equal quality, 3 seeds each, whose seeds differ more than their test sentences vary
-    (seed sd 1 point; each row's own sentence effects 0.2; per-run noise 0.1). Over 400 simulated experiments the
-    95 % interval must hold the true difference, 0, about 95 % of the time; drawing the seeds with replacement holds
-    it markedly less often (the discrete draw and its missing t tails), which this test must be able to tell."""
+    """Monte Carlo over 400 experiments of two equal rows of 3 seeds (:func:`simulated_rows`): the 95 % interval
+    must hold the true difference, 0, about 95 % of the time; drawing the seeds with replacement holds it markedly
+    less often (the discrete draw and its missing t tails), which this test must be able to tell."""
     rng = np.random.default_rng(2026)
-    sentences = 200
     covered, resampled = [], []
     for _ in range(400):
-        difficulty = rng.normal(0, 15, sentences)
-        rows = []
-        for _row in range(2):
-            own = rng.normal(0, 0.2 * np.sqrt(sentences), sentences)
-            rows.append([run_scores("sentbleu", np.stack([40 + rng.normal(0, 1.0) + difficulty + own
-                                                          + rng.normal(0, 0.1 * np.sqrt(sentences), sentences),
-                                                          np.ones(sentences)], axis=1), resamples=1000)
-                         for _seed in range(3)])  # fmt: skip
+        rows = simulated_rows(rng)
         low, high = interval(two_level(*rows), 0.95)
         covered.append(low <= 0 <= high)
         low, high = resampled_seeds(*rows, rng)
         resampled.append(low <= 0 <= high)
     assert 0.93 <= np.mean(covered) <= 0.99
     assert np.mean(resampled) < 0.90
+
+
+@pytest.mark.parametrize("seeds", [3, 5])
+def test_close_and_equivalent_hold_wrongly_at_most_5_percent_of_the_time_at_the_margin(seeds: int) -> None:
+    """The type-I error of the margin tests: A exactly at the margin (0.5 below B for *close*, 0.5 either way for
+    *equivalent*), so "holds" is wrong; over 300 experiments it may come out at most about 5 % of the time (the
+    one-sided 5 % test), and with A 2 points above B it must come out often enough to be worth having."""
+    rng = np.random.default_rng(seeds)
+    wrong, right = [], []
+    for _ in range(300):
+        at_margin = assess("close", two_level(*simulated_rows(rng, -0.5, seeds)), margin=0.5)
+        wrong.append(verdict(at_margin, at_margin.p_value) == HOLDS)
+        edge = assess("equivalent", two_level(*simulated_rows(rng, 0.5, seeds)), margin=0.5)
+        wrong.append(verdict(edge, edge.p_value) == HOLDS)
+        inside = assess("close", two_level(*simulated_rows(rng, 2.0, seeds)), margin=0.5)
+        right.append(verdict(inside, inside.p_value) == HOLDS)
+    assert np.mean(wrong) <= 0.065
+    assert np.mean(right) >= 0.5
