@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.experiment.arithmetic import departure
-from adlnmt.experiment.claims import Judge, Judgement, effect, relation
+from adlnmt.experiment.claims import Judge, Judgement, effect, relation, seed_list
 from adlnmt.experiment.folders import output_folders
 from adlnmt.experiment.grid import Claim, Grid, load_grid
 from adlnmt.experiment.runner import Run, plan_runs
@@ -97,11 +97,6 @@ def verdict_class(verdict: str) -> str:
 
 def primary(judged: list[Judgement], claim: Claim) -> Judgement:
     return next(j for j in judged if j.claim is claim and j.primary)
-
-
-def seeds_text(seeds: tuple[tuple[int, ...], tuple[int, ...]]) -> str:
-    a, b = seeds
-    return ", ".join(map(str, a)) if a == b else f"A {', '.join(map(str, a))}; B {', '.join(map(str, b))}"
 
 
 class RunHistory:
@@ -194,8 +189,8 @@ def table(grid: Grid, bases: list[Base], judge_now: Judge, judge_then: Judge, hi
         holm = "–" if now.adjusted_p is None else f"{now.adjusted_p:.3f}"
         quote = claim.quote if len(claim.quote) <= 90 else claim.quote[:89] + "…"
         lines.append(
-            f"| “{quote}” | {relation(claim)} ({claim.metric}, {claim.test}) | {old} | {seeds_text(then.seeds)}: "
-            f"{effect(then)}, {then.verdict} | {seeds_text(now.seeds)}: {effect(now)}, {holm}, **{now.verdict}** | "
+            f"| “{quote}” | {relation(claim)} ({claim.metric}, {claim.test}) | {old} | {seed_list(then)}: "
+            f"{effect(then)}, {then.verdict} | {seed_list(now)}: {effect(now)}, {holm}, **{now.verdict}** | "
             f"{reasons(claim, base, then, now, history)} |"
         )
     if unmatched := [b for b in bases if all(b is not found for found in paired.values())]:
