@@ -216,19 +216,26 @@ def section(path: str, scale: str | None, base: str) -> str:
     return f"{heading}\n\n{table(grid, bases, Judge(grid, runs), judge_then, RunHistory(grid, archive, base, runs))}\n"
 
 
+def page(grids: list[str], scale: str | None, base: str) -> str:
+    """The whole Markdown page: a heading, how it was built, then each grid's :func:`section`."""
+    head = [
+        f"# Verdicts at {base} and now",
+        "",
+        f"Built by `python experiments/analysis/verdict_changes.py {' '.join(grids)} --scale {scale} --base {base}` "
+        "from the committed results; what the columns are: the script's docstring. Effects are A − B in the claim's "
+        "metric (speed: the ratio), intervals 95 % for *better*, 90 % for *close*, *equivalent* and *faster*.",
+        "",
+    ]
+    return "\n".join(head + [section(path, scale, base) for path in grids])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("grids", nargs="+", help="grid files, e.g. experiments/adl-table5.yaml")
     parser.add_argument("--scale", default=None)
     parser.add_argument("--base", default="ec15689", help="the commit whose claims.json to compare with")
     args = parser.parse_args()
-    print(f"# Verdicts at {args.base} and now (results of {git('rev-parse', '--short', 'HEAD')})\n")
-    print(f"Built by `python experiments/analysis/verdict_changes.py {' '.join(args.grids)} --scale {args.scale} "
-          f"--base {args.base}`; what the columns are: the script's docstring. Effects are A − B in the claim's "
-          "metric (speed: the ratio), intervals 95 % for *better*, 90 % for *close*, *equivalent* and "
-          "*faster*.\n")  # fmt: skip
-    for path in args.grids:
-        print(section(path, args.scale, args.base))
+    print(page(args.grids, args.scale, args.base), end="")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +142,23 @@ def test_a_changed_run_is_said_to_be_trained_again_continued_or_evaluated_again(
 def test_a_run_gone_from_its_row_says_why(history) -> None:
     assert history.gone("A", 2) == "seed 2 set apart (TF32 allowed in matrix products)"
     assert history.gone("B", 2) == "seed 2 not evaluated on this test set"
+
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+GRIDS = ["experiments/adl-table5.yaml", "experiments/aan-table2.yaml", "experiments/comet-table1.yaml"]
+BASE = "ec15689"
+
+
+def have_inputs() -> bool:
+    """The base commit in this clone's history and the test sets the grids name (../shared/data/multi30k)."""
+    known = subprocess.run(["git", "cat-file", "-e", f"{BASE}^{{commit}}"], cwd=REPOSITORY, capture_output=True)
+    return known.returncode == 0 and (REPOSITORY.parent / "shared" / "data" / "multi30k").is_dir()
+
+
+@pytest.mark.skipif(not have_inputs(), reason=f"needs commit {BASE} in the history and ../shared/data/multi30k")
+def test_the_committed_page_matches_the_committed_results(changes, monkeypatch) -> None:
+    monkeypatch.chdir(REPOSITORY)
+    page = changes.page(GRIDS, "cpu", BASE)
+    assert page == (REPOSITORY / "experiments" / "analysis" / "verdict-changes.md").read_text(encoding="utf-8"), (
+        "experiments/analysis/verdict-changes.md is out of date: rebuild it with the command on its first lines"
+    )
