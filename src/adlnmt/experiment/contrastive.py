@@ -33,8 +33,8 @@ def accuracy_interval(correct: np.ndarray, rng: np.random.Generator) -> tuple[fl
     seed level, :func:`adlnmt.experiment.statistics.seed_deviations`)."""
     items = correct.shape[1]
     item_draws = rng.integers(0, items, size=(RESAMPLES, items))
-    per_seed = correct[:, item_draws].mean(axis=2)  # [seeds, RESAMPLES]
-    means = per_seed.mean(axis=0) + seed_deviations([(1.0, correct.mean(axis=1))], RESAMPLES, rng)  # [RESAMPLES]
+    items_drawn = correct.mean(axis=0)[item_draws].mean(axis=1)  # the seed mean over the drawn items [RESAMPLES]
+    means = items_drawn + seed_deviations([(1.0, correct.mean(axis=1))], RESAMPLES, rng)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(correct.mean()), float(low), float(high)
 
@@ -114,9 +114,10 @@ def drop_lines(distances: list[int | None], pooled: dict[str, np.ndarray], basel
     far_draws = far[rng.integers(0, len(far), size=(RESAMPLES, len(far)))]
     drops: dict[str, tuple[float, np.ndarray]] = {}
     for name, correct in pooled.items():
-        per_seed = correct[:, near_draws].mean(axis=2) - correct[:, far_draws].mean(axis=2)  # [seeds, RESAMPLES]
+        seed_mean = correct.mean(axis=0)  # [items]
+        items_drawn = seed_mean[near_draws].mean(axis=1) - seed_mean[far_draws].mean(axis=1)  # [RESAMPLES]
         seed_drops = correct[:, near].mean(axis=1) - correct[:, far].mean(axis=1)
-        replicates = per_seed.mean(axis=0) + seed_deviations([(1.0, seed_drops)], RESAMPLES, rng)
+        replicates = items_drawn + seed_deviations([(1.0, seed_drops)], RESAMPLES, rng)
         drops[name] = float(seed_drops.mean()), replicates
 
     def shown(value: float, replicates: np.ndarray) -> str:
