@@ -17,6 +17,8 @@ from adlnmt.experiment.statistics import (
     corpus_scores,
     holm,
     interval,
+    p_above,
+    p_below,
     p_two_sided,
     run_scores,
     seed_level,
@@ -137,6 +139,20 @@ def test_non_inferiority_is_one_sided_against_the_margin() -> None:
         assert tested.level == 0.90 and verdict(tested, tested.p_value) == expected
     far_above = assess("close", two_level([system(BASE + 5)], [system(BASE)]), margin=0.0)
     assert verdict(far_above, far_above.p_value) == HOLDS  # margin 0: "not worse", shown by being far better
+
+
+def test_the_p_is_taken_the_way_the_effect_lies_and_says_when_it_speaks_against_the_claim() -> None:
+    """An effect on the wrong side of the threshold gets the p of "it falls short" (small: evidence against the
+    claim), marked as against; on the right side the p of "it exceeds the threshold"."""
+    noisy_worse = two_level([system(BASE - 1.0 + noise(25.0))], [system(BASE)])  # 1 below, too noisy to decide
+    short = assess("close", noisy_worse, margin=0.5)
+    assert short.supports is None and short.against and short.p_value == p_below(noisy_worse, -0.5)
+    within = assess("close", noisy_worse, margin=2.0)
+    assert not within.against and within.p_value == p_above(noisy_worse, -2.0)
+    assert assess("equivalent", noisy_worse, margin=0.5).against
+    assert not assess("equivalent", noisy_worse, margin=2.0).against
+    assert assess("better", noisy_worse).against
+    assert not assess("better", two_level([system(BASE)], [system(BASE - 1.0)])).against
 
 
 def test_seed_variance_widens_the_interval() -> None:

@@ -222,7 +222,8 @@ def p_values(j: Judgement) -> str:
     if j.tested is None:
         return "–"
     adjusted = "not adjusted" if j.adjusted_p is None else f"Holm {j.adjusted_p:.3f}"
-    return f"{j.tested.p_value:.4f} ({adjusted})"
+    against = " against" if j.tested.against else ""
+    return f"{j.tested.p_value:.4f}{against} ({adjusted})"
 
 
 def seed_list(j: Judgement) -> str:
@@ -287,6 +288,7 @@ def record(j: Judgement) -> dict[str, Any]:
         "interval": None if t is None else list(t.interval),
         "level": None if t is None else t.level,
         "p": None if t is None else t.p_value,
+        "p_against_claim": None if t is None else t.against,
         "p_holm": j.adjusted_p,
         "measured": j.measured,
         "verdict": j.verdict,
@@ -316,8 +318,10 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
         f"the geometric mean of A / B over the seed pairs timed on one processor) with its bootstrap interval "
         f"({grid.bootstrap_resamples} replicates, two-level: sentences of the test set drawn jointly for every run, "
         "then the rows' seed-mean error, Student's t with Welch–Satterthwaite degrees of freedom). p: the centred "
-        "bootstrap p of the test that decides the claim (two-sided for *better*, one-sided against the margin for "
-        "*close* and *faster*, two one-sided tests for *equivalent*), "
+        "bootstrap p of the test that decides the claim (two-sided for *better*, one-sided against the threshold for "
+        "*close* and *faster*, two one-sided tests for *equivalent*), taken the way the effect lies: *against* "
+        "marks a p whose test speaks against the claim (the effect lies on the wrong side of 0, the threshold or "
+        "the margin), "
         "with Holm's adjustment over the table's primary verdicts (↳ lines: over the claims on that test set). "
         "*better* (and *larger gain*: (A − A0) − (B − B0), the gains of two steps, in the A vs B column) holds when "
         "the 95 % interval lies above 0 (does not hold: below); *close*, *equivalent* and "

@@ -29,7 +29,10 @@ metrics, B − A):
   tests), does not hold when it lies wholly outside;
 
 and in every case only when the Holm-adjusted p (over the table's claims, :func:`holm`) of the test that decides
-it is below ``ALPHA``. Anything else is inconclusive, with the interval shown.
+it is below ``ALPHA``. That test looks the way the effect lies: for a threshold claim, "the effect exceeds θ" when
+it does and "it falls short of θ" when it does not; for ``equivalent``, TOST when the effect lies inside the margin
+and the one-sided test against the nearer bound when it lies outside. Anything else is inconclusive, with the
+interval shown.
 """
 
 from __future__ import annotations
@@ -245,7 +248,8 @@ def holm(p_values: Sequence[float]) -> list[float]:
 @dataclass(frozen=True)
 class Tested:
     """A claim's test before the family's adjustment: the effect, its interval, the p of the test that would decide
-    it, and which way the interval points (True: for the claim, False: against it, None: neither)."""
+    it, which way the interval points (True: for the claim, False: against it, None: neither), and whether that
+    test is the one against the claim (the effect lies on the wrong side of its threshold or margin)."""
 
     effect: float
     interval: tuple[float, float]
@@ -253,6 +257,7 @@ class Tested:
     p_value: float
     supports: bool | None
     seeds: tuple[int, int]
+    against: bool
 
 
 def assess(kind: str, estimate: Estimate, margin: float = 0.0, ratio: float = 1.0) -> Tested:
@@ -264,7 +269,7 @@ def assess(kind: str, estimate: Estimate, margin: float = 0.0, ratio: float = 1.
     if kind in ("better", "larger_gain"):
         low, high = interval(estimate, 0.95)
         supports = True if low > 0 else False if high < 0 else None
-        return Tested(effect, (low, high), 0.95, p_two_sided(estimate), supports, estimate.seeds)
+        return Tested(effect, (low, high), 0.95, p_two_sided(estimate), supports, estimate.seeds, effect < 0)
     low, high = interval(estimate, 0.90)
     if kind == "equivalent":
         tost = max(p_above(estimate, -margin), p_below(estimate, margin))
@@ -275,13 +280,14 @@ def assess(kind: str, estimate: Estimate, margin: float = 0.0, ratio: float = 1.
         else:
             outside = p_below(estimate, -margin) if effect < 0 else p_above(estimate, margin)
             supports, p = None, tost if abs(effect) < margin else outside
-        return Tested(effect, (low, high), 0.90, p, supports, estimate.seeds)
+        return Tested(effect, (low, high), 0.90, p, supports, estimate.seeds, abs(effect) >= margin)
     threshold = math.log(ratio) if kind == "faster" else -margin
     supports = True if low > threshold else False if high < threshold else None
-    p = p_above(estimate, threshold) if effect > threshold else p_below(estimate, threshold)
+    against = effect <= threshold
+    p = p_below(estimate, threshold) if against else p_above(estimate, threshold)
     if kind == "faster":
         effect, low, high = math.exp(effect), math.exp(low), math.exp(high)
-    return Tested(effect, (low, high), 0.90, p, supports, estimate.seeds)
+    return Tested(effect, (low, high), 0.90, p, supports, estimate.seeds, against)
 
 
 def verdict(tested: Tested, adjusted_p: float) -> str:

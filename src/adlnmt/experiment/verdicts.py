@@ -39,7 +39,8 @@ def verdict_table(archives: list[Path], base: Path) -> str:
         title = judged["grid"] + (f" ({judged['scale']})" if judged.get("scale") else "")
         for claim in judged["claims"]:
             others = "; ".join(f"{o['test']} ({o['seed_list']}): {o['verdict']}" for o in claim["other_tests"]) or "–"
-            p_holm = "–" if claim["p_holm"] is None else f"{claim['p_holm']:.3f}"
+            against = " against" if claim.get("p_against_claim") else ""  # a key since 2026-11-26
+            p_holm = "–" if claim["p_holm"] is None else f"{claim['p_holm']:.3f}{against}"
             verdict = f"**{claim['verdict']}**" + (f" (measured: {claim['measured']})"
                                                    if claim["measured"] != claim["verdict"] else "")  # fmt: skip
             lines.append(f"| [{title}]({link}) | “{_short(claim['quote'])}” | {claim['tested_as']} | "
