@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from adlnmt.experiment.report import (
+    compute_line,
     markdown_table,
     paper_agreement,
     ranks,
@@ -83,6 +84,18 @@ def test_times_average_within_one_kind_of_device_only() -> None:
     # a decoding speed counts where it was last timed: a GPU-trained run retimed on the CPU is a CPU timing
     retimed = Row("c", [timed_run(90.0, "cpu"), timed_run(3.0, "cuda:0", retimed_on="cpu")], 2)
     assert len(retimed.by_device(timed=True)) == 1 and len(retimed.by_device(timed=False)) == 2
+
+
+def test_the_compute_is_summed_per_kind_of_device() -> None:
+    """Each run's training and evaluation minutes (provenance: 1 + 1 in the samples), a CPU's apart from a GPU's."""
+    runs = [run_result(1), run_result(2), run_result(3, on=machine("cuda:0"))]
+    expected = "; their wall-clock, training and evaluation: 4 min on CPU (2 runs), 2 min on NVIDIA H200 (1 run)"
+    assert compute_line(runs) == expected
+    assert (
+        compute_line([run_result(seed) for seed in range(1, 61)])
+        == "; their wall-clock, training and evaluation: 2.0 h on CPU (60 runs)"
+    )
+    assert compute_line([]) == ""
 
 
 def test_runs_without_a_later_test_set_leave_its_cells_to_the_runs_that_have_it() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from adlnmt.experiment.arithmetic import SET_APART_NOTE, row_result, set_apart
@@ -359,6 +359,24 @@ def _unfinished(run: Run) -> str:
     return f"- {run.label}: failed or interrupted; log `{shown(run.log)}` ends with `{last}`"
 
 
+def compute_line(results: Iterable[RunResult]) -> str:
+    """The wall-clock the runs took to train and evaluate, per device kind (a CPU's hours and a GPU's do not add)."""
+    runs: dict[str, int] = {}
+    minutes: dict[str, float] = {}
+    for r in results:
+        kind = r.machine().kind
+        runs[kind] = runs.get(kind, 0) + 1
+        minutes[kind] = minutes.get(kind, 0.0) + r.provenance.train_minutes + r.provenance.evaluate_minutes
+    if not runs:
+        return ""
+
+    def span(m: float) -> str:
+        return f"{m / 60:.1f} h" if m >= 60 else f"{m:.0f} min"
+
+    parts = [f"{span(minutes[kind])} on {kind} ({runs[kind]} run{'s' * (runs[kind] > 1)})" for kind in sorted(runs)]
+    return "; their wall-clock, training and evaluation: " + ", ".join(parts)
+
+
 def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     """Write results.md, results.csv, runs.csv, the plots and report.md under ``out``; return the Markdown table."""
     rows = collect(grid, runs)
@@ -374,9 +392,7 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     dates = [r.provenance.machine.date for row in rows for r in row.results]
     latest = f", the latest started evaluating {max(dates)}" if dates else ""
     shared = [f"{row.name} seed {r.seed} (`{r.shared_from}`)" for row in rows for r in row.results if r.shared_from]
-    minutes = [m for row in rows for r in row.results if not r.shared_from
-               for m in (r.provenance.train_minutes, r.provenance.evaluate_minutes)]  # fmt: skip
-    latest += f"; their wall-clock, training and evaluation: {sum(minutes) / 60:.1f} h" if minutes else ""
+    latest += compute_line(r for row in rows for r in row.results if not r.shared_from)
     if shared:
         latest += (f" without the {len(shared)} run(s) trained once for another grid with the same settings: "
                    f"{', '.join(shared)}")  # fmt: skip
