@@ -64,7 +64,8 @@ def _words(lines: list[str]) -> int:
 
 def fit(rows: list[str], machines: list[str], values: np.ndarray, machine_names: list[str]) -> tuple[np.ndarray, ...]:
     """Least squares of ``values`` on one mean per row and one shift per machine but the first of
-    ``machine_names``: (shifts, their standard errors, residual degrees of freedom)."""
+    ``machine_names``: (shifts, their standard errors, residual degrees of freedom, the rows' means on the first
+    machine in sorted row order)."""
     row_names = sorted(set(rows))
     design = np.array([[float(r == name) for name in row_names] + [float(m == name) for name in machine_names[1:]]
                        for r, m in zip(rows, machines, strict=True)])  # fmt: skip
@@ -73,7 +74,7 @@ def fit(rows: list[str], machines: list[str], values: np.ndarray, machine_names:
     dof = len(values) - np.linalg.matrix_rank(design)
     variance = residuals @ residuals / dof if dof > 0 else np.nan
     errors = np.sqrt(np.diag(variance * np.linalg.pinv(design.T @ design)))
-    return coefficients[len(row_names) :], errors[len(row_names) :], np.array(dof)
+    return coefficients[len(row_names) :], errors[len(row_names) :], np.array(dof), coefficients[: len(row_names)]
 
 
 def permutation_p(rows: list[str], machines: list[str], values: np.ndarray, machine_names: list[str],
@@ -109,7 +110,7 @@ def table(runs: list[Run], metric: str, permutations: int = PERMUTATIONS) -> str
     shifts = {}
     for name, values in ((metric, np.array([run.score for run in runs])),
                          ("ppl", np.array([run.valid_ppl for run in runs]))):  # fmt: skip
-        coefficients, errors, dof = fit(rows, machines, values, machine_names)
+        coefficients, errors, dof, _ = fit(rows, machines, values, machine_names)
         p = permutation_p(rows, machines, values, machine_names, permutations)
         t = t_quantile(int(dof)) if dof > 0 else np.nan
         shifts[name] = [f"{c:+.2f} [{c - t * e:+.2f}, {c + t * e:+.2f}] | {q:.4f}"
@@ -124,6 +125,18 @@ def table(runs: list[Run], metric: str, permutations: int = PERMUTATIONS) -> str
     return "\n".join(lines)
 
 
+def adjusted(runs: list[Run], first: str, second: str) -> tuple[float, float]:
+    """``first`` − ``second`` in mean score: as measured, and with each machine's shift taken out (the rows' means
+    of the model)."""
+    machine_names = list(dict.fromkeys(run.machine for run in runs))
+    rows = [run.row for run in runs]
+    scores = np.array([run.score for run in runs])
+    means = fit(rows, [run.machine for run in runs], scores, machine_names)[3]
+    order = sorted(set(rows))
+    measured = np.mean(scores[np.array(rows) == first]) - np.mean(scores[np.array(rows) == second])
+    return float(measured), float(means[order.index(first)] - means[order.index(second)])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("archive", type=Path, help="a grid's results folder (experiments/results/GRID)")
@@ -131,11 +144,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--metric", default="bleu", help="a metric the runs were scored with (default bleu)")
     parser.add_argument("--ref", type=Path, help="the test set's references, for the output length column")
     parser.add_argument("--permutations", type=int, default=PERMUTATIONS)
+    parser.add_argument("--contrast", action="append", default=[], metavar="A:B",
+                        help="rows A and B: A − B as measured and with the machines' shifts taken out")  # fmt: skip
     args = parser.parse_args(argv)
     runs = read_runs(args.archive, args.test, args.metric, read_lines(args.ref) if args.ref else None)
     if len({run.machine for run in runs}) < 2:
         parser.error(f"{args.archive}: fewer than two machines among the runs scored on {args.test} ({args.metric})")
-    print(table(runs, args.metric, args.permutations))
+    known = {run.row for run in runs}
+    contrasts = [contrast.split(":") for contrast in args.contrast]
+    for contrast, pair in zip(args.contrast, contrasts, strict=True):
+        if len(pair) != 2 or not set(pair) <= known:
+            parser.error(
+                f"--contrast {contrast!r}: expected ROW:ROW of {args.archive}'s rows ({', '.join(sorted(known))})"
+            )
+    print(table(runs, args.metric, args.permutations) + "\n")
+    for first, second in contrasts:
+        measured, without = adjusted(runs, first, second)
+        print(f"{first} − {second}: {measured:+.2f} as measured, {without:+.2f} with the machines' shifts taken out")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def test_a_known_shift_is_found_within_rows_and_no_shift_is_not(machine_effect, 
     rows, machines = [run.row for run in runs], [run.machine for run in runs]
     scores = np.array([run.score for run in runs])
     names = ["AMD EPYC (AVX2)", "NVIDIA H200"]
-    shift, _, dof = machine_effect.fit(rows, machines, scores, names)
+    shift, _, dof, _ = machine_effect.fit(rows, machines, scores, names)
     assert shift[0] == pytest.approx(1.0 + np.mean(NOISE[3:]) - np.mean(NOISE[:3])) and dof == 18 - 4
     assert machine_effect.permutation_p(rows, machines, scores, names, permutations=400)[0] < 0.01
     same = np.array([ROWS[run.row] + NOISE[run.seed - 1] for run in runs])  # the shift taken out
@@ -49,6 +49,18 @@ def test_a_known_shift_is_found_within_rows_and_no_shift_is_not(machine_effect, 
     text = machine_effect.table(runs, "bleu", permutations=200)
     assert "| NVIDIA H200 | 9 | 4, 5, 6 | +0.87 [" in text and "| AMD EPYC (AVX2) | 9 | 1, 2, 3 | reference" in text
     assert text.rstrip().endswith("| 1.000 |") and "| 0.667 |" in text  # hyp/ref words: 3/3 and 2/3
+
+
+def test_a_contrast_of_rows_run_on_different_machines_is_given_without_the_machines_shift(
+    machine_effect, tmp_path: Path
+) -> None:
+    runs = machine_effect.read_runs(archive(tmp_path, 1.0), "test", "bleu", None)
+    unbalanced = [run for run in runs if not (run.row == "a" and run.seed > 3)]  # row a on the CPU only
+    measured, without = machine_effect.adjusted(unbalanced, "a", "b")
+    truth = ROWS["a"] - ROWS["b"]
+    assert measured == pytest.approx(truth + np.mean(NOISE[:3]) - 0.5)  # b's GPU seeds lift it by half the shift
+    assert without == pytest.approx(truth)  # on the CPU both rows have seeds 1-3, the same noise
+    assert machine_effect.adjusted(runs, "a", "b") == pytest.approx((truth, truth))  # balanced: nothing to take out
 
 
 def test_the_t_quantile_is_close_to_the_table(machine_effect) -> None:
