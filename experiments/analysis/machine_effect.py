@@ -62,25 +62,39 @@ def _words(lines: list[str]) -> int:
     return sum(len(line.split()) for line in lines)
 
 
-def fit(rows: list[str], machines: list[str], values: np.ndarray, machine_names: list[str]) -> tuple[np.ndarray, ...]:
-    """Least squares of ``values`` on one mean per row and one shift per machine but the first of
-    ``machine_names``: (shifts, their standard errors, residual degrees of freedom, the rows' means on the first
-    machine in sorted row order)."""
+@dataclass(frozen=True)
+class Fit:
+    """Least squares of a value on one mean per row and one shift per machine but the first (the reference)."""
+
+    shifts: np.ndarray  # one per machine but the first, in the order given
+    errors: np.ndarray  # their standard errors
+    dof: int  # residual degrees of freedom
+    row_means: dict[str, float]  # each row's mean on the reference machine
+
+
+def machine_order(runs: list[Run]) -> list[str]:
+    """The runs' machines, the reference first: the one evaluated earliest (``read_runs`` order)."""
+    return list(dict.fromkeys(run.machine for run in runs))
+
+
+def fit(rows: list[str], machines: list[str], values: np.ndarray, machine_names: list[str]) -> Fit:
+    """The model of :class:`Fit` for ``values``, the first of ``machine_names`` the reference."""
     row_names = sorted(set(rows))
     design = np.array([[float(r == name) for name in row_names] + [float(m == name) for name in machine_names[1:]]
                        for r, m in zip(rows, machines, strict=True)])  # fmt: skip
     coefficients, *_ = np.linalg.lstsq(design, values, rcond=None)
     residuals = values - design @ coefficients
-    dof = len(values) - np.linalg.matrix_rank(design)
+    dof = int(len(values) - np.linalg.matrix_rank(design))
     variance = residuals @ residuals / dof if dof > 0 else np.nan
     errors = np.sqrt(np.diag(variance * np.linalg.pinv(design.T @ design)))
-    return coefficients[len(row_names) :], errors[len(row_names) :], np.array(dof), coefficients[: len(row_names)]
+    means = dict(zip(row_names, coefficients[: len(row_names)].tolist(), strict=True))
+    return Fit(coefficients[len(row_names) :], errors[len(row_names) :], dof, means)
 
 
 def permutation_p(rows: list[str], machines: list[str], values: np.ndarray, machine_names: list[str],
                   permutations: int = PERMUTATIONS, seed: int = SEED) -> np.ndarray:  # fmt: skip
     """Two-sided p of each shift: machine labels permuted within each row, (1 + #{|shift*| ≥ |shift|}) / (R + 1)."""
-    observed = np.abs(fit(rows, machines, values, machine_names)[0])
+    observed = np.abs(fit(rows, machines, values, machine_names).shifts)
     rng = np.random.default_rng(seed)
     groups = [np.flatnonzero(np.array(rows) == name) for name in sorted(set(rows))]
     labels = np.array(machines, dtype=object)
@@ -89,7 +103,7 @@ def permutation_p(rows: list[str], machines: list[str], values: np.ndarray, mach
         shuffled = labels.copy()
         for members in groups:
             shuffled[members] = labels[rng.permutation(members)]
-        exceed += np.abs(fit(rows, list(shuffled), values, machine_names)[0]) >= observed - 1e-12
+        exceed += np.abs(fit(rows, list(shuffled), values, machine_names).shifts) >= observed - 1e-12
     return (1 + exceed) / (permutations + 1)
 
 
@@ -99,7 +113,7 @@ def t_quantile(dof: int, level: float = 0.975, draws: int = 2_000_000, seed: int
 
 
 def table(runs: list[Run], metric: str, permutations: int = PERMUTATIONS) -> str:
-    machine_names = list(dict.fromkeys(run.machine for run in runs))  # the reference first: earliest evaluated
+    machine_names = machine_order(runs)
     rows, machines = [run.row for run in runs], [run.machine for run in runs]
     lines = [
         f"{len(runs)} runs of {len(set(rows))} rows; reference machine: {machine_names[0]}.",
@@ -110,11 +124,11 @@ def table(runs: list[Run], metric: str, permutations: int = PERMUTATIONS) -> str
     shifts = {}
     for name, values in ((metric, np.array([run.score for run in runs])),
                          ("ppl", np.array([run.valid_ppl for run in runs]))):  # fmt: skip
-        coefficients, errors, dof, _ = fit(rows, machines, values, machine_names)
+        model = fit(rows, machines, values, machine_names)
         p = permutation_p(rows, machines, values, machine_names, permutations)
-        t = t_quantile(int(dof)) if dof > 0 else np.nan
+        t = t_quantile(model.dof) if model.dof > 0 else np.nan
         shifts[name] = [f"{c:+.2f} [{c - t * e:+.2f}, {c + t * e:+.2f}] | {q:.4f}"
-                        for c, e, q in zip(coefficients, errors, p, strict=True)]  # fmt: skip
+                        for c, e, q in zip(model.shifts, model.errors, p, strict=True)]  # fmt: skip
     for i, machine in enumerate(machine_names):
         mine = [run for run in runs if run.machine == machine]
         seeds = ", ".join(str(s) for s in sorted({run.seed for run in mine}))
@@ -128,13 +142,11 @@ def table(runs: list[Run], metric: str, permutations: int = PERMUTATIONS) -> str
 def adjusted(runs: list[Run], first: str, second: str) -> tuple[float, float]:
     """``first`` − ``second`` in mean score: as measured, and with each machine's shift taken out (the rows' means
     of the model)."""
-    machine_names = list(dict.fromkeys(run.machine for run in runs))
     rows = [run.row for run in runs]
     scores = np.array([run.score for run in runs])
-    means = fit(rows, [run.machine for run in runs], scores, machine_names)[3]
-    order = sorted(set(rows))
+    means = fit(rows, [run.machine for run in runs], scores, machine_order(runs)).row_means
     measured = np.mean(scores[np.array(rows) == first]) - np.mean(scores[np.array(rows) == second])
-    return float(measured), float(means[order.index(first)] - means[order.index(second)])
+    return float(measured), means[first] - means[second]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -41,7 +41,8 @@ def test_a_known_shift_is_found_within_rows_and_no_shift_is_not(machine_effect, 
     rows, machines = [run.row for run in runs], [run.machine for run in runs]
     scores = np.array([run.score for run in runs])
     names = ["AMD EPYC (AVX2)", "NVIDIA H200"]
-    shift, _, dof, _ = machine_effect.fit(rows, machines, scores, names)
+    model = machine_effect.fit(rows, machines, scores, names)
+    shift, dof = model.shifts, model.dof
     assert shift[0] == pytest.approx(1.0 + np.mean(NOISE[3:]) - np.mean(NOISE[:3])) and dof == 18 - 4
     assert machine_effect.permutation_p(rows, machines, scores, names, permutations=400)[0] < 0.01
     same = np.array([ROWS[run.row] + NOISE[run.seed - 1] for run in runs])  # the shift taken out
