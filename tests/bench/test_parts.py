@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from adlnmt.bench import machine
 from adlnmt.bench.commands import int_list
 from adlnmt.bench.decode import add_ratios
-from adlnmt.bench.machine import busy_warning, machine_line, machine_record
+from adlnmt.bench.machine import PROC_STAT, BusyBeside, busy_warning, machine_busy_seconds, machine_line, machine_record
 from adlnmt.bench.measure import STATM, PeakMemory, timed
 from adlnmt.bench.models import PRESET_GROUPS, expand_presets
 from adlnmt.bench.report import format_table
@@ -78,3 +82,30 @@ def test_busy_machine_warning() -> None:
     assert busy_warning({**record, "load_average": [0.4, 1.0, 1.0]}) is None
     assert "load average 3.5 on 2 cores" in busy_warning({**record, "load_average": [3.5, 1.0, 1.0]})
     assert busy_warning({**record, "load_average": None}) is None
+
+
+def test_busy_beside_counts_the_cpu_time_of_other_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stat = tmp_path / "stat"
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def counters(user: float, system: float) -> None:  # idle, iowait and steal (500, 7, 9 s) are not busy
+        fields = [user, 2.0, system, 500.0, 7.0, 1.0, 1.0, 9.0, 0.0, 0.0]
+        stat.write_text("cpu  " + " ".join(str(round(f * ticks)) for f in fields) + "\ncpu0 1 2 3 4 5 6 7 8 9 0\n")
+
+    counters(10.0, 3.0)
+    assert machine_busy_seconds(stat) == pytest.approx(10.0 + 2.0 + 3.0 + 1.0 + 1.0)
+    wall, own = iter([100.0, 102.0, 104.0]), iter([5.0, 6.0, 9.0])
+    clocks = SimpleNamespace(perf_counter=lambda: next(wall), process_time=lambda: next(own))
+    monkeypatch.setattr(machine, "time", clocks)
+    beside = BusyBeside(stat)
+    counters(12.0, 5.0)  # the machine was busy 4 s in 2 s of wall time, this process 1 s of it
+    assert beside.cores() == pytest.approx(1.5)
+    assert beside.cores() == 0.0  # this process alone (4 s of its own in 4 s): nothing beside it, never below 0
+
+
+def test_busy_beside_is_unknown_without_the_counters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert machine_busy_seconds(tmp_path / "absent") is None
+    (tmp_path / "garbled").write_text("intr 1 2 3\n")
+    assert machine_busy_seconds(tmp_path / "garbled") is None
+    monkeypatch.setenv(PROC_STAT, str(tmp_path / "absent"))
+    assert BusyBeside().cores() is None

@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,6 +29,7 @@ import yaml
 
 from adlnmt.analysis.contrastive import write_suite
 from adlnmt.analysis.demo_suite import demo_suite
+from adlnmt.bench.machine import PROC_STAT, BusyBeside
 from adlnmt.cli import main
 
 TINY = {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 6, "checkpoint_interval": 3, "lr": 2e-3}
@@ -95,7 +97,18 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def sequence(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+def quiet_machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The workers (and --retime) read CPU counters that never move: their timings count as taken with nothing else
+    busy, also on a loaded machine (the claims below compare speeds)."""
+    stat = tmp_path_factory.mktemp("proc") / "stat"
+    stat.write_text("cpu  100 0 100 1000 0 0 0 0 0 0\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(PROC_STAT, str(stat))
+        yield
+
+
+@pytest.fixture(scope="module")
+def sequence(demo_data: Path, tmp_path_factory: pytest.TempPathFactory, quiet_machine: None) -> SimpleNamespace:
     root = tmp_path_factory.mktemp("experiment")
     out = root / "out"
     args = (str(grid_file(root, demo_data / "corpus")), "--out", str(out), "--threads", "1")
@@ -223,6 +236,7 @@ def test_plots_and_the_report(sequence: SimpleNamespace) -> None:
     assert [b["label"] for b in buckets] == ["1-5", "6-8", "9+"]
     assert sum(b["sentences"] for b in buckets) == result["tests"]["test"]["sentences"] == 60
     assert all(b["ms_per_sentence"] > 0 for b in buckets if b["sentences"])
+    assert result["tests"]["test"]["busy_beside"] == 0.0  # the counters of quiet_machine never move
     assert [r["update"] for r in result["curve"]] == [3, 6]
 
 
@@ -255,6 +269,12 @@ def test_retime_measures_the_speed_again_and_keeps_the_first_timing(sequence: Si
     assert "Speeds measured again after training (`--retime`" in (out / "results.md").read_text()
     status, _ = experiment(*args, "--variants", "a", "--seeds", "1")  # a second retime keeps the first timing
     assert json.loads(result_path.read_text())["retimed"]["before"] == again["retimed"]["before"]
+    kept = result_path.read_text()
+    with pytest.MonkeyPatch.context() as patch:  # other processes busy: the timing is not taken
+        patch.setattr(BusyBeside, "cores", lambda self: 1.5)
+        status, stdout = experiment(*args, "--variants", "a", "--seeds", "1")
+    assert "skipped a seed 1: other processes kept 1.5 cores busy while its test was timed" in stdout
+    assert status == 0 and result_path.read_text() == kept
     assert experiment(*args, "--rerun")[0] == 2  # a user error: --retime trains nothing
 
 

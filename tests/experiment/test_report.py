@@ -3,12 +3,14 @@ its note on the processors the speeds were measured on, and its times kept apart
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
 from adlnmt.experiment.report import (
     compute_line,
+    decoding_conditions,
     markdown_table,
     paper_agreement,
     ranks,
@@ -113,3 +115,15 @@ def test_runs_without_a_later_test_set_leave_its_cells_to_the_runs_that_have_it(
     assert line.startswith("| a | 2/2 | 1.0K | 31.00 ± 1.41 | 20.00 (1 of 2 seeds) |")
     rows = runs_csv(grid, [row]).splitlines()
     assert rows[1].split(",")[7:9] == ["30", ""] and rows[2].split(",")[7:9] == ["32", "20"]
+
+
+def test_runs_timed_beside_busy_processes_are_named() -> None:
+    def timed(busy: float | None) -> RunResult:
+        evaluation = scored()
+        return run_result(tests={"test": replace(evaluation, timing=replace(evaluation.timing, busy_beside=busy))})
+
+    quiet = decoding_conditions([Row("a", [timed(None), replace(timed(0.5), seed=2)], 2)])
+    assert quiet == "each run decoding with the grid's other runs stopped"
+    busy = decoding_conditions([Row("a", [timed(0.1), replace(timed(1.04), seed=2)], 2)])
+    assert busy.endswith("more than 0.5 cores busy** (measured; not compared in a speed claim until `--retime` on a "
+                         "quiet machine): a seed 2 (1.0 cores)")  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,6 +80,44 @@ def machine_line(record: dict[str, Any]) -> str:
     """One line for the top of a printed table."""
     load = f", load {record['load_average'][0]:.1f}" if record["load_average"] else ""
     return f"machine: {machine_summary(record)}, python {record['python']}, {record['date']}{load}"
+
+
+_BUSY_COLUMNS = (1, 2, 3, 6, 7)  # user, nice, system, irq, softirq of /proc/stat's "cpu" line (not idle, iowait, steal)
+
+
+PROC_STAT = "ADLNMT_PROC_STAT"  # where the machine's CPU counters are read (/proc/stat; tests name a fixed file)
+
+
+def machine_busy_seconds(stat: Path | None = None) -> float | None:
+    """CPU seconds all cores of the machine have spent busy since boot (user, nice, system, irq and softirq time of
+    ``/proc/stat``, or the file ``$ADLNMT_PROC_STAT`` names), None where the system has no such file."""
+    stat = stat or Path(os.environ.get(PROC_STAT, "/proc/stat"))
+    try:
+        first = stat.read_text(encoding="ascii").split("\n", 1)[0].split()
+    except OSError:
+        return None
+    if len(first) <= max(_BUSY_COLUMNS) or first[0] != "cpu":
+        return None
+    return sum(int(first[column]) for column in _BUSY_COLUMNS) / os.sysconf("SC_CLK_TCK")
+
+
+class BusyBeside:
+    """How many cores other processes kept busy while something was measured: the machine's busy CPU time less this
+    process's own (all its threads), over the wall time since the object was made. A timing is only a timing of the
+    code where this is near 0; it says nothing of a hypervisor's steal."""
+
+    def __init__(self, stat: Path | None = None) -> None:
+        self.stat = stat
+        self.wall, self.own, self.machine = time.perf_counter(), time.process_time(), machine_busy_seconds(stat)
+
+    def cores(self) -> float | None:
+        """Cores busy with other processes on average so far (0 or more; clock ticks make it exact to about
+        0.01 s over the wall time), None where the machine does not say."""
+        machine = machine_busy_seconds(self.stat)
+        wall = time.perf_counter() - self.wall
+        if machine is None or self.machine is None or wall <= 0:
+            return None
+        return max(0.0, (machine - self.machine - (time.process_time() - self.own)) / wall)
 
 
 def busy_warning(record: dict[str, Any]) -> str | None:

@@ -28,7 +28,7 @@ from typing import Any
 from adlnmt.experiment.arithmetic import SET_APART_NOTE, row_result, set_apart
 from adlnmt.experiment.convergence import judge as convergence
 from adlnmt.experiment.grid import RUN_METRICS, Claim, Grid
-from adlnmt.experiment.report import mean_std, timed_beside_training, timed_on
+from adlnmt.experiment.report import mean_std, timed_beside_others, timed_on
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.runner import Run, write_json
 from adlnmt.experiment.statistics import (
@@ -62,7 +62,7 @@ class Judgement:
     verdict: str = MISSING
     unconverged: tuple[str, ...] = ()  # "A seed 2": measured runs that did not converge
     apart: tuple[int, ...] = ()  # faster: seeds whose pair was timed on different processors, not compared
-    beside: tuple[int, ...] = ()  # faster: seeds whose pair was timed beside other runs' training, not compared
+    beside: tuple[int, ...] = ()  # faster: seeds whose pair was timed beside other work (report.timed_beside_others)
     after_results: tuple[str, ...] = ()  # "A seeds 1, 2": runs evaluated before the claim was registered
     fewest_seeds: int = 0  # the fewest runs measured of any row the claim reads
 
@@ -141,8 +141,11 @@ class Judge:
         """A ``faster`` claim from the speed ratio of each seed pair timed on one processor."""
         seeds = [s for s in first if s in second]
         apart = tuple(s for s in seeds if timed_on(first[s][1]) != timed_on(second[s][1]))
-        beside = tuple(s for s in seeds if s not in apart
-                       and (timed_beside_training(first[s][1]) or timed_beside_training(second[s][1])))  # fmt: skip
+        beside = tuple(
+            s
+            for s in seeds
+            if s not in apart and (timed_beside_others(first[s][1], test) or timed_beside_others(second[s][1], test))
+        )
         paired = [s for s in seeds if s not in apart and s not in beside]
         speeds = [(first[s][1].tests[test].timing.sentences_per_s, second[s][1].tests[test].timing.sentences_per_s)
                   for s in paired]  # fmt: skip
@@ -256,7 +259,7 @@ def verdict_text(j: Judgement) -> str:
     if j.apart:
         text += f" (not compared: seed {', '.join(map(str, j.apart))}, A and B timed on different processors)"
     if j.beside:
-        text += f" (not compared: seed {', '.join(map(str, j.beside))}, timed beside other runs' training)"
+        text += f" (not compared: seed {', '.join(map(str, j.beside))}, timed beside other work)"
     return text
 
 
@@ -294,7 +297,7 @@ def record(j: Judgement) -> dict[str, Any]:
         "verdict": j.verdict,
         "unconverged": list(j.unconverged),
         "timed_apart": list(j.apart),
-        "timed_beside_training": list(j.beside),
+        "timed_beside_other_work": list(j.beside),
         "after_results": list(j.after_results),
         "summary": effect(j),
         "seed_list": seed_list(j),

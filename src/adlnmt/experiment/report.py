@@ -203,10 +203,15 @@ def timed_on(result: RunResult) -> str:
     return result.machine(timed=True).processor
 
 
-def timed_beside_training(result: RunResult) -> bool:
-    """Whether the run's speed, as it stands, was measured while other runs trained beside it
-    (``--decode-beside-training``, and not measured again with ``--retime`` since): not a speed to compare."""
-    return result.retimed is None and result.provenance.timed_alone is False
+BUSY_BESIDE_LIMIT = 0.5  # cores: a timing with more of the machine busy with other processes is not compared
+
+
+def timed_beside_others(result: RunResult, test: str) -> bool:
+    """Whether the run's speed on ``test``, as it stands, was measured beside other work: other runs' training
+    (``--decode-beside-training``, and not measured again with ``--retime`` since), or other processes keeping
+    more than ``BUSY_BESIDE_LIMIT`` cores busy (measured since 2026-11-27). Not a speed to compare."""
+    busy = result.tests[test].timing.busy_beside
+    return (result.retimed is None and result.provenance.timed_alone is False) or (busy or 0.0) > BUSY_BESIDE_LIMIT
 
 
 def timing_processors(rows: list[Row]) -> str:
@@ -224,9 +229,10 @@ def timing_processors(rows: list[Row]) -> str:
     )
 
 
-def _decoded_alone(rows: list[Row]) -> str:
+def decoding_conditions(rows: list[Row]) -> str:
     """Whether the speed columns were measured with the grid's other runs stopped (recorded since 2026-11-23; since
-    2026-11-26 also when they were not: ``--decode-beside-training``) and on a machine without other load."""
+    2026-11-26 also when they were not: ``--decode-beside-training``) and on a machine without other load (the load
+    average when the run started; since 2026-11-27 the cores other processes kept busy while it was timed)."""
     timed = [(f"{row.name} seed {r.seed}", r.provenance) for row in rows for r in row.results if r.retimed is None]
     unknown = [name for name, p in timed if p.paused_minutes is None]
     beside = [name for name, p in timed if p.timed_alone is False]
@@ -240,6 +246,12 @@ def _decoded_alone(rows: list[Row]) -> str:
         text += f"; **decoded beside the others' training** (`--decode-beside-training`): {', '.join(beside)}"
     if loaded:
         text += f"; **on a loaded machine** (load average above the cores when the run started): {', '.join(loaded)}"
+    busy = [f"{row.name} seed {r.seed} ({max(found):.1f} cores)" for row in rows for r in row.results
+            if (found := [t.timing.busy_beside for t in r.tests.values() if t.timing.busy_beside is not None])
+            and max(found) > BUSY_BESIDE_LIMIT]  # fmt: skip
+    if busy:
+        text += (f"; **timed while other processes kept more than {BUSY_BESIDE_LIMIT} cores busy** (measured; not "
+                 f"compared in a speed claim until `--retime` on a quiet machine): {', '.join(busy)}")  # fmt: skip
     return text
 
 
@@ -332,7 +344,7 @@ def _notes(grid: Grid, rows: list[Row], apart: list[str]) -> str:
         f"`train min`: the trainer's cumulative training time (with periodic validation, without the time the run was "
         f"stopped while another decoded); `sent/s`, `tok/s`: "
         f"decoding speed on {grid.tests[0].name} (target pieces + EOS per second), device {', '.join(devices) or '–'}"
-        f", {', '.join(map(str, threads)) or '–'} thread(s), {_decoded_alone(rows)}.",
+        f", {', '.join(map(str, threads)) or '–'} thread(s), {decoding_conditions(rows)}.",
     ]
     retimed = [f"{row.name} seed {r.seed}" for row in rows for r in row.results if r.retimed is not None]
     if retimed:

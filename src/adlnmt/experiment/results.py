@@ -108,6 +108,9 @@ class Timing(Record):
     sentences_per_s: float | None
     tokens_per_s: float | None  # target pieces + EOS
     buckets: list[LengthBucket]
+    # cores that other processes kept busy meanwhile (adlnmt.bench.machine.BusyBeside): a speed to compare only
+    # near 0; None where not measured (timings before 2026-11-27, or a system without /proc/stat)
+    busy_beside: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,7 +3,8 @@
 A run's decoding speed is measured once, when it finishes, on the machine of that session; where the host changes
 between sessions (this project's VM does), speeds compare only between runs timed on one processor
 (:func:`adlnmt.experiment.report.timed_on`). Retiming translates the test sets of each selected finished run again,
-one run after another in this process (so run it with nothing else running), with the weights, device, threads and
+one run after another in this process (so run it with nothing else running: a run timed while other processes
+kept more than ``BUSY_BESIDE_LIMIT`` cores busy is left as it was), with the weights, device, threads and
 decoding options the run was evaluated with. The hypotheses must be the archived ones, else the run is left as it
 was (other code or weights would be timed); then its speed figures are replaced, and the first timing is kept
 under ``retimed.before``.
@@ -15,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from adlnmt.errors import UserError
-from adlnmt.experiment.report import timed_on
+from adlnmt.experiment.report import BUSY_BESIDE_LIMIT, timed_on
 from adlnmt.experiment.results import RESULT_FILE, FirstTiming, Machine, Retimed, Timing, read_result
 from adlnmt.experiment.runner import Run, read_json
 from adlnmt.store import ModelDir
@@ -55,6 +56,11 @@ def retime(run: Run) -> str:
                     "code or weights than the run was evaluated with): its speed would not be comparable"
                 )
             timed[test["name"]] = found.timing
+            if (busy := found.timing.busy_beside or 0.0) > BUSY_BESIDE_LIMIT:
+                return (
+                    f"skipped {run.label}: other processes kept {busy:.1f} cores busy while its {test['name']} was "
+                    "timed: stop them and retime it"
+                )
     previous = {name: test.timing for name, test in result.tests.items()}
     first = result.retimed.before if result.retimed else FirstTiming(machine=result.provenance.machine, tests=previous)
     machine = Machine.from_dict(machine_record(torch.device(device)))

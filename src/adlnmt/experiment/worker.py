@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from adlnmt.errors import UserError
 from adlnmt.exits import exit_status
@@ -70,16 +70,24 @@ def choose_weights(model_dir: Path, translate: dict[str, Any], records: list[dic
     return "averaged", [path.name for path in paths]
 
 
-def translate_by_length(
-    translator: Translator, sources: list[str], bounds: list[int], options: SearchOptions
-) -> tuple[list[str], int, list[dict[str, Any]]]:
-    """Translate ``sources`` one length bucket at a time: hypotheses in input order, target tokens decoded (pieces
-    + EOS) and, per bucket, its label, rows and seconds."""
+class Translated(NamedTuple):
+    hypotheses: list[str]  # in input order
+    tokens: int  # target tokens decoded (pieces + EOS)
+    buckets: list[dict[str, Any]]  # per length bucket: its label, rows and seconds
+    busy_beside: float | None  # cores other processes kept busy meanwhile (adlnmt.bench.machine.BusyBeside)
+
+
+def translate_by_length(translator: Translator, sources: list[str], bounds: list[int],
+                        options: SearchOptions) -> Translated:  # fmt: skip
+    """Translate ``sources`` one length bucket at a time, each bucket timed."""
+    from adlnmt.bench.machine import BusyBeside
+
     groups: list[list[int]] = [[] for _ in range(len(bounds) + 1)]
     for i, line in enumerate(sources):
         groups[bucket_of(len(line.split()), bounds)].append(i)
     translator.search([next((s for s in sources if s.strip()), "a")], options)  # warm-up, not timed
     hypotheses, tokens, buckets = [""] * len(sources), 0, []
+    beside = BusyBeside()
     for label, rows in zip(bucket_labels(bounds), groups, strict=True):
         start = time.perf_counter()
         found = translator.search([sources[i] for i in rows], options) if rows else []
@@ -87,7 +95,7 @@ def translate_by_length(
         for row, hyps in zip(rows, found, strict=True):
             hypotheses[row] = hyps[0].text if hyps else ""
             tokens += len(hyps[0].pieces) + 1 if hyps else 0
-    return hypotheses, tokens, buckets
+    return Translated(hypotheses, tokens, buckets, beside.cores())
 
 
 def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, Any], out: Path) -> Evaluation:
@@ -99,7 +107,7 @@ def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, 
     sources, references = read_lines(test["src"]), read_lines(test["ref"])
     if len(sources) != len(references):
         raise UserError(f"{test['src']} has {len(sources)} lines but {test['ref']} has {len(references)}")
-    hypotheses, tokens, buckets = translate_by_length(translator, sources, spec["length_buckets"], options)
+    hypotheses, tokens, buckets, busy_beside = translate_by_length(translator, sources, spec["length_buckets"], options)
     hyp_path = out / "hyp" / f"{test['name']}.txt"
     hyp_path.parent.mkdir(parents=True, exist_ok=True)
     hyp_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
@@ -122,6 +130,7 @@ def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, 
             sentences_per_s=len(sources) / seconds if seconds else None,
             tokens_per_s=tokens / seconds if seconds else None,
             buckets=scored,
+            busy_beside=busy_beside,
         ),
     )
 
