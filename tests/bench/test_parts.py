@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from adlnmt.bench.commands import int_list
 from adlnmt.bench.decode import add_ratios
 from adlnmt.bench.machine import PROC_STAT, BusyBeside, busy_warning, machine_busy_seconds, machine_line, machine_record
 from adlnmt.bench.measure import STATM, PeakMemory, timed
-from adlnmt.bench.models import PRESET_GROUPS, expand_presets
+from adlnmt.bench.models import PRESET_GROUPS, expand_presets, input_lines
 from adlnmt.bench.report import format_table
 from adlnmt.errors import UserError
 from adlnmt.presets import get_preset
@@ -109,3 +110,14 @@ def test_busy_beside_is_unknown_without_the_counters(tmp_path: Path, monkeypatch
     assert machine_busy_seconds(tmp_path / "garbled") is None
     monkeypatch.setenv(PROC_STAT, str(tmp_path / "absent"))
     assert BusyBeside().cores() is None
+
+
+def test_input_lines_read_gzip_as_text_and_locate_bad_bytes(tmp_path: Path) -> None:
+    """A gzip test set is its text (read as bytes it would time the translation of garbage); bad UTF-8 is an error
+    at its line, not a replacement character."""
+    with gzip.open(tmp_path / "test.de.gz", "wt", encoding="utf-8") as handle:
+        handle.write("Ein Mann läuft.\n\nZwei Hunde spielen.\nDrei Kinder.\n")
+    assert input_lines(tmp_path / "test.de.gz", 2) == ["Ein Mann läuft.", "Zwei Hunde spielen."]
+    (tmp_path / "bad.de").write_bytes(b"gut\nkaputt \xff\n")
+    with pytest.raises(UserError, match=r"bad\.de:2: invalid UTF-8"):
+        input_lines(tmp_path / "bad.de")

@@ -68,10 +68,13 @@ def preset_model(config: TrainConfig, src_vocab: int, tgt_vocab: int, seed: int,
 
 
 def input_lines(path: Path, limit: int | None = None) -> list[str]:
-    """The first ``limit`` (default: all) non-empty lines of a text file."""
+    """The first ``limit`` (default: all) non-empty lines of a UTF-8 text file, gzip where it ends in ``.gz``
+    (invalid UTF-8 or a corrupt stream: an error naming the file and line)."""
+    from adlnmt.data.corpus import read_lines
+
     if not path.is_file():
         raise UserError(f"{path}: input file not found")
-    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.split()]
+    lines = [line for line in read_lines(path) if line.split()]
     if not lines:
         raise UserError(f"{path}: no non-empty lines")
     return lines[:limit]
