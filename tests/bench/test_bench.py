@@ -49,7 +49,7 @@ def test_decode_presets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
     rows = read_csv(out / "decode.csv")
     assert list(rows[0])[:5] == ["decoder", "kind", "parameters", "beam", "mode"]
-    assert {"speedup_vs_baseline", "cache_speedup", "added_mb"} <= set(rows[0])
+    assert {"speedup_vs_baseline", "cache_speedup", "added_mb", "busy_beside"} <= set(rows[0])
     assert [(r["decoder"], r["beam"], r["mode"]) for r in rows[:4]] == [
         ("transformer-aan", "1", "cached"), ("transformer-aan", "1", "uncached"),
         ("transformer-aan", "2", "cached"), ("transformer-aan", "2", "uncached")]  # fmt: skip

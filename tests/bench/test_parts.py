@@ -14,7 +14,16 @@ import torch
 from adlnmt.bench import machine
 from adlnmt.bench.commands import int_list
 from adlnmt.bench.decode import add_ratios
-from adlnmt.bench.machine import PROC_STAT, BusyBeside, busy_warning, machine_busy_seconds, machine_line, machine_record
+from adlnmt.bench.machine import (
+    PROC_STAT,
+    BusyBeside,
+    busy_note,
+    busy_warning,
+    machine_busy_seconds,
+    machine_line,
+    machine_record,
+    own_cpu_seconds,
+)
 from adlnmt.bench.measure import STATM, PeakMemory, timed
 from adlnmt.bench.models import PRESET_GROUPS, expand_presets, input_lines
 from adlnmt.bench.report import format_table
@@ -96,12 +105,26 @@ def test_busy_beside_counts_the_cpu_time_of_other_processes(tmp_path: Path, monk
     counters(10.0, 3.0)
     assert machine_busy_seconds(stat) == pytest.approx(10.0 + 2.0 + 3.0 + 1.0 + 1.0)
     wall, own = iter([100.0, 102.0, 104.0]), iter([5.0, 6.0, 9.0])
-    clocks = SimpleNamespace(perf_counter=lambda: next(wall), process_time=lambda: next(own))
-    monkeypatch.setattr(machine, "time", clocks)
+    monkeypatch.setattr(machine, "time", SimpleNamespace(perf_counter=lambda: next(wall)))
+    monkeypatch.setattr(machine, "own_cpu_seconds", lambda: next(own))
     beside = BusyBeside(stat)
     counters(12.0, 5.0)  # the machine was busy 4 s in 2 s of wall time, this process 1 s of it
     assert beside.cores() == pytest.approx(1.5)
     assert beside.cores() == 0.0  # this process alone (4 s of its own in 4 s): nothing beside it, never below 0
+    assert busy_note(1.5) == ", 1.5 cores busy beside it" and busy_note(0.5) == busy_note(None) == ""
+
+
+def test_own_cpu_time_counts_waited_for_children() -> None:
+    """Forked decoding workers are this measurement's own work, not other processes'."""
+    before = own_cpu_seconds()
+    child = os.fork()
+    if child == 0:  # burn about 0.3 s of CPU, then leave without running the parent's cleanup
+        deadline = time.process_time() + 0.3
+        while time.process_time() < deadline:
+            pass
+        os._exit(0)
+    os.waitpid(child, 0)
+    assert own_cpu_seconds() - before >= 0.25
 
 
 def test_busy_beside_is_unknown_without_the_counters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adlnmt.bench.machine import busy_note
 from adlnmt.bench.measure import timed
 from adlnmt.bench.models import preset_model, random_sources
 from adlnmt.inference.options import Hypothesis, SearchOptions
@@ -141,6 +142,7 @@ def measure(
         "ms_per_sentence": 1000 * timing.seconds / len(sources),
         "peak_mb": timing.peak_mb,
         "added_mb": timing.added_mb,
+        "busy_beside": timing.busy_beside,
     }
 
 
@@ -158,9 +160,9 @@ def _rows(
                 row = {**head, **extra, **measure(decoder, sources, exact, beam, mode, settings)}
                 length = f" length {row['length']}" if "length" in row else ""
                 rates = f"{row['sentences_per_s']:.2f} sent/s, {row['ms_per_sentence']:.1f} ms/sent"
-                print(
-                    f"  {decoder.label} beam {beam} {mode}{length}: {rates} ({row['seconds']:.1f} s)", file=sys.stderr
-                )
+                busy = busy_note(row["busy_beside"])
+                print(f"  {decoder.label} beam {beam} {mode}{length}: {rates} ({row['seconds']:.1f} s{busy})",
+                      file=sys.stderr)  # fmt: skip
                 yield row
 
 

@@ -101,14 +101,24 @@ def machine_busy_seconds(stat: Path | None = None) -> float | None:
     return sum(int(first[column]) for column in _BUSY_COLUMNS) / os.sysconf("SC_CLK_TCK")
 
 
+BUSY_BESIDE_LIMIT = 0.5  # cores: a timing with more of the machine busy with other processes is not a quiet one
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds of this process (all its threads) and of its children that have been waited for."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 class BusyBeside:
     """How many cores other processes kept busy while something was measured: the machine's busy CPU time less this
-    process's own (all its threads), over the wall time since the object was made. A timing is only a timing of the
-    code where this is near 0; it says nothing of a hypervisor's steal."""
+    process's own and its waited-for children's (e.g. forked decoding workers), over the wall time since the object
+    was made. A timing is a timing of the code alone where this is near 0 (at most ``BUSY_BESIDE_LIMIT``); it says
+    nothing of a hypervisor's steal."""
 
     def __init__(self, stat: Path | None = None) -> None:
         self.stat = stat
-        self.wall, self.own, self.machine = time.perf_counter(), time.process_time(), machine_busy_seconds(stat)
+        self.wall, self.own, self.machine = time.perf_counter(), own_cpu_seconds(), machine_busy_seconds(stat)
 
     def cores(self) -> float | None:
         """Cores busy with other processes on average so far (0 or more; clock ticks make it exact to about
@@ -117,7 +127,12 @@ class BusyBeside:
         wall = time.perf_counter() - self.wall
         if machine is None or self.machine is None or wall <= 0:
             return None
-        return max(0.0, (machine - self.machine - (time.process_time() - self.own)) / wall)
+        return max(0.0, (machine - self.machine - (own_cpu_seconds() - self.own)) / wall)
+
+
+def busy_note(cores: float | None) -> str:
+    """``", 1.0 cores busy beside it"`` for a timing that was not quiet, else nothing."""
+    return f", {cores:.1f} cores busy beside it" if cores is not None and cores > BUSY_BESIDE_LIMIT else ""
 
 
 def busy_warning(record: dict[str, Any]) -> str | None:

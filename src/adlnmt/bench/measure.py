@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from adlnmt.bench.machine import BusyBeside
 from adlnmt.memory import release_heap
 
 if TYPE_CHECKING:
@@ -150,24 +151,28 @@ class Timing(Generic[T]):
     peak_mb: float  # largest over the repetitions
     added_mb: float
     result: T  # what the last repetition returned
+    busy_beside: float | None  # cores other processes kept busy during the fastest repetition (machine.BusyBeside)
 
 
 def timed(run: Callable[[], T], device: Device, repeat: int = 1) -> Timing[T]:
     """Run ``run`` ``repeat`` times with Python's cyclic garbage collector paused (as ``timeit`` does); the fastest
     wall-clock time (noise only adds time) and the peak memory over all runs. The caller warms up first."""
-    best, peak, added = float("inf"), 0.0, 0.0
+    best, peak, added, busy = float("inf"), 0.0, 0.0, None
     collecting = gc.isenabled()
     gc.disable()
     try:
         for _ in range(max(1, repeat)):
             with PeakMemory(device) as memory:
+                beside = BusyBeside()
                 start = time.perf_counter()
                 result = run()
                 if on_cuda(device):
                     _cuda_synchronize(device)
                 seconds = time.perf_counter() - start
-            best, peak, added = min(best, seconds), max(peak, memory.peak_mb), max(added, memory.added_mb)
+            if seconds < best:
+                best, busy = seconds, beside.cores()
+            peak, added = max(peak, memory.peak_mb), max(added, memory.added_mb)
     finally:
         if collecting:
             gc.enable()
-    return Timing(best, peak, added, result)
+    return Timing(best, peak, added, result, busy)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from adlnmt.bench.machine import busy_note
 from adlnmt.bench.measure import timed
 from adlnmt.bench.models import FIRST_WORD_ID, SYNTHETIC_LENGTHS, synthetic_lengths
 from adlnmt.data.dataset import Batch, Split, collate, make_batches
@@ -110,8 +111,9 @@ def measure_training(
         "sentences_per_s": sentences / timing.seconds,
         "peak_mb": timing.peak_mb,
         "added_mb": timing.added_mb,
+        "busy_beside": timing.busy_beside,
         "loss": timing.result,
     }
     print(f"  {label}: {row['updates_per_s']:.2f} updates/s, {row['tokens_per_s']:.0f} target tokens/s "
-          f"({row['seconds']:.1f} s)", file=sys.stderr)  # fmt: skip
+          f"({row['seconds']:.1f} s{busy_note(timing.busy_beside)})", file=sys.stderr)  # fmt: skip
     return row

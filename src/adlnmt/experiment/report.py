@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from adlnmt.bench.machine import BUSY_BESIDE_LIMIT
 from adlnmt.experiment.arithmetic import SET_APART_NOTE, row_result, set_apart
 from adlnmt.experiment.contrastive import contrastive_section
 from adlnmt.experiment.convergence import convergence_note, convergence_table
@@ -201,9 +202,6 @@ def timed_on(result: RunResult) -> str:
     """The processor a run's speed was measured on, last (``--retime``) or when it finished: speeds compare only
     between runs timed on the same one (the VM's host may change between sessions)."""
     return result.machine(timed=True).processor
-
-
-BUSY_BESIDE_LIMIT = 0.5  # cores: a timing with more of the machine busy with other processes is not compared
 
 
 def timed_beside_others(result: RunResult, test: str) -> bool:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from adlnmt.bench.machine import BUSY_BESIDE_LIMIT
 from adlnmt.errors import UserError
-from adlnmt.experiment.report import BUSY_BESIDE_LIMIT, timed_on
+from adlnmt.experiment.report import timed_on
 from adlnmt.experiment.results import RESULT_FILE, FirstTiming, Machine, Retimed, Timing, read_result
 from adlnmt.experiment.runner import Run, read_json
 from adlnmt.store import ModelDir
