@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -187,3 +188,60 @@ def test_a_failed_paused_write_keeps_the_previous_value(
     assert paused_seconds(b) == 5.0
     assert "No space left on device" in capsys.readouterr().err
     assert sorted(path.name for path in b.iterdir()) == [PAUSED]
+
+
+def register(process: subprocess.Popen, run_dir: Path, runner: int = 1) -> None:
+    """Write the registry entry ``registered_training`` writes, for a process started here."""
+    quiet.registry().mkdir(parents=True, exist_ok=True)
+    entry = {"pid": process.pid, "run_dir": str(run_dir), "runner": runner, "started": quiet._started(process.pid)}
+    (quiet.registry() / f"{process.pid}.json").write_text(json.dumps(entry))
+
+
+def test_training_registers_while_it_runs_and_stale_entries_go(tmp_path: Path) -> None:
+    with quiet.registered_training(tmp_path):
+        (mine,) = quiet.training_workers()
+        assert (mine.pid, mine.run_dir) == (os.getpid(), tmp_path.resolve())
+    assert quiet.training_workers() == []
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    register(ended, tmp_path)
+    ended.wait()  # exited: its pid may be reused, its entry is stale
+    (quiet.registry() / "999999999.json").write_text(
+        json.dumps({"pid": 1, "run_dir": "x", "runner": 0, "started": "-1"})
+    )  # pid 1 started at another time
+    assert quiet.training_workers() == [] and not list(quiet.registry().glob("*.json"))
+
+
+def test_a_timed_decoding_stops_the_training_of_other_grids(workers: dict[Path, subprocess.Popen]) -> None:
+    a, b, c = workers
+    register(workers[a], a, runner=7)  # another grid's training
+    register(workers[b], b, runner=8)  # the decoding worker's own grid: its runner counts the pause
+    with quiet.machine_alone(same_grid_runner=8):
+        assert wait_for(lambda: state(workers[a]) == state(workers[b]) == "T")
+        assert state(workers[c]) != "T"  # not registered: not training under adlnmt
+        time.sleep(0.2)
+    assert wait_for(lambda: "T" not in {state(p) for p in workers.values()})
+    assert paused_seconds(a) >= 0.2 and paused_seconds(b) == 0.0
+
+
+def test_the_watchdog_continues_them_when_the_decoding_process_dies(workers: dict[Path, subprocess.Popen]) -> None:
+    a, _, _ = workers
+    register(workers[a], a)
+    holder = subprocess.Popen([sys.executable, "-c", "import time\nfrom adlnmt.experiment.quiet import machine_alone\n"
+                               "with machine_alone():\n    time.sleep(60)"])  # fmt: skip
+    try:
+        assert wait_for(lambda: state(workers[a]) == "T", 60)
+        holder.send_signal(signal.SIGKILL)  # no finally runs: the watchdog's pipe closes with it
+        assert wait_for(lambda: state(workers[a]) != "T", 60)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_decoding_beside_training_stops_nothing(workers: dict[Path, subprocess.Popen], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    a, _, _ = workers
+    register(workers[a], a)
+    monkeypatch.setenv(quiet.BESIDE_TRAINING, "1")
+    with decoding_alone(tmp_path):
+        time.sleep(0.1)
+        assert state(workers[a]) != "T"

@@ -2,6 +2,11 @@
 stops every other worker (SIGSTOP) and continues them afterwards (SIGCONT). So ``--jobs 2`` trains two runs side by
 side and still measures each run's decoding speed with the machine to itself.
 
+Across grids the same holds on one machine: a worker registers itself while it trains (a file in
+:func:`registry`, per user), and a timed decoding — a worker's, or ``--retime``'s — takes the machine's decoding
+lock and stops every registered training worker of the other grids (:func:`machine_alone`); a small watchdog
+process continues them should the decoding process die before it does. SLURM array jobs sharing a node do the same.
+
 The handshake is two files in the decoding run's directory: the worker creates ``decoding.request`` and waits for
 ``decoding.granted``, which the runner creates once every other worker is stopped; the worker removes both when it
 is done. One run decodes at a time. The time a run spent stopped while training is added up in its ``paused.json``,
@@ -14,12 +19,14 @@ atomically; a damaged one counts as no pause, with a warning.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +40,127 @@ from adlnmt.store.atomic import atomic_write
 REQUEST, GRANTED, PAUSED = "decoding.request", "decoding.granted", "paused.json"
 ENVIRONMENT = "ADLNMT_DECODE_ALONE"  # set by the runner for its workers when several run at once
 BESIDE_TRAINING = "ADLNMT_DECODE_BESIDE_TRAINING"  # ... when they run at once and decode without stopping the others
+REGISTRY = "ADLNMT_TRAINING_REGISTRY"  # the folder of training workers on this machine (tests name their own)
+DECODING_LOCK = "decoding.lock"  # in the registry's parent: one timed decoding at a time on the machine
+# The watchdog of machine_alone: when its standard input closes with nothing written (the decoding process died
+# before continuing them), it continues the processes it was given.
+WATCHDOG = """import os, signal, sys
+if sys.stdin.buffer.read():
+    sys.exit()
+for pid in sys.argv[1:]:
+    try:
+        os.kill(int(pid), signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+"""
+
+
+def registry() -> Path:
+    """Where this user's training workers on this machine register (``$ADLNMT_TRAINING_REGISTRY``, else a folder
+    under the system's temporary directory)."""
+    named = os.environ.get(REGISTRY)
+    return Path(named) if named else Path(tempfile.gettempdir()) / f"adlnmt-{os.getuid()}" / "training"
+
+
+def _started(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, its identity
+    (a pid is reused); None when it has exited or there is no /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()[19]
+
+
+@dataclass(frozen=True)
+class Training:
+    """A registered training worker: its process, its run directory and the runner that started it."""
+
+    pid: int
+    run_dir: Path
+    runner: int
+    started: str
+
+
+@contextmanager
+def registered_training(run_dir: Path) -> Iterator[None]:
+    """While the body runs (a worker's training), timed decodings elsewhere on the machine stop this process."""
+    folder, started = registry(), _started(os.getpid())
+    if started is None:  # no /proc: nothing could tell this entry from a reused pid
+        yield
+        return
+    entry = folder / f"{os.getpid()}.json"
+    record = {"pid": os.getpid(), "run_dir": str(run_dir.resolve()), "runner": os.getppid(), "started": started}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(entry, lambda tmp: tmp.write_text(json.dumps(record) + "\n", encoding="utf-8"))
+    except (OSError, UserError) as err:  # no registry: this run's training is not stopped by other grids' timing
+        print(f"warning: {folder}: cannot register the training ({err}); other grids' timed decoding will not "
+              "stop it", file=sys.stderr)  # fmt: skip
+    try:
+        yield
+    finally:
+        entry.unlink(missing_ok=True)
+
+
+def training_workers() -> list[Training]:
+    """The registered training workers still running (entries of exited processes are removed)."""
+    found = []
+    for entry in sorted(registry().glob("*.json")):
+        try:
+            record = json.loads(entry.read_text(encoding="utf-8"))
+            pid, runner, started = int(record["pid"]), int(record["runner"]), str(record["started"])
+            worker = Training(pid, Path(record["run_dir"]), runner, started)
+        except (OSError, ValueError, TypeError, KeyError):
+            continue  # not a registry entry
+        if _started(worker.pid) != worker.started:
+            entry.unlink(missing_ok=True)  # exited without removing it (killed), or its pid now names another process
+            continue
+        found.append(worker)
+    return found
+
+
+@contextmanager
+def machine_alone(same_grid_runner: int | None = None) -> Iterator[None]:
+    """The body runs with every registered training worker on the machine but this process stopped, one such body
+    at a time on the machine; the time each was stopped is added to its run's paused.json, except for workers of
+    ``same_grid_runner``, whose runner stops them and counts that itself."""
+    folder = registry()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = open(folder.parent / DECODING_LOCK, "a")  # noqa: SIM115 (held across the yield, closed below)
+    except OSError as err:
+        print(f"warning: {folder}: no machine-wide decoding lock ({err}); timing beside other grids", file=sys.stderr)
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        others = [worker for worker in training_workers() if worker.pid != os.getpid()]
+        # continues them if this process dies before it does: its end of the pipe closes with it
+        pids = [str(worker.pid) for worker in others]
+        watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, *pids], stdin=subprocess.PIPE) if others else None
+        start = time.monotonic()
+        stopped = [worker for worker in others if _signal(worker.pid, signal.SIGSTOP)]
+        try:
+            yield
+        finally:
+            for worker in stopped:
+                _signal(worker.pid, signal.SIGCONT)
+                if worker.runner != same_grid_runner:
+                    add_paused(worker.run_dir, time.monotonic() - start)
+            if watchdog and watchdog.stdin:
+                watchdog.stdin.write(b"continued")  # done: nothing left for it to do
+                watchdog.stdin.close()
+                watchdog.wait()
+
+
+def _signal(pid: int, number: int) -> bool:
+    """Send ``number`` to ``pid``; False when it has exited meanwhile."""
+    try:
+        os.kill(pid, number)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def timed_alone() -> bool:
@@ -42,10 +170,15 @@ def timed_alone() -> bool:
 
 @contextmanager
 def decoding_alone(run_dir: Path, poll_seconds: float = 0.05) -> Iterator[None]:
-    """Worker side: the body runs while every other worker of the grid is stopped (at once where the runner did not
-    ask for it, e.g. a worker started by hand)."""
-    if os.environ.get(ENVIRONMENT) != "1":
+    """Worker side: the body runs while every other worker of the grid is stopped (the runner's grant, where it asked
+    for one) and every other grid's training on the machine (:func:`machine_alone`); with
+    ``--decode-beside-training`` at once, nothing stopped."""
+    if os.environ.get(BESIDE_TRAINING) == "1":
         yield
+        return
+    if os.environ.get(ENVIRONMENT) != "1":
+        with machine_alone():
+            yield
         return
     request, granted = run_dir / REQUEST, run_dir / GRANTED
     granted.unlink(missing_ok=True)
@@ -53,7 +186,8 @@ def decoding_alone(run_dir: Path, poll_seconds: float = 0.05) -> Iterator[None]:
     try:
         while not granted.exists():
             time.sleep(poll_seconds)
-        yield
+        with machine_alone(same_grid_runner=os.getppid()):
+            yield
     finally:
         request.unlink(missing_ok=True)
         granted.unlink(missing_ok=True)

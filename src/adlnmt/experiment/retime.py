@@ -3,8 +3,9 @@
 A run's decoding speed is measured once, when it finishes, on the machine of that session; where the host changes
 between sessions (this project's VM does), speeds compare only between runs timed on one processor
 (:func:`adlnmt.experiment.report.timed_on`). Retiming translates the test sets of each selected finished run again,
-one run after another in this process (so run it with nothing else running: a run timed while other processes
-kept more than ``BUSY_BESIDE_LIMIT`` cores busy is left as it was), with the weights, device, threads and
+one run after another in this process, with every adlnmt training worker on the machine stopped meanwhile
+(:func:`adlnmt.experiment.quiet.machine_alone`; anything else still counts: a run timed while other processes kept
+more than ``BUSY_BESIDE_LIMIT`` cores busy is left as it was), with the weights, device, threads and
 decoding options the run was evaluated with. The hypotheses must be the archived ones, else the run is left as it
 was (other code or weights would be timed); then its speed figures are replaced, and the first timing is kept
 under ``retimed.before``.
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from adlnmt.bench.machine import BUSY_BESIDE_LIMIT
 from adlnmt.errors import UserError
+from adlnmt.experiment.quiet import machine_alone
 from adlnmt.experiment.report import timed_on
 from adlnmt.experiment.results import RESULT_FILE, FirstTiming, Machine, Retimed, Timing, read_result
 from adlnmt.experiment.runner import Run, read_json
@@ -47,7 +49,7 @@ def retime(run: Run) -> str:
     except (UserError, FileNotFoundError) as err:
         return f"skipped {run.label}: {err}"
     timed: dict[str, Timing] = {}
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, machine_alone():  # training on the machine stopped meanwhile
         for test in spec["tests"]:
             found = evaluate_test(translator, test, spec, Path(scratch))
             again = (Path(scratch) / found.hypotheses).read_text(encoding="utf-8")

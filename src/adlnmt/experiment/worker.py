@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from adlnmt.errors import UserError
 from adlnmt.exits import exit_status
 from adlnmt.experiment.grid import GRID_SEARCH
-from adlnmt.experiment.quiet import decoding_alone, paused_seconds, timed_alone
+from adlnmt.experiment.quiet import decoding_alone, paused_seconds, registered_training, timed_alone
 from adlnmt.experiment.results import (
     RESULT_FILE,
     CodeVersion,
@@ -272,7 +272,9 @@ def train_and_evaluate(run_dir: Path) -> int:
     spec = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     trained = read_json(run_dir / "trained.json") or {}
     if trained.get("fingerprint") != spec["train_fingerprint"]:
-        if stopped_by := train(run_dir):
+        with registered_training(run_dir):
+            stopped_by = train(run_dir)
+        if stopped_by:
             print(f"stopped by {stopped_by}: training checkpointed; running the experiment again resumes it",
                   file=sys.stderr)  # fmt: skip
             return STOPPED[stopped_by]
