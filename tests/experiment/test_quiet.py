@@ -245,3 +245,35 @@ def test_decoding_beside_training_stops_nothing(workers: dict[Path, subprocess.P
     with decoding_alone(tmp_path):
         time.sleep(0.1)
         assert state(workers[a]) != "T"
+
+
+def test_one_timed_decoding_at_a_time_on_the_machine(capfd: pytest.CaptureFixture) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", "import sys\nfrom adlnmt.experiment.quiet import machine_alone\n"
+                               "with machine_alone():\n    print('in', flush=True)\n    sys.stdin.readline()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    entered = threading.Event()
+
+    def second() -> None:
+        with quiet.machine_alone():
+            entered.set()
+
+    thread = threading.Thread(target=second)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "in\n"
+        thread.start()
+        said = ""
+
+        def waiting() -> bool:
+            nonlocal said
+            said += capfd.readouterr().err
+            return "waiting for another timed decoding on this machine to end" in said
+
+        assert wait_for(waiting) and not entered.is_set()
+        assert holder.stdin is not None
+        holder.stdin.write("done\n")  # the holder's body ends, and with it its hold
+        holder.stdin.flush()
+        assert wait_for(entered.is_set)
+    finally:
+        holder.kill()
+        holder.wait()
+        thread.join()

@@ -134,7 +134,12 @@ def machine_alone(same_grid_runner: int | None = None) -> Iterator[None]:
         yield
         return
     with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another timed decoding on this machine to end ({lock.name})", file=sys.stderr,
+                  flush=True)  # fmt: skip
+            fcntl.flock(lock, fcntl.LOCK_EX)
         others = [worker for worker in training_workers() if worker.pid != os.getpid()]
         # continues them if this process dies before it does: its end of the pipe closes with it
         pids = [str(worker.pid) for worker in others]
