@@ -16,6 +16,7 @@ import pytest
 
 from adlnmt.experiment import quiet
 from adlnmt.experiment.quiet import GRANTED, PAUSED, REQUEST, DecodeAlone, decoding_alone, paused_seconds
+from adlnmt.experiment.runner import decoding_environment
 
 
 def state(process: subprocess.Popen) -> str:
@@ -127,7 +128,7 @@ def test_the_worker_side_waits_for_the_grant(tmp_path: Path, monkeypatch: pytest
 def test_a_stop_signal_reaches_stopped_workers(workers: dict[Path, subprocess.Popen]) -> None:
     from adlnmt.experiment.runner import Workers
 
-    runner = Workers(decode_alone=True)
+    runner = Workers(decoding_environment(2, True))
     runner.running.update(workers)
     a, b, _ = workers
     (a / REQUEST).touch()
@@ -277,3 +278,18 @@ def test_one_timed_decoding_at_a_time_on_the_machine(capfd: pytest.CaptureFixtur
         holder.kill()
         holder.wait()
         thread.join()
+
+
+@pytest.mark.parametrize(
+    ("jobs", "decode_alone", "told"),
+    [
+        (2, True, {quiet.ENVIRONMENT: "1"}),
+        (1, True, {}),
+        (2, False, {quiet.BESIDE_TRAINING: "1"}),
+        (1, False, {quiet.BESIDE_TRAINING: "1"}),
+    ],
+)
+def test_what_the_runner_tells_its_workers(jobs: int, decode_alone: bool, told: dict[str, str]) -> None:
+    """One run at a time decodes alone machine-wide with no grant to wait for; --decode-beside-training stops no
+    training at all, also with one run at a time (other grids may train on the machine)."""
+    assert decoding_environment(jobs, decode_alone) == told

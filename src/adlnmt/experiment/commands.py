@@ -239,15 +239,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--decode-beside-training",
         action="store_true",
-        help="with --jobs > 1: translate the test sets without stopping the other runs (faster on a GPU; the speeds "
-        "are then taken beside their training, recorded as such, and --retime can measure them again)",
+        help="translate the test sets without stopping the other runs, or other grids' training on this machine "
+        "(faster on a GPU; the speeds are then taken beside their training, recorded as such, and --retime can "
+        "measure them again)",
     )
     parser.add_argument("--report-only", action="store_true", help="only rebuild tables, plots and report.md")
     parser.add_argument(
         "--retime",
         action="store_true",
         help="measure the decoding speed of the selected finished runs again on this machine, one after another "
-        "(their weights must be here; run it with nothing else running), then rebuild the report",
+        "(their weights must be here; adlnmt training on the machine is stopped meanwhile, nothing else is), then "
+        "rebuild the report",
     )
     add_slurm_arguments(parser)
     parser.set_defaults(func=cmd_experiment)

@@ -39,7 +39,7 @@ from adlnmt.store.atomic import atomic_write
 
 REQUEST, GRANTED, PAUSED = "decoding.request", "decoding.granted", "paused.json"
 ENVIRONMENT = "ADLNMT_DECODE_ALONE"  # set by the runner for its workers when several run at once
-BESIDE_TRAINING = "ADLNMT_DECODE_BESIDE_TRAINING"  # ... when they run at once and decode without stopping the others
+BESIDE_TRAINING = "ADLNMT_DECODE_BESIDE_TRAINING"  # ... when they decode without stopping any training
 REGISTRY = "ADLNMT_TRAINING_REGISTRY"  # the folder of training workers on this machine (tests name their own)
 DECODING_LOCK = "decoding.lock"  # in the registry's parent: one timed decoding at a time on the machine
 # The watchdog of machine_alone: when its standard input closes with nothing written (the decoding process died
@@ -169,7 +169,7 @@ def _signal(pid: int, number: int) -> bool:
 
 
 def timed_alone() -> bool:
-    """Whether this worker's decoding is timed with no other worker of the grid training beside it."""
+    """Whether this worker's decoding is timed with no adlnmt training beside it (not ``--decode-beside-training``)."""
     return os.environ.get(BESIDE_TRAINING) != "1"
 
 

@@ -331,12 +331,12 @@ class Workers:
     """The running worker processes; a stop signal the experiment receives is passed on to each of them (each
     finishes its update, checkpoints and exits), and no new run starts after one."""
 
-    def __init__(self, decode_alone: bool = False, timed_beside_training: bool = False) -> None:
+    def __init__(self, environment: dict[str, str] | None = None) -> None:
         self.running: dict[Path, subprocess.Popen] = {}
         self.lock = threading.Lock()
         self.stopping = False
-        self.decode_alone = DecodeAlone(self.running, self.lock) if decode_alone else None
-        self.timed_beside_training = timed_beside_training
+        self.environment = environment or {}  # decoding_environment
+        self.decode_alone = DecodeAlone(self.running, self.lock) if quiet.ENVIRONMENT in self.environment else None
 
     def forward(self, number: int) -> None:
         self.stopping = True
@@ -349,11 +349,7 @@ class Workers:
 
     def attempt(self, run: Run, threads: int) -> Outcome:
         """One worker process for ``run``, its output appended to the run's log."""
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-        if self.decode_alone:
-            env[quiet.ENVIRONMENT] = "1"
-        if self.timed_beside_training:
-            env[quiet.BESIDE_TRAINING] = "1"
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), **self.environment}
         command = [sys.executable, "-m", "adlnmt.experiment.worker", str(run.dir)]
         start = time.monotonic()
         run.dir.mkdir(parents=True, exist_ok=True)
@@ -374,6 +370,14 @@ class Workers:
         return _outcome(run, returncode, time.monotonic() - start)
 
 
+def decoding_environment(jobs: int, decode_alone: bool) -> dict[str, str]:
+    """What the workers are told about their timed decoding (:mod:`adlnmt.experiment.quiet`): to wait for the
+    runner's grant (several at once, decoding alone), or to decode beside any training (``decode_alone`` off)."""
+    if not decode_alone:
+        return {quiet.BESIDE_TRAINING: "1"}
+    return {quiet.ENVIRONMENT: "1"} if jobs > 1 else {}
+
+
 def _outcome(run: Run, returncode: int, seconds: float) -> Outcome:
     if returncode == 0:
         run.archive_result()
@@ -383,15 +387,16 @@ def _outcome(run: Run, returncode: int, seconds: float) -> Outcome:
 def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str], None] = print,
             decode_alone: bool = True) -> list[Outcome]:  # fmt: skip
     """Run every run in a subprocess, ``jobs`` at a time, each translating its test sets with the other workers
-    stopped (:mod:`adlnmt.experiment.quiet`; not with ``decode_alone`` off, when the speeds are taken beside the
-    others' training and recorded as such); a failure is reported and the others go on. A SIGTERM or SIGINT stops
-    the running workers with a checkpoint and starts no further run (a second one: at once)."""
+    and the machine's other grids' training stopped (:mod:`adlnmt.experiment.quiet`; not with ``decode_alone`` off,
+    when the speeds are taken beside any training and recorded as such); a failure is reported and the others go
+    on. A SIGTERM or SIGINT stops the running workers with a checkpoint and starts no further run (a second one: at
+    once)."""
     from adlnmt.train.signals import StopSignals
 
     runs = list(runs)
     lock = threading.Lock()
     done: list[Outcome] = []
-    workers = Workers(decode_alone=jobs > 1 and decode_alone, timed_beside_training=jobs > 1 and not decode_alone)
+    workers = Workers(decoding_environment(jobs, decode_alone))
 
     def one(run: Run) -> Outcome:
         if workers.stopping:
