@@ -82,10 +82,9 @@ def machine_line(record: dict[str, Any]) -> str:
     return f"machine: {machine_summary(record)}, python {record['python']}, {record['date']}{load}"
 
 
-_BUSY_COLUMNS = (1, 2, 3, 6, 7)  # user, nice, system, irq, softirq of /proc/stat's "cpu" line (not idle, iowait, steal)
-
-
 PROC_STAT = "ADLNMT_PROC_STAT"  # where the machine's CPU counters are read (/proc/stat; tests name a fixed file)
+_BUSY_COLUMNS = (1, 2, 3, 6, 7)  # user, nice, system, irq, softirq of /proc/stat's "cpu" line (not idle, iowait, steal)
+BUSY_BESIDE_LIMIT = 0.5  # cores: a timing with more of the machine busy with other processes is not a quiet one
 
 
 def machine_busy_seconds(stat: Path | None = None) -> float | None:
@@ -99,9 +98,6 @@ def machine_busy_seconds(stat: Path | None = None) -> float | None:
     if len(first) <= max(_BUSY_COLUMNS) or first[0] != "cpu":
         return None
     return sum(int(first[column]) for column in _BUSY_COLUMNS) / os.sysconf("SC_CLK_TCK")
-
-
-BUSY_BESIDE_LIMIT = 0.5  # cores: a timing with more of the machine busy with other processes is not a quiet one
 
 
 def own_cpu_seconds() -> float:

@@ -168,9 +168,9 @@ def timed(run: Callable[[], T], device: Device, repeat: int = 1) -> Timing[T]:
                 result = run()
                 if on_cuda(device):
                     _cuda_synchronize(device)
-                seconds = time.perf_counter() - start
+                seconds, cores = time.perf_counter() - start, beside.cores()
             if seconds < best:
-                best, busy = seconds, beside.cores()
+                best, busy = seconds, cores
             peak, added = max(peak, memory.peak_mb), max(added, memory.added_mb)
     finally:
         if collecting:
