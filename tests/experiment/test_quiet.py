@@ -293,3 +293,18 @@ def test_what_the_runner_tells_its_workers(jobs: int, decode_alone: bool, told: 
     """One run at a time decodes alone machine-wide with no grant to wait for; --decode-beside-training stops no
     training at all, also with one run at a time (other grids may train on the machine)."""
     assert decoding_environment(jobs, decode_alone) == told
+
+
+def test_a_registry_others_may_write_to_is_not_used(workers: dict[Path, subprocess.Popen],
+                                                    capfd: pytest.CaptureFixture) -> None:  # fmt: skip
+    """Another user could name this user's processes in it, to have them stopped."""
+    a, _, _ = workers
+    register(workers[a], a)
+    quiet.registry().chmod(0o777)
+    try:
+        with quiet.machine_alone():
+            time.sleep(0.1)  # a stop would have landed by now (it is sent before the body starts)
+            assert state(workers[a]) != "T"
+        assert "others may write to it" in capfd.readouterr().err
+    finally:
+        quiet.registry().chmod(0o700)

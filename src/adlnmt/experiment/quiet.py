@@ -41,7 +41,7 @@ REQUEST, GRANTED, PAUSED = "decoding.request", "decoding.granted", "paused.json"
 ENVIRONMENT = "ADLNMT_DECODE_ALONE"  # set by the runner for its workers when several run at once
 BESIDE_TRAINING = "ADLNMT_DECODE_BESIDE_TRAINING"  # ... when they decode without stopping any training
 REGISTRY = "ADLNMT_TRAINING_REGISTRY"  # the folder of training workers on this machine (tests name their own)
-DECODING_LOCK = "decoding.lock"  # in the registry's parent: one timed decoding at a time on the machine
+DECODING_LOCK = "decoding.lock"  # in the registry: one timed decoding at a time on the machine
 # The watchdog of machine_alone: when its standard input closes with nothing written (the decoding process died
 # before continuing them), it continues the processes it was given.
 WATCHDOG = """import os, signal, sys
@@ -60,6 +60,23 @@ def registry() -> Path:
     under the system's temporary directory)."""
     named = os.environ.get(REGISTRY)
     return Path(named) if named else Path(tempfile.gettempdir()) / f"adlnmt-{os.getuid()}" / "training"
+
+
+def _usable(folder: Path) -> bool:
+    """Make the registry (private to this user) if need be; False, with a warning, where it cannot be made or is not
+    this user's alone (another user could otherwise name this user's processes in it, to have them stopped)."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        found = folder.stat()
+    except OSError as err:
+        print(f"warning: {folder}: {err.strerror or err}; timed decoding does not stop other grids' training",
+              file=sys.stderr)  # fmt: skip
+        return False
+    if found.st_uid != os.getuid() or found.st_mode & 0o022:
+        print(f"warning: {folder} belongs to another user or others may write to it; timed decoding does not stop "
+              "other grids' training", file=sys.stderr)  # fmt: skip
+        return False
+    return True
 
 
 def _started(pid: int) -> str | None:
@@ -86,17 +103,15 @@ class Training:
 def registered_training(run_dir: Path) -> Iterator[None]:
     """While the body runs (a worker's training), timed decodings elsewhere on the machine stop this process."""
     folder, started = registry(), _started(os.getpid())
-    if started is None:  # no /proc: nothing could tell this entry from a reused pid
+    if started is None or not _usable(folder):  # no /proc: nothing could tell this entry from a reused pid
         yield
         return
     entry = folder / f"{os.getpid()}.json"
     record = {"pid": os.getpid(), "run_dir": str(run_dir.resolve()), "runner": os.getppid(), "started": started}
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         atomic_write(entry, lambda tmp: tmp.write_text(json.dumps(record) + "\n", encoding="utf-8"))
-    except (OSError, UserError) as err:  # no registry: this run's training is not stopped by other grids' timing
-        print(f"warning: {folder}: cannot register the training ({err}); other grids' timed decoding will not "
-              "stop it", file=sys.stderr)  # fmt: skip
+    except UserError as err:  # not registered: other grids' timed decoding will not stop this training
+        print(f"warning: {err}; other grids' timed decoding will not stop this training", file=sys.stderr)
     try:
         yield
     finally:
@@ -127,10 +142,11 @@ def machine_alone(same_grid_runner: int | None = None) -> Iterator[None]:
     ``same_grid_runner``, whose runner stops them and counts that itself."""
     folder = registry()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        lock = open(folder.parent / DECODING_LOCK, "a")  # noqa: SIM115 (held across the yield, closed below)
+        lock = open(folder / DECODING_LOCK, "a") if _usable(folder) else None  # noqa: SIM115 (closed below)
     except OSError as err:
         print(f"warning: {folder}: no machine-wide decoding lock ({err}); timing beside other grids", file=sys.stderr)
+        lock = None
+    if lock is None:
         yield
         return
     with lock:
