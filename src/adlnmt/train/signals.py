@@ -35,7 +35,12 @@ class StopSignals:
         return self
 
     def __exit__(self, kind: type | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        kept = self._previous.pop(self.received, None) if self.received is not None else None
         self._restore()
+        if kept is not None:  # copies of the stop signal may still arrive (a launcher's forward, or Linux's
+            # parent-death signal, once per thread of a dying parent): absorbed as while running, a later one acts
+            # as the handler before
+            self._previous = {self.received: kept}
 
     def _restore(self) -> None:
         for number, handler in self._previous.items():
