@@ -17,6 +17,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from adlnmt.bench.machine import BusyBeside
 from adlnmt.errors import UserError
 from adlnmt.exits import exit_status
 from adlnmt.experiment.grid import GRID_SEARCH
@@ -80,8 +81,6 @@ class Translated(NamedTuple):
 def translate_by_length(translator: Translator, sources: list[str], bounds: list[int],
                         options: SearchOptions) -> Translated:  # fmt: skip
     """Translate ``sources`` one length bucket at a time, each bucket timed."""
-    from adlnmt.bench.machine import BusyBeside
-
     groups: list[list[int]] = [[] for _ in range(len(bounds) + 1)]
     for i, line in enumerate(sources):
         groups[bucket_of(len(line.split()), bounds)].append(i)
