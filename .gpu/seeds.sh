@@ -8,8 +8,10 @@
 # OUT/results.tgz: experiments/results/ to unpack over the checkout (no data or weights); OUT/logs.tgz: the runs' logs;
 # OUT/cuda-tests.log (SEEDS_CUDA_TESTS=0 skips the tests, leaving every core to the runs). The weights stay on the
 # machine (ignored by git) for a next call. SEEDS_MPS=1 starts NVIDIA's Multi-Process Service first, so that the runs'
-# small kernels share the GPU at once instead of taking turns (the same kernels, so the same arithmetic); untried on
-# a lent GPU so far: where the daemon or a CUDA call through it fails, the runs go on without it (said in the output).
+# small kernels share the GPU at once instead of taking turns (the same kernels, so the same arithmetic); on the fifth
+# loan (H100) it started and ran 9 and then 6 runs side by side, with no clear gain (benchmarks/NOTES.md); where the
+# daemon or a CUDA call through it fails, the runs go on without it (said in the output). Plan whole waves: runs cut by
+# the deadline leave their checkpoints on the machine, lost when it is given back.
 set -uo pipefail
 usage="usage: .gpu/seeds.sh OUT SECONDS GRID[@SCALE]:SEEDS:JOBS[:VARIANTS] ..."
 out=${1:?$usage} seconds=${2:?$usage}
