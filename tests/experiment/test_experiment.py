@@ -227,6 +227,9 @@ def test_plots_and_the_report(sequence: SimpleNamespace) -> None:
         assert (sequence.out / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"(plots/{name})" in report
     assert "## Against a: two-level bootstrap" in report and "Unfinished" not in report
+    lengths = report.split("## Output length")[1].split("\n## ")[0]
+    length_rows = [line for line in lengths.splitlines() if line.startswith(("| a |", "| b |"))]
+    assert len(length_rows) == 2 and all("(BP " in line for line in length_rows)
     section = report.split("## Convergence")[1].split("\n## ")[0]
     convergence = [line for line in section.splitlines() if line.startswith("| a |")]
     # 6 updates, a validation every 3, patience 16: the cap ends the runs, converged only on a plateau

@@ -3,14 +3,19 @@ its note on the processors the speeds were measured on, and its times kept apart
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from adlnmt.experiment.report import (
+    brevity_penalty,
     compute_line,
     decoding_conditions,
+    length_table,
     markdown_table,
     paper_agreement,
     ranks,
@@ -21,6 +26,7 @@ from adlnmt.experiment.report import (
 )
 from adlnmt.experiment.results import Evaluation, FirstTiming, Retimed, RunResult
 from adlnmt.experiment.rows import Row
+from adlnmt.experiment.statistics import Scorer
 
 from .sample_results import CODE, machine, run_result, scored
 
@@ -127,3 +133,29 @@ def test_runs_timed_beside_busy_processes_are_named() -> None:
     busy = decoding_conditions([Row("a", [timed(0.1), replace(timed(1.04), seed=2)], 2)])
     assert busy.endswith("more than 0.5 cores busy** (measured; not compared in a speed claim until `--retime` on a "
                          "quiet machine): a seed 2 (1.0 cores)")  # fmt: skip
+
+
+def test_the_output_length_is_sacrebleus_ratio_with_its_brevity_penalty(tmp_path: Path) -> None:
+    reference = tmp_path / "test.ref"
+    reference.write_text("a dog runs .\nthe cat sleeps on the mat .\n", encoding="utf-8")  # 4 + 7 tokens (13a)
+    outputs = {  # (row, seed): translations
+        ("short", 1): "a dog .\nthe cat sleeps .\n",  # 3 + 4 = 7 tokens
+        ("short", 2): "a dog runs .\nthe cat sleeps .\n",  # 4 + 4 = 8
+        ("long", 1): "a big dog runs fast .\nthe cat sleeps on the old mat .\n",  # 6 + 8 = 14
+    }
+    finished = {}
+    for (name, seed), text in outputs.items():
+        folder = tmp_path / name / str(seed)
+        (folder / "hyp").mkdir(parents=True)
+        (folder / "hyp" / "test.txt").write_text(text, encoding="utf-8")
+        finished[(name, seed)] = (folder, run_result(seed))
+    rows = [Row("short", [run_result(1), run_result(2)], 2), Row("long", [run_result(1), run_result(2)], 2)]
+    grid = SimpleNamespace(tests=[SimpleNamespace(name="test")], seeds=[1, 2])
+    table = length_table(grid, rows, finished, Scorer({"test": (reference, reference)}))
+
+    short = [7 / 11, 8 / 11]
+    penalty = statistics.fmean(math.exp(1 - 1 / ratio) for ratio in short)
+    assert table.splitlines()[2] == (f"| short | {statistics.fmean(short):.3f} ± {statistics.stdev(short):.3f} "
+                                     f"(BP {penalty:.3f}) |")  # fmt: skip
+    assert table.splitlines()[3] == f"| long | {14 / 11:.3f} (BP 1.000) (1 of 2 seeds) |"  # no penalty above 1
+    assert brevity_penalty(0.0) == 0.0 and brevity_penalty(1.0) == 1.0

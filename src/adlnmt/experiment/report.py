@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import statistics
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -70,15 +71,21 @@ def speed(test: str, column: str) -> Callable[[RunResult], float | None]:
 # --- significance ----------------------------------------------------------------------------------------------
 
 
-def add_significance(grid: Grid, rows: list[Row], runs: list[Run]) -> None:
+Finished = dict[tuple[str, int], tuple[Path, RunResult]]  # (variant, seed) → (run folder, result)
+
+
+def finished_runs(runs: list[Run]) -> Finished:
+    """The runs the rows are made of (:func:`adlnmt.experiment.rows.collect`), with the folders of their hypotheses."""
+    return {(run.variant.name, run.seed): (folder, result) for run in runs
+            if (folder := run.finished_in()) is not None and (result := row_result(run)) is not None}  # fmt: skip
+
+
+def add_significance(grid: Grid, rows: list[Row], finished: Finished, scorer: Scorer) -> None:
     """Every variant against the baseline on every test set and metric: the difference of the means with its 95 %
     interval and centred two-sided p from the two-level bootstrap of :mod:`adlnmt.experiment.statistics`, over the
     seeds of each row evaluated on the test set."""
     if grid.baseline is None:
         return
-    finished = {(run.variant.name, run.seed): (folder, result) for run in runs
-                if (folder := run.finished_in()) is not None and (result := row_result(run)) is not None}  # fmt: skip
-    scorer = Scorer({test.name: (test.src, test.ref) for test in grid.tests}, grid.bootstrap_resamples)
 
     def scores(variant: str, test: str, metric: str) -> list[RunScores]:
         found = (finished.get((variant, seed)) for seed in grid.seeds)
@@ -291,6 +298,39 @@ def significance_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def length_table(grid: Grid, rows: list[Row], finished: Finished, scorer: Scorer) -> str:
+    """Each row's output length on each test set: the length ratio (sacreBLEU's tokens of the hypotheses over the
+    references'), mean ± sample std over the seeds scored there, and BLEU's brevity penalty averaged over them."""
+    lines = ["| variant | " + " | ".join(test.name for test in grid.tests) + " |",
+             "|---|" + "---:|" * len(grid.tests)]  # fmt: skip
+    for row in rows:
+        cells = [row.name]
+        for test in grid.tests:
+            runs = (finished.get((row.name, seed)) for seed in grid.seeds)
+            ratios = [ratio for run in runs if run and (ratio := scorer.length_ratio(*run, test.name)) is not None]
+            if not ratios:
+                cells.append("–")
+                continue
+            penalty = statistics.fmean(brevity_penalty(ratio) for ratio in ratios)
+            partial = f" ({len(ratios)} of {len(row.results)} seeds)" if len(ratios) < len(row.results) else ""
+            cells.append(f"{cell(ratios, 3)} (BP {penalty:.3f}){partial}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+LENGTH_NOTE = (
+    "Length ratio: sacreBLEU's tokens (13a) of a run's translations over the reference's, as its `ratio`; mean ± "
+    "sample std over the seeds. BP: BLEU's brevity penalty, exp(1 − 1/ratio) below a ratio of 1 and 1 from there, the "
+    "factor BLEU multiplies its n-gram precisions by, averaged over the seeds: a row whose translations come out "
+    "shorter loses BLEU by it alone (chrF and METEOR weigh length otherwise)."
+)
+
+
+def brevity_penalty(ratio: float) -> float:
+    """BLEU's brevity penalty at a hypothesis/reference length ratio (0 for an empty output)."""
+    return math.exp(min(0.0, 1.0 - 1.0 / ratio)) if ratio > 0 else 0.0
+
+
 def ranks(values: list[float]) -> list[float]:
     """1-based ranks, ties sharing their mean rank."""
     order = sorted(range(len(values)), key=values.__getitem__)
@@ -390,7 +430,9 @@ def compute_line(results: Iterable[RunResult]) -> str:
 def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     """Write results.md, results.csv, runs.csv, the plots and report.md under ``out``; return the Markdown table."""
     rows = collect(grid, runs)
-    add_significance(grid, rows, runs)
+    archived = finished_runs(runs)
+    scorer = Scorer({test.name: (test.src, test.ref) for test in grid.tests}, grid.bootstrap_resamples)
+    add_significance(grid, rows, archived, scorer)
     table = markdown_table(grid, rows)
     notes = _notes(grid, rows, set_apart(runs))
     (out / "results.md").write_text(table + "\n\n" + notes + "\n", encoding="utf-8")
@@ -420,6 +462,8 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
         parts += ["## Convergence", convergence_table(grid, rows), convergence_note(grid)]
     if any(row.significance for row in rows):
         parts += [f"## Against {grid.baseline}: two-level bootstrap", significance_table(rows)]
+    if archived:
+        parts += ["## Output length", length_table(grid, rows, archived, scorer), LENGTH_NOTE]
     parts += [f"## {caption}\n\n![{caption}](plots/{path.name})" for caption, path in plots]
     if grid.contrastive:
         parts.append(contrastive_section(grid, rows, out / "plots"))

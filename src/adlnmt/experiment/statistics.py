@@ -344,3 +344,14 @@ class Scorer:
                 subset = (lengths >= words[0]) & ((lengths <= words[1]) if words[1] else True)
             self._scores[key] = run_scores(metric, statistics, self.resamples, SEED, subset)
         return self._scores[key]
+
+    def length_ratio(self, folder: Path, result: RunResult, test: str) -> float | None:
+        """The run's output length on ``test``: sacreBLEU's tokens (13a) of its hypotheses over the references' (from
+        BLEU's statistics, as sacreBLEU's ``ratio``); None when the run was not evaluated on it."""
+        entry = result.tests.get(test)
+        if entry is None:
+            return None
+        reference = self._read(self.tests[test][1])
+        statistics = _sentence_statistics("bleu", self._read(folder / entry.hypotheses), reference)
+        hypothesis_tokens, reference_tokens = statistics[:, 0].sum(), statistics[:, 1].sum()
+        return float(hypothesis_tokens / reference_tokens) if reference_tokens else None
