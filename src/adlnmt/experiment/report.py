@@ -321,8 +321,9 @@ def length_table(grid: Grid, rows: list[Row], finished: Finished, scorer: Scorer
 LENGTH_NOTE = (
     "Length ratio: sacreBLEU's tokens (13a) of a run's translations over the reference's, as its `ratio`; mean ± "
     "sample std over the seeds. BP: BLEU's brevity penalty, exp(1 − 1/ratio) below a ratio of 1 and 1 from there, the "
-    "factor BLEU multiplies its n-gram precisions by, averaged over the seeds: a row whose translations come out "
-    "shorter loses BLEU by it alone (chrF and METEOR weigh length otherwise)."
+    "factor BLEU multiplies its n-gram precisions by, averaged over the seeds. Shorter translations tend to have "
+    "higher precisions, which make up for part of the penalty (experiments/analysis/README.md, Output length and "
+    "seed variance)."
 )
 
 
