@@ -28,7 +28,7 @@ import numpy as np
 
 from adlnmt.experiment.arithmetic import departure
 from adlnmt.experiment.results import RunResult
-from adlnmt.experiment.statistics import corpus_scores
+from adlnmt.experiment.statistics import brevity_penalty, corpus_scores
 from adlnmt.metrics import read_lines, segment_statistics
 
 RESAMPLES = 10_000
@@ -47,9 +47,7 @@ class Run:
 def score(hypotheses: list[str], references: list[str]) -> tuple[float, float]:
     """(log BLEU, log BP) of the translations against the references, from sacreBLEU's summed statistics."""
     sums = np.asarray(segment_statistics("bleu", hypotheses, references), dtype=np.float64).sum(axis=0)
-    hypothesis_tokens, reference_tokens = sums[0], sums[1]
-    log_penalty = min(0.0, 1.0 - reference_tokens / hypothesis_tokens)
-    return float(np.log(corpus_scores("bleu", sums))), log_penalty
+    return float(np.log(corpus_scores("bleu", sums))), float(np.log(brevity_penalty(sums[0], sums[1])))
 
 
 def read_runs(archive: Path, test: str, references: list[str]) -> list[Run]:

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 import pytest
 
 from adlnmt.experiment.report import (
-    brevity_penalty,
     compute_line,
     decoding_conditions,
     length_table,
@@ -26,7 +25,7 @@ from adlnmt.experiment.report import (
 )
 from adlnmt.experiment.results import Evaluation, FirstTiming, Retimed, RunResult
 from adlnmt.experiment.rows import Row
-from adlnmt.experiment.statistics import Scorer
+from adlnmt.experiment.statistics import Scorer, brevity_penalty
 
 from .sample_results import CODE, machine, run_result, scored
 
@@ -158,4 +157,4 @@ def test_the_output_length_is_sacrebleus_ratio_with_its_brevity_penalty(tmp_path
     assert table.splitlines()[2] == (f"| short | {statistics.fmean(short):.3f} ± {statistics.stdev(short):.3f} "
                                      f"(BP {penalty:.3f}) |")  # fmt: skip
     assert table.splitlines()[3] == f"| long | {14 / 11:.3f} (BP 1.000) (1 of 2 seeds) |"  # no penalty above 1
-    assert brevity_penalty(0.0) == 0.0 and brevity_penalty(1.0) == 1.0
+    assert brevity_penalty([0.0, 0.5, 1.0, 1.5]).tolist() == [0.0, math.exp(-1), 1.0, 1.0]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import statistics
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -27,7 +26,15 @@ from adlnmt.experiment.plots import SHORT, make_plots
 from adlnmt.experiment.results import RunResult, Timing
 from adlnmt.experiment.rows import Row, collect
 from adlnmt.experiment.runner import Run, last_lines
-from adlnmt.experiment.statistics import ALPHA, LOWER_IS_BETTER, RunScores, Scorer, assess, two_level
+from adlnmt.experiment.statistics import (
+    ALPHA,
+    LOWER_IS_BETTER,
+    RunScores,
+    Scorer,
+    assess,
+    brevity_penalty,
+    two_level,
+)
 
 
 def mean_std(values: list[float]) -> tuple[float | None, float | None]:
@@ -311,7 +318,7 @@ def length_table(grid: Grid, rows: list[Row], finished: Finished, scorer: Scorer
             if not ratios:
                 cells.append("–")
                 continue
-            penalty = statistics.fmean(brevity_penalty(ratio) for ratio in ratios)
+            penalty = statistics.fmean(brevity_penalty(ratios))
             partial = f" ({len(ratios)} of {len(row.results)} seeds)" if len(ratios) < len(row.results) else ""
             cells.append(f"{cell(ratios, 3)} (BP {penalty:.3f}){partial}")
         lines.append("| " + " | ".join(cells) + " |")
@@ -325,11 +332,6 @@ LENGTH_NOTE = (
     "higher precisions, which make up for part of the penalty (experiments/analysis/README.md, Output length and "
     "seed variance)."
 )
-
-
-def brevity_penalty(ratio: float) -> float:
-    """BLEU's brevity penalty at a hypothesis/reference length ratio (0 for an empty output)."""
-    return math.exp(min(0.0, 1.0 - 1.0 / ratio)) if ratio > 0 else 0.0
 
 
 def ranks(values: list[float]) -> list[float]:

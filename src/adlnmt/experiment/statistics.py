@@ -44,6 +44,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from adlnmt.experiment.results import RunResult
 
@@ -77,11 +78,20 @@ def corpus_scores(metric: str, sums: np.ndarray) -> np.ndarray:
     raise ValueError(f"no corpus score for metric {metric!r}")
 
 
+def brevity_penalty(hypothesis_tokens: ArrayLike, reference_tokens: ArrayLike = 1.0) -> np.ndarray:
+    """BLEU's brevity penalty, vectorised: exp(1 − reference/hypothesis tokens) for a shorter output, 1 otherwise, 0
+    for an empty one (``reference_tokens`` 1: of length ratios)."""
+    hypothesis = np.asarray(hypothesis_tokens, dtype=np.float64)
+    reference = np.asarray(reference_tokens, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(hypothesis < reference, np.where(hypothesis > 0, np.exp(1 - reference / hypothesis), 0.0), 1.0)
+
+
 def _bleu(sums: np.ndarray) -> np.ndarray:
     """sacreBLEU's corpus BLEU (4-grams, 'exp' smoothing): statistics [hyp len, ref len, correct 1-4, total 1-4]."""
     hyp_len, ref_len, correct, total = sums[..., 0], sums[..., 1], sums[..., 2:6], sums[..., 6:10]
     with np.errstate(divide="ignore", invalid="ignore"):
-        brevity = np.where(hyp_len < ref_len, np.where(hyp_len > 0, np.exp(1 - ref_len / hyp_len), 0.0), 1.0)
+        brevity = brevity_penalty(hyp_len, ref_len)
         halvings = np.cumsum(correct == 0, axis=-1)  # 'exp': each order without a match halves the next smoothing
         precision = np.where(correct > 0, 100.0 * correct / total, 100.0 / (2.0**halvings * total))
         log_mean = np.log(precision).mean(axis=-1)
