@@ -34,6 +34,7 @@ from adlnmt.experiment.runner import Run, write_json
 from adlnmt.experiment.statistics import (
     LOWER_IS_BETTER,
     Estimate,
+    RunScores,
     Scorer,
     Tested,
     assess,
@@ -81,7 +82,8 @@ def relation(claim: Claim) -> str:
     return f"{a} ≥ {claim.ratio:g} × {b}"
 
 
-def _words(claim: Claim) -> str:
+def source_range(claim: Claim) -> str:
+    """The claim's source-length range for a table cell (", sources of 12+ words"), or nothing."""
     low, high = claim.min_source_words, claim.max_source_words
     if not (low or high):
         return ""
@@ -110,7 +112,6 @@ class Judge:
         rows = {name: self._runs(name, test) for name in claim.rows}
         if claim.kind == "faster":
             return self._speed(claim, test, rows[claim.first], rows[claim.second])
-        words = (claim.min_source_words, claim.max_source_words)
         lower = claim.metric in LOWER_IS_BETTER
         if claim.metric in RUN_METRICS:
             a = [RUN_METRICS[claim.metric](result) for _, result in rows[claim.first].values()]
@@ -118,15 +119,10 @@ class Judge:
             estimate = seed_level(a, b, lower, self.grid.bootstrap_resamples) if a and b else None
             means = (mean_std(a)[0], mean_std(b)[0])
         else:
-            scored = {name: [r for found in runs.values() if (r := self.scorer.run(*found, test, claim.metric, words))]
-                      for name, runs in rows.items()}  # fmt: skip
-            weights: dict[str, float] = {}  # a row named twice (a chain of steps) is drawn once, its weights summed
-            for name, weight in zip(claim.rows, (1.0, -1.0, -1.0, 1.0) if claim.first_from else (1.0, -1.0),
-                                    strict=True):  # fmt: skip
-                weights[name] = weights.get(name, 0.0) + weight
-            used = [name for name, weight in weights.items() if weight]
+            scored = self.scored(claim, test)
+            weights = contrast_weights(claim)
             ready = all(scored[name] for name in claim.rows)
-            estimate = contrast([scored[n] for n in used], [weights[n] for n in used], lower) if ready else None
+            estimate = contrast([scored[n] for n in weights], list(weights.values()), lower) if ready else None
             mean = {name: mean_std([r.score for r in runs])[0] for name, runs in scored.items()}
             means = (mean[claim.first], mean[claim.second])
             if claim.first_from:  # the two steps' gains
@@ -136,6 +132,14 @@ class Judge:
                 )
         tested = assess(claim.kind, estimate, claim.margin) if estimate else None
         return self._judgement(claim, test, rows, means, tested)
+
+    def scored(self, claim: Claim, test: str) -> dict[str, list[RunScores]]:
+        """Each row of the claim: its runs' scores on ``test`` with their sentence-bootstrap replicates (on the
+        claim's source-length range)."""
+        words = (claim.min_source_words, claim.max_source_words)
+        return {name: [r for found in self._runs(name, test).values()
+                       if (r := self.scorer.run(*found, test, claim.metric, words))]
+                for name in claim.rows}  # fmt: skip
 
     def _speed(self, claim: Claim, test: str, first: dict, second: dict) -> Judgement:
         """A ``faster`` claim from the speed ratio of each seed pair timed on one processor."""
@@ -192,6 +196,15 @@ class Judge:
             for i, adjusted in zip(members, holm([judged[i].tested.p_value for i in members]), strict=True):
                 judged[i] = replace(judged[i], adjusted_p=adjusted)
         return [_verdict(j) for j in judged]
+
+
+def contrast_weights(claim: Claim) -> dict[str, float]:
+    """The weight of each row in the claim's effect: A − B, or for ``larger_gain`` (A − A0) − (B − B0); a row named
+    twice (a chain of steps) is drawn once, its weights summed, and a row whose weights cancel is left out."""
+    weights: dict[str, float] = {}
+    for name, weight in zip(claim.rows, (1.0, -1.0, -1.0, 1.0) if claim.first_from else (1.0, -1.0), strict=True):
+        weights[name] = weights.get(name, 0.0) + weight
+    return {name: weight for name, weight in weights.items() if weight}
 
 
 def _verdict(j: Judgement) -> Judgement:
@@ -276,7 +289,7 @@ def _line(j: Judgement) -> str:
         head = f"“{claim.quote}”{where} | {relation(claim)}"
     else:
         head = "↳ the same | on another test set"
-    return (f"| {head} | {metric} {j.test}{_words(claim)} | {seed_list(j)} | {scores} | {effect(j)} | "
+    return (f"| {head} | {metric} {j.test}{source_range(claim)} | {seed_list(j)} | {scores} | {effect(j)} | "
             f"{p_values(j)} | {verdict_text(j)} | {registration(j) if j.primary else ''} |")  # fmt: skip
 
 
