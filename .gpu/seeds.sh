@@ -11,7 +11,9 @@
 # small kernels share the GPU at once instead of taking turns (the same kernels, so the same arithmetic); on the fifth
 # loan (H100) it started and ran 9 and then 6 runs side by side, with no clear gain (benchmarks/NOTES.md); where the
 # daemon or a CUDA call through it fails, the runs go on without it (said in the output). Plan whole waves: runs cut by
-# the deadline leave their checkpoints on the machine, lost when it is given back.
+# the deadline leave their checkpoints on the machine, lost when it is given back. Before a second call on the warm
+# machine, copy the first call's new runs into this checkout: the device mirrors the working tree, so the finished
+# runs' result.json and hyp/ (archive files, not ignored by git) are deleted there when the sent tree lacks them.
 set -uo pipefail
 usage="usage: .gpu/seeds.sh OUT SECONDS GRID[@SCALE]:SEEDS:JOBS[:VARIANTS] ..."
 out=${1:?$usage} seconds=${2:?$usage}
