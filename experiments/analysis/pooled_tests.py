@@ -40,7 +40,8 @@ from adlnmt.metrics import read_lines, segment_statistics
 
 
 class Pool:
-    """The runs' sentence statistics on the named test sets, concatenated; read once per run and metric."""
+    """The runs' scores on the named test sets concatenated, computed once per run, metric and source-length range
+    (a row is read by several claims)."""
 
     def __init__(self, grid: Grid, tests: list[str], resamples: int) -> None:
         known = {test.name: test for test in grid.tests}
@@ -49,6 +50,7 @@ class Pool:
         self.tests = [known[name] for name in tests]
         self.resamples = resamples
         self._lines: dict[Path, list[str]] = {}
+        self._scores: dict[tuple[Path, str, int, int], RunScores] = {}
 
     def _read(self, path: Path) -> list[str]:
         if path not in self._lines:
@@ -62,14 +64,18 @@ class Pool:
     def scores(self, folder: Path, result: RunResult, claim: Claim) -> RunScores:
         """The run's score on the pooled sentences (of the claim's source-length range) with its replicates."""
         low, high = claim.min_source_words, claim.max_source_words
-        statistics, keep = [], []
-        for test in self.tests:
-            hypotheses = self._read(folder / result.tests[test.name].hypotheses)
-            statistics.append(np.asarray(segment_statistics(claim.metric, hypotheses, self._read(test.ref))))
-            lengths = np.array([len(line.split()) for line in self._read(test.src)])
-            keep.append((lengths >= low) & ((lengths <= high) if high else True))
-        mask = np.concatenate(keep)
-        return run_scores(claim.metric, np.concatenate(statistics), self.resamples, subset=None if mask.all() else mask)
+        key = (folder, claim.metric, low, high)
+        if key not in self._scores:
+            statistics, keep = [], []
+            for test in self.tests:
+                hypotheses = self._read(folder / result.tests[test.name].hypotheses)
+                statistics.append(np.asarray(segment_statistics(claim.metric, hypotheses, self._read(test.ref))))
+                lengths = np.array([len(line.split()) for line in self._read(test.src)])
+                keep.append((lengths >= low) & ((lengths <= high) if high else True))
+            mask = np.concatenate(keep)
+            self._scores[key] = run_scores(claim.metric, np.concatenate(statistics), self.resamples,
+                                           subset=None if mask.all() else mask)  # fmt: skip
+        return self._scores[key]
 
 
 def pooled(judge: Judge, pool: Pool, claim: Claim) -> tuple[Tested, tuple[int, ...]] | None:
