@@ -9,7 +9,7 @@ import pytest
 
 from adlnmt.cli import main
 from adlnmt.errors import UserError
-from adlnmt.experiment.verdicts import END, START, replace_block
+from adlnmt.experiment.verdicts import END, PROGRESS_END, PROGRESS_START, START, replace_block
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -22,6 +22,7 @@ def archive(root: Path, verdict: str) -> Path:
              "summary": "+1.20 [+0.40, +2.00] (95 %)", "verdict": verdict, "measured": "holds",
              "other_tests": [other]}  # fmt: skip
     (folder / "claims.json").write_text(json.dumps({"grid": "tiny", "scale": "cpu", "claims": [claim]}))
+    (folder / "results.csv").write_text("variant,seeds_finished,seeds_total,parameters\nA,3,3,10\nB,1,3,12\nC,0,2,9\n")
     return folder
 
 
@@ -49,7 +50,7 @@ def test_the_table_goes_between_the_markers_and_check_tells_a_stale_one(tmp_path
 
 
 def test_missing_markers_and_archives_are_clear_errors(tmp_path: Path, capsys) -> None:
-    with pytest.raises(UserError, match="no verdict table markers"):
+    with pytest.raises(UserError, match="no table markers"):
         replace_block("no markers here\n", "| t |", tmp_path / "README.md")
     with pytest.raises(UserError, match=r"README.md:1: the end marker comes before the start marker \(line 2\)"):
         replace_block(f"{END}\n{START}\n", "| t |", tmp_path / "README.md")
@@ -70,3 +71,23 @@ def test_without_archives_the_readme_says_so(tmp_path: Path, monkeypatch: pytest
     assert main(["verdicts", "--readme", str(readme)]) == 0
     assert readme.read_text().splitlines()[1] == "No grid has committed runs yet (`experiments/results/*/claims.json`)."
     assert main(["verdicts"]) == 2  # nothing to print
+
+
+def test_the_progress_table_counts_each_grids_finished_runs_where_the_page_asks_for_it(tmp_path: Path, capsys) -> None:
+    folder = archive(tmp_path, "holds")
+    page = tmp_path / "page.md"
+    page.write_text(f"{PROGRESS_START}\nold\n{PROGRESS_END}\n\n{START}\n{END}\n")
+    assert main(["verdicts", str(folder), "--page", str(page)]) == 0
+    lines = page.read_text().splitlines()
+    assert lines[1:4] == [
+        "| table | runs finished | rows short of their planned seeds (finished / planned) |",
+        "|---|---:|---|",
+        "| [tiny (cpu)](results/tiny-cpu/results.md) | 4 of 8 | B 1 / 3, C 0 / 2 |",
+    ]
+    (folder / "results.csv").write_text("variant,seeds_finished,seeds_total\nA,3,3\n")
+    assert main(["verdicts", str(folder), "--page", str(page), "--check"]) == 1  # a finished run makes it stale
+    assert main(["verdicts", str(folder), "--page", str(page)]) == 0
+    assert "| [tiny (cpu)](results/tiny-cpu/results.md) | 3 of 3 | none |" in page.read_text()
+    (folder / "results.csv").write_text("variant,seeds\nA,3\n")
+    assert main(["verdicts", str(folder), "--page", str(page)]) == 2
+    assert "tiny-cpu/results.csv: missing or malformed" in capsys.readouterr().err

@@ -171,7 +171,7 @@ def exit_status(outcomes: list[Outcome]) -> int:
 
 
 def cmd_verdicts(args: argparse.Namespace) -> int:
-    from adlnmt.experiment.verdicts import default_archives, replace_block, verdict_table
+    from adlnmt.experiment.verdicts import default_archives, rebuild_page, verdict_table
 
     archives = [Path(a) for a in args.archives] or default_archives(Path("experiments/results"))
     if args.readme is None:
@@ -184,15 +184,15 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
         text = readme.read_text(encoding="utf-8")
     except OSError as err:
         raise UserError(f"{readme}: cannot read ({err.strerror})") from None
-    updated = replace_block(text, verdict_table(archives, readme.parent), readme)
+    updated = rebuild_page(text, archives, readme)
     if args.check:
         if updated != text:
-            print(f"{readme}: the verdict table is out of date; rebuild it with adlnmt verdicts --page {readme}")
+            print(f"{readme}: its tables are out of date; rebuild them with adlnmt verdicts --page {readme}")
             return 1
-        print(f"{readme}: the verdict table matches {len(archives)} archive(s)")
+        print(f"{readme}: its tables match {len(archives)} archive(s)")
         return 0
     readme.write_text(updated, encoding="utf-8")
-    print(f"{readme}: verdict table rebuilt from {', '.join(str(a) for a in archives) or 'no archive'}")
+    print(f"{readme}: tables rebuilt from {', '.join(str(a) for a in archives) or 'no archive'}")
     return 0
 
 
@@ -258,7 +258,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "verdicts",
         help="the table of every judged claim (claims.json of the archived grids), printed or put into the docs",
         description="Collect the claims judged by adlnmt experiment (ARCHIVE/claims.json) into one Markdown table: "
-        "printed, or written between the verdict markers of a Markdown page (docs/reproductions.md).",
+        "printed, or written between the verdict markers of a Markdown page (docs/reproductions.md), with, where the "
+        "page has progress markers, each grid's finished runs of those planned (ARCHIVE/results.csv).",
     )
     verdicts.add_argument("archives", nargs="*", help="archive directories (default: experiments/results/*/)")
     verdicts.add_argument(
@@ -266,9 +267,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--readme",
         dest="readme",
         metavar="PAGE",
-        help="replace the table between the verdict markers of this Markdown file (docs/reproductions.md)",
+        help="replace the tables between the verdict (and progress) markers of this Markdown file "
+        "(docs/reproductions.md)",
     )
-    verdicts.add_argument("--check", action="store_true", help="with --page: exit 1 if its table is out of date")
+    verdicts.add_argument("--check", action="store_true", help="with --page: exit 1 if its tables are out of date")
     verdicts.set_defaults(func=cmd_verdicts)
 
 

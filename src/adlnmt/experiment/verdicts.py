@@ -1,9 +1,11 @@
-"""The verdict table of the documentation's Reproductions page: the judged claims of every archived grid
-(``claims.json`` next to each ``claims.md``) in one Markdown table, kept between two marker lines of the page so that
-it is rebuilt from the committed results, never typed in (``adlnmt verdicts --page docs/reproductions.md``)."""
+"""The tables of the documentation's Reproductions page, rebuilt from the committed results, never typed in
+(``adlnmt verdicts --page docs/reproductions.md``): the judged claims of every archived grid (``claims.json`` next to
+each ``claims.md``) in one Markdown table, and, where the page asks for it, how many of each grid's planned runs have
+finished (``results.csv``). Each is kept between two marker lines of the page."""
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 
@@ -14,6 +16,10 @@ START = (
     "<!-- verdicts: built by `adlnmt verdicts --page docs/reproductions.md` from experiments/results/*/claims.json -->"
 )
 END = "<!-- /verdicts -->"
+PROGRESS_START = (
+    "<!-- progress: built by `adlnmt verdicts --page docs/reproductions.md` from experiments/results/*/results.csv -->"
+)
+PROGRESS_END = "<!-- /progress -->"
 QUOTE_CHARS = 110  # longer quotes are shortened here; claims.md has them whole
 
 
@@ -31,12 +37,9 @@ def verdict_table(archives: list[Path], base: Path) -> str:
         "|---|---|---|---|---:|---:|---|---|",
     ]
     for archive in archives:
-        judged = read_json(archive / "claims.json")
-        if not isinstance(judged, dict) or not isinstance(judged.get("claims"), list):
-            raise UserError(f"{archive / 'claims.json'}: missing or malformed (rebuild it with adlnmt experiment "
-                            "GRID --report-only)")  # fmt: skip
+        judged = _judged(archive)
         link = Path(os.path.relpath(archive / "claims.md", base)).as_posix()
-        title = judged["grid"] + (f" ({judged['scale']})" if judged.get("scale") else "")
+        title = _title(judged)
         for claim in judged["claims"]:
             others = "; ".join(f"{o['test']} ({o['seed_list']}): {o['verdict']}" for o in claim["other_tests"]) or "–"
             against = " against" if claim.get("p_against_claim") else ""  # a key since 2026-11-26
@@ -49,17 +52,61 @@ def verdict_table(archives: list[Path], base: Path) -> str:
     return "\n".join(lines)
 
 
-def replace_block(text: str, table: str, where: Path) -> str:
-    """``text`` with the lines between the START and END markers replaced by ``table``."""
+def _judged(archive: Path) -> dict:
+    """The archive's claims.json, checked."""
+    judged = read_json(archive / "claims.json")
+    if not isinstance(judged, dict) or not isinstance(judged.get("claims"), list):
+        raise UserError(f"{archive / 'claims.json'}: missing or malformed (rebuild it with adlnmt experiment "
+                        "GRID --report-only)")  # fmt: skip
+    return judged
+
+
+def _title(judged: dict) -> str:
+    return judged["grid"] + (f" ({judged['scale']})" if judged.get("scale") else "")
+
+
+def progress_table(archives: list[Path], base: Path) -> str:
+    """Per archive, its finished runs of those planned (rows shared with another grid count where they finished)
+    and the rows still short of their planned seeds, from the archive's ``results.csv``; links relative to ``base``."""
+    if not archives:
+        return "No grid has committed runs yet (`experiments/results/*/results.csv`)."
+    lines = ["| table | runs finished | rows short of their planned seeds (finished / planned) |", "|---|---:|---|"]
+    for archive in archives:
+        path = archive / "results.csv"
+        try:
+            with path.open(encoding="utf-8", newline="") as handle:
+                rows = [(r["variant"], int(r["seeds_finished"]), int(r["seeds_total"])) for r in csv.DictReader(handle)]
+        except (OSError, KeyError, TypeError, ValueError):
+            raise UserError(f"{path}: missing or malformed (rebuild it with adlnmt experiment GRID "
+                            "--report-only)") from None  # fmt: skip
+        title = _title(_judged(archive))
+        link = Path(os.path.relpath(path.with_name("results.md"), base)).as_posix()
+        short = ", ".join(f"{name} {done} / {planned}" for name, done, planned in rows if done < planned) or "none"
+        done, planned = sum(r[1] for r in rows), sum(r[2] for r in rows)
+        lines.append(f"| [{title}]({link}) | {done} of {planned} | {short} |")
+    return "\n".join(lines)
+
+
+def replace_block(text: str, table: str, where: Path, start_marker: str = START, end_marker: str = END) -> str:
+    """``text`` with the lines between the two marker lines replaced by ``table``."""
     lines = text.split("\n")
     try:
-        start, end = lines.index(START), lines.index(END)
+        start, end = lines.index(start_marker), lines.index(end_marker)
     except ValueError:
-        raise UserError(f"{where}: no verdict table markers; put the lines\n  {START}\n  {END}\n"
+        raise UserError(f"{where}: no table markers; put the lines\n  {start_marker}\n  {end_marker}\n"
                         "where the table belongs") from None  # fmt: skip
     if end < start:
         raise UserError(f"{where}:{end + 1}: the end marker comes before the start marker (line {start + 1})")
     return "\n".join([*lines[: start + 1], table, *lines[end:]])
+
+
+def rebuild_page(text: str, archives: list[Path], page: Path) -> str:
+    """The page's text with its verdict table (required) and its progress table (where it has the markers)
+    rebuilt; links relative to the page's folder."""
+    text = replace_block(text, verdict_table(archives, page.parent), page)
+    if PROGRESS_START in text.split("\n"):
+        text = replace_block(text, progress_table(archives, page.parent), page, PROGRESS_START, PROGRESS_END)
+    return text
 
 
 def default_archives(root: Path) -> list[Path]:
