@@ -14,6 +14,7 @@ import pytest
 from adlnmt.experiment.report import (
     compute_line,
     decoding_conditions,
+    device_time,
     length_table,
     markdown_table,
     paper_agreement,
@@ -95,13 +96,38 @@ def test_times_average_within_one_kind_of_device_only() -> None:
 
 def test_the_compute_is_summed_per_kind_of_device() -> None:
     """Each run's training and evaluation minutes (provenance: 1 + 1 in the samples), a CPU's apart from a GPU's."""
-    runs = [run_result(1), run_result(2), run_result(3, on=machine("cuda:0"))]
-    expected = "; their wall-clock, training and evaluation: 4 min on CPU (2 runs), 2 min on NVIDIA H200 (1 run)"
-    assert compute_line(runs) == expected
-    assert (
-        compute_line([run_result(seed) for seed in range(1, 61)])
-        == "; their wall-clock, training and evaluation: 2.0 h on CPU (60 runs)"
+    hours = [f"2026-11-25T{hour:02d}:00:00+00:00" for hour in range(24)]
+    runs = [run_result(1, on=machine(date=hours[1])), run_result(2, on=machine(date=hours[2])),
+            run_result(3, on=machine("cuda:0"))]  # fmt: skip
+    expected = (
+        "; their wall-clock, training and evaluation, run by run: 4 min on CPU (2 runs), 2 min on NVIDIA H200 (1 run)"
     )
+    assert compute_line(runs) == expected
+    apart = [run_result(seed, on=machine(date=f"2026-11-{seed // 24 + 20}T{seed % 24:02d}:00:00+00:00"))
+             for seed in range(1, 61)]  # fmt: skip
+    assert compute_line(apart) == "; their wall-clock, training and evaluation, run by run: 2.0 h on CPU (60 runs)"
+
+
+def test_runs_side_by_side_hold_the_device_once() -> None:
+    """Eleven runs evaluated at the same moment held the GPU 2 minutes, not 22; one a minute later adds a minute."""
+    at = "2026-11-27T08:45:00+00:00"
+    together = [run_result(seed, on=machine("cuda:0", date=at)) for seed in range(1, 12)]
+    assert compute_line(together) == (
+        "; their wall-clock, training and evaluation, run by run: 22 min on NVIDIA H200 (11 runs; 2 min of the "
+        "machine's time, up to 11 at once)"
+    )
+    later = run_result(12, on=machine("cuda:0", date="2026-11-27T08:46:00+00:00"))
+    assert "24 min on NVIDIA H200 (12 runs; 3 min of the machine's time, up to 12 at once)" in compute_line(
+        [*together, later]
+    )
+
+
+def test_device_time_is_the_union_of_the_spans() -> None:
+    assert device_time([]) == (0.0, 0)
+    assert device_time([(0.0, 10.0)]) == (10.0, 1)
+    assert device_time([(0.0, 10.0), (5.0, 15.0), (20.0, 30.0)]) == (25.0, 2)
+    assert device_time([(0.0, 30.0), (5.0, 10.0), (6.0, 8.0)]) == (30.0, 3)  # nested
+    assert device_time([(0.0, 10.0), (10.0, 20.0)]) == (20.0, 1)  # one ends as the next starts: never 2 at once
     assert compute_line([]) == ""
 
 

@@ -412,22 +412,53 @@ def _unfinished(run: Run) -> str:
     return f"- {run.label}: failed or interrupted; log `{shown(run.log)}` ends with `{last}`"
 
 
+def _span(result: RunResult) -> tuple[float, float]:
+    """The minutes (from the epoch) a run held its device: back from its evaluation's start by its training and
+    paused minutes, as if a resumed run had trained in one stretch, then its evaluation."""
+    evaluated = result.evaluated.timestamp() / 60
+    provenance = result.provenance
+    return evaluated - provenance.train_minutes - (
+        provenance.paused_minutes or 0.0
+    ), evaluated + provenance.evaluate_minutes
+
+
+def device_time(spans: list[tuple[float, float]]) -> tuple[float, int]:
+    """The minutes covered by the union of ``spans`` (start, end) and the most of them open at once."""
+    covered, most, end = 0.0, 0, float("-inf")
+    for start, stop in sorted(spans):
+        covered += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    events = sorted([(start, 1) for start, _ in spans] + [(stop, -1) for _, stop in spans])  # a stop before a start
+    open_now = 0
+    for _, step in events:
+        open_now += step
+        most = max(most, open_now)
+    return covered, most
+
+
 def compute_line(results: Iterable[RunResult]) -> str:
-    """The wall-clock the runs took to train and evaluate, per device kind (a CPU's hours and a GPU's do not add)."""
-    runs: dict[str, int] = {}
+    """The wall-clock the runs took to train and evaluate, per device kind (a CPU's hours and a GPU's do not add):
+    summed run by run, and the device time they held together (runs side by side counted once)."""
+    spans: dict[str, list[tuple[float, float]]] = {}
     minutes: dict[str, float] = {}
     for r in results:
         kind = r.machine().kind
-        runs[kind] = runs.get(kind, 0) + 1
+        spans.setdefault(kind, []).append(_span(r))
         minutes[kind] = minutes.get(kind, 0.0) + r.provenance.train_minutes + r.provenance.evaluate_minutes
-    if not runs:
+    if not spans:
         return ""
 
-    def span(m: float) -> str:
+    def duration(m: float) -> str:
         return f"{m / 60:.1f} h" if m >= 60 else f"{m:.0f} min"
 
-    parts = [f"{span(minutes[kind])} on {kind} ({runs[kind]} run{'s' * (runs[kind] > 1)})" for kind in sorted(runs)]
-    return "; their wall-clock, training and evaluation: " + ", ".join(parts)
+    parts = []
+    for kind in sorted(spans):
+        runs = spans[kind]
+        held, most = device_time(runs)
+        together = f"; {duration(held)} of the machine's time, up to {most} at once" if most > 1 else ""
+        parts.append(f"{duration(minutes[kind])} on {kind} "
+                     f"({len(runs)} run{'s' * (len(runs) > 1)}{together})")  # fmt: skip
+    return "; their wall-clock, training and evaluation, run by run: " + ", ".join(parts)
 
 
 def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
