@@ -415,11 +415,10 @@ def _unfinished(run: Run) -> str:
 def _span(result: RunResult) -> tuple[float, float]:
     """The minutes (from the epoch) a run held its device: back from its evaluation's start by its training and
     paused minutes, as if a resumed run had trained in one stretch, then its evaluation."""
-    evaluated = result.evaluated.timestamp() / 60
     provenance = result.provenance
-    return evaluated - provenance.train_minutes - (
-        provenance.paused_minutes or 0.0
-    ), evaluated + provenance.evaluate_minutes
+    evaluated = result.evaluated.timestamp() / 60
+    started = evaluated - provenance.train_minutes - (provenance.paused_minutes or 0.0)
+    return started, evaluated + provenance.evaluate_minutes
 
 
 def device_time(spans: list[tuple[float, float]]) -> tuple[float, int]:
@@ -438,7 +437,7 @@ def device_time(spans: list[tuple[float, float]]) -> tuple[float, int]:
 
 def compute_line(results: Iterable[RunResult]) -> str:
     """The wall-clock the runs took to train and evaluate, per device kind (a CPU's hours and a GPU's do not add):
-    summed run by run, and the device time they held together (runs side by side counted once)."""
+    summed run by run, and the machine's time they held together (runs side by side counted once)."""
     spans: dict[str, list[tuple[float, float]]] = {}
     minutes: dict[str, float] = {}
     for r in results:
