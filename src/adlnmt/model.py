@@ -128,24 +128,23 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src: Tensor, tgt_in: Tensor, project: bool = True) -> Tensor:
         """src [B, S], tgt_in [B, T] (bos y_1 … y_{T−1}) → logits [B, T, V_tgt]; with ``project=False`` the
-        decoder's output states [B, T, d_out] before the output projection (for a fused loss; not with input
-        feeding, whose decoder needs the projection at every step)."""
-        memory = self.encode(src)
-        return self.decode_full(tgt_in, memory) if project else self.decoder_states(tgt_in, memory)
+        decoder's output states [B, T, d_out] before the output projection (for a fused loss)."""
+        states = self.decoder_states(tgt_in, self.encode(src))
+        return self.output(states) if project else states
 
     def decode_full(self, tgt_in: Tensor, memory: SourceMemory, attention: list[Tensor] | None = None) -> Tensor:
         """The decoder on a whole (teacher-forced or re-fed) prefix: tgt_in [B, T] → logits [B, T, V_tgt]."""
-        if self.config.input_feeding:
-            # Input feeding forbids parallelism over time: run the step protocol (with gradients).
-            state = self.init_state(memory)
-            steps = [self.decode_step(tgt_in[:, t], memory, state, attention) for t in range(tgt_in.size(1))]
-            return torch.stack(steps, dim=1)
         return self.output(self.decoder_states(tgt_in, memory, attention))
 
     def decoder_states(self, tgt_in: Tensor, memory: SourceMemory, attention: list[Tensor] | None = None) -> Tensor:
-        """tgt_in [B, T] → the decoder chain's output [B, T, d_out] (no input feeding)."""
+        """tgt_in [B, T] → the decoder chain's output [B, T, d_out]. Input feeding forbids parallelism over time:
+        it runs the step protocol (with gradients), and the output projection, which the recurrence does not read,
+        comes once afterwards for all positions."""
         if self.config.input_feeding:
-            raise ValueError("an input-feeding decoder has no states apart from its output projection")
+            state = self.init_state(memory)
+            return torch.cat(
+                [self._step_states(tgt_in[:, t], memory, state, attention) for t in range(tgt_in.size(1))], dim=1
+            )
         ctx = Context(mask=tgt_in.ne(self.config.pad_id), memory=memory, attention=attention)
         return self.decoder(self.tgt_embed(tgt_in), ctx)
 
@@ -165,6 +164,12 @@ class Seq2Seq(nn.Module):
     ) -> Tensor:
         """tokens [B] (the previous target token) → logits [B, V_tgt]; advances ``state``. With ``attention``
         a list, every source attention appends its probabilities [B, heads, 1, S] to it."""
+        return self.output(self._step_states(tokens, memory, state, attention).squeeze(1))
+
+    def _step_states(
+        self, tokens: Tensor, memory: SourceMemory, state: DecoderState, attention: list[Tensor] | None
+    ) -> Tensor:
+        """tokens [B] → the decoder chain's output z [B, 1, d_out] of this step; advances ``state``."""
         x = self.tgt_embed(tokens).unsqueeze(1)  # [B, 1, d]
         if self.config.input_feeding:
             x = torch.cat([state.get(self, "previous_output").unsqueeze(1), x], dim=-1)  # [B, 1, d_out + d]
@@ -173,7 +178,7 @@ class Seq2Seq(nn.Module):
         if self.config.input_feeding:
             state.set(self, "previous_output", z.squeeze(1))
         state.step += 1
-        return self.output(z.squeeze(1))
+        return z
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -65,8 +65,14 @@ def test_bf16_autocast_trains_on_the_cpu(demo_data: Path, tmp_path: Path, capsys
     assert "--precision fp16 needs a CUDA device" in capsys.readouterr().err
 
 
-def test_the_fused_loss_trains_like_the_unfused_one(demo_data: Path, tmp_path: Path) -> None:
-    common = ["--max-updates", "10", "--checkpoint-interval", "5", "--lr", "2e-3", "--no-valid-bleu"]
+# an input-feeding decoder runs the step protocol in training too, its output projected once afterwards
+INPUT_FEEDING = ["--encoder", "dropout -> birnn -> res_d(rnn)", "--input-feeding",
+                 "--decoder", "dropout -> rnn -> res_d(rnn) -> concat(id, mlp_src_att) -> ff"]  # fmt: skip
+
+
+@pytest.mark.parametrize("model", [[], INPUT_FEEDING], ids=["transformer", "input-feeding"])
+def test_the_fused_loss_trains_like_the_unfused_one(demo_data: Path, tmp_path: Path, model: list[str]) -> None:
+    common = ["--max-updates", "10", "--checkpoint-interval", "5", "--lr", "2e-3", "--no-valid-bleu", *model]
     assert main(train_args(demo_data / "data", tmp_path / "fused", *common)) == 0
     with speedups_off("fused_loss"):
         assert main(train_args(demo_data / "data", tmp_path / "plain", *common)) == 0

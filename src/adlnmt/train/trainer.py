@@ -316,8 +316,8 @@ class Trainer:
 
     def _loss(self, batch: Batch) -> Tensor:
         """Summed label-smoothed cross-entropy of a batch (fused with the output projection, see
-        :mod:`adlnmt.train.loss`, unless switched off or the decoder uses input feeding)."""
-        fused = SPEEDUPS.fused_loss and not self.model.config.input_feeding
+        :mod:`adlnmt.train.loss`, unless switched off)."""
+        fused = SPEEDUPS.fused_loss
         with torch.autocast(self.device.type, dtype=self._amp_dtype(), enabled=self._amp_dtype() is not None):
             out = self.network(batch.src, batch.tgt_in, project=not fused)  # [B, T, d_out] or logits [B, T, V]
             if fused:
