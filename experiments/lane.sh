@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# A background lane of grid runs on a shared CPU: each line of QUEUE (read as the lane goes, so lines can be appended
+# while it runs) is the argument list of one `adlnmt experiment` command, run at nice 19 in CHECKOUT, a separate
+# clone of the repository (docs/experiments.md, "A long grid from a separate checkout"). After each command the lane
+# commits in CHECKOUT every new result.json folder under experiments/results/*/runs/, one commit a run, and nothing
+# else (reports are rebuilt in the checkout you publish from). With RETIME set to a pattern, a finished command whose
+# line matches it is run again with --retime while every other `adlnmt experiment` process on the machine and its
+# children are stopped (SIGSTOP, then SIGCONT), so that the decoding speeds a speed claim compares are taken alone.
+#
+#   experiments/lane.sh NAME QUEUE [CHECKOUT]        e.g., two lanes on two cores:
+#   RETIME=aan-table2 nohup experiments/lane.sh B queue-b.txt ../grid > lane-b.log 2>&1 &
+#   nohup experiments/lane.sh A queue-a.txt ../grid > lane-a.log 2>&1 &
+#   queue-a.txt:  experiments/adl-table3.yaml --scale cpu --seeds 2 --variants "RNMT" --jobs 1 --threads 1
+#
+# Two lanes must not run the same grid (its output folder is locked: the second command stops with an error).
+# PYTHON (default python3) runs adlnmt from CHECKOUT/src.
+set -u
+usage="usage: experiments/lane.sh NAME QUEUE [CHECKOUT]"
+name=${1:?$usage} queue=$(realpath "${2:?$usage}") checkout=$(realpath "${3:-.}")
+cd "$checkout" || exit 2
+export PYTHONPATH=$checkout/src OMP_NUM_THREADS=1
+python=${PYTHON:-python3}
+lock=$(git rev-parse --absolute-git-dir)/lane.lock
+
+commit_finished() {  # MESSAGE: one commit for each run folder whose result.json git does not track yet
+    flock "$lock" sh -c '
+        for f in $(git ls-files --others --exclude-standard -- "experiments/results/*/runs/*/seed-*/result.json"); do
+            run=$(dirname "$f")
+            git add -- "$run" && git commit -q -m "${run#experiments/results/}: $1" -- "$run" &&
+                echo "committed ${run#experiments/results/}"
+        done' sh "$1"
+}
+
+line_number=0
+while line=$(sed -n "$((line_number + 1))p" "$queue") && [ -n "$line" ]; do
+    line_number=$((line_number + 1))
+    echo "$(date -u +%FT%TZ) start: $line"
+    eval "set -- $line"
+    nice -n 19 "$python" -m adlnmt experiment "$@"
+    status=$?
+    echo "$(date -u +%FT%TZ) exit $status: $line"
+    commit_finished "finished on this machine (nice 19, lane $name)"
+    if [ $status = 0 ] && [ -n "${RETIME:-}" ] && [[ $line =~ $RETIME ]]; then
+        others=$(pgrep -f "adlnmt experiment" | tr '\n' ' ')
+        children=$(for pid in $others; do pgrep -P "$pid"; done | tr '\n' ' ')
+        trap 'kill -CONT $others $children 2>/dev/null' EXIT
+        kill -STOP $others $children 2>/dev/null
+        "$python" -m adlnmt experiment "$@" --retime
+        kill -CONT $others $children 2>/dev/null
+        trap - EXIT
+        flock "$lock" sh -c 'git diff --quiet -- "experiments/results/*/runs/*" ||
+            { git commit -q -m "$1" -- "experiments/results/*/runs/*" && echo "committed the retiming"; }' sh \
+            "retimed with the other lanes stopped (lane $name): $line"
+    fi
+done
+echo "$(date -u +%FT%TZ) queue done"
