@@ -159,6 +159,21 @@ def test_speeds_timed_on_different_processors_are_not_compared(tmp_path: Path) -
     assert judged({**same, ("A", 1): "AVX512", ("A", 2): "AVX512"})[1:] == ((1, 2), "not run yet")
 
 
+def test_speeds_timed_hours_apart_are_not_compared(tmp_path: Path) -> None:
+    """The same processor's speed drifts over hours: a seed pair compares only when timed within the hour."""
+    grid = make_grid(tmp_path, [{"quote": "A is 4x faster", "faster": ["A", "B"], "ratio": 4}])
+
+    def judged(b_seed_2_timed: str) -> tuple:
+        runs = {(v, s): {"tests": {"t": REFERENCES}, "speed": 50.0 if v == "A" else 10.0,
+                         "date": "2026-11-27T08:00:00+00:00"} for v in ("A", "B") for s in (1, 2)}  # fmt: skip
+        runs[("B", 2)]["date"] = b_seed_2_timed
+        (j,) = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
+        return j.seeds[0], j.apart, j.verdict
+
+    assert judged("2026-11-27T08:59:00+00:00") == ((1, 2), (), HOLDS)
+    assert judged("2026-11-27T10:17:00+00:00") == ((1,), (2,), ONE_SEED)  # B's seed 2 timed 2 h 17 min later
+
+
 def test_a_metric_measured_once_per_run(tmp_path: Path) -> None:
     grid = make_grid(tmp_path, [{"quote": "A has the lower validation loss", "better": ["A", "B"],
                                  "metric": "valid_ppl"}])  # fmt: skip

@@ -28,7 +28,7 @@ from typing import Any
 from adlnmt.experiment.arithmetic import SET_APART_NOTE, row_result, set_apart
 from adlnmt.experiment.convergence import judge as convergence
 from adlnmt.experiment.grid import RUN_METRICS, Claim, Grid
-from adlnmt.experiment.report import mean_std, timed_beside_others, timed_on
+from adlnmt.experiment.report import TIMED_TOGETHER_MINUTES, mean_std, timed_beside_others, timed_together
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.runner import Run, write_json
 from adlnmt.experiment.statistics import (
@@ -62,7 +62,7 @@ class Judgement:
     measured: str = MISSING  # the verdict of the statistics alone
     verdict: str = MISSING
     unconverged: tuple[str, ...] = ()  # "A seed 2": measured runs that did not converge
-    apart: tuple[int, ...] = ()  # faster: seeds whose pair was timed on different processors, not compared
+    apart: tuple[int, ...] = ()  # faster: seeds whose pair was not timed together (report.timed_together)
     beside: tuple[int, ...] = ()  # faster: seeds whose pair was timed beside other work (report.timed_beside_others)
     after_results: tuple[str, ...] = ()  # "A seeds 1, 2": runs evaluated before the claim was registered
     fewest_seeds: int = 0  # the fewest runs measured of any row the claim reads
@@ -142,9 +142,9 @@ class Judge:
                 for name in claim.rows}  # fmt: skip
 
     def _speed(self, claim: Claim, test: str, first: dict, second: dict) -> Judgement:
-        """A ``faster`` claim from the speed ratio of each seed pair timed on one processor."""
+        """A ``faster`` claim from the speed ratio of each seed pair timed on one processor, close together in time."""
         seeds = [s for s in first if s in second]
-        apart = tuple(s for s in seeds if timed_on(first[s][1]) != timed_on(second[s][1]))
+        apart = tuple(s for s in seeds if not timed_together(first[s][1], second[s][1]))
         beside = tuple(
             s
             for s in seeds
@@ -270,7 +270,8 @@ def verdict_text(j: Judgement) -> str:
     elif j.verdict == ONE_SEED:
         text += f" (the statistics alone: {j.measured})"
     if j.apart:
-        text += f" (not compared: seed {', '.join(map(str, j.apart))}, A and B timed on different processors)"
+        text += (f" (not compared: seed {', '.join(map(str, j.apart))}, A and B not timed on one processor within "
+                 f"{TIMED_TOGETHER_MINUTES} minutes)")  # fmt: skip
     if j.beside:
         text += f" (not compared: seed {', '.join(map(str, j.beside))}, timed beside other work)"
     return text
@@ -331,7 +332,8 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
         "",
         *([grid.scale_description, ""] if grid.scale_description else []),
         f"A vs B: the rows' mean scores over the seeds listed. Effect: A − B (B − A where lower is better; for speed "
-        f"the geometric mean of A / B over the seed pairs timed on one processor) with its bootstrap interval "
+        f"the geometric mean of A / B over the seed pairs timed on one processor within {TIMED_TOGETHER_MINUTES} "
+        "minutes of each other) with its bootstrap interval "
         f"({grid.bootstrap_resamples} replicates, two-level: sentences of the test set drawn jointly for every run, "
         "then the rows' seed-mean error, Student's t with Welch–Satterthwaite degrees of freedom). p: the centred "
         "bootstrap p of the test that decides the claim (two-sided for *better*, one-sided against the threshold for "

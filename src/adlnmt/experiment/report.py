@@ -14,6 +14,7 @@ import csv
 import io
 import statistics
 from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from adlnmt.bench.machine import BUSY_BESIDE_LIMIT
@@ -216,6 +217,18 @@ def timed_on(result: RunResult) -> str:
     """The processor a run's speed was measured on, last (``--retime``) or when it finished: speeds compare only
     between runs timed on the same one (the VM's host may change between sessions)."""
     return result.machine(timed=True).processor
+
+
+# Two decoding speeds compare as a ratio only when measured on one processor within this many minutes of each other:
+# this project's VM runs the same code up to 25 % faster or slower from hour to hour and from session to session.
+TIMED_TOGETHER_MINUTES = 60
+
+
+def timed_together(first: RunResult, second: RunResult) -> bool:
+    """Whether the two runs' speeds, as they stand, were measured on one processor within TIMED_TOGETHER_MINUTES."""
+    a, b = first.machine(timed=True), second.machine(timed=True)
+    apart = abs(datetime.fromisoformat(a.date) - datetime.fromisoformat(b.date))
+    return a.processor == b.processor and apart <= timedelta(minutes=TIMED_TOGETHER_MINUTES)
 
 
 def timed_beside_others(result: RunResult, test: str) -> bool:
