@@ -12,7 +12,8 @@
 #   nohup experiments/lane.sh A queue-a.txt ../grid > lane-a.log 2>&1 &
 #   queue-a.txt:  experiments/adl-table3.yaml --scale cpu --seeds 2 --variants "RNMT" --jobs 1 --threads 1
 #
-# Two lanes must not run the same grid (its output folder is locked: the second command stops with an error).
+# Two lanes must not run the same grid in one output folder (it is locked: the second command stops with an error);
+# give the second its own --out and the same --results (docs/experiments.md).
 # PYTHON (default python3) runs adlnmt from CHECKOUT/src.
 set -u
 usage="usage: experiments/lane.sh NAME QUEUE [CHECKOUT]"
