@@ -3,9 +3,10 @@
 # while it runs) is the argument list of one `adlnmt experiment` command, run at nice 19 in CHECKOUT, a separate
 # clone of the repository (docs/experiments.md, "A long grid from a separate checkout"). After each command the lane
 # commits in CHECKOUT every new result.json folder under experiments/results/*/runs/, one commit a run, and nothing
-# else (reports are rebuilt in the checkout you publish from). With RETIME set to a pattern, a finished command whose
-# line matches it is run again with --retime while every other `adlnmt experiment` process on the machine and its
-# children are stopped (SIGSTOP, then SIGCONT), so that the decoding speeds a speed claim compares are taken alone.
+# else (reports are rebuilt in the checkout you publish from). With RETIME set to a pattern, a command whose line
+# matches it and that finished a run is run again with --retime while every other `adlnmt experiment` process on the
+# machine and its children are stopped (SIGSTOP, then SIGCONT), so that the decoding speeds a speed claim compares are
+# taken alone; a line whose runs were finished before (a lane started again on its old queue) is not timed again.
 #
 #   experiments/lane.sh NAME QUEUE [CHECKOUT]        e.g., two lanes on two cores:
 #   RETIME=aan-table2 nohup experiments/lane.sh B queue-b.txt ../grid > lane-b.log 2>&1 &
@@ -40,8 +41,9 @@ while line=$(sed -n "$((line_number + 1))p" "$queue") && [ -n "$line" ]; do
     nice -n 19 "$python" -m adlnmt experiment "$@"
     status=$?
     echo "$(date -u +%FT%TZ) exit $status: $line"
-    commit_finished "finished on this machine (nice 19, lane $name)"
-    if [ $status = 0 ] && [ -n "${RETIME:-}" ] && [[ $line =~ $RETIME ]]; then
+    committed=$(commit_finished "finished on this machine (nice 19, lane $name)")
+    [ -n "$committed" ] && echo "$committed"
+    if [ $status = 0 ] && [ -n "$committed" ] && [ -n "${RETIME:-}" ] && [[ $line =~ $RETIME ]]; then
         others=$(pgrep -f "adlnmt experiment" | tr '\n' ' ')
         children=$(for pid in $others; do pgrep -P "$pid"; done | tr '\n' ' ')
         trap 'kill -CONT $others $children 2>/dev/null' EXIT

@@ -1,0 +1,97 @@
+"""experiments/lane.sh: one commit a finished run, and --retime only for runs the line itself finished."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+LANE = Path(__file__).resolve().parents[2] / "experiments" / "lane.sh"
+RESULT = "experiments/results/grid-cpu/runs/row/seed-1/result.json"
+
+# stands in for `python -m adlnmt experiment ARGS`: the first call finishes the run, --retime rewrites its result
+FAKE_PYTHON = f"""#!/usr/bin/env bash
+shift 3
+if [[ " $* " == *" --retime "* ]]; then echo retime >> "$CALLS"; echo '{{"retimed": true}}' > {RESULT}; exit 0; fi
+echo run >> "$CALLS"
+[ -e {RESULT} ] || {{ mkdir -p $(dirname {RESULT}) && echo '{{}}' > {RESULT}; }}
+"""
+
+pytestmark = pytest.mark.skipif(
+    not all(shutil.which(tool) for tool in ("bash", "git", "flock")), reason="needs bash, git and flock"
+)
+
+
+def _git(checkout: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=checkout, check=True, capture_output=True, text=True).stdout
+
+
+@dataclass
+class Lane:
+    """A git checkout, a one-line queue and the fake adlnmt's call log."""
+
+    checkout: Path
+    queue: Path
+    bin_dir: Path
+    calls: Path
+
+    def __call__(self) -> str:
+        """Run the lane over its queue with RETIME matching the line; its stdout."""
+        env = {
+            **os.environ,
+            "PYTHON": str(self.bin_dir / "python"),
+            "RETIME": "grid",
+            "CALLS": str(self.calls),
+            "PATH": f"{self.bin_dir}:{os.environ['PATH']}",
+        }
+        done = subprocess.run(
+            ["bash", str(LANE), "A", str(self.queue), str(self.checkout)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+
+@pytest.fixture
+def lane(tmp_path: Path) -> Lane:
+    checkout = tmp_path / "grid"
+    checkout.mkdir()
+    _git(checkout, "init", "-q")
+    _git(checkout, "config", "user.email", "lane@example.org")
+    _git(checkout, "config", "user.name", "lane test")
+    (checkout / "README").write_text("grid\n")
+    _git(checkout, "add", "README")
+    _git(checkout, "commit", "-q", "-m", "start")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(FAKE_PYTHON)
+    (bin_dir / "pgrep").write_text("#!/bin/sh\nexit 1\n")  # so that the lane stops no process of this machine
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    queue = tmp_path / "queue.txt"
+    queue.write_text('grid.yaml --scale cpu --variants "row" --seeds 1\n')
+    return Lane(checkout, queue, bin_dir, tmp_path / "calls.txt")
+
+
+def test_a_finished_run_is_committed_and_retimed(lane: Lane) -> None:
+    out = lane()
+    assert "committed grid-cpu/runs/row/seed-1" in out and "committed the retiming" in out
+    assert lane.calls.read_text().split() == ["run", "retime"]
+    log = _git(lane.checkout, "log", "--format=%s").splitlines()
+    assert log[0].startswith("retimed with the other lanes stopped (lane A)")
+    assert log[1] == "grid-cpu/runs/row/seed-1: finished on this machine (nice 19, lane A)"
+    assert not _git(lane.checkout, "status", "--porcelain")
+
+
+def test_a_lane_started_again_does_not_retime_runs_finished_before(lane: Lane) -> None:
+    lane()
+    out = lane()
+    assert "committed" not in out
+    assert lane.calls.read_text().split() == ["run", "retime", "run"]
