@@ -94,6 +94,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         print(f"{grid.name} (scale {grid.scale or '-'}), {where(folders)}:")
         slurm.print_status(selected)
         return 0
+    for line in unreadable_results(runs):
+        print(f"warning: {line}: counted as not finished, left out of the report")
     if args.report_only and not shared and not any(run.finished_in() for run in runs):  # before any folder is made
         raise UserError(f"{results}: no finished run of this experiment (give --results, or run the grid first)")
     with lock_output(folders.work):  # released when the command ends, however it ends (also called in-process)
@@ -104,8 +106,6 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         for run, folder, name in shared:
             run.adopt(folder, name)
             print(f"{run.label}: finished as {name} (the same settings), copied into {run.archive}")
-        for line in unreadable_results(runs):
-            print(f"warning: {line}: counted as not finished, left out of the report")
         for run in retrained:
             shutil.rmtree(run.dir, ignore_errors=True)
             shutil.rmtree(run.archive, ignore_errors=True)
