@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import shutil
@@ -131,12 +129,13 @@ def test_the_two_folders_of_earlier_versions_are_kept(grid_run: SimpleNamespace,
     assert (folders.work, folders.archive) == (root / "runs" / "tiny", root / "results" / "tiny")
 
 
-def test_a_report_of_a_grid_never_run_makes_no_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_report_of_a_grid_never_run_makes_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     tiny_grid(tmp_path)
-    with contextlib.redirect_stderr(io.StringIO()) as stderr:
-        status, _ = experiment("grid.yaml", "--report-only")
-    assert status != 0 and "no finished run of this experiment" in stderr.getvalue()
+    status, _ = experiment("grid.yaml", "--report-only")
+    assert status != 0 and "no finished run of this experiment" in capsys.readouterr().err
     assert not (tmp_path / "results").exists() and not (tmp_path / "runs").exists()
 
 
