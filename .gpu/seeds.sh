@@ -14,22 +14,24 @@
 # the deadline leave their checkpoints on the machine, lost when it is given back. Before a second call on the warm
 # machine, copy the first call's new runs into this checkout: the device mirrors the working tree, so the finished
 # runs' result.json and hyp/ (archive files, not ignored by git) are deleted there when the sent tree lacks them.
+# A grid and scale named again (other seeds of other variants, e.g. GRID:3:1:A GRID:1,2,3:3:B) runs beside the first
+# in its own folder, experiments/runs/NAME-SCALE-K (its data and weights; a folder is locked by the command at work),
+# archiving into the same results folder, as two CPU lanes do (docs/experiments.md).
 set -uo pipefail
 usage="usage: .gpu/seeds.sh OUT SECONDS GRID[@SCALE]:SEEDS:JOBS[:VARIANTS] ..."
 out=${1:?$usage} seconds=${2:?$usage}
 shift 2
 [ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
-declare -A named  # one spec a grid and scale: two commands on one grid folder would meet its lock and share a log
-runs=()  # FILE:SCALE:SEEDS:JOBS:VARIANTS, each spec checked and its scale made explicit
+declare -A named  # how many specs name each grid and scale so far: the K-th (K > 1) gets its own --out and log
+runs=()  # FILE:SCALE:K:SEEDS:JOBS:VARIANTS, each spec checked and its scale made explicit
 for spec in "$@"; do
     IFS=: read -r grid seeds jobs variants <<< "$spec"
     file=${grid%@*} scale=cpu
     [ "$grid" = "$file" ] || scale=${grid#*@}
-    [ -f "$file" ] && [[ $seeds =~ ^[0-9]+(,[0-9]+)*$ ]] && [[ $jobs =~ ^[1-9][0-9]*$ ]] &&
-        [ -z "${named[$file@$scale]:-}" ] ||
-        { echo "bad grid spec $spec: a grid (and scale) named once, seeds 1,2,..., jobs >= 1 ($usage)" >&2; exit 2; }
-    named[$file@$scale]=1
-    runs+=("$file:$scale:$seeds:$jobs:$variants")
+    [ -f "$file" ] && [[ $seeds =~ ^[0-9]+(,[0-9]+)*$ ]] && [[ $jobs =~ ^[1-9][0-9]*$ ]] ||
+        { echo "bad grid spec $spec: a grid file, seeds 1,2,..., jobs >= 1 ($usage)" >&2; exit 2; }
+    named[$file@$scale]=$((${named[$file@$scale]:-0} + 1))
+    runs+=("$file:$scale:${named[$file@$scale]}:$seeds:$jobs:$variants")
 done
 deadline=$((SECONDS + seconds))
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
@@ -60,10 +62,18 @@ grid() {  # GRID SCALE LOG OPTIONS...: one grid until the deadline (45 s kept fo
         --device "${DEVICE:-cuda}" --threads 1 --decode-beside-training "$@" > "$out/$log" 2>&1
     echo "=== $grid: exit $?" >> "$out/$log"
 }
-for run in "${runs[@]}"; do  # each grid in the background, seed by seed in the order given
-    IFS=: read -r file scale seeds jobs variants <<< "$run"
-    grid "$file" "$scale" "$(basename "$file" .yaml)-$scale.log" --seeds "$seeds" --jobs "$jobs" \
-        ${variants:+--variants "$variants"} &
+for run in "${runs[@]}"; do  # each spec in the background, seed by seed in the order given
+    IFS=: read -r file scale k seeds jobs variants <<< "$run"
+    name=$(basename "$file" .yaml)-$scale folders=()
+    if [ "$k" -gt 1 ]; then
+        name+=-$k
+        folders=(--out "experiments/runs/$name" --results "$(python3 -c 'import sys
+from adlnmt.experiment.folders import default_results
+from adlnmt.experiment.grid import load_grid
+print(default_results(load_grid(sys.argv[1], sys.argv[2])))' "$file" "$scale")") || exit 1
+    fi
+    grid "$file" "$scale" "$name.log" --seeds "$seeds" --jobs "$jobs" ${variants:+--variants "$variants"} \
+        "${folders[@]}" &
 done
 wait
 experiments/pack-results.sh "$out"
