@@ -161,6 +161,26 @@ def test_repeat_scale_makes_the_published_strings_shallower(tmp_path: Path) -> N
     assert "scales.half.repeat_scale: must be in (0, 1]" in error(tmp_path, grid, "half")
 
 
+def test_a_scale_may_train_some_rows_and_keeps_the_claims_on_them(tmp_path: Path) -> None:
+    grid = base_grid()
+    grid["variants"].append({"name": "c", "preset": "transformer"})
+    grid["claims"] = [{"quote": "q1", "better": ["a", "b"]}, {"quote": "q2", "better": ["a", "c"]},
+                      {"quote": "q3", "larger_gain": [["c", "a"], ["b", "a"]]}]  # fmt: skip
+    grid["scales"]["some"] = {"variants": ["c", "a"]}
+    path = write(tmp_path, grid)
+    every, some = load_grid(path, "small"), load_grid(path, "some")
+    assert [v.name for v in every.variants] == ["a", "b", "c"] and len(every.claims) == 3
+    assert [v.name for v in some.variants] == ["a", "c"]  # the grid's order
+    assert [c.quote for c in some.claims] == ["q2"]  # a claim on a row the scale leaves out is not its claim
+    assert some.variant("c").train == every.variant("c").train | {"max_updates": 5}
+    grid["scales"]["some"] = {"variants": ["a", "d"]}
+    assert "scales.some.variants[1]: unknown variant; expected one of: a, b, c" in error(tmp_path, grid, "some")
+    grid["scales"]["some"] = {"variants": ["b"]}
+    assert "scales.some.variants: keep the grid's baseline 'a'" in error(tmp_path, grid, "some")
+    grid["scales"]["some"] = {"variants": []}
+    assert "scales.some.variants: expected a non-empty list" in error(tmp_path, grid, "some")
+
+
 def test_published_scores_are_numbers(tmp_path: Path) -> None:
     grid = base_grid()
     grid["variants"][0]["paper"] = {"IWSLT BLEU": "high"}

@@ -36,7 +36,7 @@ CLAIM_KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
 # claim metrics measured once per run, not per test set: their value in a run's result
 RUN_METRICS: dict[str, Callable[[RunResult], float]] = {"valid_ppl": lambda result: result.best_valid_ppl}
 REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d))")
-SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates")
+SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates", "variants")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
 PREPARE_OPTIONS = {f.name: kind_of(f) for f in fields(PrepareOptions)}
@@ -497,6 +497,21 @@ def _data(reader: Reader, raw: dict[str, Any], chosen: dict[str, Any], scale: st
     return DataSpec("default", None, tuple(sorted(options.items())))
 
 
+def _scale_rows(reader: Reader, value: Any, where: str, variants: tuple[Variant, ...], claims: tuple[Claim, ...],
+                baseline: str | None) -> tuple[tuple[Variant, ...], tuple[Claim, ...]]:  # fmt: skip
+    """The variants a scale trains (its ``variants``: names, in the grid's order) and the claims on those rows alone."""
+    if not isinstance(value, list) or not value:
+        reader.fail(where, "expected a non-empty list of the grid's variant names")
+    names = [v.name for v in variants]
+    for i, name in enumerate(value):
+        if name not in names:
+            reader.unknown(f"{where}[{i}]", str(name), names, "variant")
+    kept = set(value)
+    if baseline is not None and baseline not in kept:
+        reader.fail(where, f"keep the grid's baseline {baseline!r}: every other row is compared with it")
+    return (tuple(v for v in variants if v.name in kept), tuple(c for c in claims if kept.issuperset(c.rows)))
+
+
 def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     """Parse and validate a grid file at one scale (default: ``default_scale``, else ``full`` if defined).
 
@@ -547,6 +562,9 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     tests = _tests(reader, raw["test"])
     added_tests, added_metrics = _added_evaluation(reader, raw.get("added_evaluation"), tests, metrics)
     tests, metrics = tests + added_tests, metrics + added_metrics
+    claims = _claims(reader, raw.get("claims"), variants, metrics, tests)
+    if "variants" in chosen:
+        variants, claims = _scale_rows(reader, chosen["variants"], f"{at}.variants", variants, claims, baseline)
     earlier_caps = ()
     if "earlier_max_updates" in chosen:
         earlier_caps = reader.positive_ints(chosen["earlier_max_updates"], f"{at}.earlier_max_updates")
@@ -569,7 +587,7 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         length_buckets=reader.positive_ints(raw.get("length_buckets", [10, 20, 30]), "length_buckets", increasing=True),
         baseline=baseline,
         bootstrap_resamples=resamples,
-        claims=_claims(reader, raw.get("claims"), variants, metrics, tests),
+        claims=claims,
         added_tests=tuple(t.name for t in added_tests),
         added_metrics=added_metrics,
         earlier_max_updates=earlier_caps,
