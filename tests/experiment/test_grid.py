@@ -161,7 +161,9 @@ def test_repeat_scale_makes_the_published_strings_shallower(tmp_path: Path) -> N
     assert "scales.half.repeat_scale: must be in (0, 1]" in error(tmp_path, grid, "half")
 
 
-def test_a_scale_may_train_some_rows_and_keeps_the_claims_on_them(tmp_path: Path) -> None:
+def test_a_scale_may_train_some_rows_and_keeps_the_claims_on_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     grid = base_grid()
     grid["variants"].append({"name": "c", "preset": "transformer"})
     grid["claims"] = [{"quote": "q1", "better": ["a", "b"]}, {"quote": "q2", "better": ["a", "c"]},
@@ -173,6 +175,8 @@ def test_a_scale_may_train_some_rows_and_keeps_the_claims_on_them(tmp_path: Path
     assert [v.name for v in some.variants] == ["a", "c"]  # the grid's order
     assert [c.quote for c in some.claims] == ["q2"]  # a claim on a row the scale leaves out is not its claim
     assert some.variant("c").train == every.variant("c").train | {"max_updates": 5}
+    assert main(["experiment", str(path), "--scale", "some", "--variants", "b", "--dry-run"]) == 2
+    assert f"--variants: b not in {path} at scale some (variants: a, c)" in capsys.readouterr().err
     grid["scales"]["some"] = {"variants": ["a", "d"]}
     assert "scales.some.variants[1]: unknown variant; expected one of: a, b, c" in error(tmp_path, grid, "some")
     grid["scales"]["some"] = {"variants": ["b"]}

@@ -52,7 +52,8 @@ def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None)
     names = [n.strip() for n in variants.split(",")] if variants else None
     known = {v.name for v in grid.variants} | {v.slug for v in grid.variants}
     if names and (unknown := [n for n in names if n not in known]):
-        raise UserError(f"--variants: {', '.join(unknown)} not in {grid.path} (variants: "
+        at_scale = f" at scale {grid.scale}" if grid.scale else ""
+        raise UserError(f"--variants: {', '.join(unknown)} not in {grid.path}{at_scale} (variants: "
                         f"{', '.join(v.name for v in grid.variants)})")  # fmt: skip
     try:
         numbers = [int(s) for s in seeds.split(",")] if seeds else None
