@@ -3,6 +3,10 @@ two-level bootstrap, centred p-values, Holm's adjustment and the verdict rules."
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -170,6 +174,25 @@ def test_the_bootstrap_is_deterministic() -> None:
     first = two_level([system(BASE + 1)], [system(BASE)])
     second = two_level([system(BASE + 1)], [system(BASE)])
     assert np.array_equal(first.replicates, second.replicates)
+
+
+_REPLICATES_BYTES = """
+import hashlib
+import numpy as np
+from adlnmt.experiment.statistics import run_scores
+scores = np.column_stack([np.random.default_rng(7).random(1014) * 100, np.ones(1014)])  # (sentence score, 1)
+print(hashlib.sha256(run_scores("sentbleu", scores).replicates.tobytes()).hexdigest())
+"""
+
+
+def test_the_replicates_do_not_depend_on_the_number_of_blas_threads() -> None:
+    """A lane reports with one BLAS thread, the publishing checkout with several: both must write the same bits."""
+    digests = {
+        threads: subprocess.run([sys.executable, "-c", _REPLICATES_BYTES], capture_output=True, text=True, check=True,
+                                env={**os.environ, "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}).stdout
+        for threads in ("1", "2", "4")
+    }  # fmt: skip
+    assert len(set(digests.values())) == 1, digests
 
 
 def test_holm_on_a_textbook_example() -> None:

@@ -145,7 +145,10 @@ def run_scores(metric: str, statistics: np.ndarray, resamples: int = RESAMPLES, 
     counts = sentence_counts(len(statistics), resamples, seed)
     if subset is not None:
         statistics, counts = statistics[subset], counts[:, subset]
-    return RunScores(float(corpus_scores(metric, statistics.sum(axis=0))), corpus_scores(metric, counts @ statistics))
+    # einsum, not BLAS: a matrix product's rounding depends on BLAS's thread count, and the replicates of sentence
+    # scores (floats) would then differ in their last bits between a 1-thread lane and a 2-thread report
+    replicates = np.einsum("rs,sk->rk", counts, statistics)  # (resamples, k)
+    return RunScores(float(corpus_scores(metric, statistics.sum(axis=0))), corpus_scores(metric, replicates))
 
 
 @dataclass(frozen=True)
