@@ -10,8 +10,8 @@ import pytest
 
 from adlnmt.analysis.agreement import Lexicon, agreement_suite, bare_forms, find_agreement, third_person
 from adlnmt.data.corpus import read_lines
+from shared_data import MULTI30K, needs_multi30k
 
-MULTI30K = Path("/work/shared/data/multi30k")
 SIZES = Path(__file__).resolve().parents[2] / "experiments" / "contrastive" / "sizes.json"
 LEXICON_TEXT = ["A man is standing.", "Dogs are running and playing.", "She is sitting, riding, watching, carrying.",
                 "A girl is jumping, looking, fighting.", "He was walking."]  # fmt: skip
@@ -71,7 +71,7 @@ def test_regular_verb_forms() -> None:
         ["watch"], ["carry"], ["ride"], ["use"], ["pass"], []]  # fmt: skip
 
 
-@pytest.mark.skipif(not (MULTI30K / "train.en.gz").is_file(), reason="Multi30k not at /work/shared/data/multi30k")
+@needs_multi30k
 def test_the_multi30k_suites_have_the_documented_sizes() -> None:
     """The generator is deterministic: the sizes by distance are those in experiments/contrastive/sizes.json."""
     documented = json.loads(SIZES.read_text(encoding="utf-8"))

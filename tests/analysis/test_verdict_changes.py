@@ -10,6 +10,7 @@ import pytest
 
 from adlnmt.experiment.claims import Judgement
 from adlnmt.experiment.grid import Claim
+from shared_data import MULTI30K
 
 from .scripts import analysis_script
 
@@ -152,7 +153,7 @@ BASE = "ec15689"
 def have_inputs() -> bool:
     """The base commit in this clone's history and the test sets the grids name (../shared/data/multi30k)."""
     known = subprocess.run(["git", "cat-file", "-e", f"{BASE}^{{commit}}"], cwd=REPOSITORY, capture_output=True)
-    return known.returncode == 0 and (REPOSITORY.parent / "shared" / "data" / "multi30k").is_dir()
+    return known.returncode == 0 and MULTI30K.is_dir()
 
 
 @pytest.mark.skipif(not have_inputs(), reason=f"needs commit {BASE} in the history and ../shared/data/multi30k")

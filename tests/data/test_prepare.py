@@ -13,8 +13,7 @@ from adlnmt.data.demo import write_demo_corpus
 from adlnmt.data.prepare import prepare
 from adlnmt.data.vocab import UNK, Vocab
 from adlnmt.errors import DataError
-
-MULTI30K = Path("/work/shared/data/multi30k")
+from shared_data import MULTI30K, needs_multi30k
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +212,7 @@ def test_unknown_characters_in_valid_are_unk(demo: Path, tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (MULTI30K / "train.de.gz").is_file(), reason="Multi30k not at /work/shared/data/multi30k")
+@needs_multi30k
 def test_multi30k(tmp_path: Path) -> None:
     files = [MULTI30K / name for name in ("train.de.gz", "train.en.gz", "val.de.gz", "val.en.gz")]
     manifest = prepare(*files, tmp_path, vocab_size=8000, joint=True)

@@ -11,6 +11,7 @@ import pytest
 from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.experiment.verdicts import END, PROGRESS_END, PROGRESS_START, START, replace_block
+from shared_data import needs_multi30k
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -65,7 +66,7 @@ def test_the_reproductions_page_matches_the_committed_results(monkeypatch) -> No
     assert main(["verdicts", "--page", "docs/reproductions.md", "--check"]) == 0
 
 
-@pytest.mark.skipif(not (REPOSITORY.parent / "shared/data/multi30k").is_dir(), reason="needs ../shared's Multi30k")
+@needs_multi30k
 def test_a_committed_archive_rebuilds_unchanged(tmp_path: Path, monkeypatch) -> None:
     """``--report-only`` from the committed runs writes the committed Markdown (report, tables, claims) unchanged: a
     wording changed in the code without the archives rebuilt fails here; ADL Table 2, the smallest archive, stands
