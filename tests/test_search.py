@@ -36,6 +36,7 @@ DECODERS = {
     "rnn": "pos -> repeat(2, res_nd(rnn) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
     "cnn": "pos -> repeat(2, res_nd(cnn(act=relu)) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
     "aan": "pos -> repeat(2, res(aan) -> norm -> res(mh_dot_src_att) -> norm -> res(ffl) -> norm)",
+    "ssru": "pos -> repeat(2, res_nd(ssru) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
     "none": "pos -> repeat(2, res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
     "comet": "pos -> repeat(2, res_d(mh_dot_self_att) -> norm -> res_d(mh_dot_src_att) -> norm "
     "-> res(comet_conv(norm=layer)) -> norm)",

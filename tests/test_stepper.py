@@ -19,6 +19,7 @@ DECODERS = {
     "rnn": "pos -> rnn -> res_nd(mh_dot_src_att) -> res_nd(ffl) -> norm",
     "cnn": "pos -> repeat(2, res_nd(cnn(act=relu)) -> res_nd(mh_dot_src_att)) -> norm",
     "aan": "pos -> res(aan) -> norm -> res(mh_dot_src_att) -> norm",
+    "ssru": "pos -> res_d(ssru) -> norm -> res_d(mh_dot_src_att) -> norm",
     "comet": "pos -> res_d(mh_dot_src_att) -> norm -> res(comet_conv(norm=layer)) -> norm",
 }
 VOCAB = 30

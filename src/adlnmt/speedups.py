@@ -32,6 +32,9 @@ class Speedups:
     # hypotheses from the device in a few transfers, instead of one device read per active sentence and per
     # ended hypothesis (on a GPU every read waits for the device: a synchronisation).
     host_bookkeeping: bool = True
+    # The ssru layer's full-sequence pass (training, scoring) computes its recurrence with a parallel scan in
+    # ⌈log₂ T⌉ element-wise steps (layers.ssru.scan) instead of a loop over the T positions.
+    ssru_scan: bool = True
 
 
 SPEEDUPS = Speedups()
@@ -42,6 +45,7 @@ OFF = {
     "rows_in_place": False,
     "fused_loss": False,
     "host_bookkeeping": False,
+    "ssru_scan": False,
 }
 
 

@@ -65,6 +65,7 @@ REFUSED = {
     "rnn": "decoder layer 'rnn",
     "cnn": "decoder layer 'cnn",
     "aan": "decoder layer 'aan'",
+    "ssru": "decoder layer 'ssru'",
     "none": "decoder layer 'mh_dot_src_att",
     "comet": "decoder layer 'comet_conv",
     "mixed": "decoder layer 'rnn(cell=gru)'",
