@@ -11,12 +11,12 @@ import torch
 from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.model import Seq2Seq
-from adlnmt.presets import ALIASES, PAPERS, PRESETS, get_preset
+from adlnmt.presets import ALIASES, PAPERS, PRESET_GROUPS, PRESETS, get_preset
 from adlnmt.train.config import build_config
 
 TINY = {"d_model": 16, "heads": 4, "d_ff": 32}
 # One preset of each family trains in CI; the rest are marked slow (same code path, more architectures).
-CI_TRAINED = {"transformer-small", "rnmt", "t4-cnn-relu-ff", "comet", "transformer-aan"}
+CI_TRAINED = {"transformer-small", "rnmt", "t4-cnn-relu-ff", "comet", "transformer-aan", "student-6-1-ssru"}
 
 
 def tiny_model(name: str) -> Seq2Seq:
@@ -142,6 +142,26 @@ def test_every_paper_table_row_has_a_preset() -> None:
     }
     missing = [row for row in rows if row not in PRESETS and row not in ALIASES]
     assert not missing
+
+
+def test_students_move_depth_from_the_decoder_to_the_encoder() -> None:
+    """Every depth × decoder unit, in the teacher's (transformer-postnorm's) blocks: its encoder is the teacher's
+    at another depth, its decoder the teacher's with the unit in place of self-attention."""
+    from adlnmt.adl.parser import parse
+    from adlnmt.adl.syntax import to_text
+
+    teacher = PRESETS["transformer-postnorm"]
+    units = {"self-att": "mh_dot_self_att(att_dropout=$DROPOUT)", "aan": "aan", "ssru": "ssru", "rnn": "rnn"}
+    for depths in ("12-1", "10-2", "6-1"):
+        e, d = depths.split("-")
+        for unit, layer in units.items():
+            student = PRESETS[f"student-{depths}-{unit}"]
+            assert student.encoder == teacher.encoder.replace("repeat(6,", f"repeat({e},")
+            decoder = teacher.decoder.replace("repeat(6,", f"repeat({d},")
+            assert student.decoder == decoder.replace("mh_dot_self_att(att_dropout=$DROPOUT)", layer)
+            assert student.options == teacher.options
+            to_text(parse(student.decoder))  # well-formed ADL
+    assert PRESET_GROUPS["@students"][-1] == "transformer-postnorm" and len(PRESET_GROUPS["@students"]) == 13
 
 
 def test_flags_override_the_preset_size() -> None:

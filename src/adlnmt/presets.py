@@ -35,6 +35,8 @@ PAPERS: dict[str, str] = {
     "comet": "COMET (Wang)",  # Improved Transformer Architecture for Sequence to Sequence Translation
     "aan": "AAN (Zhang et al. 2018)",  # Accelerating Neural Transformer via an Average Attention Network
     "notes": "NMT lecture notes",  # 9 Neural MT 3: Other Non-RNN Architectures
+    "deep-shallow": "Deep encoder, shallow decoder (Kasai et al. 2021)",  # ICLR 2021, 12-1 students
+    "ssru": "SSRU students (Kim et al. 2019)",  # From Research to Production and Back: Ludicrously Fast NMT
 }
 
 
@@ -86,6 +88,36 @@ def _aan_decoder(self_attention: str) -> str:
 
 def _aan(name: str, aan: str, row: str, description: str) -> Preset:
     return Preset(name, AAN_ENCODER, _aan_decoder(aan), cite("aan", row), description, "aan", AAN_SIZE)
+
+
+# Students with a deep encoder and a shallow decoder (Kasai et al. 2021: 12-1 and 6-1 Transformers; Kim et al. 2019:
+# SSRU decoders of one or two layers), in the AAN paper's post-norm blocks at its size, so that they sit beside its
+# Table 2 Transformer (the teacher of experiments/efficiency.yaml): (encoder, decoder) depths × decoder unit.
+STUDENT_DEPTHS = ((12, 1), (10, 2), (6, 1))
+STUDENT_DECODERS = {  # name → the decoder's first sub-layer, where the Transformer has self-attention
+    "self-att": ("mh_dot_self_att" + AAN_ATT, "transformer", "self-attention"),
+    "aan": ("aan", "aan", "average attention network"),
+    "ssru": ("ssru", "mixed", "SSRU"),
+    "rnn": ("rnn", "mixed", "LSTM"),
+}
+
+
+def _student(encoder_depth: int, decoder_depth: int, unit: str) -> Preset:
+    first, family, what = STUDENT_DECODERS[unit]
+    decoder = POSTNORM_DECODER.format(n=decoder_depth, x=first, ff="ffl").replace(
+        "mh_dot_src_att", "mh_dot_src_att" + AAN_ATT
+    )
+    depths = f"{encoder_depth}-{decoder_depth}"
+    source = cite("ssru", "SSRU decoder") if unit == "ssru" else cite("deep-shallow", depths)
+    return Preset(
+        f"student-{depths}-{unit}",
+        POSTNORM_ENCODER.format(n=encoder_depth, ff="ffl").replace("mh_dot_self_att", "mh_dot_self_att" + AAN_ATT),
+        decoder,
+        source,
+        f"{encoder_depth}-layer encoder, {decoder_depth}-layer {what} decoder (post-norm, AAN Table 2 blocks)",
+        family,
+        AAN_SIZE,
+    )
 
 
 def _source_variant(mode: str) -> str:
@@ -268,6 +300,7 @@ _PRESETS = [
     ),
 ]
 # fmt: on
+_PRESETS += [_student(e, d, unit) for e, d in STUDENT_DEPTHS for unit in STUDENT_DECODERS]
 PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}
 ALIASES: dict[str, str] = {alias: p.name for p in _PRESETS for alias in p.aliases}
 
@@ -297,4 +330,9 @@ PRESET_GROUPS: dict[str, tuple[str, ...]] = {
     ),
     # The AAN paper's decoder variants and the post-norm Transformer whose self-attention they replace.
     "@aan": ("transformer-aan", "transformer-aan-noffn", "transformer-aan-nogate", "transformer-postnorm"),
+    # Deep-encoder/shallow-decoder students (depths × decoder units) and the Transformer they are compared with.
+    "@students": (
+        *(f"student-{e}-{d}-{unit}" for e, d in STUDENT_DEPTHS for unit in STUDENT_DECODERS),
+        "transformer-postnorm",
+    ),
 }

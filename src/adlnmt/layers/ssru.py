@@ -1,5 +1,5 @@
 """The simpler simple recurrent unit (Kim, Junczys-Dowmunt, Hassan, Aji, Heafield & Bogoychev, "From Research to
-Production and Back: Ludicrously Fast Neural Machine Translation", WNGT 2019, §3.3): the decoder's replacement for
+Production and Back: Ludicrously Fast Neural Machine Translation", WNGT 2019): the decoder's replacement for
 self-attention in the fast students of the WMT efficiency task.
 
 The recurrence is linear in the cell: with a_t = f_t and b_t = (1 − f_t) ⊙ W x_t, c_t = a_t ⊙ c_{t−1} + b_t, and
