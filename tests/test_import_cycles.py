@@ -94,7 +94,7 @@ LEVELS: tuple[set[str], ...] = (
     {"inference"},
     {"export"},
     {"train"},
-    {"average", "analysis"},
+    {"average", "analysis", "distill"},
     {"bench"},
     {"experiment"},
     {"serve"},

@@ -94,44 +94,51 @@ def load_translator(args: argparse.Namespace, options: SearchOptions) -> Transla
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     translate = commands.add_parser("translate", help="translate raw text with a trained model (beam search)")
+    translate.add_argument("--input", help="input file, one sentence per line (default: stdin)")
+    translate.add_argument("--output", help="output file (default: stdout)")
+    add_model_arguments(translate)
+    add_flags(translate, SearchOptions)
     translate.add_argument(
+        "--prefix", metavar="FILE", help="target prefixes, one per input line: each translation starts with its own"
+    )
+    translate.set_defaults(func=cmd_translate)
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags :func:`load_translator` reads: the model(s), checkpoints, ensemble combination, device, threads,
+    precision and engine (``adlnmt translate``, ``adlnmt distill``)."""
+    parser.add_argument(
         "--model",
         required=True,
         action="append",
         help="model directory, or an export directory (adlnmt export); repeated: an ensemble of the models",
     )
-    translate.add_argument("--input", help="input file, one sentence per line (default: stdin)")
-    translate.add_argument("--output", help="output file (default: stdout)")
-    translate.add_argument(
+    parser.add_argument(
         "--checkpoint",
         action="append",
         help="best (default), last, averaged or a .safetensors path; repeated: one per --model, or an ensemble of "
         "checkpoints of one model",
     )
-    translate.add_argument(
+    parser.add_argument(
         "--combine",
         default="log-linear",
         choices=("log-linear", "linear"),
         help="ensembles: average the members' log-probabilities (log-linear, default) or probabilities (linear)",
     )
-    add_flags(translate, SearchOptions)
-    translate.add_argument(
-        "--prefix", metavar="FILE", help="target prefixes, one per input line: each translation starts with its own"
-    )
-    translate.add_argument("--device", default="cpu", help="cpu or cuda")
-    translate.add_argument(
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument(
         "--threads",
         type=flag_type(int, at_least(0)),
         default=0,
         help="CPU threads of the engine (default: torch's; other engines: every CPU)",
     )
-    translate.add_argument(
+    parser.add_argument(
         "--precision",
         default="fp32",
         choices=("fp32", "bf16", "fp16", "int8"),
         help="fp32 (default); bf16/fp16 (fp16: CUDA only); int8: dynamic quantisation of linears and RNNs (CPU only)",
     )
-    translate.add_argument(
+    parser.add_argument(
         "--engine",
         choices=ENGINE_CHOICES,
         help="default: torch for a model directory, the export's own engine for an export directory; torch; "
@@ -139,4 +146,3 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "onnx|ctranslate2 --out DIR, then --model DIR); auto: the export's engine, or torch for a model directory "
         "(saying on stderr when an export would run it faster)",
     )
-    translate.set_defaults(func=cmd_translate)

@@ -1,0 +1,213 @@
+"""adlnmt distill: the distilled data directory (same vocabularies, validation split and source; the teacher's 1-best
+as target; provenance), resume after an interruption (never a half-written directory taken as complete, the same
+arrays as an uninterrupted run), and the refusals (another vocabulary, another plan, a directory in the way)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from adlnmt.cli import main
+from adlnmt.data.data_dir import MANIFEST, DataDir
+from adlnmt.data.demo import write_demo_corpus
+from adlnmt.data.prepare import prepare
+from adlnmt.distill.kd import CHUNKS, PLAN, distill, teacher_record
+from adlnmt.errors import DataError, UserError
+from adlnmt.inference.options import SearchOptions
+from adlnmt.inference.translator import Translator
+from adlnmt.store import ModelDir
+from adlnmt.store.atomic import file_sha256
+
+OPTIONS = SearchOptions(beam=2, batch_size=16)
+CHUNK = 70
+
+
+class Interrupted(Exception):
+    pass
+
+
+class CountingEngine:
+    """The translator's engine, counting its searches and failing (an interruption) after ``fail_after`` of them."""
+
+    def __init__(self, engine: Any, fail_after: int | None = None) -> None:
+        self.engine, self.fail_after, self.calls = engine, fail_after, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+    def translate_ids(self, *args: Any) -> Any:
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise Interrupted
+        self.calls += 1
+        return self.engine.translate_ids(*args)
+
+
+def prepared(root: Path, vocab_size: int) -> Path:
+    corpus = root / "corpus"
+    write_demo_corpus(corpus, size=200, seed=5)
+    prepare(corpus / "train.src", corpus / "train.tgt", corpus / "valid.src", corpus / "valid.tgt", root / "data",
+            vocab_size=vocab_size)  # fmt: skip
+    return root / "data"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepared(tmp_path_factory.mktemp("kd-data"), 120)
+
+
+@pytest.fixture(scope="module")
+def teacher(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    model = tmp_path_factory.mktemp("kd-teacher") / "m"
+    argv = ["train", "--data", str(data), "--model", str(model), "--encoder", "pos -> res_nd(mh_dot_self_att) -> norm",
+            "--decoder", "pos -> res_nd(ssru) -> res_nd(mh_dot_src_att) -> norm", "--d-model", "32", "--heads", "4",
+            "--batch-tokens", "800", "--lr", "3e-3", "--max-updates", "30", "--checkpoint-interval", "30",
+            "--no-valid-bleu", "--no-progress", "--threads", "1"]  # fmt: skip
+    assert main(argv) == 0
+    return model
+
+
+def run(data: Path, teacher: Path, out: Path, engine: CountingEngine | None = None, **kwargs: Any) -> dict[str, Any]:
+    translator = Translator.load(teacher)
+    record = teacher_record([str(teacher)], [], translator, "fp32", "cpu", "log-linear")
+    if engine is not None:
+        engine.engine = translator.engine
+        translator.engine = engine  # type: ignore[assignment]
+    options = kwargs.pop("options", OPTIONS)
+    return distill(data, out, translator, record, options, kwargs.pop("chunk_size", CHUNK), log=lambda _: None)
+
+
+def arrays(directory: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(directory.glob("*.npy"))}
+
+
+def test_the_distilled_directory_and_its_provenance(data: Path, teacher: Path, tmp_path: Path) -> None:
+    out = tmp_path / "kd"
+    manifest = run(data, teacher, out)
+    original, distilled = DataDir.load(data), DataDir.load(out)
+    assert distilled.src_vocab.to_bytes() == original.src_vocab.to_bytes()
+    assert distilled.tgt_vocab.to_bytes() == original.tgt_vocab.to_bytes()
+    train, source = distilled.split("train"), original.split("train")
+    assert len(train) == len(source) == 200
+    for i in range(len(train)):  # the source is the data's, line for line
+        assert np.array_equal(train.src_pieces(i), source.src_pieces(i))
+    for name in ("valid.src.tokens.npy", "valid.tgt.tokens.npy", "valid.tgt.txt", "train.src.tokens.npy"):
+        assert (out / name).read_bytes() == (data / name).read_bytes()
+    assert distilled.valid_references() == original.valid_references()
+    # the targets are the teacher's own 1-best translations of those sources
+    translator = Translator.load(teacher)
+    sources = [original.source_ids(source.src_pieces(i).tolist()) for i in range(len(source))]
+    expected = []
+    for lo in range(0, len(sources), CHUNK):
+        expected += [hyps[0].tokens for hyps in translator.engine.translate_ids(sources[lo : lo + CHUNK], OPTIONS)]
+    assert [train.tgt_pieces(i).tolist() for i in range(len(train))] == expected
+    assert any(expected) and expected != [source.tgt_pieces(i).tolist() for i in range(len(source))]
+    # provenance
+    record = manifest["distilled"]
+    assert json.loads((out / MANIFEST).read_text())["distilled"] == record
+    member = record["teacher"]["members"][0]
+    assert member["model"] == str(teacher.resolve()) and member["checkpoint"] == "best"
+    assert member["weights_sha256"] == file_sha256(ModelDir(teacher).resolve("best"))
+    assert record["teacher"]["engine"] == "torch" and record["teacher"]["precision"] == "fp32"
+    assert record["search"] == {"beam": 2, "batch_size": 16, "length_penalty": 1.0, "max_len_ratio": 2.0,
+                                "max_len_extra": 10}  # fmt: skip
+    assert record["data"] == {"path": str(data.resolve()), "manifest_sha256": file_sha256(data / MANIFEST)}
+    assert record["sentences"] == len(train) and record["chunk_size"] == CHUNK
+    digest = hashlib.sha256()
+    for name in ("train.tgt.tokens.npy", "train.tgt.offsets.npy"):
+        digest.update(np.ascontiguousarray(np.load(out / name)).tobytes())
+    assert record["train_tgt_sha256"] == digest.hexdigest()
+    assert manifest["splits"]["train"]["tgt_pieces"] == sum(len(t) for t in expected)
+    assert not (out / PLAN).exists() and not (out / CHUNKS).exists()
+
+
+def test_an_interrupted_distillation_resumes_to_the_same_arrays(data: Path, teacher: Path, tmp_path: Path) -> None:
+    whole = tmp_path / "whole"
+    run(data, teacher, whole)
+    out = tmp_path / "kd"
+    with pytest.raises(Interrupted):
+        run(data, teacher, out, CountingEngine(None, fail_after=2))  # type: ignore[arg-type]
+    assert len(list((out / CHUNKS).glob("*.npy"))) == 2 and (out / PLAN).is_file()
+    assert not (out / MANIFEST).exists()
+    with pytest.raises(DataError, match="no manifest"):
+        DataDir.load(out)  # never taken as a complete data directory
+    resumed = CountingEngine(None)  # type: ignore[arg-type]
+    run(data, teacher, out, resumed)
+    assert resumed.calls == -(-200 // CHUNK) - 2  # only the chunks not committed
+    assert arrays(out) == arrays(whole)
+    again = CountingEngine(None)  # type: ignore[arg-type]
+    run(data, teacher, out, again)  # complete: nothing to do
+    assert again.calls == 0 and arrays(out) == arrays(whole)
+
+
+def test_a_damaged_chunk_is_translated_again(data: Path, teacher: Path, tmp_path: Path) -> None:
+    out = tmp_path / "kd"
+    with pytest.raises(Interrupted):
+        run(data, teacher, out, CountingEngine(None, fail_after=1))  # type: ignore[arg-type]
+    chunk = next((out / CHUNKS).glob("*.npy"))
+    chunk.write_bytes(chunk.read_bytes()[:-8])
+    resumed = CountingEngine(None)  # type: ignore[arg-type]
+    run(data, teacher, out, resumed)
+    assert resumed.calls == -(-200 // CHUNK)
+    whole = tmp_path / "whole"
+    run(data, teacher, whole)
+    assert arrays(out) == arrays(whole)
+
+
+def test_other_settings_do_not_resume_or_overwrite(data: Path, teacher: Path, tmp_path: Path) -> None:
+    out = tmp_path / "kd"
+    with pytest.raises(Interrupted):
+        run(data, teacher, out, CountingEngine(None, fail_after=1))  # type: ignore[arg-type]
+    before = arrays(out / CHUNKS)
+    with pytest.raises(UserError, match="unfinished distillation with other search"):
+        run(data, teacher, out, options=SearchOptions(beam=3, batch_size=16))
+    with pytest.raises(UserError, match="unfinished distillation with other chunk_size"):
+        run(data, teacher, out, chunk_size=50)
+    assert arrays(out / CHUNKS) == before
+    run(data, teacher, out)
+    complete = arrays(out)
+    with pytest.raises(UserError, match="holds data distilled with other search"):
+        run(data, teacher, out, options=SearchOptions(beam=3, batch_size=16))
+    assert arrays(out) == complete
+
+
+def test_a_directory_in_the_way_is_refused(data: Path, teacher: Path, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not into the data directory itself"):
+        run(data, teacher, data)
+    other = tmp_path / "prepared"
+    other.mkdir()
+    (other / MANIFEST).write_text((data / MANIFEST).read_text())
+    with pytest.raises(UserError, match="already holds a prepared data directory"):
+        run(data, teacher, other)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine\n")
+    with pytest.raises(UserError, match="exists and is not an unfinished distillation"):
+        run(data, teacher, busy)
+    assert [p.name for p in busy.iterdir()] == ["notes.txt"]
+
+
+def test_a_teacher_of_other_vocabularies_is_refused(teacher: Path, tmp_path: Path) -> None:
+    other = prepared(tmp_path / "other", 100)
+    with pytest.raises(UserError, match="the teacher's source vocabulary differs from the one of"):
+        run(other, teacher, tmp_path / "kd")
+    assert not (tmp_path / "kd").exists()
+
+
+def test_the_command(data: Path, teacher: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "kd"
+    argv = ["distill", "--data", str(data), "--model", str(teacher), "--out", str(out), "--beam", "2",
+            "--batch-size", "16", "--chunk-size", str(CHUNK)]  # fmt: skip
+    assert main(argv) == 0
+    assert "200 training targets distilled" in capsys.readouterr().out
+    record = DataDir.load(out).manifest["distilled"]
+    assert record["search"]["beam"] == 2 and record["teacher"]["members"][0]["checkpoint"] == "best"
+    assert main(argv) == 0
+    assert "already distilled" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main([*argv[:-2], "--chunk-size", "0"])
+    assert "--chunk-size: must be >= 1, got 0" in capsys.readouterr().err
