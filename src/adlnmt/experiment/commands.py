@@ -117,7 +117,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             if unfinished := len(selected) - len(finished):
                 print(f"{unfinished} of the selected runs not finished: not timed")
         elif not args.report_only:
-            outcomes = run_selected(grid, selected, folders.work, args)
+            outcomes = run_selected(grid, selected, folders.work, args, runs)
             if args.executor == "slurm" and not args.wait:
                 return 0  # submitted: --status follows the jobs, --report-only (or --wait) reports
         if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
@@ -133,8 +133,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         return exit_status(outcomes)
 
 
-def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Namespace) -> list[Outcome]:
-    """Prepare the data, write every selected run's spec and run the unfinished ones."""
+def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Namespace, runs: list[Run]
+                 ) -> list[Outcome]:  # fmt: skip
+    """Prepare the data, write every selected run's spec and run the unfinished ones (a grid's distillation step
+    between its teacher and its students: :mod:`adlnmt.experiment.distill_runs`)."""
     from adlnmt.experiment import slurm
     from adlnmt.experiment.runner import check_inputs, execute, prepare_data, running_order, write_spec
 
@@ -150,6 +152,17 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
           f"(skipped), {len(pending)} to run ({resumed} resumed first), "
           f"{'as SLURM jobs' if options else f'{args.jobs} at a time'} with {threads} thread(s) each; output {out}",
           flush=True)  # fmt: skip
+    if grid.distill is not None:
+        from adlnmt.experiment import distill_runs
+        from adlnmt.train.device import pick_device
+
+        device = str(pick_device(args.device, 0))
+        write = lambda run: write_spec(grid, run, data_dirs[run.variant.data.key], args.device, threads)  # noqa: E731
+        if options is None:
+            return distill_runs.run_local(grid, pending, runs, data_dirs, write, args.jobs, threads, device,
+                                          not args.decode_beside_training)  # fmt: skip
+        on_slurm = distill_runs.submit(grid, pending, runs, out, data_dirs, write, options, threads, device)
+        return slurm.wait(on_slurm) if args.wait else []
     if options is not None:
         on_slurm = slurm.submit(grid, pending, out, options, threads)
         return slurm.wait(on_slurm) if args.wait else []

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from adlnmt.adl.errors import ADLError
 from adlnmt.data.options import MODEL_TYPES, PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.errors import UserError
+from adlnmt.experiment import distill_step
+from adlnmt.experiment.distill_step import DistillStep
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.schema import Reader, read_yaml
 from adlnmt.experiment.statistics import RESAMPLES
@@ -28,7 +30,7 @@ from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
-            "added_evaluation", "slurm", "contrastive")  # fmt: skip
+            "added_evaluation", "slurm", "contrastive", "distill")  # fmt: skip
 ADDED_KEYS = ("since", "test", "metrics")
 CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "larger_gain", "margin", "ratio", "metric",
               "test", "min_source_words", "max_source_words", "out_of_scope", "registered")  # fmt: skip
@@ -37,7 +39,7 @@ CLAIM_KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
 RUN_METRICS: dict[str, Callable[[RunResult], float]] = {"valid_ppl": lambda result: result.best_valid_ppl}
 REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d))")
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates", "variants")
-VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper")
+VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper", "distilled")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
 PREPARE_OPTIONS = {f.name: kind_of(f) for f in fields(PrepareOptions)}
 GRID_SEARCH = ("beam", "batch_size", "length_penalty", "max_len_ratio")  # the SearchOptions a grid's translate sets
@@ -61,11 +63,13 @@ NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 @dataclass(frozen=True)
 class DataSpec:
-    """Where a variant's training data comes from: an existing prepared directory, or ``prepare`` arguments."""
+    """Where a variant's training data comes from: an existing prepared directory, or ``prepare`` arguments; or, with
+    ``distill``, a teacher's translations of the training source of its data (prepared from the same arguments)."""
 
     key: str  # directory name under <out>/data ("" for an existing prepared directory)
     prepared: Path | None = None
     prepare: tuple[tuple[str, Any], ...] = ()  # sorted (name, value) pairs: prepare()'s arguments
+    distill: DistillStep | None = None  # the grid's distillation step, for its students (experiment.distill_step)
 
     def arguments(self) -> dict[str, Any]:
         return dict(self.prepare)
@@ -160,6 +164,7 @@ class Grid:
     # Contrastive suites: not in the fingerprints either (scoring a run on a suite changes neither its training nor
     # its test-set scores); runs evaluated before a suite was added lack its results, and the report says so.
     contrastive: tuple[ContrastiveSuite, ...] = ()
+    distill: DistillStep | None = None  # the step whose teacher the distilled variants learn from
 
     @property
     def fingerprinted_tests(self) -> tuple[TestSet, ...]:
@@ -553,6 +558,13 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
             if value in seen:
                 reader.fail("variants", f"{variant.name!r} and {seen[value]!r} have the same {kind} {value!r}")
             seen[value] = variant.name
+    seeds = reader.positive_ints(seeds_value, seeds_where)
+    step = distill_step.read_step(reader, raw.get("distill"), {v.name: v.slug for v in variants}, seeds)
+    if taught := distill_step.students(reader, raw["variants"], step):
+        assert step is not None
+        teacher = next(v for v in variants if v.name == step.teacher)
+        data_of = DataSpec(step.key, None, teacher.data.prepare, step)
+        variants = tuple(replace(v, data=data_of) if v.name in taught else v for v in variants)
     baseline = raw.get("baseline")
     if baseline is not None and baseline not in {v.name for v in variants}:
         reader.unknown("baseline", str(baseline), [v.name for v in variants], "variant")
@@ -565,6 +577,9 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     claims = _claims(reader, raw.get("claims"), variants, metrics, tests)
     if "variants" in chosen:
         variants, claims = _scale_rows(reader, chosen["variants"], f"{at}.variants", variants, claims, baseline)
+    taught = [v.name for v in variants if v.data.distill is not None]
+    if taught and step is not None and step.teacher not in {v.name for v in variants}:
+        reader.fail(f"{at}.variants", f"keep the teacher {step.teacher!r}: {', '.join(taught)} learn from it")
     earlier_caps = ()
     if "earlier_max_updates" in chosen:
         earlier_caps = reader.positive_ints(chosen["earlier_max_updates"], f"{at}.earlier_max_updates")
@@ -578,7 +593,7 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         scale=scale,
         scale_description=str(chosen.get("description") or "").strip(),
         variants=variants,
-        seeds=reader.positive_ints(seeds_value, seeds_where),
+        seeds=seeds,
         tests=tests,
         metrics=metrics,
         translate=_translate(
@@ -592,4 +607,5 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         added_metrics=added_metrics,
         earlier_max_updates=earlier_caps,
         contrastive=_contrastive(reader, raw.get("contrastive")),
+        distill=step if taught else None,
     )

@@ -188,6 +188,9 @@ def prepare_data(grid: Grid, out: Path, log: Callable[[str], None] = print) -> d
     specs: dict[str, DataSpec] = {v.data.key: v.data for v in grid.variants}
     dirs = {}
     for key, spec in specs.items():
+        if spec.distill is not None:  # written by the distillation step once its teacher has trained
+            dirs[key] = out / "data" / key
+            continue
         if spec.prepared is not None:
             DataDir.load(spec.prepared)  # a clear error when it is not a prepared directory
             dirs[key] = spec.prepared
@@ -235,6 +238,9 @@ def fingerprints(grid: Grid, variant: Variant, seed: int, **override: Any) -> tu
     source = {k: _portable(v, grid) if isinstance(v, Path) else v for k, v in data.arguments().items()}
     if data.prepared is not None:
         source = {"prepared": _portable(data.prepared, grid)}
+    if (step := data.distill) is not None:  # a student: the teacher's translations of that data
+        teacher = fingerprints(grid, grid.variant(step.teacher), step.seed)[0]
+        source = {**source, "distilled": step.identity(), "teacher": teacher}
     train = {k: v for k, v in {**variant.train, **override}.items() if k not in NOT_FINGERPRINTED}
     train_print = fingerprint({**train, "data": source, "seed": seed})
     return train_print, fingerprint([train_print, _evaluation(grid)])

@@ -1,0 +1,188 @@
+"""Running a grid's distillation step (:mod:`adlnmt.experiment.distill_step`) between its teacher's run and its
+students' runs, on either executor.
+
+Local: the runs that need no distilled data (the teacher among them, added when it was not selected) run first; then
+``adlnmt distill`` writes ``data/distilled-<teacher>-seed-<n>`` in a subprocess (log beside it, ``<key>.log``), with
+every lane's threads, nothing else running; then the students. A teacher that did not finish, or whose weights are
+not here, leaves its students not run (failed, with the reason), the rest of the grid unharmed.
+
+SLURM: the same order as job dependencies. The first runs are one job array; the distillation is one job after the
+teacher's (``--dependency=afterok:<teacher job>``, none when the teacher is finished), its id recorded in
+``data/<key>.slurm.json`` so that it is not submitted twice while queued or running; the students are a job array
+after it (``afterok``, and ``--kill-on-invalid-dep=yes``: a failed distillation cancels them instead of leaving them
+queued forever).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import fields, replace
+from pathlib import Path
+
+from adlnmt.distill.kd import SEARCH_KEYS
+from adlnmt.errors import UserError
+from adlnmt.experiment import slurm
+from adlnmt.experiment.distill_job import DistillJob
+from adlnmt.experiment.distill_step import DistillStep
+from adlnmt.experiment.grid import Grid
+from adlnmt.experiment.runner import STOPPED, Outcome, Run, execute, last_lines, read_json, running_order, write_json
+from adlnmt.flags import flag_of
+from adlnmt.inference.options import SearchOptions
+from adlnmt.store import ModelDir
+
+SEARCH_FIELDS = {f.name: f for f in fields(SearchOptions) if f.name in SEARCH_KEYS}
+
+
+def split(pending: list[Run]) -> tuple[list[Run], dict[DistillStep, list[Run]]]:
+    """(the runs that need no distilled data, the students of each step)."""
+    first = [run for run in pending if run.variant.data.distill is None]
+    taught: dict[DistillStep, list[Run]] = {}
+    for run in pending:
+        if (step := run.variant.data.distill) is not None:
+            taught.setdefault(step, []).append(run)
+    return first, taught
+
+
+def teacher_of(step: DistillStep, runs: list[Run]) -> Run:
+    return next(run for run in runs if run.variant.name == step.teacher and run.seed == step.seed)
+
+
+def with_teachers(first: list[Run], taught: dict[DistillStep, list[Run]], runs: list[Run],
+                  write: Callable[[Run], None]) -> list[Run]:  # fmt: skip
+    """``first`` and every unfinished teacher of ``taught`` (its spec written by ``write``): students wait for it."""
+    added: list[Run] = []
+    for teacher in (teacher_of(step, runs) for step in taught):
+        if teacher not in first and teacher not in added and teacher.result() is None:
+            added.append(teacher)
+    for run in added:
+        write(run)
+    return first + added
+
+
+def command(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], device: str, threads: int) -> list[str]:
+    """The ``adlnmt distill`` command line of ``step``."""
+    options = step.options()
+    line = [sys.executable, "-m", "adlnmt", "distill", "--data", str(data_dirs[teacher.variant.data.key]),
+            "--model", str(teacher.model_dir), "--checkpoint", step.checkpoint, "--out", str(data_dirs[step.key]),
+            "--chunk-size", str(step.chunk_size), "--device", device, "--threads", str(threads)]  # fmt: skip
+    for name, field in SEARCH_FIELDS.items():
+        line += [flag_of(field), str(getattr(options, name))]
+    return line
+
+
+def log_of(step: DistillStep, data_dirs: dict[str, Path]) -> Path:
+    return data_dirs[step.key].parent / f"{step.key}.log"
+
+
+def missing_teacher(step: DistillStep, teacher: Run) -> str | None:
+    """Why ``teacher`` cannot teach now (not finished, or its weights not here), else None."""
+    if teacher.result() is None:
+        return f"its teacher {teacher.label} did not finish"
+    try:
+        weights = ModelDir(teacher.model_dir).resolve(step.checkpoint)
+    except UserError:
+        weights = None
+    if weights is None or not weights.is_file():
+        return (f"the {step.checkpoint} weights of its teacher {teacher.label} are not in {teacher.model_dir} (a run "
+                f"archived or shared without them): train it here with --rerun --variants '{teacher.variant.name}' "
+                f"--seeds {teacher.seed}")  # fmt: skip
+    return None
+
+
+def distil_locally(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], device: str, threads: int,
+                   report: Callable[[str], None]) -> str | None:  # fmt: skip
+    """Run the step in a subprocess; None when its data is complete, else why not."""
+    if (reason := missing_teacher(step, teacher)) is not None:
+        return reason
+    log = log_of(step, data_dirs)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    line = command(step, teacher, data_dirs, device, threads)
+    report(f"distil {step.key}: {teacher.label} translates the training source (log: {log})")
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(line)}\n")
+        handle.flush()
+        returncode = subprocess.run(line, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False).returncode
+    if returncode != 0:
+        return f"its distillation {step.key} failed (exit status {returncode}); see {log}:\n{last_lines(log)}"
+    report(f"done   distillation {step.key}")
+    return None
+
+
+def run_local(grid: Grid, pending: list[Run], runs: list[Run], data_dirs: dict[str, Path],
+              write: Callable[[Run], None], jobs: int, threads: int, device: str, decode_alone: bool,
+              report: Callable[[str], None] = print) -> list[Outcome]:  # fmt: skip
+    """The pending runs in dependency order: the others (and unfinished teachers), each step, its students."""
+    first, taught = split(pending)
+    first = with_teachers(first, taught, runs, write)
+    outcomes = execute(running_order(first), jobs, threads, report, decode_alone) if first else []
+    if any(outcome.stopped for outcome in outcomes):  # a stop signal: no distillation, no student starts
+        return outcomes + [Outcome(run, STOPPED["SIGTERM"], 0.0, None) for runs in taught.values() for run in runs]
+    ready = []
+    for step, students in taught.items():
+        reason = distil_locally(step, teacher_of(step, runs), data_dirs, device, threads * jobs, report)
+        if reason is None:
+            ready += students
+            continue
+        report(f"FAILED {', '.join(run.label for run in students)}: not run, {reason}")
+        outcomes += [Outcome(run, 1, 0.0, None) for run in students]
+    return outcomes + (execute(running_order(ready), jobs, threads, report, decode_alone) if ready else [])
+
+
+def after(options: slurm.SlurmOptions, jobs: list[str]) -> slurm.SlurmOptions:
+    """``options`` for jobs that start once ``jobs`` ended well (and are cancelled when one failed)."""
+    if not jobs:
+        return options
+    dependency = {"dependency": "afterok:" + ":".join(jobs), "kill-on-invalid-dep": "yes"}
+    return replace(options, sbatch={**options.sbatch, **dependency})
+
+
+def submit_step(grid: Grid, step: DistillStep, teacher: Run, out: Path, data_dirs: dict[str, Path],
+                options: slurm.SlurmOptions, threads: int, device: str) -> str:  # fmt: skip
+    """The job id of the step's distillation: one queued or running already, or one submitted after the teacher's."""
+    record_path = data_dirs[step.key].parent / f"{step.key}.{slurm.RECORD}"
+    record = read_json(record_path)
+    state = slurm.job_states([record]).get(record["job_id"], "") if record else ""
+    if record and (state in slurm.WAITING or state in slurm.RUNNING):
+        print(f"distillation {step.key}: {'queued' if state in slurm.WAITING else 'running'} as job "
+              f"{record['job_id']}; not submitted again")  # fmt: skip
+        return str(record["job_id"])
+    teacher_record = read_json(teacher.dir / slurm.RECORD) if teacher.result() is None else None
+    executor = slurm._executor(out / "slurm", after(options, [teacher_record["job_id"]] if teacher_record else []),
+                               f"{grid.name}-distill")  # fmt: skip
+    log = log_of(step, data_dirs)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        job = executor.submit(DistillJob(threads, str(log)), command(step, teacher, data_dirs, device, threads))
+    except RuntimeError as err:
+        raise UserError(f"sbatch refused the distillation job: {str(err).strip()}") from None
+    write_json(record_path, {"job_id": job.job_id, "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                             "folder": str(out / "slurm")})  # fmt: skip
+    print(
+        f"submitted distillation {step.key} as job {job.job_id}"
+        + (f", after the teacher's job {teacher_record['job_id']}" if teacher_record else ""),
+        flush=True,
+    )
+    return str(job.job_id)
+
+
+def submit(grid: Grid, pending: list[Run], runs: list[Run], out: Path, data_dirs: dict[str, Path],
+           write: Callable[[Run], None], options: slurm.SlurmOptions, threads: int, device: str
+           ) -> list[Run]:  # fmt: skip
+    """The pending runs as SLURM jobs in dependency order; the runs now on SLURM."""
+    first, taught = split(pending)
+    first = with_teachers(first, taught, runs, write)
+    on_slurm = slurm.submit(grid, first, out, options, threads) if first else []
+    for step, students in taught.items():
+        teacher = teacher_of(step, runs)
+        if teacher.result() is None and read_json(teacher.dir / slurm.RECORD) is None:
+            raise UserError(f"{teacher.label}: not submitted, so its students cannot wait for it")
+        if teacher.result() is not None and (reason := missing_teacher(step, teacher)) is not None:
+            raise UserError(f"{', '.join(run.label for run in students)}: {reason}")
+        job = submit_step(grid, step, teacher, out, data_dirs, options, threads, device)
+        on_slurm += slurm.submit(grid, students, out, after(options, [job]), threads)
+    return on_slurm

@@ -1,0 +1,205 @@
+"""A grid's distillation step: the ``distill:`` section and ``distilled: true`` variants (validation, data keys,
+fingerprints), the local executor's order (teacher, distillation, students) end to end on the demo corpus, and the
+SLURM executor's job dependencies (with a recording stand-in for submitit)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import pytest
+import yaml
+
+from adlnmt.cli import main
+from adlnmt.data.data_dir import DataDir
+from adlnmt.errors import UserError
+from adlnmt.experiment import distill_runs, slurm
+from adlnmt.experiment.grid import load_grid
+from adlnmt.experiment.runner import plan_runs
+
+TINY = {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 6, "checkpoint_interval": 3, "lr": 2e-3,
+        "valid_bleu": False}  # fmt: skip
+ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+DECODER = "pos -> repeat(1, res_nd({x}) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+
+
+def grid_dict(corpus: Path, **changes: Any) -> dict[str, Any]:
+    grid = {
+        "name": "kd",
+        "data": {"train_src": str(corpus / "train.src"), "train_tgt": str(corpus / "train.tgt"),
+                 "valid_src": str(corpus / "valid.src"), "valid_tgt": str(corpus / "valid.tgt"), "vocab_size": 150},
+        "test": [{"name": "test", "src": str(corpus / "test.src"), "ref": str(corpus / "test.tgt")}],
+        "metrics": ["bleu"],
+        "seeds": [1],
+        "baseline": "teacher",
+        "bootstrap_resamples": 50,
+        "translate": {"beam": 2},
+        "train": TINY,
+        "distill": {"teacher": "teacher", "seed": 1, "beam": 2, "chunk_size": 500},
+        "variants": [
+            {"name": "teacher", "encoder": ENCODER, "decoder": DECODER.format(x="mh_dot_self_att")},
+            {"name": "student", "encoder": ENCODER, "decoder": DECODER.format(x="ssru"), "distilled": True},
+            {"name": "student on refs", "encoder": ENCODER, "decoder": DECODER.format(x="ssru")},
+        ],
+    }  # fmt: skip
+    grid.update(changes)
+    return grid
+
+
+def write_grid(root: Path, grid: dict[str, Any]) -> Path:
+    path = root / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid), encoding="utf-8")
+    return path
+
+
+def test_students_train_on_the_teachers_data(demo_data: Path, tmp_path: Path) -> None:
+    grid = load_grid(write_grid(tmp_path, grid_dict(demo_data / "corpus")))
+    student, teacher, plain = grid.variant("student"), grid.variant("teacher"), grid.variant("student on refs")
+    assert grid.distill is not None and grid.distill.key == "distilled-teacher-seed-1"
+    assert student.data.key == "distilled-teacher-seed-1" and student.data.distill == grid.distill
+    assert student.data.arguments() == teacher.data.arguments() and plain.data == teacher.data
+    assert grid.distill.options().beam == 2 and grid.distill.checkpoint == "best"
+
+
+def fingerprints(corpus: Path, root: Path, **changes: Any) -> dict[str, str]:
+    root.mkdir(exist_ok=True)
+    grid = load_grid(write_grid(root, grid_dict(corpus, **changes)))
+    return {run.variant.name: run.fingerprint for run in plan_runs(grid, root / "out")}
+
+
+def test_a_students_fingerprint_covers_its_teacher_and_the_step(demo_data: Path, tmp_path: Path) -> None:
+    corpus = demo_data / "corpus"
+    base = fingerprints(corpus, tmp_path / "a")
+    assert base == fingerprints(corpus, tmp_path / "b")  # not where the grid lies
+    beam = fingerprints(corpus, tmp_path / "c", distill={"teacher": "teacher", "seed": 1, "beam": 3, "chunk_size": 500})
+    assert beam["student"] != base["student"] and beam["teacher"] == base["teacher"]
+    variants = grid_dict(corpus)["variants"]
+    variants[0]["train"] = {"lr": 1e-3}  # another teacher
+    other = fingerprints(corpus, tmp_path / "d", variants=variants)
+    assert other["student"] != base["student"] and other["student on refs"] == base["student on refs"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"distill": {"teacher": "teachr"}}, r"distill.teacher: unknown variant \(did you mean 'teacher'"),
+        ({"distill": {"teacher": "teacher", "seed": 7}}, r"distill.seed: 7 is not one of the grid's seeds \[1\]"),
+        ({"distill": {"teacher": "teacher", "beam": 0}}, r"distill.beam: must be >= 1, got 0"),
+        ({"distill": {"teacher": "teacher", "checkpoint": "worst"}}, r"distill.checkpoint: expected one of best"),
+        ({"distill": {"teacher": "teacher", "temperature": 2}}, r"distill.temperature: unknown key; expected one of"),
+        ({"distill": None}, r"'student'.*distilled: a distilled variant needs the grid's 'distill' section"),
+    ],
+)
+def test_a_bad_step_is_one_clear_error(demo_data: Path, tmp_path: Path, change: dict, message: str) -> None:
+    grid = grid_dict(demo_data / "corpus", **change)
+    if grid["distill"] is None:
+        del grid["distill"]
+    with pytest.raises(UserError, match=message):
+        load_grid(write_grid(tmp_path, grid))
+
+
+def test_a_teacher_that_is_a_student_or_a_student_with_own_data_is_refused(demo_data: Path, tmp_path: Path) -> None:
+    grid = grid_dict(demo_data / "corpus")
+    grid["variants"][0]["distilled"] = True
+    with pytest.raises(UserError, match="the teacher trains on the references"):
+        load_grid(write_grid(tmp_path, grid))
+    grid = grid_dict(demo_data / "corpus")
+    grid["variants"][1]["data"] = {"vocab_size": 100}
+    with pytest.raises(UserError, match="its own 'data' options would change it"):
+        load_grid(write_grid(tmp_path, grid))
+    grid = grid_dict(demo_data / "corpus", scales={"tiny": {"variants": ["student", "student on refs"]}})
+    grid["baseline"] = "student"
+    with pytest.raises(UserError, match=r"scales.tiny.variants: keep the teacher 'teacher': student learn from it"):
+        load_grid(write_grid(tmp_path, grid), "tiny")
+
+
+def experiment(*argv: str) -> tuple[int, str]:
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        status = main(["experiment", *argv])
+    return status, output.getvalue()
+
+
+def test_the_local_executor_runs_teacher_distillation_students(demo_data: Path, tmp_path: Path) -> None:
+    path = write_grid(tmp_path, grid_dict(demo_data / "corpus"))
+    out = tmp_path / "out"
+    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student")
+    assert status == 0, stdout
+    teacher_result = out / "runs" / "teacher" / "seed-1" / "result.json"
+    distilled = out / "data" / "distilled-teacher-seed-1"
+    student_result = out / "runs" / "student" / "seed-1" / "result.json"
+    assert teacher_result.is_file() and student_result.is_file()  # the teacher was added: the student needs it
+    assert not (out / "runs" / "student-on-refs").exists()
+    record = DataDir.load(distilled).manifest["distilled"]
+    assert record["teacher"]["members"][0]["model"] == str((out / "runs" / "teacher" / "seed-1" / "model").resolve())
+    assert record["search"]["beam"] == 2 and record["chunk_size"] == 500
+    assert teacher_result.stat().st_mtime_ns < (distilled / "manifest.json").stat().st_mtime_ns
+    assert (distilled / "manifest.json").stat().st_mtime_ns < student_result.stat().st_mtime_ns
+    train = yaml.safe_load((out / "runs" / "student" / "seed-1" / "train.yaml").read_text())
+    assert Path(train["data"]) == distilled
+    assert stdout.index("done   distillation") < stdout.index("start  student seed 1")
+    again, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student")
+    assert again == 0 and "0 to run" in stdout and "distil " not in stdout
+
+
+def test_a_teacher_without_weights_leaves_its_students_not_run(demo_data: Path, tmp_path: Path) -> None:
+    path = write_grid(tmp_path, grid_dict(demo_data / "corpus"))
+    out = tmp_path / "out"
+    assert experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "teacher")[0] == 0
+    (out / "runs" / "teacher" / "seed-1" / "model" / "best.safetensors").unlink()
+    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student")
+    assert status == 1
+    assert "FAILED student seed 1: not run, the best weights of its teacher teacher seed 1 are not in" in stdout
+    assert "--rerun --variants 'teacher' --seeds 1" in stdout
+    assert not (out / "data" / "distilled-teacher-seed-1").exists()
+
+
+class FakeExecutor:
+    """submitit's SlurmExecutor as distill_runs and slurm use it, recording each submission's dependency."""
+
+    submitted: ClassVar[list[dict[str, Any]]] = []
+
+    def __init__(self, options: slurm.SlurmOptions, name: str) -> None:
+        self.options, self.name = options, name
+
+    def _job(self, what: str) -> SimpleNamespace:
+        job = SimpleNamespace(job_id=str(100 + len(self.submitted)))
+        self.submitted.append({"what": what, "name": self.name, "sbatch": dict(self.options.sbatch),
+                               "job_id": job.job_id})  # fmt: skip
+        return job
+
+    def map_array(self, function: Any, arguments: list[str]) -> list[SimpleNamespace]:
+        return [self._job(Path(argument).parent.name) for argument in arguments]
+
+    def submit(self, function: Any, command: list[str]) -> SimpleNamespace:
+        assert command[command.index("--beam") + 1] == "2"
+        return self._job("distill")
+
+
+def test_slurm_jobs_wait_for_the_teacher_and_the_distillation(
+    demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    FakeExecutor.submitted = []
+    monkeypatch.setattr(slurm, "_executor", lambda folder, options, name: FakeExecutor(options, name))
+    monkeypatch.setattr(slurm, "job_states", lambda records: {})
+    grid = load_grid(write_grid(tmp_path, grid_dict(demo_data / "corpus")))
+    runs = plan_runs(grid, tmp_path / "out")
+    data_dirs = {"default": tmp_path / "out" / "data" / "default",
+                 "distilled-teacher-seed-1": tmp_path / "out" / "data" / "distilled-teacher-seed-1"}  # fmt: skip
+    written = []
+    students = [run for run in runs if run.variant.name == "student"]
+    on_slurm = distill_runs.submit(grid, students, runs, tmp_path / "out", data_dirs, written.append,
+                                   slurm.SlurmOptions(), 1, "cpu")  # fmt: skip
+    assert [run.variant.name for run in written] == ["teacher"]  # its spec written: it runs first
+    teacher, step, student = FakeExecutor.submitted
+    assert teacher["what"] == "teacher" and "dependency" not in teacher["sbatch"]
+    assert step["what"] == "distill" and step["sbatch"]["dependency"] == f"afterok:{teacher['job_id']}"
+    assert student["what"] == "student" and student["sbatch"]["dependency"] == f"afterok:{step['job_id']}"
+    assert student["sbatch"]["kill-on-invalid-dep"] == "yes"
+    assert {run.variant.name for run in on_slurm} == {"teacher", "student"}
+    record = json.loads((tmp_path / "out" / "data" / "distilled-teacher-seed-1.slurm.json").read_text())
+    assert record["job_id"] == step["job_id"]
