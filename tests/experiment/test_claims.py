@@ -204,7 +204,9 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=REPOSITORY, capture_output=True, text=True, check=True).stdout.strip()
 
 
-@pytest.mark.parametrize("grid", ["adl-table5", "aan-table2", "comet-table1", "adl-table2", "adl-table3", "adl-table4"])
+@pytest.mark.parametrize(
+    "grid", ["adl-table5", "aan-table2", "comet-table1", "adl-table2", "adl-table3", "adl-table4", "efficiency"]
+)
 def test_every_shipped_claim_names_the_commit_that_registered_it(grid: str) -> None:
     """The commit a claim names holds the claim as it stands (the same comparison, margin and scope) and its parent
     does not; its date is that commit's. Editing a claim without registering it again fails here."""
