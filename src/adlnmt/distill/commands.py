@@ -33,7 +33,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "ensemble or an export, on any engine; beam 5 by default) and write a new data directory whose training "
         "targets are the teacher's 1-best translations, with the same vocabularies, validation split and training "
         "source, and the provenance in its manifest (distilled: teacher, checkpoint, search settings, digests). "
-        "Interrupted, the same command resumes from the last committed chunk. See docs/distillation.md.",
+        "Interrupted, the same command resumes from the last committed chunk. See docs/training.md (Distillation).",
     )
     parser.add_argument("--data", required=True, help="the prepared data directory whose training source to translate")
     parser.add_argument("--out", required=True, help="the new data directory (or an unfinished one to resume)")

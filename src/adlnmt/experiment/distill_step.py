@@ -1,6 +1,6 @@
 """A grid's distillation step: the ``distill:`` section names a variant and seed whose trained model teaches, and
 the variants marked ``distilled: true`` (students) train on its translations of the training source (sequence-level
-knowledge distillation, :mod:`adlnmt.distill.kd`) instead of the references. docs/distillation.md shows a grid.
+knowledge distillation, :mod:`adlnmt.distill.kd`) instead of the references (docs/experiments.md, Grid format).
 
     distill: {teacher: Transformer, seed: 1, checkpoint: best, beam: 5}
     variants:
