@@ -211,3 +211,29 @@ def test_the_command(data: Path, teacher: Path, tmp_path: Path, capsys: pytest.C
     with pytest.raises(SystemExit):
         main([*argv[:-2], "--chunk-size", "0"])
     assert "--chunk-size: must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_an_export_or_an_ensemble_teaches_with_its_provenance(data: Path, teacher: Path, tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
+    pytest.importorskip("onnx", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
+    from adlnmt.export.directory import Source
+    from adlnmt.export.formats import export_model
+    from adlnmt.inference.ensemble import load_ensemble
+    from adlnmt.store.names import EXPORT_MANIFEST
+
+    model, vocab, max_len = ModelDir(teacher).load_model("best")
+    export_model(Source(model.eval(), vocab, max_len, teacher), tmp_path / "onnx", "onnx", "none")
+    exported = Translator.load(tmp_path / "onnx", engine="onnxruntime")
+    record = teacher_record([str(tmp_path / "onnx")], [], exported, "fp32", "cpu", "log-linear")
+    manifest = distill(data, tmp_path / "kd-onnx", exported, record, OPTIONS, CHUNK, log=lambda _: None)
+    member = manifest["distilled"]["teacher"]["members"][0]
+    assert member == {"export": str((tmp_path / "onnx").resolve()), "format": "onnx", "quantize": "none",
+                      "manifest_sha256": file_sha256(tmp_path / "onnx" / EXPORT_MANIFEST)}  # fmt: skip
+    assert manifest["distilled"]["teacher"]["engine"] == "onnxruntime"
+    assert len(DataDir.load(tmp_path / "kd-onnx").split("train")) == 200
+
+    ensemble = load_ensemble([teacher, teacher], ["best", "last"])
+    record = teacher_record([str(teacher)], ["best", "last"], ensemble, "fp32", "cpu", "linear")
+    assert [m["checkpoint"] for m in record["members"]] == ["best", "last"] and record["combine"] == "linear"
+    manifest = distill(data, tmp_path / "kd-ensemble", ensemble, record, OPTIONS, CHUNK, log=lambda _: None)
+    assert manifest["distilled"]["teacher"] == record
