@@ -32,9 +32,11 @@ class Speedups:
     # hypotheses from the device in a few transfers, instead of one device read per active sentence and per
     # ended hypothesis (on a GPU every read waits for the device: a synchronisation).
     host_bookkeeping: bool = True
-    # The ssru layer's full-sequence pass (training, scoring) computes its recurrence with a parallel scan in
-    # ⌈log₂ T⌉ element-wise steps (layers.ssru.scan) instead of a loop over the T positions.
-    ssru_scan: bool = True
+    # Where the ssru layer's full-sequence pass (training, scoring) computes its recurrence with a parallel scan in
+    # ⌈log₂ T⌉ element-wise steps over [B, T, d] (layers.ssru.scan) instead of a loop over the T positions:
+    # "accelerator" (off the CPU, where the loop is T dependent kernel launches; on a CPU the loop measured as fast
+    # or faster at training batch sizes: benchmarks/NOTES.md), "always" or "never" (the loop).
+    ssru_scan: str = "accelerator"
 
 
 SPEEDUPS = Speedups()
@@ -45,7 +47,7 @@ OFF = {
     "rows_in_place": False,
     "fused_loss": False,
     "host_bookkeeping": False,
-    "ssru_scan": False,
+    "ssru_scan": "never",
 }
 
 

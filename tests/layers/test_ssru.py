@@ -3,17 +3,16 @@ loop, the equations against an independent NumPy reference, the state, and the d
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 import torch
 
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.registry import Side
+from adlnmt.layers import ssru
 from adlnmt.layers.base import Context, DecoderState
 from adlnmt.layers.ssru import SSRU, loop, scan
-from adlnmt.speedups import speedups_off
+from adlnmt.speedups import SPEEDUPS, speedups_off
 from layer_contract import build, check_contract, run_steps
 
 CHAINS = [
@@ -30,9 +29,22 @@ def test_contract(adl: str) -> None:
 
 
 @pytest.mark.parametrize("adl", CHAINS[:2])
-def test_contract_with_the_loop(adl: str) -> None:
+def test_contract_with_the_scan(adl: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SPEEDUPS, "ssru_scan", "always")  # on the CPU the default is the loop
+    check_contract(adl, Side.DECODER)
+
+
+def test_the_switch_picks_the_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    monkeypatch.setattr(ssru, "scan", lambda f, u: calls.append("scan") or ssru.loop(f, u))
+    layer, x = unit(), torch.randn(2, 5, 16)
+    for mode, expected in (("accelerator", []), ("always", ["scan"]), ("never", [])):
+        calls.clear()
+        monkeypatch.setattr(SPEEDUPS, "ssru_scan", mode)
+        layer(x, Context())
+        assert calls == expected, mode
     with speedups_off("ssru_scan"):
-        check_contract(adl, Side.DECODER)
+        assert SPEEDUPS.ssru_scan == "never"
 
 
 def unit(d: int = 16) -> SSRU:
@@ -57,10 +69,13 @@ def test_scan_and_loop_give_the_same_gradients() -> None:
     x = torch.randn(2, 13, 16, dtype=torch.float64)
     layer.double()
     grads = []
-    for switch in (contextlib.nullcontext(), speedups_off("ssru_scan")):
+    for mode in ("always", "never"):
         layer.zero_grad()
-        with switch:
+        SPEEDUPS.ssru_scan, saved = mode, SPEEDUPS.ssru_scan
+        try:
             out = layer(x, Context())
+        finally:
+            SPEEDUPS.ssru_scan = saved
         (out * torch.linspace(-1, 1, out.numel(), dtype=torch.float64).view_as(out)).sum().backward()
         grads.append([p.grad.clone() for p in layer.parameters()])
     for a, b in zip(*grads, strict=True):

@@ -5,8 +5,9 @@ self-attention in the fast students of the WMT efficiency task.
 The recurrence is linear in the cell: with a_t = f_t and b_t = (1 − f_t) ⊙ W x_t, c_t = a_t ⊙ c_{t−1} + b_t, and
 pairs (a, b) compose associatively, (a_1, b_1) then (a_2, b_2) = (a_1 a_2, a_2 b_1 + b_2). Training computes every
 c_t at once with a Hillis–Steele scan over that composition (⌈log₂ T⌉ element-wise steps on [B, T, d] instead of T
-sequential ones; ``SPEEDUPS.ssru_scan``, the loop when off); incremental decoding keeps c_t as its only state, so a
-step costs two d × d products however long the prefix.
+sequential ones) where ``SPEEDUPS.ssru_scan`` says so: by default off the CPU, where a loop is T dependent kernel
+launches; on a CPU the loop over positions measured as fast or faster at training batch sizes (benchmarks/NOTES.md).
+Incremental decoding keeps c_t as its only state, so a step costs two d × d products however long the prefix.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def scan(decay: Tensor, update: Tensor) -> Tensor:
 
 
 def loop(decay: Tensor, update: Tensor) -> Tensor:
-    """:func:`scan` one position after the other (the recurrence as written; ``SPEEDUPS.ssru_scan`` off)."""
+    """:func:`scan` one position after the other (the recurrence as written)."""
     cell = torch.zeros_like(update[:, 0])  # [B, d]
     cells = []
     for t in range(update.size(1)):
@@ -76,7 +77,9 @@ class SSRU(Layer):
     def forward(self, x: Tensor, ctx: Context) -> Tensor:
         # x: [B, T, d]; causal: c_t reads positions ≤ t only, so right padding never reaches a real position
         f, update = self.gates(x)
-        cells = scan(f, update) if SPEEDUPS.ssru_scan else loop(f, update)  # [B, T, d]
+        mode = SPEEDUPS.ssru_scan
+        parallel = mode == "always" or (mode == "accelerator" and x.device.type != "cpu")
+        cells = scan(f, update) if parallel else loop(f, update)  # [B, T, d]
         return torch.relu(cells).to(x.dtype)
 
     def init_state(self, ctx: Context) -> None:
