@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +240,26 @@ def test_an_export_or_an_ensemble_teaches_with_its_provenance(data: Path, teache
     assert [m["checkpoint"] for m in record["members"]] == ["best", "last"] and record["combine"] == "linear"
     manifest = distill(data, tmp_path / "kd-ensemble", ensemble, record, OPTIONS, CHUNK, log=lambda _: None)
     assert manifest["distilled"]["teacher"] == record
+
+
+@pytest.mark.parametrize("point", ["000001.npy:written", "000001.npy:replaced", "manifest.json:written"])
+def test_a_killed_distillation_resumes_to_the_same_arrays(data: Path, teacher: Path, tmp_path: Path, point: str
+                                                         ) -> None:  # fmt: skip
+    """SIGKILL at the commit of a chunk (its temporary complete, or just renamed) or of the manifest: the directory is
+    not a data directory, and the same command resumes it to the arrays of an uninterrupted run."""
+    from faults.harness import environment
+
+    whole = tmp_path / "whole"
+    run(data, teacher, whole)
+    out = tmp_path / "kd"
+    argv = [sys.executable, "-m", "adlnmt", "distill", "--data", str(data), "--model", str(teacher), "--out", str(out),
+            "--beam", "2", "--batch-size", "16", "--chunk-size", str(CHUNK), "--threads", "1"]  # fmt: skip
+    killed = subprocess.run(argv, env=environment(f"kill@{point}"), capture_output=True, check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()
+    with pytest.raises(DataError, match="no manifest"):
+        DataDir.load(out)
+    done = subprocess.run(argv, env=environment(), capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "resuming an interrupted distillation" in done.stdout
+    assert arrays(out) == arrays(whole)
+    assert not (out / CHUNKS).exists()
