@@ -39,6 +39,7 @@ FAMILY_COLORS = {
     "attention": "#fff2cc",
     "average": "#fce4ec",
     "recurrent": "#d9ead3",
+    "ssru": "#d9ead3",  # a recurrent unit too
     "convolution": "#cfe2f3",
     "comet": "#e1d5e7",
 }
