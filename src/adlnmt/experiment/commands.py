@@ -152,17 +152,11 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
           f"(skipped), {len(pending)} to run ({resumed} resumed first), "
           f"{'as SLURM jobs' if options else f'{args.jobs} at a time'} with {threads} thread(s) each; output {out}",
           flush=True)  # fmt: skip
-    if grid.distill is not None:
+    if grid.distill is not None:  # the teacher, its distillation, its students, in that order
         from adlnmt.experiment import distill_runs
-        from adlnmt.train.device import pick_device
 
-        device = str(pick_device(args.device, 0))
         write = lambda run: write_spec(grid, run, data_dirs[run.variant.data.key], args.device, threads)  # noqa: E731
-        if options is None:
-            return distill_runs.run_local(grid, pending, runs, data_dirs, write, args.jobs, threads, device,
-                                          not args.decode_beside_training)  # fmt: skip
-        on_slurm = distill_runs.submit(grid, pending, runs, out, data_dirs, write, options, threads, device)
-        return slurm.wait(on_slurm) if args.wait else []
+        return distill_runs.run_in_order(grid, pending, runs, out, data_dirs, write, args, options, threads)
     if options is not None:
         on_slurm = slurm.submit(grid, pending, out, options, threads)
         return slurm.wait(on_slurm) if args.wait else []

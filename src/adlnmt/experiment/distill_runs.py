@@ -15,6 +15,7 @@ queued forever).
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -175,14 +176,30 @@ def submit(grid: Grid, pending: list[Run], runs: list[Run], out: Path, data_dirs
            ) -> list[Run]:  # fmt: skip
     """The pending runs as SLURM jobs in dependency order; the runs now on SLURM."""
     first, taught = split(pending)
+    for step, students in taught.items():  # before anything is submitted
+        teacher = teacher_of(step, runs)
+        if teacher.result() is not None and (reason := missing_teacher(step, teacher)) is not None:
+            raise UserError(f"{', '.join(run.label for run in students)}: {reason}")
     first = with_teachers(first, taught, runs, write)
     on_slurm = slurm.submit(grid, first, out, options, threads) if first else []
     for step, students in taught.items():
         teacher = teacher_of(step, runs)
-        if teacher.result() is None and read_json(teacher.dir / slurm.RECORD) is None:
-            raise UserError(f"{teacher.label}: not submitted, so its students cannot wait for it")
-        if teacher.result() is not None and (reason := missing_teacher(step, teacher)) is not None:
-            raise UserError(f"{', '.join(run.label for run in students)}: {reason}")
         job = submit_step(grid, step, teacher, out, data_dirs, options, threads, device)
         on_slurm += slurm.submit(grid, students, out, after(options, [job]), threads)
     return on_slurm
+
+
+def run_in_order(grid: Grid, pending: list[Run], runs: list[Run], out: Path, data_dirs: dict[str, Path],
+                 write: Callable[[Run], None], args: argparse.Namespace, options: slurm.SlurmOptions | None,
+                 threads: int) -> list[Outcome]:  # fmt: skip
+    """``adlnmt experiment``'s runs of a grid with a distillation step, on its executor (``options``: SLURM's, None
+    for local worker processes); ``args``: its flags (device, jobs, wait, decode_beside_training)."""
+    from adlnmt.train.device import pick_device
+
+    if options is None:  # device auto: this machine's GPU if any
+        device = str(pick_device(args.device, 0))
+        return run_local(grid, pending, runs, data_dirs, write, args.jobs, threads, device,
+                         not args.decode_beside_training)  # fmt: skip
+    device = args.device if args.device != "auto" else "cuda" if options.gpus else "cpu"  # a job's node: its GPUs
+    on_slurm = submit(grid, pending, runs, out, data_dirs, write, options, threads, device)
+    return slurm.wait(on_slurm) if args.wait else []
