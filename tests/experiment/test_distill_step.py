@@ -50,8 +50,8 @@ def grid_dict(corpus: Path, **changes: Any) -> dict[str, Any]:
     return grid
 
 
-def write_grid(root: Path, grid: dict[str, Any]) -> Path:
-    path = root / "grid.yaml"
+def write_grid(root: Path, grid: dict[str, Any], name: str = "grid.yaml") -> Path:
+    path = root / name
     path.write_text(yaml.safe_dump(grid), encoding="utf-8")
     return path
 
@@ -156,6 +156,23 @@ def test_a_teacher_without_weights_leaves_its_students_not_run(demo_data: Path, 
     assert "FAILED student seed 1: not run, the best weights of its teacher teacher seed 1 are not in" in stdout
     assert "--rerun --variants 'teacher' --seeds 1" in stdout
     assert not (out / "data" / "distilled-teacher-seed-1").exists()
+
+
+def test_a_teacher_copied_from_another_grid_teaches_with_that_runs_weights(demo_data: Path, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    other = grid_dict(demo_data / "corpus", name="other", variants=grid_dict(demo_data / "corpus")["variants"][:1])
+    del other["distill"]
+    other_path = write_grid(tmp_path, other, "other.yaml")  # beside the grid: the same data paths in the fingerprints
+    assert experiment(str(other_path), "--out", str(results / "other"), "--threads", "1")[0] == 0
+    path = write_grid(tmp_path, grid_dict(demo_data / "corpus"))
+    status, stdout = experiment(str(path), "--out", str(results / "kd"), "--threads", "1", "--variants", "student")
+    assert status == 0, stdout
+    assert "teacher seed 1: finished as other/runs/teacher/seed-1 (the same settings)" in stdout
+    assert not (results / "kd" / "runs" / "teacher" / "seed-1" / "model").exists()  # not trained again
+    record = DataDir.load(results / "kd" / "data" / "distilled-teacher-seed-1").manifest["distilled"]
+    assert record["teacher"]["members"][0]["model"] == str((results / "other" / "runs" / "teacher" / "seed-1" /
+                                                            "model").resolve())  # fmt: skip
+    assert (results / "kd" / "runs" / "student" / "seed-1" / "result.json").is_file()
 
 
 class FakeExecutor:

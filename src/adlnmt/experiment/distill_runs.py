@@ -3,8 +3,10 @@ students' runs, on either executor.
 
 Local: the runs that need no distilled data (the teacher among them, added when it was not selected) run first; then
 ``adlnmt distill`` writes ``data/distilled-<teacher>-seed-<n>`` in a subprocess (log beside it, ``<key>.log``), with
-every lane's threads, nothing else running; then the students. A teacher that did not finish, or whose weights are
-not here, leaves its students not run (failed, with the reason), the rest of the grid unharmed.
+every lane's threads, nothing else running; then the students. The teacher's weights are in its run folder, or, for
+a run copied from another grid's archive (``shared_from``), in that run's folder on this machine. A teacher that did
+not finish, or whose weights are in neither, leaves its students not run (failed, with the reason), the rest of the
+grid unharmed.
 
 SLURM: the same order as job dependencies. The first runs are one job array; the distillation is one job after the
 teacher's (``--dependency=afterok:<teacher job>``, none when the teacher is finished), its id recorded in
@@ -64,12 +66,12 @@ def with_teachers(first: list[Run], taught: dict[DistillStep, list[Run]], runs: 
     return first + added
 
 
-def command(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], device: str, threads: int) -> list[str]:
-    """The ``adlnmt distill`` command line of ``step``."""
+def command(step: DistillStep, teacher: Path, source: Path, target: Path, device: str, threads: int) -> list[str]:
+    """The ``adlnmt distill`` command line of ``step``: the ``teacher`` model directory translates ``source``."""
     options = step.options()
-    line = [sys.executable, "-m", "adlnmt", "distill", "--data", str(data_dirs[teacher.variant.data.key]),
-            "--model", str(teacher.model_dir), "--checkpoint", step.checkpoint, "--out", str(data_dirs[step.key]),
-            "--chunk-size", str(step.chunk_size), "--device", device, "--threads", str(threads)]  # fmt: skip
+    line = [sys.executable, "-m", "adlnmt", "distill", "--data", str(source), "--model", str(teacher),
+            "--checkpoint", step.checkpoint, "--out", str(target), "--chunk-size", str(step.chunk_size),
+            "--device", device, "--threads", str(threads)]  # fmt: skip
     for name, field in SEARCH_FIELDS.items():
         line += [flag_of(field), str(getattr(options, name))]
     return line
@@ -79,29 +81,41 @@ def log_of(step: DistillStep, data_dirs: dict[str, Path]) -> Path:
     return data_dirs[step.key].parent / f"{step.key}.log"
 
 
-def missing_teacher(step: DistillStep, teacher: Run) -> str | None:
-    """Why ``teacher`` cannot teach now (not finished, or its weights not here), else None."""
+def has_weights(model_dir: Path, checkpoint: str) -> bool:
+    try:
+        return ModelDir(model_dir).resolve(checkpoint).is_file()
+    except UserError:  # "last" of a directory without checkpoints
+        return False
+
+
+def teacher_model(step: DistillStep, teacher: Run) -> Path | str:
+    """The model directory that holds the finished teacher's weights, else why there is none: its own, or, for a run
+    copied from another grid's archive (``shared_from``), that run's on this machine (a grid's folder keeps its
+    weights beside its archive)."""
     if teacher.result() is None:
         return f"its teacher {teacher.label} did not finish"
-    try:
-        weights = ModelDir(teacher.model_dir).resolve(step.checkpoint)
-    except UserError:
-        weights = None
-    if weights is None or not weights.is_file():
-        return (f"the {step.checkpoint} weights of its teacher {teacher.label} are not in {teacher.model_dir} (a run "
-                f"archived or shared without them): train it here with --rerun --variants '{teacher.variant.name}' "
-                f"--seeds {teacher.seed}")  # fmt: skip
-    return None
+    candidates = [teacher.model_dir]
+    result = teacher.result()
+    if result is not None and result.shared_from:
+        candidates.append(teacher.archive.parents[3] / result.shared_from / "model")  # results/../NAME/runs/...
+    for model_dir in candidates:
+        if has_weights(model_dir, step.checkpoint):
+            return model_dir
+    where = " or ".join(map(str, candidates))
+    return (f"the {step.checkpoint} weights of its teacher {teacher.label} are not in {where} (a run archived or "
+            f"copied without them): train it here with --rerun --variants '{teacher.variant.name}' --seeds "
+            f"{teacher.seed}")  # fmt: skip
 
 
 def distil_locally(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], device: str, threads: int,
                    report: Callable[[str], None]) -> str | None:  # fmt: skip
     """Run the step in a subprocess; None when its data is complete, else why not."""
-    if (reason := missing_teacher(step, teacher)) is not None:
-        return reason
+    model = teacher_model(step, teacher)
+    if isinstance(model, str):
+        return model
     log = log_of(step, data_dirs)
     log.parent.mkdir(parents=True, exist_ok=True)
-    line = command(step, teacher, data_dirs, device, threads)
+    line = command(step, model, data_dirs[teacher.variant.data.key], data_dirs[step.key], device, threads)
     report(f"distil {step.key}: {teacher.label} translates the training source (log: {log})")
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(log, "a", encoding="utf-8") as handle:
@@ -152,13 +166,17 @@ def submit_step(grid: Grid, step: DistillStep, teacher: Run, out: Path, data_dir
         print(f"distillation {step.key}: {'queued' if state in slurm.WAITING else 'running'} as job "
               f"{record['job_id']}; not submitted again")  # fmt: skip
         return str(record["job_id"])
-    teacher_record = read_json(teacher.dir / slurm.RECORD) if teacher.result() is None else None
+    finished = teacher.result() is not None
+    teacher_record = read_json(teacher.dir / slurm.RECORD) if not finished else None
+    model = teacher_model(step, teacher) if finished else teacher.model_dir
+    assert isinstance(model, Path)
     executor = slurm._executor(out / "slurm", after(options, [teacher_record["job_id"]] if teacher_record else []),
                                f"{grid.name}-distill")  # fmt: skip
     log = log_of(step, data_dirs)
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        job = executor.submit(DistillJob(threads, str(log)), command(step, teacher, data_dirs, device, threads))
+        line = command(step, model, data_dirs[teacher.variant.data.key], data_dirs[step.key], device, threads)
+        job = executor.submit(DistillJob(threads, str(log)), line)
     except RuntimeError as err:
         raise UserError(f"sbatch refused the distillation job: {str(err).strip()}") from None
     write_json(record_path, {"job_id": job.job_id, "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -178,7 +196,7 @@ def submit(grid: Grid, pending: list[Run], runs: list[Run], out: Path, data_dirs
     first, taught = split(pending)
     for step, students in taught.items():  # before anything is submitted
         teacher = teacher_of(step, runs)
-        if teacher.result() is not None and (reason := missing_teacher(step, teacher)) is not None:
+        if teacher.result() is not None and isinstance(reason := teacher_model(step, teacher), str):
             raise UserError(f"{', '.join(run.label for run in students)}: {reason}")
     first = with_teachers(first, taught, runs, write)
     on_slurm = slurm.submit(grid, first, out, options, threads) if first else []
