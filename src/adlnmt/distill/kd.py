@@ -91,9 +91,11 @@ def teacher_record(
     and the SHA-256 of its manifest), the engine, precision, device and, for an ensemble, how it combines."""
     from adlnmt.store.names import EXPORT_MANIFEST
 
-    chosen = list(checkpoints) or ["best"]
-    pairs = [(model, checkpoint) for model in models for checkpoint in chosen] if len(models) == 1 else list(
-        zip(models, chosen * len(models) if len(chosen) == 1 else chosen, strict=True))  # fmt: skip
+    chosen = list(checkpoints) or ["best"]  # as adlnmt translate pairs --model and --checkpoint (load_translator)
+    if len(models) == 1:
+        pairs = [(models[0], checkpoint) for checkpoint in chosen]  # one model, or an ensemble of its checkpoints
+    else:
+        pairs = list(zip(models, chosen if len(chosen) > 1 else chosen * len(models), strict=True))
     members = []
     for model, checkpoint in pairs:
         path = Path(model).resolve()
