@@ -28,9 +28,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from adlnmt.errors import UserError
 from adlnmt.inference.options import SearchOptions, SearchStopped
+from adlnmt.inference.prefixes import prefix_notes
 from adlnmt.inference.translator import EncodedLine, Translation, Translator
 from adlnmt.serve.batching import Batcher, QueueFull
-from adlnmt.serve.limits import ServeOptions
+from adlnmt.serve.limits import MAX_HEAD_BYTES, ServeOptions
 from adlnmt.serve.model_info import model_description
 from adlnmt.serve.parsing import ApiError, check_content_type, cut_long, parse_translate, read_body
 from adlnmt.serve.schema import ErrorResponse, TranslateRequest, TranslateResponse
@@ -92,23 +93,33 @@ class Service:
         if request.alignments and not self.translator.engine.capabilities.alignments:
             raise ApiError(422, f"invalid request: the {self.translator.engine_name} engine gives no alignments")
         deadline = time.monotonic() + self.options.request_timeout_s
+        options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
+                                alignments=request.alignments)  # fmt: skip
         lines, cut = cut_long(request.text, self.options.max_chars)
         encoded = [self.translator.encode_line(line) if line.strip() else None for line in lines]
-        self.check_cost(encoded, request.beam)
+        prefixes, prefix_cut = cut_long(request.prefix or [], self.options.max_chars, "prefix of line")
+        vocab = self.translator.data.tgt_vocab
+        prefix_ids = [vocab.encode(prefix) if prefix.strip() else [] for prefix in prefixes]
+        self.check_cost(encoded, prefix_ids, request.beam)
+        sources = [line.ids if line else None for line in encoded]
+        notes = prefix_notes(vocab, sources, prefixes, prefix_ids, options) if prefixes else []
         warnings = [
             warning
             for number, (line, cut_warning) in enumerate(zip(encoded, cut, strict=True), 1)
-            for warning in (cut_warning, line and self.translator.input_warning(line, number))
+            for warning in (
+                cut_warning,
+                line and self.translator.input_warning(line, number),
+                prefix_cut[number - 1] if prefixes else None,
+                *(note.line_warning() for note in notes if note.line == number),
+            )
             if warning
         ]
         if warnings:
             LOG.warning("a request of %d line(s): %s", len(lines), "; ".join(warnings))
-        options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
-                                alignments=request.alignments)  # fmt: skip
         timeout = f"not translated within the server's {self.options.request_timeout_s:g} s"
         try:
             ids = [line.ids if line else None for line in encoded]
-            found = await asyncio.wait_for(self.batcher.submit(ids, options, deadline, request.prefix),
+            found = await asyncio.wait_for(self.batcher.submit(ids, options, deadline, prefixes or None),
                                            deadline - time.monotonic())  # fmt: skip
         except (TimeoutError, SearchStopped):
             raise ApiError(504, timeout) from None
@@ -124,15 +135,16 @@ class Service:
         ]
         return {"translations": results, "warnings": warnings}
 
-    def check_cost(self, encoded: list[EncodedLine | None], beam: int) -> None:
-        """413 when the request asks for more work than ``max_request_cost``: beam × its source pieces (each
-        sentence's, cut to the model's input limit, plus EOS)."""
+    def check_cost(self, encoded: list[EncodedLine | None], prefixes: list[list[int]], beam: int) -> None:
+        """413 when the request asks for more work than ``max_request_cost``: beam × its pieces (each sentence's
+        source, cut to the model's input limit, plus EOS, and its target prefix: the search forces every piece of
+        it)."""
         limit = self.translator.max_input_len
-        pieces = sum(min(line.pieces, limit) + 1 for line in encoded if line)
-        if beam * pieces > self.options.max_request_cost:
-            raise ApiError(413, f"request too costly: beam {beam} × {pieces:,} source pieces = {beam * pieces:,} "
-                           f"exceeds the server's max_request_cost {self.options.max_request_cost:,}; send fewer or "
-                           "shorter sentences, or a smaller beam")  # fmt: skip
+        pieces = sum(min(line.pieces, limit) + 1 for line in encoded if line) + sum(map(len, prefixes))
+        if (cost := beam * pieces) > (most := self.options.max_request_cost):
+            raise ApiError(413, f"request too costly: beam {beam} × {pieces:,} pieces (sources and prefixes) = "
+                           f"{cost:,} exceeds the server's max_request_cost {most:,}; "
+                           "send fewer or shorter sentences or prefixes, or a smaller beam")  # fmt: skip
 
     def health(self) -> dict[str, Any]:
         return {
@@ -149,6 +161,19 @@ def internal_error(logged: str, answered: str, err: BaseException) -> ApiError:
     error_id = uuid.uuid4().hex[:12]
     LOG.error("%s (error id %s)", logged, error_id, exc_info=err)
     return ApiError(500, f"{answered} (error id {error_id}: the server's log says why)", error_id=error_id)
+
+
+class HeadAsGet:
+    """ASGI middleware: a HEAD request is handled as a GET (every page, ``/health``, ``/model``); the server
+    sends the response's head only (uvicorn drops the body of an answer to HEAD)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "HEAD":
+            scope = {**scope, "method": "GET"}
+        await self.app(scope, receive, send)
 
 
 def create_app(options: ServeOptions, translator: Translator | None = None) -> FastAPI:
@@ -174,6 +199,7 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
         lifespan=lifespan,
     )
     app.state.service = service
+    app.add_middleware(HeadAsGet)
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, err: ApiError) -> JSONResponse:
@@ -191,8 +217,15 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
 
     @app.middleware("http")
     async def known_hosts_only(request: Request, call_next: Any) -> Any:
-        """421 for a Host header not in ``--allowed-hosts`` (DNS rebinding)."""
-        if not options.host_allowed(request.headers.get("host", "")):
+        """431 for a request head over ``MAX_HEAD_BYTES`` (one that arrives in parts gets it from the server,
+        :mod:`.server`); 421 for a Host header not in ``--allowed-hosts`` (DNS rebinding: browsers always send one,
+        so an HTTP/1.0 request without Host is answered)."""
+        head = len(request.url.path) + len(request.url.query) + sum(len(k) + len(v) + 4 for k, v in request.headers.raw)
+        if head > MAX_HEAD_BYTES:
+            return JSONResponse({"error": f"request head larger than the server's limit of {MAX_HEAD_BYTES:,} bytes"},
+                                431, headers={"Connection": "close"})  # fmt: skip
+        host = request.headers.get("host")
+        if host is not None and not options.host_allowed(host):
             return JSONResponse({"error": "this server does not answer that Host name (see --allowed-hosts)"}, 421)
         return await call_next(request)
 
