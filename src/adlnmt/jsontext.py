@@ -19,7 +19,14 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class JsonError(ValueError):
-    """Text that :func:`parse_json` refuses, and why."""
+    """Text that :func:`parse_json` refuses: why (``reason``) and, for a syntax error, where (1-based ``line`` and
+    ``column``)."""
+
+    def __init__(self, reason: str, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(reason if line is None else f"{reason} at line {line} column {column}")
+        self.reason = reason
+        self.line = line
+        self.column = column
 
 
 class LoneSurrogate(JsonError):
@@ -85,7 +92,7 @@ def parse_json(text: str | bytes) -> Any:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
-        raise JsonError(f"{err.msg} at line {err.lineno} column {err.colno}") from None
+        raise JsonError(err.msg, err.lineno, err.colno) from None
     except RecursionError:  # not reached past the depth check; kept so that no input can give a traceback
         raise JsonError(f"nested deeper than {MAX_DEPTH} levels") from None
     except ValueError:  # an integer of more digits than Python converts (its message names interpreter settings)
