@@ -75,7 +75,7 @@ def test_the_project_readers_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"config\.json: damaged \(nested deeper than 100 levels\)"):
         ModelDir(tmp_path).config()
     (tmp_path / "export.json").write_text('{"format": "\\udc00"}')
-    with pytest.raises(UserError, match=r"export\.json: damaged \(LoneSurrogate\)"):
+    with pytest.raises(UserError, match=r"export\.json: damaged \(invalid JSON: format: a lone surrogate \(U\+DC00\)"):
         read_manifest(tmp_path / "export.json")
     (tmp_path / "metrics.jsonl").write_text('{"update": 1}\n' + deep + '\n{"update": 2}\n')
     with pytest.raises(UserError, match=r"metrics\.jsonl:2: damaged record \(nested deeper than 100 levels\)"):

@@ -87,7 +87,7 @@ class ModelDir:
             raise UserError(f"{self.path}: not a model directory (no {names.CONFIG})")
         try:
             stored = parse_json(path.read_bytes())
-        except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        except (OSError, ValueError) as err:  # parse_json's JsonError is a ValueError
             raise UserError(f"{path}: damaged ({describe(err)})") from None
         if not isinstance(stored, dict) or not all(isinstance(stored.get(key), dict) for key in ("train", "model")):
             raise UserError(f"{path}: malformed (expected the objects 'train' and 'model')")
