@@ -27,8 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from adlnmt.errors import UserError
-from adlnmt.inference.batching import length_limit
-from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions, SearchStopped
+from adlnmt.inference.options import SearchOptions, SearchStopped
 from adlnmt.inference.prefixes import prefix_notes
 from adlnmt.inference.translator import EncodedLine, Translation, Translator
 from adlnmt.serve.batching import Batcher, QueueFull
@@ -59,10 +58,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 class Service:
     """The loaded model, the batcher and the limits behind the routes."""
 
-    def __init__(self, options: ServeOptions, translator: Translator, max_output: int | None = None) -> None:
+    def __init__(self, options: ServeOptions, translator: Translator) -> None:
         self.options = options
         self.translator = translator
-        self.max_output = max_output  # target pieces the model can write (learned positions), None: no bound
         self.batcher = Batcher(
             translator.search_encoded, options.max_batch_sentences, options.max_wait_ms, options.max_queue_sentences
         )
@@ -103,7 +101,6 @@ class Service:
         vocab = self.translator.data.tgt_vocab
         prefix_ids = [vocab.encode(prefix) if prefix.strip() else [] for prefix in prefixes]
         self.check_cost(encoded, prefix_ids, request.beam)
-        self.check_prefix_lengths(prefix_ids)
         sources = [line.ids if line else None for line in encoded]
         notes = prefix_notes(vocab, sources, prefixes, prefix_ids, options) if prefixes else []
         warnings = [
@@ -149,13 +146,6 @@ class Service:
                            f"{cost:,} exceeds the server's max_request_cost {most:,}; "
                            "send fewer or shorter sentences or prefixes, or a smaller beam")  # fmt: skip
 
-    def check_prefix_lengths(self, prefixes: list[list[int]]) -> None:
-        """422 for a prefix longer than the model can write (its learned positions)."""
-        for number, ids in enumerate(prefixes, 1):
-            if self.max_output is not None and len(ids) > self.max_output:
-                raise ApiError(422, f"invalid request: prefix of line {number}: {len(ids):,} pieces; this model "
-                               f"writes at most {self.max_output:,} (its learned positions)")  # fmt: skip
-
     def health(self) -> dict[str, Any]:
         return {
             "status": "ok",
@@ -186,28 +176,16 @@ class HeadAsGet:
         await self.app(scope, receive, send)
 
 
-def served_limits(translator: Translator, options: SearchOptions = DEFAULT_OPTIONS) -> tuple[int, int | None]:
-    """The most source pieces the server lets ``translator``'s model read, and the most target pieces (a prefix
-    included) it may write, None for no bound: the input limit its data was prepared with and, for learned
-    positions (``learn_pos``), what their tables hold: a source with its markers in the encoder's, a target after
-    BOS in the decoder's, and so the longest output the search may make of a source (``options``' length limit)."""
+def served_input_limit(translator: Translator) -> int:
+    """The most source pieces ``translator``'s model reads: the limit its data was prepared with, or fewer where
+    its learned positions (``learn_pos``) cover fewer (the source's markers and EOS take positions too)."""
     from adlnmt.layers.basic import LearnPos
 
-    def table(side: Any) -> int | None:
-        return min((layer.table.size(0) for layer in side.modules() if isinstance(layer, LearnPos)), default=None)
-
-    limit, model = translator.max_input_len, translator.model
+    model, limit = translator.model, translator.max_input_len
     if model is None:  # an export engine: its manifest's limit
-        return limit, None
-    markers = len(translator.data.source_ids([]))  # EOS, and BOS where sources start with it
-    if (encoder := table(model.encoder)) is not None:
-        limit = min(limit, encoder - markers)
-    output = None if (decoder := table(model.decoder)) is None else decoder - 1
-    while output is not None and limit > 0 and length_limit(limit + markers, options) > output:
-        limit -= 1
-    if limit < 1:
-        raise UserError(f"{translator.model_dir}: its learned position tables are too small to translate anything")
-    return limit, output
+        return limit
+    tables = [layer.table.size(0) for layer in model.encoder.modules() if isinstance(layer, LearnPos)]
+    return max(1, min([limit, *(table - len(translator.data.source_ids([])) for table in tables)]))
 
 
 def create_app(options: ServeOptions, translator: Translator | None = None) -> FastAPI:
@@ -215,8 +193,8 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
     if translator is None:
         translator = Translator.load(options.model, options.checkpoint, options.device, options.precision,
                                      options.engine, threads=options.threads)  # fmt: skip
-    translator.max_input_len, max_output = served_limits(translator)
-    service = Service(options, translator, max_output)
+    translator.max_input_len = served_input_limit(translator)
+    service = Service(options, translator)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
