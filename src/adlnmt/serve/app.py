@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -27,7 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from adlnmt.errors import UserError
-from adlnmt.inference.options import SearchOptions, SearchStopped
+from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions, SearchStopped
 from adlnmt.inference.prefixes import prefix_notes
 from adlnmt.inference.translator import EncodedLine, Translation, Translator
 from adlnmt.serve.batching import Batcher, QueueFull
@@ -93,33 +93,24 @@ class Service:
         if request.alignments and not self.translator.engine.capabilities.alignments:
             raise ApiError(422, f"invalid request: the {self.translator.engine_name} engine gives no alignments")
         deadline = time.monotonic() + self.options.request_timeout_s
-        options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
-                                alignments=request.alignments)  # fmt: skip
         lines, cut = cut_long(request.text, self.options.max_chars)
         encoded = [self.translator.encode_line(line) if line.strip() else None for line in lines]
-        prefixes, prefix_cut = cut_long(request.prefix or [], self.options.max_chars, "prefix of line")
-        vocab = self.translator.data.tgt_vocab
-        prefix_ids = [vocab.encode(prefix) if prefix.strip() else [] for prefix in prefixes]
-        self.check_cost(encoded, prefix_ids, request.beam)
-        sources = [line.ids if line else None for line in encoded]
-        notes = prefix_notes(vocab, sources, prefixes, prefix_ids, options) if prefixes else []
+        prefixes, prefix_ids, prefix_warnings = self.cut_prefixes(request.prefix, encoded)
+        self.check_cost(encoded, request.beam, prefix_ids)
         warnings = [
             warning
             for number, (line, cut_warning) in enumerate(zip(encoded, cut, strict=True), 1)
-            for warning in (
-                cut_warning,
-                line and self.translator.input_warning(line, number),
-                prefix_cut[number - 1] if prefixes else None,
-                *(note.line_warning() for note in notes if note.line == number),
-            )
+            for warning in (cut_warning, line and self.translator.input_warning(line, number))
             if warning
-        ]
+        ] + prefix_warnings
         if warnings:
             LOG.warning("a request of %d line(s): %s", len(lines), "; ".join(warnings))
+        options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
+                                alignments=request.alignments)  # fmt: skip
         timeout = f"not translated within the server's {self.options.request_timeout_s:g} s"
         try:
             ids = [line.ids if line else None for line in encoded]
-            found = await asyncio.wait_for(self.batcher.submit(ids, options, deadline, prefixes or None),
+            found = await asyncio.wait_for(self.batcher.submit(ids, options, deadline, prefixes),
                                            deadline - time.monotonic())  # fmt: skip
         except (TimeoutError, SearchStopped):
             raise ApiError(504, timeout) from None
@@ -135,7 +126,23 @@ class Service:
         ]
         return {"translations": results, "warnings": warnings}
 
-    def check_cost(self, encoded: list[EncodedLine | None], prefixes: list[list[int]], beam: int) -> None:
+    def cut_prefixes(
+        self, prefixes: list[str] | None, encoded: list[EncodedLine | None]
+    ) -> tuple[list[str] | None, list[list[int]], list[str]]:
+        """The request's target prefixes cut to ``max_chars``, their pieces, and the warnings of their lines (cut;
+        the edge cases of :mod:`adlnmt.inference.prefixes`), in line order."""
+        if prefixes is None:
+            return None, [], []
+        cut, cut_warnings = cut_long(prefixes, self.options.max_chars, "prefix of line")
+        vocab = self.translator.data.tgt_vocab
+        ids = [vocab.encode(prefix) if prefix.strip() else [] for prefix in cut]
+        sources = [line.ids if line else None for line in encoded]
+        notes = prefix_notes(vocab, sources, cut, ids, DEFAULT_OPTIONS)  # the server's length limit is the default
+        warnings = [(number, warning) for number, warning in enumerate(cut_warnings, 1) if warning]
+        warnings += [(note.line, note.line_warning()) for note in notes]
+        return cut, ids, [warning for _, warning in sorted(warnings, key=lambda pair: pair[0])]
+
+    def check_cost(self, encoded: list[EncodedLine | None], beam: int, prefixes: Sequence[list[int]] = ()) -> None:
         """413 when the request asks for more work than ``max_request_cost``: beam × its pieces (each sentence's
         source, cut to the model's input limit, plus EOS, and its target prefix: the search forces every piece of
         it)."""
