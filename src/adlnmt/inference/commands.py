@@ -24,6 +24,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
     from adlnmt.data.corpus import decode_lines, read_lines
     from adlnmt.inference.options import sampling_rule
+    from adlnmt.inference.prefixes import warn_prefixes
 
     if args.sampling:
         sampling_rule(args.sampling)
@@ -37,7 +38,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     encoded = [translator.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
     prefixes = list(read_lines(args.prefix)) if args.prefix else None
     if prefixes is not None and len(prefixes) == len(encoded):
-        warn_prefixes(translator, encoded, prefixes, options, args.prefix)
+        warn_prefixes(translator.data.tgt_vocab, encoded, prefixes, options, args.prefix)
     found = translator.search_encoded(encoded, options, prefixes)
     seconds = time.perf_counter() - started
     if args.nbest > 1 or args.alignments:
@@ -54,18 +55,6 @@ def cmd_translate(args: argparse.Namespace) -> int:
     print(f"translated {translated:,} of {len(lines):,} lines in {seconds:.2f} s ({speed:,.1f} sentences/s, engine "
           f"{translator.engine_name}; loading before it not counted)", file=sys.stderr)  # fmt: skip
     return 0
-
-
-def warn_prefixes(
-    translator: Translator, encoded: list[list[int] | None], prefixes: list[str], options: SearchOptions, path: str
-) -> None:
-    """Once per kind, on stderr: the prefixes of ``path`` in an edge case (:mod:`adlnmt.inference.prefixes`)."""
-    from adlnmt.inference.prefixes import file_warnings, prefix_notes
-
-    vocab = translator.data.tgt_vocab
-    notes = prefix_notes(vocab, encoded, prefixes, [vocab.encode(prefix) for prefix in prefixes], options)
-    for warning in file_warnings(notes, path):
-        print(f"warning: {warning}", file=sys.stderr)
 
 
 def json_record(

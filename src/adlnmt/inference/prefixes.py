@@ -10,6 +10,7 @@ cases, each a choice, said in a warning (once per file for ``translate``, per li
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -83,3 +84,12 @@ def file_warnings(notes: Sequence[PrefixNote], path: str) -> list[str]:
             shown = ", ".join(map(str, lines[:SHOWN_LINES])) + (", …" if len(lines) > SHOWN_LINES else "")
             warnings.append(f"{path}: {len(lines):,} prefix(es), line(s) {shown}: {DOES[kind]}")
     return warnings
+
+
+def warn_prefixes(
+    vocab: Vocab, sources: Sequence[Sequence[int] | None], prefixes: Sequence[str], options: SearchOptions, path: str
+) -> None:
+    """On stderr, once per kind: the edge cases among the prefixes of the file ``path`` (``adlnmt translate``)."""
+    notes = prefix_notes(vocab, sources, prefixes, [vocab.encode(prefix) for prefix in prefixes], options)
+    for warning in file_warnings(notes, path):
+        print(f"warning: {warning}", file=sys.stderr)
