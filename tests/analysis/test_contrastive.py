@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from adlnmt.analysis.commands import check_writable
 from adlnmt.analysis.contrastive import (
     SuiteItem,
     accuracy_report,
@@ -166,6 +167,7 @@ def test_an_unwritable_output_is_named_before_the_scoring(
         argv = ["contrastive", "--model", str(tmp_path), "--suite", str(suite), "--json", str(unwritable)]
         assert main(argv) == 2
         assert capsys.readouterr().err == f"error: {unwritable}: {reason}\n"
+    check_writable(None, str(tmp_path / "new.json"), "/dev/null")  # stdout, a new file, a device: fine
 
 
 def test_the_contrastive_command_writes_a_table_and_json(

@@ -24,6 +24,8 @@ def check_writable(*paths: str | None) -> None:
             raise UserError(f"{path}: a directory, not a file to write")
         if target.exists() and not os.access(target, os.W_OK):
             raise UserError(f"{path}: cannot write (permission denied)")
+        if target.exists() and not target.is_file():  # a device or pipe (/dev/stdout): written in place
+            continue
         try:
             with tempfile.TemporaryFile(dir=target.parent):
                 pass
