@@ -240,7 +240,9 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
         """431 for a request head over ``MAX_HEAD_BYTES`` (one that arrives in parts gets it from the server,
         :mod:`.server`); 421 for a Host header not in ``--allowed-hosts`` (DNS rebinding: browsers always send one,
         so an HTTP/1.0 request without Host is answered)."""
-        head = len(request.url.path) + len(request.url.query) + sum(len(k) + len(v) + 4 for k, v in request.headers.raw)
+        scope = request.scope
+        head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        head += sum(len(name) + len(value) + 4 for name, value in request.headers.raw)
         if head > MAX_HEAD_BYTES:
             return JSONResponse({"error": f"request head larger than the server's limit of {MAX_HEAD_BYTES:,} bytes"},
                                 431, headers={"Connection": "close"})  # fmt: skip
