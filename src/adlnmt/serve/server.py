@@ -1,6 +1,7 @@
 """How ``adlnmt serve`` runs uvicorn so that no client can hold the server: a deadline for each request head (a
-connection that has sent none, or a partial one, is closed), idle keep-alive connections closed, a graceful stop
-bounded in time, and a second stop signal that stops at once (uvicorn forces only on a second SIGINT)."""
+connection that has sent none, or a partial one, is closed), request heads bounded (431, answered before the close
+rather than lost in a reset), idle keep-alive connections closed, a graceful stop bounded in time, and a second stop
+signal that stops at once (uvicorn forces only on a second SIGINT)."""
 
 from __future__ import annotations
 
@@ -108,5 +109,6 @@ def server(app: Any, options: ServeOptions) -> BoundedServer:
         access_log=False,
         http=head_deadline_protocol(options.read_timeout_s),
         timeout_keep_alive=max(1, round(options.read_timeout_s)),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )
     return BoundedServer(config, options.shutdown_timeout_s)
