@@ -62,6 +62,18 @@ def test_relative_links_resolve(path: Path) -> None:
     assert broken_links(path) == []
 
 
+def test_the_pages_the_code_names_exist() -> None:
+    """A page named in a help text or message (``docs/contrastive.md``) exists: ``contrastive --help`` once
+    pointed to a page that did not."""
+    named = {
+        f"{path.relative_to(ROOT)}: {page}"
+        for path in (ROOT / "src").rglob("*.py")
+        for page in re.findall(r"docs/[\w-]+\.md", path.read_text(encoding="utf-8"))
+        if not (ROOT / page).is_file()
+    }
+    assert named == set()
+
+
 def test_a_broken_link_is_found(tmp_path: Path) -> None:
     (tmp_path / "there.md").write_text("x")
     doc = tmp_path / "doc.md"

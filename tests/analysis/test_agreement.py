@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from adlnmt.analysis.agreement import Lexicon, agreement_suite, bare_forms, find_agreement, third_person
+from adlnmt.cli import main
 from adlnmt.data.corpus import read_lines
 from shared_data import MULTI30K, needs_multi30k
 
@@ -81,3 +82,13 @@ def test_the_multi30k_suites_have_the_documented_sizes() -> None:
         items = agreement_suite(sources, references, [lexicon_text])
         assert len(items) == sizes["items"]
         assert {str(k): v for k, v in sorted(Counter(item.distance for item in items).items())} == sizes["by_distance"]
+
+
+def test_references_without_an_agreement_item_are_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The rule reads English: German references give no item, which is an error, not an empty suite."""
+    references, out = tmp_path / "ref.de", tmp_path / "suite.jsonl"
+    references.write_text("Ein Mann steht auf der Straße.\nZwei Hunde spielen im Schnee.\n", encoding="utf-8")
+    assert main(["contrastive-suite", "agreement", "--reference", str(references), "--output", str(out)]) == 2
+    assert capsys.readouterr().err == (f"error: {references}: no agreement item found in its 2 lines (the agreement "
+                                       f"rule reads English references); {out} not written\n")  # fmt: skip
+    assert not out.exists()

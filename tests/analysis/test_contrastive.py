@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from adlnmt.analysis.commands import check_writable
 from adlnmt.analysis.contrastive import (
     SuiteItem,
     accuracy_report,
@@ -42,8 +43,15 @@ def demo_pairs(demo_data: Path) -> tuple[list[str], list[str]]:
         (json.dumps({**ITEM, "contrastive": "c"}), "'contrastive' must be a non-empty list"),
         (json.dumps({**ITEM, "distance": -1}), "'distance' must be a non-negative integer"),
         (json.dumps({**ITEM, "distance": True}), "'distance' must be a non-negative integer"),
+        ('{"source": "s", "reference": "r\\udc00", "contrastive": ["c"], "phenomenon": "p"}',
+         "reference: a lone surrogate \\(U\\+DC00\\) at character 2, not a Unicode character"),
+        ('{"source": "s", "reference": "r", "contrastive": ["c", "\\ud800"], "phenomenon": "p"}',
+         "contrastive.1: a lone surrogate \\(U\\+D800\\)"),
+        (json.dumps({**ITEM, "note": "x"})[:-1] + ', "deep": ' + "[" * 5000 + "]" * 5000 + "}",
+         "invalid JSON \\(nested deeper than 100 levels\\)"),
+        (json.dumps({**ITEM, "contrastive": ["c", "r"]}), "contrastive variant 2 is the reference itself"),
     ],
-)
+)  # fmt: skip
 def test_a_malformed_suite_line_is_named(tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "suite.jsonl"
     path.write_text(json.dumps(ITEM) + "\n" + line + "\n", encoding="utf-8")
@@ -62,6 +70,15 @@ def test_a_suite_round_trips_with_its_extra_keys(tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(DataError, match="no items"):
         read_suite(tmp_path / "empty.jsonl")
+
+
+def test_a_phenomenon_name_keeps_its_markdown_row() -> None:
+    """A ``|`` or a line break in a phenomenon's name stays inside its cell of the table."""
+    items = [SuiteItem("s", "r", ["c"], name, 1) for name in ("a|b", "two\nlines")]
+    table = markdown_table(accuracy_report(items, [True, False], resamples=10))
+    rows = table.splitlines()
+    assert "| phenomenon: a\\|b | 1 | 100.0 |" in table and "| phenomenon: two lines | 1 | 0.0 |" in table
+    assert len(rows) == 2 + 1 + 2 + 1 and all(row.replace("\\|", "").count("|") == 5 for row in rows)
 
 
 def test_distance_buckets() -> None:
@@ -136,6 +153,21 @@ def test_a_trained_demo_model_beats_chance_and_an_untrained_one_does_not(
         untrained.append(evaluate_suite(PairScorer(fresh), items, resamples=10)["overall"]["accuracy"])
     assert abs(sum(untrained) / len(untrained) - 0.5) < 0.06, untrained
     assert max(untrained) < result["overall"]["low"], untrained
+
+
+def test_an_unwritable_output_is_named_before_the_scoring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(json.dumps(ITEM) + "\n", encoding="utf-8")
+    monkeypatch.setattr("adlnmt.analysis.contrastive.evaluate_model", lambda *args: pytest.fail("scored first"))
+    (tmp_path / "file").write_text("")
+    for unwritable, reason in ((tmp_path, "a directory, not a file to write"), (tmp_path / "file" / "r.json",
+                               "cannot write (Not a directory)")):  # fmt: skip
+        argv = ["contrastive", "--model", str(tmp_path), "--suite", str(suite), "--json", str(unwritable)]
+        assert main(argv) == 2
+        assert capsys.readouterr().err == f"error: {unwritable}: {reason}\n"
+    check_writable(None, str(tmp_path / "new.json"), "/dev/null")  # stdout, a new file, a device: fine
 
 
 def test_the_contrastive_command_writes_a_table_and_json(

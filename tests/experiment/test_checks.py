@@ -49,6 +49,7 @@ def test_the_report_lists_the_results_it_could_not_read(demo_data: Path, tmp_pat
         path.write_text(text)
     assert main(["experiment", str(grid_path), "--out", str(out), "--report-only"]) == 2  # nothing finished
     stdout = capsys.readouterr().out
-    assert f"warning: {runs[0].label}: {damaged}: unreadable (JSONDecodeError): counted as not finished" in stdout
+    reason = "unreadable (invalid JSON: Expecting value at line 1 column 17)"
+    assert f"warning: {runs[0].label}: {damaged}: {reason}: counted as not finished" in stdout
     assert f"warning: {runs[1].label}: {wrong}: not a run's result (not a JSON object)" in stdout
     assert stdout.count("warning:") == 2

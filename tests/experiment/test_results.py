@@ -54,7 +54,8 @@ def test_a_foreign_result_names_the_key(tmp_path: Path, change, message: str) ->
 
 def test_a_damaged_or_missing_file(tmp_path: Path) -> None:
     (tmp_path / RESULT_FILE).write_text('{"fingerprint": ')
-    with pytest.raises(ResultError, match=r"result.json: unreadable \(JSONDecodeError\)"):
+    damaged = r"result.json: unreadable \(invalid JSON: Expecting value at line 1 column 17\)"
+    with pytest.raises(ResultError, match=damaged):
         RunResult.load(tmp_path / RESULT_FILE)
     with pytest.raises(FileNotFoundError):
         RunResult.load(tmp_path / "missing.json")

@@ -43,7 +43,7 @@ def make_client(serve_model: Path, translator: Translator) -> Iterator[ClientFac
 
     @contextmanager
     def client(translator_: Translator = translator, **limits: Any) -> Iterator[TestClient]:
-        options = ServeOptions(model=str(serve_model), **({"allowed_hosts": ("testserver",)} | limits))
+        options = ServeOptions(**({"model": str(serve_model), "allowed_hosts": ("testserver",)} | limits))
         app = create_app(options, translator_)
         with TestClient(app, raise_server_exceptions=False) as test_client:
             yield test_client

@@ -28,10 +28,16 @@ LONG_LINE = ("ein kleiner Hund läuft über die grüne Wiese . " * 120)[:5000]
         (b'{"text": ["a"]', 400, "request body is not valid JSON: Expecting ',' delimiter at line 1 column 15"),
         (b"", 400, "request body is not valid JSON: Expecting value at line 1 column 1"),
         (b'{"text": ["\xff\xfe caf\xe9"]}', 400, "request body is not valid UTF-8 (byte 11: b'\\xff')"),
-        (b"[" * 200_000 + b"]" * 200_000, 400, "request body is not valid JSON: nested too deeply"),
+        (b"[" * 200_000 + b"]" * 200_000, 400, "request body is not valid JSON: nested deeper than 100 levels"),
+        (b'{"text": ["a"], "x": ' + b"[" * 101 + b"]" * 101 + b"}", 400, "request body is not valid JSON: nested "
+         "deeper than 100 levels"),
         (b'{"text": ["a"], "beam": ' + b"9" * 5000 + b"}", 400, "request body is not valid JSON: a number too long"),
         (b'{"text": ["ok", "\\ud800"]}', 422, "invalid request: text.1: a lone surrogate (U+D800) at character 1, not "
          "a Unicode character"),
+        (b'{"text": ["ok"], "prefix": ["a\\udc00"]}', 422, "invalid request: prefix.0: a lone surrogate (U+DC00) at "
+         "character 2, not a Unicode character"),
+        (b'{"text": ["ok"], "\\udc00": 1}', 422, "invalid request: the object: a key with a lone surrogate (U+DC00), "
+         "not a Unicode character"),
         (b'["a", "b"]', 422, 'expected a JSON object like {"text": ["..."]}, got list'),
         (b'{"text": 7}', 422, "invalid request: text: Input should be a valid list"),
         (b'{"text": ["a", 7]}', 422, "invalid request: text.1: Input should be a valid string"),

@@ -5,11 +5,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 from adlnmt.bounds import SEED, at_least, flag_type
 from adlnmt.errors import UserError
 from adlnmt.inference.engine import able
+
+
+def check_writable(*paths: str | None) -> None:
+    """A UserError naming the first of ``paths`` (None: stdout) that cannot be written: a directory, a read-only
+    file, or a folder that is missing or takes no new file. Checked before the work whose results they hold."""
+    for path in filter(None, paths):
+        target = Path(path)
+        if target.is_dir():
+            raise UserError(f"{path}: a directory, not a file to write")
+        if target.exists() and not os.access(target, os.W_OK):
+            raise UserError(f"{path}: cannot write (permission denied)")
+        if target.exists() and not target.is_file():  # a device or pipe (/dev/stdout): written in place
+            continue
+        try:
+            with tempfile.TemporaryFile(dir=target.parent):
+                pass
+        except OSError as err:
+            raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
 
 
 def cmd_score_pairs(args: argparse.Namespace) -> int:
@@ -17,6 +38,7 @@ def cmd_score_pairs(args: argparse.Namespace) -> int:
     from adlnmt.data.corpus import write_output
     from adlnmt.metrics import read_lines
 
+    check_writable(args.output)
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
         raise UserError(f"{args.source} has {len(sources)} lines but {args.target} has {len(targets)}")
@@ -31,6 +53,7 @@ def cmd_contrastive(args: argparse.Namespace) -> int:
     from adlnmt.analysis.contrastive import evaluate_model, markdown_table
     from adlnmt.data.corpus import write_output
 
+    check_writable(args.json, args.output)  # before the scoring, which may take long
     result = evaluate_model(args.model, args.suite, args.checkpoint, args.device, args.batch_size, args.normalize,
                             args.resamples, args.seed, args.engine)  # fmt: skip
     table = markdown_table(result)
@@ -46,6 +69,7 @@ def cmd_contrastive_suite(args: argparse.Namespace) -> int:
 
     if args.source and not args.reference:
         raise UserError("--source needs --reference (the suite's targets)")
+    check_writable(args.output)
     references = read_lines(args.reference) if args.reference else []
     sources = read_lines(args.source) if args.source else [""] * len(references)
     if len(sources) != len(references):
@@ -64,6 +88,10 @@ def cmd_contrastive_suite(args: argparse.Namespace) -> int:
             if args.reference
             else demo_suite(args.size, args.seed)
         )
+    if not items:
+        english = " (the agreement rule reads English references)" if args.kind == "agreement" else ""
+        raise UserError(f"{args.reference}: no {args.kind} item found in its {len(references):,} lines{english}; "
+                        f"{args.output} not written")  # fmt: skip
     write_suite(items, args.output)
     print(f"{len(items)} items written to {args.output}", file=sys.stderr)
     return 0

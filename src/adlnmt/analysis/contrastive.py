@@ -28,6 +28,7 @@ import numpy as np
 from adlnmt.analysis.forced import PairScorer
 from adlnmt.data.corpus import read_lines
 from adlnmt.errors import DataError, UserError
+from adlnmt.jsontext import JsonError, LoneSurrogate, parse_json
 
 # (lowest, highest) distance of each bucket; None: no upper end
 DISTANCE_BUCKETS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 6), (7, 9),
@@ -64,9 +65,11 @@ def bucket(distance: int | None) -> str:
 def parse_item(line: str, path: str | Path, number: int) -> SuiteItem:
     """One suite line, or a DataError naming the file, the line and what is wrong."""
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError as err:
-        raise DataError(f"invalid JSON ({err.msg})", path, number) from None
+        record = parse_json(line)
+    except LoneSurrogate as err:  # a "\udc00" escape: no tokenizer takes it
+        raise DataError(str(err), path, number) from None
+    except JsonError as err:
+        raise DataError(f"invalid JSON ({err})", path, number) from None
     if not isinstance(record, dict):
         raise DataError("expected a JSON object", path, number)
     for key in ("source", "reference", "phenomenon"):
@@ -75,6 +78,9 @@ def parse_item(line: str, path: str | Path, number: int) -> SuiteItem:
     variants = record.get("contrastive")
     if not isinstance(variants, list) or not variants or not all(isinstance(v, str) for v in variants):
         raise DataError("'contrastive' must be a non-empty list of strings", path, number)
+    if same := [i for i, variant in enumerate(variants, 1) if variant == record["reference"]]:
+        raise DataError(f"contrastive variant {same[0]} is the reference itself (it could never be scored below "
+                        "it); drop it or make it differ", path, number)  # fmt: skip
     distance = record.get("distance")
     if distance is not None and (not isinstance(distance, int) or isinstance(distance, bool) or distance < 0):
         raise DataError(f"'distance' must be a non-negative integer or null, not {distance!r}", path, number)
@@ -179,6 +185,12 @@ def evaluate_model(
     return {**result, "model": str(model_dir), "suite": str(suite)}
 
 
+def table_cell(text: str) -> str:
+    """``text`` as one cell of a Markdown table row: ``|`` escaped, line breaks and other whitespace runs as one
+    space."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def markdown_table(result: dict[str, Any]) -> str:
     """The accuracy overall, by phenomenon and by distance as one Markdown table."""
     percent = 100 * result["confidence"]
@@ -189,6 +201,6 @@ def markdown_table(result: dict[str, Any]) -> str:
                 f"{100 * entry['low']:.1f}–{100 * entry['high']:.1f} |")  # fmt: skip
 
     lines.append(row("**all**", result["overall"]))
-    lines += [row(f"phenomenon: {name}", entry) for name, entry in result["by_phenomenon"].items()]
+    lines += [row(f"phenomenon: {table_cell(name)}", entry) for name, entry in result["by_phenomenon"].items()]
     lines += [row(f"distance {name}", entry) for name, entry in result["by_distance"].items()]
     return "\n".join(lines) + "\n"

@@ -4,12 +4,12 @@ the encoded arrays are :class:`adlnmt.data.dataset.Split`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adlnmt.data.vocab import BOS, EOS, Vocab
 from adlnmt.errors import DataError
+from adlnmt.jsontext import JsonError, parse_json
 
 if TYPE_CHECKING:
     from adlnmt.data.dataset import Split
@@ -47,11 +47,9 @@ class DataDir:
         if not manifest_path.is_file():
             raise DataError("no manifest: not a prepared data directory, or prepare did not finish", manifest_path)
         try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise DataError(f"invalid JSON: {err.msg}", manifest_path, err.lineno) from None
-        except UnicodeDecodeError:
-            raise DataError("invalid UTF-8", manifest_path) from None
+            manifest = parse_json(manifest_path.read_bytes())
+        except JsonError as err:
+            raise DataError(f"invalid JSON: {err.reason}", manifest_path, err.line) from None
         if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
             found = manifest.get("format_version") if isinstance(manifest, dict) else None
             raise DataError(f"unsupported format version {found!r} (expected {FORMAT_VERSION})", manifest_path)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adlnmt.errors import UserError
+from adlnmt.jsontext import parse_json
 from adlnmt.store.atomic import atomic_write
 
 REQUEST, GRANTED, PAUSED = "decoding.request", "decoding.granted", "paused.json"
@@ -123,7 +124,7 @@ def training_workers() -> list[Training]:
     found = []
     for entry in sorted(registry().glob("*.json")):
         try:
-            record = json.loads(entry.read_text(encoding="utf-8"))
+            record = parse_json(entry.read_text(encoding="utf-8"))
             pid, runner, started = int(record["pid"]), int(record["runner"]), str(record["started"])
             worker = Training(pid, Path(record["run_dir"]), runner, started)
         except (OSError, ValueError, TypeError, KeyError):
@@ -219,7 +220,7 @@ def paused_seconds(run_dir: Path) -> float:
     ``paused.json`` cannot be read)."""
     path = run_dir / PAUSED
     try:
-        seconds = float(json.loads(path.read_text(encoding="utf-8"))["seconds"])
+        seconds = float(parse_json(path.read_text(encoding="utf-8"))["seconds"])
     except FileNotFoundError:
         return 0.0
     except (OSError, ValueError, TypeError, KeyError) as err:

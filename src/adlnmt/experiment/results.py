@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from adlnmt.errors import UserError
+from adlnmt.jsontext import JsonError, parse_json
 from adlnmt.train.checkpoint import atomic_write
 
 RESULT_FILE = "result.json"
@@ -216,10 +217,12 @@ class RunResult(Record):
     def load(cls, path: Path) -> RunResult:
         """The result stored in ``path``: FileNotFoundError when there is none, ResultError when it is damaged."""
         try:
-            value = json.loads(path.read_text(encoding="utf-8"))
+            value = parse_json(path.read_bytes())
         except FileNotFoundError:
             raise
-        except (OSError, ValueError) as err:
+        except JsonError as err:
+            raise ResultError(f"{path}: unreadable (invalid JSON: {err})") from err
+        except OSError as err:
             raise ResultError(f"{path}: unreadable ({type(err).__name__})") from err
         try:
             return cls.from_dict(value)

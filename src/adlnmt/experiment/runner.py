@@ -57,6 +57,7 @@ from adlnmt.experiment.grid import DataSpec, Grid, Variant
 from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.quiet import DecodeAlone
 from adlnmt.experiment.results import RESULT_FILE, RunResult, read_result
+from adlnmt.jsontext import parse_json
 from adlnmt.store import ModelDir
 from adlnmt.store.atomic import atomic_write
 
@@ -77,7 +78,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``, or None when it is missing, unreadable or not an object (a run that did not
     finish; :func:`adlnmt.experiment.checks.unreadable_results` lists the damaged ones)."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = parse_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None

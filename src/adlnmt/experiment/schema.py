@@ -100,4 +100,6 @@ def read_yaml(path: Path, keys: tuple[str, ...]) -> dict[str, Any]:
         mark = getattr(err, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise UserError(f"{path}{line}: invalid YAML: {getattr(err, 'problem', err)}") from None
+    except RecursionError:
+        raise UserError(f"{path}: invalid YAML: nested too deeply") from None
     return Reader(path).mapping(raw, "", keys)

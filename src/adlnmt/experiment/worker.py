@@ -38,6 +38,7 @@ from adlnmt.experiment.results import (
 from adlnmt.experiment.runner import STOPPED, read_json, write_json
 from adlnmt.inference.options import SearchOptions
 from adlnmt.inference.translator import Translator
+from adlnmt.jsontext import parse_json
 from adlnmt.store import ModelDir
 from adlnmt.store.names import METRICS
 
@@ -166,7 +167,7 @@ def read_training_sessions(run_dir: Path) -> list[TrainingSession]:
     if not path.exists():
         return []
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [TrainingSession.from_dict(json.loads(line)) for line in lines if line.strip()]
+    return [TrainingSession.from_dict(parse_json(line)) for line in lines if line.strip()]
 
 
 def evaluate(run_dir: Path, spec: dict[str, Any]) -> RunResult:
@@ -268,7 +269,7 @@ def run(run_dir: Path) -> int:
 
 def train_and_evaluate(run_dir: Path) -> int:
     """Train unless trained.json matches, then evaluate and write result.json."""
-    spec = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    spec = parse_json((run_dir / "run.json").read_text(encoding="utf-8"))
     trained = read_json(run_dir / "trained.json") or {}
     if trained.get("fingerprint") != spec["train_fingerprint"]:
         with registered_training(run_dir):

@@ -24,6 +24,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
     from adlnmt.data.corpus import decode_lines, read_lines
     from adlnmt.inference.options import sampling_rule
+    from adlnmt.inference.prefixes import warn_prefixes
 
     if args.sampling:
         sampling_rule(args.sampling)
@@ -35,7 +36,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
     lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
     started = time.perf_counter()
     encoded = [translator.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
-    found = translator.search_encoded(encoded, options, list(read_lines(args.prefix)) if args.prefix else None)
+    prefixes = list(read_lines(args.prefix)) if args.prefix else None
+    if prefixes is not None and len(prefixes) == len(encoded):
+        warn_prefixes(translator.data.tgt_vocab, encoded, prefixes, options, args.prefix)
+    found = translator.search_encoded(encoded, options, prefixes)
     seconds = time.perf_counter() - started
     if args.nbest > 1 or args.alignments:
         records = (

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -27,10 +27,11 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from adlnmt.errors import UserError
-from adlnmt.inference.options import SearchOptions, SearchStopped
+from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions, SearchStopped
+from adlnmt.inference.prefixes import prefix_notes
 from adlnmt.inference.translator import EncodedLine, Translation, Translator
 from adlnmt.serve.batching import Batcher, QueueFull
-from adlnmt.serve.limits import ServeOptions
+from adlnmt.serve.limits import MAX_HEAD_BYTES, ServeOptions
 from adlnmt.serve.model_info import model_description
 from adlnmt.serve.parsing import ApiError, check_content_type, cut_long, parse_translate, read_body
 from adlnmt.serve.schema import ErrorResponse, TranslateRequest, TranslateResponse
@@ -94,13 +95,14 @@ class Service:
         deadline = time.monotonic() + self.options.request_timeout_s
         lines, cut = cut_long(request.text, self.options.max_chars)
         encoded = [self.translator.encode_line(line) if line.strip() else None for line in lines]
-        self.check_cost(encoded, request.beam)
+        prefixes, prefix_ids, prefix_warnings = self.cut_prefixes(request.prefix, encoded)
+        self.check_cost(encoded, request.beam, prefix_ids)
         warnings = [
             warning
             for number, (line, cut_warning) in enumerate(zip(encoded, cut, strict=True), 1)
             for warning in (cut_warning, line and self.translator.input_warning(line, number))
             if warning
-        ]
+        ] + prefix_warnings
         if warnings:
             LOG.warning("a request of %d line(s): %s", len(lines), "; ".join(warnings))
         options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
@@ -108,7 +110,7 @@ class Service:
         timeout = f"not translated within the server's {self.options.request_timeout_s:g} s"
         try:
             ids = [line.ids if line else None for line in encoded]
-            found = await asyncio.wait_for(self.batcher.submit(ids, options, deadline, request.prefix),
+            found = await asyncio.wait_for(self.batcher.submit(ids, options, deadline, prefixes),
                                            deadline - time.monotonic())  # fmt: skip
         except (TimeoutError, SearchStopped):
             raise ApiError(504, timeout) from None
@@ -124,15 +126,32 @@ class Service:
         ]
         return {"translations": results, "warnings": warnings}
 
-    def check_cost(self, encoded: list[EncodedLine | None], beam: int) -> None:
-        """413 when the request asks for more work than ``max_request_cost``: beam × its source pieces (each
-        sentence's, cut to the model's input limit, plus EOS)."""
+    def cut_prefixes(
+        self, prefixes: list[str] | None, encoded: list[EncodedLine | None]
+    ) -> tuple[list[str] | None, list[list[int]], list[str]]:
+        """The request's target prefixes cut to ``max_chars``, their pieces, and the warnings of their lines (cut;
+        the edge cases of :mod:`adlnmt.inference.prefixes`), in line order."""
+        if prefixes is None:
+            return None, [], []
+        cut, cut_warnings = cut_long(prefixes, self.options.max_chars, "prefix of line")
+        vocab = self.translator.data.tgt_vocab
+        ids = [vocab.encode(prefix) if prefix.strip() else [] for prefix in cut]
+        sources = [line.ids if line else None for line in encoded]
+        notes = prefix_notes(vocab, sources, cut, ids, DEFAULT_OPTIONS)  # the server's length limit is the default
+        warnings = [(number, warning) for number, warning in enumerate(cut_warnings, 1) if warning]
+        warnings += [(note.line, note.line_warning()) for note in notes]
+        return cut, ids, [warning for _, warning in sorted(warnings, key=lambda pair: pair[0])]
+
+    def check_cost(self, encoded: list[EncodedLine | None], beam: int, prefixes: Sequence[list[int]] = ()) -> None:
+        """413 when the request asks for more work than ``max_request_cost``: beam × its pieces (each sentence's
+        source, cut to the model's input limit, plus EOS, and its target prefix: the search forces every piece of
+        it)."""
         limit = self.translator.max_input_len
-        pieces = sum(min(line.pieces, limit) + 1 for line in encoded if line)
-        if beam * pieces > self.options.max_request_cost:
-            raise ApiError(413, f"request too costly: beam {beam} × {pieces:,} source pieces = {beam * pieces:,} "
-                           f"exceeds the server's max_request_cost {self.options.max_request_cost:,}; send fewer or "
-                           "shorter sentences, or a smaller beam")  # fmt: skip
+        pieces = sum(min(line.pieces, limit) + 1 for line in encoded if line) + sum(map(len, prefixes))
+        if (cost := beam * pieces) > (most := self.options.max_request_cost):
+            raise ApiError(413, f"request too costly: beam {beam} × {pieces:,} pieces (sources and prefixes) = "
+                           f"{cost:,} exceeds the server's max_request_cost {most:,}; "
+                           "send fewer or shorter sentences or prefixes, or a smaller beam")  # fmt: skip
 
     def health(self) -> dict[str, Any]:
         return {
@@ -151,11 +170,37 @@ def internal_error(logged: str, answered: str, err: BaseException) -> ApiError:
     return ApiError(500, f"{answered} (error id {error_id}: the server's log says why)", error_id=error_id)
 
 
+class HeadAsGet:
+    """ASGI middleware: a HEAD request is handled as a GET (every page, ``/health``, ``/model``); the server
+    sends the response's head only (uvicorn drops the body of an answer to HEAD)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "HEAD":
+            scope = {**scope, "method": "GET"}
+        await self.app(scope, receive, send)
+
+
+def served_input_limit(translator: Translator) -> int:
+    """The most source pieces ``translator``'s model reads: the limit its data was prepared with, or fewer where
+    its learned positions (``learn_pos``) cover fewer (the source's markers and EOS take positions too)."""
+    from adlnmt.layers.basic import LearnPos
+
+    model, limit = translator.model, translator.max_input_len
+    if model is None:  # an export engine: its manifest's limit
+        return limit
+    tables = [layer.table.size(0) for layer in model.encoder.modules() if isinstance(layer, LearnPos)]
+    return max(1, min([limit, *(table - len(translator.data.source_ids([])) for table in tables)]))
+
+
 def create_app(options: ServeOptions, translator: Translator | None = None) -> FastAPI:
     """The application serving ``options.model`` (or ``translator``, already loaded, e.g. by tests)."""
     if translator is None:
         translator = Translator.load(options.model, options.checkpoint, options.device, options.precision,
                                      options.engine, threads=options.threads)  # fmt: skip
+    translator.max_input_len = served_input_limit(translator)
     service = Service(options, translator)
 
     @asynccontextmanager
@@ -174,6 +219,7 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
         lifespan=lifespan,
     )
     app.state.service = service
+    app.add_middleware(HeadAsGet)
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, err: ApiError) -> JSONResponse:
@@ -191,8 +237,17 @@ def create_app(options: ServeOptions, translator: Translator | None = None) -> F
 
     @app.middleware("http")
     async def known_hosts_only(request: Request, call_next: Any) -> Any:
-        """421 for a Host header not in ``--allowed-hosts`` (DNS rebinding)."""
-        if not options.host_allowed(request.headers.get("host", "")):
+        """431 for a request head over ``MAX_HEAD_BYTES`` (one that arrives in parts gets it from the server,
+        :mod:`.server`); 421 for a Host header not in ``--allowed-hosts`` (DNS rebinding: browsers always send one,
+        so an HTTP/1.0 request without Host is answered)."""
+        scope = request.scope
+        head = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        head += sum(len(name) + len(value) + 4 for name, value in request.headers.raw)
+        if head > MAX_HEAD_BYTES:
+            return JSONResponse({"error": f"request head larger than the server's limit of {MAX_HEAD_BYTES:,} bytes"},
+                                431, headers={"Connection": "close"})  # fmt: skip
+        host = request.headers.get("host")
+        if host is not None and not options.host_allowed(host):
             return JSONResponse({"error": "this server does not answer that Host name (see --allowed-hosts)"}, 421)
         return await call_next(request)
 

@@ -14,6 +14,7 @@ limit                     answer
 ``max_queue_sentences``   503 with ``Retry-After`` (the queue of sentences waiting for the search is full)
 ``read_timeout_s``        408 for a body not received by then; a connection without a complete request head (or
                           idle after a response) by then is closed
+:data:`MAX_HEAD_BYTES`    431 (request line and headers larger than 16 KiB; not a flag)
 ========================  ==========================================================================
 
 A SIGTERM or SIGINT stops the server within ``read_timeout_s + request_timeout_s`` seconds whatever the clients
@@ -29,6 +30,8 @@ from adlnmt.errors import UserError
 from adlnmt.flags import option, out_of_bounds
 from adlnmt.inference.engine import ENGINE_CHOICES as ENGINES
 from adlnmt.inference.translator import PRECISIONS
+
+MAX_HEAD_BYTES = 16 * 1024  # request line and headers: h11's limit on a head arriving in parts, kept for whole ones
 
 
 def _host_names(text: str) -> tuple[str, ...]:

@@ -6,12 +6,12 @@ range)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect, Request
 
+from adlnmt.jsontext import JsonError, LoneSurrogate, parse_json
 from adlnmt.serve.limits import ServeOptions
 from adlnmt.serve.schema import TranslateRequest
 
@@ -94,15 +94,11 @@ def parse_translate(body: bytes, options: ServeOptions) -> TranslateRequest:
             400, f"request body is not valid UTF-8 (byte {err.start}: {body[err.start : err.start + 1]!r})"
         ) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ApiError(
-            400, f"request body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
-        ) from None
-    except RecursionError:
-        raise ApiError(400, "request body is not valid JSON: nested too deeply") from None
-    except ValueError:  # an integer of more digits than Python converts (its message names interpreter settings)
-        raise ApiError(400, "request body is not valid JSON: a number too long") from None
+        data = parse_json(text)
+    except LoneSurrogate as err:  # JSON's "\ud800" escapes: not a character, no tokenizer takes it
+        raise ApiError(422, f"invalid request: {err}") from None
+    except JsonError as err:
+        raise ApiError(400, f"request body is not valid JSON: {err}") from None
     if not isinstance(data, dict):
         raise ApiError(422, f'expected a JSON object like {{"text": ["..."]}}, got {type(data).__name__}')
     text_field = data.get("text")
@@ -119,24 +115,19 @@ def parse_translate(body: bytes, options: ServeOptions) -> TranslateRequest:
         raise ApiError(
             422, f"invalid request: {_location(first['loc'])}: {first['msg']}{more}", detail=errors
         ) from None
-    for number, line in enumerate(request.text):
-        try:
-            line.encode("utf-8")
-        except UnicodeEncodeError as err:  # JSON's "\ud800" escapes: not a character, no tokenizer takes it
-            raise ApiError(422, f"invalid request: text.{number}: a lone surrogate (U+{ord(line[err.start]):04X}) "
-                           f"at character {err.start + 1}, not a Unicode character") from None  # fmt: skip
     if request.beam > options.max_beam:
         raise ApiError(422, f"invalid request: beam {request.beam} exceeds the server's max_beam {options.max_beam}")
     return request
 
 
-def cut_long(lines: list[str], max_chars: int) -> tuple[list[str], list[str | None]]:
-    """``lines`` with each cut to ``max_chars`` characters, and per line the warning saying so (None if not cut)."""
+def cut_long(lines: list[str], max_chars: int, what: str = "input line") -> tuple[list[str], list[str | None]]:
+    """``lines`` with each cut to ``max_chars`` characters, and per line the warning saying so (None if not cut);
+    ``what`` names a line in the warning (``input line``, ``prefix of line``)."""
     cut: list[str] = []
     warnings: list[str | None] = []
     for number, line in enumerate(lines, 1):
         too_long = len(line) > max_chars
-        warnings.append(f"input line {number}: {len(line):,} characters cut to {max_chars:,} (the server's limit)"
+        warnings.append(f"{what} {number}: {len(line):,} characters cut to {max_chars:,} (the server's limit)"
                         if too_long else None)  # fmt: skip
         cut.append(line[:max_chars] if too_long else line)
     return cut, warnings

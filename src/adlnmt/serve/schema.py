@@ -71,8 +71,9 @@ class TranslateResponse(BaseModel):
     translations: list[SentenceResult]
     warnings: list[str] = Field(
         default_factory=list,
-        description="sentences cut to max_chars characters or to the model's input limit, numbered by this "
-        "request's own lines from 1 (also in the server's log)",
+        description="sentences cut to max_chars characters or to the model's input limit, prefixes cut to max_chars "
+        "or in an edge case (characters outside the target vocabulary, as long as the output limit, on an empty "
+        "sentence), numbered by this request's own lines from 1 (also in the server's log)",
     )
 
 

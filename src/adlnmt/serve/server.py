@@ -1,25 +1,34 @@
 """How ``adlnmt serve`` runs uvicorn so that no client can hold the server: a deadline for each request head (a
-connection that has sent none, or a partial one, is closed), idle keep-alive connections closed, a graceful stop
-bounded in time, and a second stop signal that stops at once (uvicorn forces only on a second SIGINT)."""
+connection that has sent none, or a partial one, is closed), request heads bounded (431, answered before the close
+rather than lost in a reset), idle keep-alive connections closed, a graceful stop bounded in time, and a second stop
+signal that stops at once (uvicorn forces only on a second SIGINT)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+from http import HTTPStatus
 from types import FrameType
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from adlnmt.serve.limits import ServeOptions
+from adlnmt.serve.limits import MAX_HEAD_BYTES, ServeOptions
 
 
 def head_deadline_protocol(seconds: float) -> type[H11Protocol]:
     """uvicorn's h11 protocol, closing a connection that has not sent a complete request head within ``seconds`` of
-    opening or of its previous response."""
+    opening or of its previous response, and answering a request head too large to parse (over
+    :data:`MAX_HEAD_BYTES`, arriving in parts) with 431 instead of uvicorn's 400, or any other unparsable head with
+    400, both as JSON. Either way the connection is closed "lingering": the answer is sent and the sending side
+    shut, and what the client still sends is read and dropped for up to ``seconds``, so that the client reads the
+    answer instead of a connection reset."""
 
     class HeadDeadline(H11Protocol):
+        lingering = False
+
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._arm_head_deadline()
@@ -33,8 +42,29 @@ def head_deadline_protocol(seconds: float) -> type[H11Protocol]:
 
         def _head_deadline(self, cycle_then: Any) -> None:
             """Close the connection when no new request head has arrived since the deadline was set."""
-            if self.cycle is cycle_then and not self.transport.is_closing():
+            if self.cycle is cycle_then and not self.transport.is_closing() and not self.lingering:
                 self.timeout_keep_alive_handler()  # uvicorn's own close of an idle connection
+
+        def data_received(self, data: bytes) -> None:
+            if not self.lingering:
+                super().data_received(data)
+
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's answer to a request head h11 cannot parse: 431 when it is too large, else 400."""
+            buffered, _ = self.conn.trailing_data
+            status, error = (
+                (431, f"request head larger than the server's limit of {MAX_HEAD_BYTES:,} bytes")
+                if len(buffered) > MAX_HEAD_BYTES
+                else (400, "invalid HTTP request")
+            )
+            body = json.dumps({"error": error}).encode()
+            head = (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+                    f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")  # fmt: skip
+            self.transport.write(head.encode("ascii") + body)
+            self.lingering = True
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+            self.loop.call_later(seconds, self.transport.close)
 
     return HeadDeadline
 
@@ -79,5 +109,6 @@ def server(app: Any, options: ServeOptions) -> BoundedServer:
         access_log=False,
         http=head_deadline_protocol(options.read_timeout_s),
         timeout_keep_alive=max(1, round(options.read_timeout_s)),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )
     return BoundedServer(config, options.shutdown_timeout_s)

@@ -18,6 +18,7 @@ from typing import Any
 from safetensors import SafetensorError
 
 from adlnmt.errors import UserError
+from adlnmt.jsontext import parse_json
 
 FAULT_HOOK = "ADLNMT_FAULT_HOOK"
 
@@ -95,7 +96,7 @@ def read_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = parse_json(line)
             if not isinstance(record, dict) or not isinstance(record.get("update"), int):
                 raise ValueError("not a checkpoint record")
         except ValueError as err:

@@ -6,12 +6,12 @@ defaults — described by ``export.json``, which also keeps the SHA-256 of every
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from adlnmt.errors import UserError
+from adlnmt.jsontext import JsonError, parse_json
 from adlnmt.store.atomic import file_sha256
 from adlnmt.store.names import DIAGRAM, EXPORT_MANIFEST, VOCAB_DIR
 
@@ -59,8 +59,10 @@ class ExportDir:
 def read_manifest(manifest_path: Path) -> dict[str, Any]:
     """``export.json`` with the entries a loader reads checked; UserError naming it when damaged or malformed."""
     try:
-        manifest = json.loads(manifest_path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        manifest = parse_json(manifest_path.read_bytes())
+    except JsonError as err:
+        raise UserError(f"{manifest_path}: damaged (invalid JSON: {err}); export the model again") from None
+    except OSError as err:
         raise UserError(f"{manifest_path}: damaged ({type(err).__name__}); export the model again") from None
     if not isinstance(manifest, dict):
         raise UserError(f"{manifest_path}: malformed (expected a JSON object); export the model again")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adlnmt.errors import UserError
+from adlnmt.jsontext import parse_json
 from adlnmt.model_config import ModelConfig
 from adlnmt.store import names
 from adlnmt.store.atomic import append_line, atomic_write, describe, file_sha256, read_records, write_records
@@ -85,8 +86,8 @@ class ModelDir:
         if not path.is_file():
             raise UserError(f"{self.path}: not a model directory (no {names.CONFIG})")
         try:
-            stored = json.loads(path.read_bytes().decode("utf-8"))
-        except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            stored = parse_json(path.read_bytes())
+        except (OSError, ValueError) as err:  # parse_json's JsonError is a ValueError
             raise UserError(f"{path}: damaged ({describe(err)})") from None
         if not isinstance(stored, dict) or not all(isinstance(stored.get(key), dict) for key in ("train", "model")):
             raise UserError(f"{path}: malformed (expected the objects 'train' and 'model')")

@@ -1,0 +1,102 @@
+"""The one JSON parser of adlnmt's readers (config.json, manifests, records, suites, HTTP bodies): ``json.loads``
+with bounds, so that no file or request turns into a traceback.
+
+:func:`parse_json` refuses, each with a :class:`JsonError` (a ValueError) whose message says what is wrong:
+text that is not JSON (with line and column), nesting deeper than :data:`MAX_DEPTH` levels (``json.loads`` would
+recurse until a RecursionError), a number of more digits than Python converts, and a string with a lone surrogate
+(a ``"\\ud800"`` escape: valid JSON, but not a Unicode character, so no tokenizer or UTF-8 file takes it)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MAX_DEPTH = 100  # levels of nested arrays and objects; adlnmt's own files use fewer than 10
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class JsonError(ValueError):
+    """Text that :func:`parse_json` refuses: why (``reason``) and, for a syntax error, where (1-based ``line`` and
+    ``column``)."""
+
+    def __init__(self, reason: str, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(reason if line is None else f"{reason} at line {line} column {column}")
+        self.reason = reason
+        self.line = line
+        self.column = column
+
+
+class LoneSurrogate(JsonError):
+    """JSON whose string (or key) at ``where`` (a dotted path such as ``text.1``; None: the top level) holds a lone
+    surrogate: valid JSON, not valid text."""
+
+    def __init__(self, message: str, where: str | None = None) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def too_deep(text: str) -> bool:
+    """Whether JSON ``text`` nests arrays and objects deeper than :data:`MAX_DEPTH` (brackets in strings do not
+    count)."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:  # cannot be deeper: no need to scan
+        return False
+    depth = 0
+    for match in _BRACKET.finditer(_STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            return True
+    return False
+
+
+def _surrogate_at(text: str) -> int | None:
+    """The index of the first lone surrogate in ``text``, or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return err.start
+    return None
+
+
+def lone_surrogate(value: Any, where: str = "") -> LoneSurrogate | None:
+    """The error for the first string (or key) in ``value`` (parsed JSON) holding a lone surrogate, or None;
+    ``where``: the dotted path of ``value`` (``text.1``)."""
+    if isinstance(value, str):
+        if (at := _surrogate_at(value)) is None:
+            return None
+        code = f"U+{ord(value[at]):04X}"
+        return LoneSurrogate(f"{where or 'the value'}: a lone surrogate ({code}) at character {at + 1}, not a Unicode "
+                             "character", where or None)  # fmt: skip
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and (at := _surrogate_at(key)) is not None:
+            return LoneSurrogate(f"{where or 'the object'}: a key with a lone surrogate (U+{ord(key[at]):04X}), not a "
+                             "Unicode character", where or None)  # fmt: skip
+        if (found := lone_surrogate(item, f"{where}.{key}" if where else str(key))) is not None:
+            return found
+    return None
+
+
+def parse_json(text: str | bytes) -> Any:
+    """``json.loads(text)``, or a :class:`JsonError` saying why not (see the module's docstring); bytes must be
+    UTF-8."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise JsonError(f"not UTF-8 (byte {err.start}: {text[err.start : err.start + 1]!r})") from None
+    if too_deep(text):
+        raise JsonError(f"nested deeper than {MAX_DEPTH} levels")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise JsonError(err.msg, err.lineno, err.colno) from None
+    except RecursionError:  # not reached past the depth check; kept so that no input can give a traceback
+        raise JsonError(f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError:  # an integer of more digits than Python converts (its message names interpreter settings)
+        raise JsonError("a number too long") from None
+    if _SURROGATE_ESCAPE.search(text) and (error := lone_surrogate(value)) is not None:
+        raise error
+    return value
