@@ -14,8 +14,8 @@ from adlnmt.inference.engine import able
 
 def cmd_score_pairs(args: argparse.Namespace) -> int:
     from adlnmt.analysis.forced import PairScorer
-    from adlnmt.data.corpus import write_output
     from adlnmt.metrics import read_lines
+    from adlnmt.store.atomic import write_output
 
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
@@ -29,7 +29,7 @@ def cmd_score_pairs(args: argparse.Namespace) -> int:
 
 def cmd_contrastive(args: argparse.Namespace) -> int:
     from adlnmt.analysis.contrastive import evaluate_model, markdown_table
-    from adlnmt.data.corpus import write_output
+    from adlnmt.store.atomic import write_output
 
     result = evaluate_model(args.model, args.suite, args.checkpoint, args.device, args.batch_size, args.normalize,
                             args.resamples, args.seed, args.engine)  # fmt: skip

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import sys
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from adlnmt.errors import DataError, UserError
+from adlnmt.errors import DataError
 
 #: The ratio filter only judges pairs whose longer side has at least this many subword tokens:
 #: short pairs such as "Yes." / "Ja, das stimmt." legitimately have large ratios.
@@ -132,18 +131,3 @@ def length_filter(src_len: int, tgt_len: int, max_len: int, max_ratio: float) ->
     if longer >= RATIO_MIN_LEN and longer > max_ratio * shorter:
         return "bad_ratio"
     return None
-
-
-def write_output(path: str | None, text: str) -> None:
-    """Write ``text`` to the file ``path`` (stdout when None); a failed write (e.g. a full disk) names it."""
-    try:
-        if path:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as err:
-        raise UserError(f"{path or '<stdout>'}: cannot write ({err.strerror or err})") from None

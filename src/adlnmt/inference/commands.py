@@ -10,11 +10,11 @@ import time
 from typing import TYPE_CHECKING
 
 from adlnmt.bounds import at_least, flag_type
-from adlnmt.data.corpus import write_output
 from adlnmt.errors import UserError
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
+from adlnmt.store.atomic import write_output
 
 if TYPE_CHECKING:
     from adlnmt.inference.translator import Translation, Translator

@@ -96,6 +96,7 @@ class Ensemble(StepEngine):
         self.members = [member.eval() for member in members]
         self.combination = combination
         self.device = device
+        self.max_output_len = min((m.max_output_len for m in members if m.max_output_len is not None), default=None)
 
     def encode(self, src: Tensor) -> EnsembleMemory:
         return EnsembleMemory.of([member.encode(src) for member in self.members])

@@ -195,6 +195,21 @@ class Translator:
             return f"input line {number}: {line.pieces} pieces truncated to {self.max_input_len}"
         return None
 
+    @property
+    def max_target_len(self) -> int | None:
+        """The most target pieces (a prefix, a target to score; EOS not counted) the model reads: its
+        ``max_output_len`` (None: no bound)."""
+        return self.engine.max_output_len
+
+    def cut_target(self, ids: list[int], number: int, what: str = "target prefix") -> list[int]:
+        """Target pieces ``ids`` of line ``number`` cut to :attr:`max_target_len`, with a warning on stderr when
+        cut: the length rule of sources (:meth:`encode`) for the target side."""
+        limit = self.max_target_len
+        if limit is None or len(ids) <= limit:
+            return ids
+        print(f"warning: {what} line {number}: {len(ids)} pieces truncated to {limit}", file=sys.stderr)
+        return ids[:limit]
+
     def encode(self, line: str, number: int) -> list[int]:
         """The encoder's ids of input line ``number``, with a warning on stderr when it is cut."""
         encoded = self.encode_line(line)
@@ -218,12 +233,13 @@ class Translator:
         prefixes: Sequence[str] | None = None,
     ) -> list[list[Translation]]:
         """:meth:`search` for lines already encoded (:meth:`encode_line`'s ``ids``; None for an empty line, which
-        gets no translation); it prints no warning."""
+        gets no translation); it warns only of prefixes cut to :attr:`max_target_len`."""
         if prefixes is not None and len(prefixes) != len(encoded):
             raise UserError(f"{len(prefixes)} target prefixes for {len(encoded)} input lines: need one per line")
         rows = [i for i, ids in enumerate(encoded) if ids is not None]
         sources = [ids for ids in encoded if ids is not None]
-        forced = None if prefixes is None else [self.data.tgt_vocab.encode(prefixes[i]) for i in rows]
+        encode = self.data.tgt_vocab.encode
+        forced = None if prefixes is None else [self.cut_target(encode(prefixes[i]), i + 1) for i in rows]
         forced = forced if forced is not None and any(forced) else None  # empty prefixes: plain search
         self.engine.check(options, forced is not None)
         found = self.engine.translate_ids(sources, options, forced)

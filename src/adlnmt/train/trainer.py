@@ -100,6 +100,24 @@ def fits_in_memory(device: torch.device) -> Iterator[None]:
                         "choose a smaller one (--d-model, --d-ff, fewer layers)") from None  # fmt: skip
 
 
+def check_positions(model: Seq2Seq, data: DataDir) -> None:
+    """A UserError, before the first update, when a sentence of the training or validation data is longer than the
+    model's learned positions cover (:meth:`~adlnmt.model.Seq2Seq.position_limits`), saying how to fix it."""
+    limits = dict(zip(("source", "target"), model.position_limits(), strict=True))
+    for name in ("train", "valid"):
+        split = data.split(name)
+        for side, lengths in (("source", split.src_lengths), ("target", split.tgt_lengths)):
+            limit = limits[side]
+            if limit is None or not len(lengths) or int(lengths.max()) <= limit:
+                continue
+            longest = int(lengths.max())
+            raise UserError(
+                f"{data.path}: {name} {side} sentence {int(lengths.argmax()) + 1} needs {longest} positions "
+                f"(markers and EOS counted), but the learned positions cover {limit}: raise --max-positions to "
+                f"{longest} or more, or prepare the data with a smaller --max-len"
+            )
+
+
 class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
@@ -147,6 +165,7 @@ class Trainer:
         with fits_in_memory(self.device):
             self.model = Seq2Seq(self.model_config).to(self.device)
             self.optimizer = make_optimizer(self.model, config, self.device)
+        check_positions(self.model, self.data)
         self.schedule = Schedule(config)
         self.progress = Progress()
         self._resume()
