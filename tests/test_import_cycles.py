@@ -85,7 +85,7 @@ LEVELS: tuple[set[str], ...] = (
     {"errors", "version"},
     {"bounds"},
     {"flags"},
-    {"adl", "data", "speedups", "memory"},
+    {"adl", "data", "speedups", "memory", "devices"},
     {"exits", "layers", "published", "metrics"},
     {"model_config", "presets"},
     {"model"},

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from adlnmt.devices import checked_device
 from adlnmt.errors import UserError
 from adlnmt.inference.engine import CAPABILITIES
 from adlnmt.inference.options import Hypothesis, SearchOptions
@@ -133,6 +134,7 @@ def load_ensemble(
     if len(checkpoints) not in (1, len(model_dirs)):
         raise UserError(f"give one checkpoint, or one per model ({len(model_dirs)}), not {len(checkpoints)}")
     chosen = list(checkpoints) * len(model_dirs) if len(checkpoints) == 1 else list(checkpoints)
+    device = checked_device(device)
     members, limits, data = [], [], None
     for model_dir, checkpoint in zip(map(Path, model_dirs), chosen, strict=True):
         model, own, limit = ModelDir(model_dir).load_model(checkpoint)

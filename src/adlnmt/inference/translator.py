@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from adlnmt.devices import checked_device
 from adlnmt.errors import UserError
 from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
@@ -148,6 +149,7 @@ class Translator:
             return cls.from_export(ExportDir.load(model_dir), engine or "auto", precision, threads, device)
         engine = engine or "torch"
         check_model_dir_engine(engine, model_dir)
+        device = checked_device(device)
         import torch
 
         if threads:
