@@ -31,15 +31,25 @@ class PairCounts:
 
 
 def _open_binary(path: Path):
-    """Open ``path`` for binary reading, gunzipping when its name ends with ``.gz``."""
+    """Open ``path`` for binary reading, gunzipping when its name ends with ``.gz``; a pipe or a device (``/dev/stdin``,
+    a shell's process substitution) is read as a stream, once (:func:`require_regular_file` where a reader needs to
+    read a file twice)."""
     if not path.exists():
         raise DataError("file not found", path)
-    if not path.is_file():
-        raise DataError("not a regular file", path)
+    if path.is_dir():
+        raise DataError("a directory, not a text file", path)
     try:
         return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
     except OSError as err:
         raise DataError(f"cannot open: {err.strerror or err}", path) from None
+
+
+def require_regular_file(path: str | Path, reader: str) -> None:
+    """A DataError when ``path`` is a pipe or a device: ``reader`` reads its input more than once, which a stream
+    cannot give twice."""
+    path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise DataError(f"a pipe or device: {reader} reads its input more than once; save it to a file first", path)
 
 
 def read_lines(path: str | Path) -> Iterator[str]:
