@@ -180,6 +180,8 @@ def exit_status(outcomes: list[Outcome]) -> int:
 def cmd_verdicts(args: argparse.Namespace) -> int:
     from adlnmt.experiment.verdicts import default_archives, rebuild_page, verdict_table
 
+    if args.check and args.readme is None:
+        raise UserError("--check compares a page's tables with the archives: give the page, --page PAGE")
     archives = [Path(a) for a in args.archives] or default_archives(Path("experiments/results"))
     if args.readme is None:
         if not archives:

@@ -551,7 +551,9 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         for variant in variants:
             value = getattr(variant, kind)
             if value in seen:
-                reader.fail("variants", f"{variant.name!r} and {seen[value]!r} have the same {kind} {value!r}")
+                why = (f" (a run folder keeps only A-Z, a-z, 0-9, '.' and '_' of a name): runs/{value}; rename one"
+                       if kind == "slug" else "")  # fmt: skip
+                reader.fail("variants", f"{variant.name!r} and {seen[value]!r} have the same {kind} {value!r}{why}")
             seen[value] = variant.name
     baseline = raw.get("baseline")
     if baseline is not None and baseline not in {v.name for v in variants}:

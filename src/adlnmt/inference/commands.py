@@ -29,9 +29,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
         sampling_rule(args.sampling)
     elif args.nbest > args.beam:
         raise UserError(f"need --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
+    if problem := ignored_option(args):
+        raise UserError(problem)
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
-    translator.engine.check(options, bool(args.prefix))  # before reading the input
+    translator.check(options, bool(args.prefix))  # before reading the input
     lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
     started = time.perf_counter()
     encoded = [translator.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
@@ -51,6 +53,17 @@ def cmd_translate(args: argparse.Namespace) -> int:
     print(f"translated {translated:,} of {len(lines):,} lines in {seconds:.2f} s ({speed:,.1f} sentences/s, engine "
           f"{translator.engine_name}; loading before it not counted)", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def ignored_option(args: argparse.Namespace) -> str | None:
+    """What a flag of ``adlnmt translate`` asks that the rest of the command would silently ignore, else None."""
+    if not args.sampling:
+        for name in ("temperature", "seed"):
+            if getattr(args, name) != getattr(SearchOptions, name):
+                return f"--{name} {getattr(args, name)} shapes sampling only: add --sampling topk:K or topp:P"
+    if args.combine != "log-linear" and len(args.model) == 1 and len(args.checkpoint or ()) < 2:
+        return f"--combine {args.combine} combines an ensemble: give several --model or --checkpoint"
+    return None
 
 
 def json_record(
@@ -127,9 +140,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     translate.add_argument(
         "--precision",
-        default="fp32",
         choices=("fp32", "bf16", "fp16", "int8"),
-        help="fp32 (default); bf16/fp16 (fp16: CUDA only); int8: dynamic quantisation of linears and RNNs (CPU only)",
+        help="fp32 (default; an export: as exported); bf16/fp16 (fp16: CUDA only); int8: dynamic quantisation of "
+        "linears and RNNs (CPU only)",
     )
     translate.add_argument(
         "--engine",

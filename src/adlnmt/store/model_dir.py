@@ -210,6 +210,9 @@ def load_weights(model: nn.Module, path: Path) -> None:
     try:
         missing, unexpected = load_model(model, str(path), strict=False)
     except Exception as err:  # safetensors raises several types for damaged files
+        mismatch = next((line.strip() for line in str(err).splitlines() if "size mismatch" in line), None)
+        if mismatch:  # a readable file of another model's shapes
+            raise UserError(f"{path}: does not match the model ({mismatch})") from None
         raise UserError(f"{path}: not a readable safetensors checkpoint ({describe(err)})") from None
     if missing or unexpected:
         raise UserError(
