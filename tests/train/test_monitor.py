@@ -145,3 +145,28 @@ def test_plot_checks_its_file_name_before_drawing(demo_data: Path, tmp_path: Pat
     assert (tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")
     assert main(["plot", str(tmp_path / "a"), "--out", str(tmp_path / "curves.svg")]) == 0
     assert b"<svg" in (tmp_path / "curves.svg").read_bytes()[:1000]
+
+
+@needs_tensorboard
+def test_a_full_disk_under_tensorboard_is_one_warning_naming_the_folder(
+    demo_data: Path, tmp_path: Path, monkeypatch, capfd
+) -> None:
+    """Issue 69 point 7: the event writer's thread printed a traceback, then the run died with
+    ``error: : No space left on device`` (no file named)."""
+    import errno
+    import os
+
+    from tensorboard.summary.writer import record_writer
+
+    def full_disk(self, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(record_writer.RecordWriter, "write", full_disk)
+    board = tmp_path / "board"
+    argv = train_args(demo_data / "data", tmp_path / "model", "--max-updates", "4", "--checkpoint-interval", "2",
+                      "--log-interval", "1", "--tensorboard", str(board))  # fmt: skip
+    assert main(argv) == 0  # the scalars are a view: the run goes on
+    err = capfd.readouterr().err
+    warning = f"warning: {board}: cannot write TensorBoard events (No space left on device); training goes on"
+    assert err.count(warning) == 1 and "Traceback" not in err and "Exception in thread" not in err
+    assert len(records(tmp_path / "model")) == 2
