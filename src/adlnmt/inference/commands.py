@@ -102,7 +102,7 @@ def load_translator(args: argparse.Namespace, options: SearchOptions) -> Transla
     if args.threads:
         torch.set_num_threads(args.threads)
     models = args.model * len(checkpoints) if len(args.model) == 1 else args.model  # checkpoints of one model
-    return load_ensemble(models, checkpoints, args.device, args.precision, args.combine)
+    return load_ensemble(models, checkpoints, args.device, args.precision or "fp32", args.combine)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
