@@ -179,6 +179,7 @@ def exit_status(outcomes: list[Outcome]) -> int:
 
 def cmd_verdicts(args: argparse.Namespace) -> int:
     from adlnmt.experiment.verdicts import default_archives, rebuild_page, verdict_table
+    from adlnmt.store.atomic import write_text_atomic
 
     if args.check and args.readme is None:
         raise UserError("--check compares a page's tables with the archives: give the page, --page PAGE")
@@ -200,7 +201,7 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
             return 1
         print(f"{readme}: its tables match {len(archives)} archive(s)")
         return 0
-    readme.write_text(updated, encoding="utf-8")
+    write_text_atomic(readme, updated)
     print(f"{readme}: tables rebuilt from {', '.join(str(a) for a in archives) or 'no archive'}")
     return 0
 
