@@ -63,3 +63,23 @@ def test_every_command_refuses_the_device_in_one_message(
     err = capsys.readouterr().err
     shown = device if device == "cuda" else repr(device)
     assert err.startswith(f"error: --device {shown}: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["translate", "--model", "M", "--threads", "100000"],  # PyTorch segfaulted
+        ["translate", "--model", "M", "--workers", "100000"],  # one process per batch
+        ["export", "--model", "M", "--format", "onnx", "--out", "O", "--threads", "100000"],
+    ],
+)
+def test_more_threads_or_workers_than_cores_are_refused(command: list[str], tmp_path: Path, capsys) -> None:
+    import os
+
+    files = {"M": tmp_path / "no-model", "O": tmp_path / "out"}
+    argv = [str(files[arg]) if arg in files else arg for arg in command]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    flag = command[command.index("100000") - 1]
+    cores = os.cpu_count()
+    assert err == f"error: {flag} 100000: this machine has {cores} CPU core(s); use at most {cores}\n"

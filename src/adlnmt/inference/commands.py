@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from adlnmt.bounds import at_least, flag_type
+from adlnmt.devices import check_cpu_count
 from adlnmt.errors import UserError
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.engine import ENGINE_CHOICES
@@ -31,6 +32,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise UserError(f"need --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
     if problem := ignored_option(args):
         raise UserError(problem)
+    check_cpu_count("--threads", args.threads)
+    check_cpu_count("--workers", args.workers)
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
     translator.check(options, bool(args.prefix))  # before reading the input

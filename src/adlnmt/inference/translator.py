@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adlnmt.devices import checked_device
+from adlnmt.devices import check_cpu_count, checked_device
 from adlnmt.errors import UserError
 from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
@@ -168,6 +168,7 @@ class Translator:
         engine = engine or "torch"
         check_model_dir_engine(engine, model_dir)
         device = checked_device(device)
+        check_cpu_count("--threads", threads)
         import torch
 
         if threads:
@@ -191,6 +192,7 @@ class Translator:
         UserError, never silently ignored); ``threads`` as in :meth:`load`; ``device`` one the engine runs on."""
         from adlnmt.inference.engines import engine_for, engine_threads, load_engine
 
+        check_cpu_count("--threads", threads)
         wanted = engine_for(export)
         if engine not in ("auto", wanted):
             article = "an" if export.format[0] in "aeiou" else "a"

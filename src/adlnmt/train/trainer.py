@@ -25,6 +25,7 @@ from tqdm import tqdm
 from adlnmt.data.data_dir import DataDir
 from adlnmt.data.dataset import Batch, collate, make_batches, shard
 from adlnmt.data.vocab import PAD
+from adlnmt.devices import check_cpu_count
 from adlnmt.errors import UserError
 from adlnmt.memory import release_heap
 from adlnmt.model import Seq2Seq
@@ -132,6 +133,7 @@ class Trainer:
             if self.device.type == "cuda":
                 torch.cuda.set_device(self.device)
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+        check_cpu_count("--threads", config.threads)
         if config.threads > 0:
             torch.set_num_threads(config.threads)
         self.scaler = precision_setup(config.precision, self.device)
