@@ -80,3 +80,17 @@ def test_score_pairs_cuts_a_long_target_instead_of_aborting_the_file(
     assert main(argv) == 0
     assert len(out.read_text(encoding="utf-8").splitlines()) == 2
     assert "target line 1:" in capsys.readouterr().err
+
+
+def test_serve_translates_a_long_sentence_and_reports_the_true_limit(positions_64: Path) -> None:
+    pytest.importorskip("fastapi", reason="the serve extra is not installed")
+    from fastapi.testclient import TestClient
+
+    from adlnmt.serve.app import create_app
+    from adlnmt.serve.limits import ServeOptions
+
+    options = ServeOptions(model=str(positions_64), allowed_hosts=("testserver",))
+    with TestClient(create_app(options), raise_server_exceptions=False) as client:
+        reply = client.post("/translate", json={"text": [LONG_LINE, "The queen does not wait."]})
+        assert reply.status_code == 200 and len(reply.json()["translations"]) == 2  # was a 500
+        assert client.get("/model").json()["max_input_pieces"] == 63  # was 250
