@@ -101,3 +101,15 @@ def test_a_named_command_parses_as_in_the_whole_parser() -> None:
     """The group-only parser gives a command line the same namespace as the full one."""
     argv = ["translate", "--model", "m", "--beam", "3", "--engine", "ctranslate2"]
     assert vars(build_parser("translate").parse_args(argv)) == vars(build_parser().parse_args(argv))
+
+
+def test_an_os_error_without_a_file_name_shows_no_empty_name(capsys) -> None:
+    import errno
+
+    from adlnmt.exits import exit_status
+
+    def fail() -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    assert exit_status(fail) == 2
+    assert capsys.readouterr().err == "error: No space left on device\n"

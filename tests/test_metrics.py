@@ -147,3 +147,13 @@ def test_format_report_names_every_metric() -> None:
     for label in metrics.LABELS.values():
         assert label in text and label in bootstrap
     assert "p = " in bootstrap and "B is better" in bootstrap
+
+
+def test_a_difference_that_is_not_significant_names_no_winner() -> None:
+    """Issue 69 point 20: "A is better" was printed at p = 0.40."""
+    refs, _, good, good2 = corpus()
+    result = metrics.paired_bootstrap(good, good2, refs, ["bleu"], resamples=300)
+    entry = result["metrics"]["bleu"]
+    assert entry["p_value"] > 0.05 and entry["better"] in ("a", "b")
+    text = metrics.format_report(result)
+    assert "is better" not in text and "not significantly (p >= 0.05): no winner" in text

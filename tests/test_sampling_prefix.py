@@ -81,9 +81,19 @@ def test_sampled_translations_keep_to_the_k_best_at_every_step(data: DataDir, de
             assert all(token in row for token, row in zip(hyp.tokens, best.tolist(), strict=True))
 
 
-@pytest.mark.parametrize("spec", ["topk", "topk:0", "topk:x", "topp:0", "topp:1.5", "nucleus:0.9"])
-def test_a_bad_sampling_rule_is_refused(spec: str) -> None:
-    with pytest.raises(UserError, match="unknown sampling"):
+@pytest.mark.parametrize(
+    "spec, problem",
+    [
+        ("topk", "K must be an integer >= 1"),
+        ("topk:0", "K must be an integer >= 1"),
+        ("topk:x", "K must be an integer >= 1"),
+        ("topp:0", "P must be a number in"),
+        ("topp:1.5", "P must be a number in"),
+        ("nucleus:0.9", "unknown sampling"),
+    ],
+)
+def test_a_bad_sampling_rule_is_refused(spec: str, problem: str) -> None:
+    with pytest.raises(UserError, match=problem):
         sampling_rule(spec)
 
 
@@ -158,4 +168,4 @@ def test_translate_samples_and_continues_prefixes(demo_data: Path, tmp_path: Pat
     assert main(["translate", "--model", str(model_dir), "--input", str(source), "--prefix", str(prefix)]) == 2
     assert "1 target prefixes for 2 input lines" in capsys.readouterr().err
     assert main([*sampled[:5], "--sampling", "topk:0"]) == 2
-    assert "unknown sampling 'topk:0'" in capsys.readouterr().err
+    assert "sampling 'topk:0': K must be an integer >= 1" in capsys.readouterr().err

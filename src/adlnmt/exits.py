@@ -22,5 +22,6 @@ def exit_status(command: Callable[[], int]) -> int:
         print("interrupted (a training run resumes from its last checkpoint when re-run)", file=sys.stderr)
         return 130
     except OSError as err:  # unwritable output, full disk ...: the user's environment, not a bug
-        print(f"error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        where = f"{err.filename}: " if err.filename else ""  # never an empty name before the colon
+        print(f"error: {where}{err.strerror or err}", file=sys.stderr)
         return 2

@@ -35,3 +35,20 @@ def release_heap() -> None:
 def limit_onednn_cache(capacity: int = TRAINING_ONEDNN_CACHE) -> None:
     """Cap oneDNN's primitive cache unless the user set it; effective if no oneDNN primitive exists yet."""
     os.environ.setdefault(ONEDNN_CACHE, str(capacity))
+
+
+def available_memory(device: str = "cpu") -> int | None:
+    """Bytes a new allocation can still take on ``device``: the free memory of a CUDA device, or the kernel's
+    ``MemAvailable`` for the CPU; None where it cannot be told (not Linux)."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -293,12 +293,17 @@ def format_report(result: dict[str, Any]) -> str:
     ]
     for entry in result["metrics"].values():
         a, b = entry["a"], entry["b"]
-        verdict = {"a": "A is better", "b": "B is better", "tie": "tie"}[entry["better"]]
-        star = " (significant at p < 0.05)" if entry["p_value"] < 0.05 and entry["better"] != "tie" else ""
+        higher = {"a": "A", "b": "B"}.get(entry["better"])
+        if higher is None:
+            verdict = "tie"
+        elif entry["p_value"] < 0.05:
+            verdict = f"{higher} is better (significant at p < 0.05)"
+        else:
+            verdict = f"{higher} scores higher, not significantly (p >= 0.05): no winner"
         lines += [
             f"{entry['label']}  [{entry['signature']}]",
             f"  A {_number(a['score'])} ({_number(a['mean'])} ± {_number(a['ci'])})",
             f"  B {_number(b['score'])} ({_number(b['mean'])} ± {_number(b['ci'])})",
-            f"  B − A {entry['difference']:+.2f}, p = {entry['p_value']:.4f}: {verdict}{star}",
+            f"  B − A {entry['difference']:+.2f}, p = {entry['p_value']:.4f}: {verdict}",
         ]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from adlnmt.adl.registry import Side
 from adlnmt.adl.syntax import Literal
 from adlnmt.errors import UserError
 from adlnmt.layers.base import Context, DecoderState, Layer, Projection, SourceMemory
+from adlnmt.layers.basic import LearnPos
 from adlnmt.layers.builder import SideChain, build_chain, canonical
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 
@@ -38,6 +39,11 @@ def iter_layers(layer: nn.Module) -> Iterator[Layer]:
     for module in layer.modules():
         if isinstance(module, Layer):
             yield module
+
+
+def _table_limit(chain: nn.Module) -> int | None:
+    """The rows of the smallest learned position table in ``chain`` (None: it has none)."""
+    return min((layer.table.size(0) for layer in iter_layers(chain) if isinstance(layer, LearnPos)), default=None)
 
 
 class Seq2Seq(nn.Module):
@@ -114,6 +120,21 @@ class Seq2Seq(nn.Module):
                 "decoder",
             )
         return widths[0]
+
+    # --- length limits ---------------------------------------------------------------------------
+
+    def position_limits(self) -> tuple[int | None, int | None]:
+        """The most positions the encoder reads (source tokens, EOS and markers counted) and the decoder reads (BOS
+        and the target tokens before EOS): the smallest learned position table (``learn_pos``) of each side; None
+        where nothing bounds it (sinusoidal positions). The one home of the model's length limits: training checks
+        its data against them, the search stops within them and the translators cut their inputs to them."""
+        return _table_limit(self.encoder), _table_limit(self.decoder)
+
+    @property
+    def max_output_len(self) -> int | None:
+        """The most tokens (EOS not counted) an output may have: the decoder reads BOS and each of them."""
+        decoder = self.position_limits()[1]
+        return None if decoder is None else decoder - 1
 
     # --- encoder ---------------------------------------------------------------------------------
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from adlnmt.errors import UserError
+
 
 def pyplot() -> Any:
     """matplotlib.pyplot on the Agg backend (no display needed)."""
@@ -32,10 +34,32 @@ def place_legend(axis: Any, lines: int) -> None:
         axis.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
+def figure_path(path: Path) -> Path:
+    """The file a figure asked for as ``path`` is written to, checked before any drawing: its suffix names the format
+    (none: ``.png`` is added); a suffix matplotlib cannot write or an existing directory is a UserError."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory; name the figure's file, e.g. {path / 'curves.png'}")
+    if not path.suffix:
+        path = path.with_name(path.name + ".png")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix[1:].lower() not in formats:
+        raise UserError(f"{path}: cannot draw a figure as '{path.suffix}'; use one of "
+                        f"{', '.join('.' + name for name in sorted(formats))}")  # fmt: skip
+    return path
+
+
 def save_figure(figure: Any, path: Path) -> Path:
-    """Write ``figure`` to ``path`` (its folder created), legends beside the axes included, and close it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``figure`` atomically to ``path`` (:func:`figure_path`: a .png added where it has no suffix; its folder
+    created), legends beside the axes included, close it and return the file written."""
+    from adlnmt.store.atomic import atomic_write
+
+    path = figure_path(path)
     figure.tight_layout()
-    figure.savefig(path, dpi=120, bbox_inches="tight")  # a legend beside the axes included
-    pyplot().close(figure)
+    form = path.suffix[1:].lower()
+    try:  # a legend beside the axes included
+        atomic_write(path, lambda tmp: figure.savefig(tmp, format=form, dpi=120, bbox_inches="tight"))
+    finally:
+        pyplot().close(figure)
     return path

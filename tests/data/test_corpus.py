@@ -110,3 +110,35 @@ def test_length_filter() -> None:
     assert length_filter(10, 30, max_len=250, max_ratio=3.0) is None  # exactly the ratio is allowed
     assert length_filter(1, RATIO_MIN_LEN - 1, max_len=250, max_ratio=3.0) is None  # short pairs are exempt
     assert length_filter(1, RATIO_MIN_LEN, max_len=250, max_ratio=3.0) == "bad_ratio"
+
+
+def test_a_pipe_is_read_as_a_stream_and_prepare_refuses_it(tmp_path: Path) -> None:
+    """Issue 69 point 13: ``--input /dev/stdin`` and process substitution (a pipe) were refused as non-regular files;
+    prepare, which reads its input twice, refuses a pipe with a reason."""
+    import os
+    import threading
+
+    from adlnmt.data.prepare import prepare
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text("one\ntwo\n", encoding="utf-8"))
+    writer.start()
+    assert list(read_lines(fifo)) == ["one", "two"]
+    writer.join()
+    with pytest.raises(DataError, match="a directory, not a text file"):
+        list(read_lines(tmp_path))
+    plain = write(tmp_path / "plain.txt", "a\n")
+    with pytest.raises(DataError, match=f"^{fifo}: a pipe or device: prepare reads its input more than once"):
+        prepare(fifo, plain, plain, plain, tmp_path / "data")
+
+
+def test_dev_stdin_is_an_input_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    ref = write(tmp_path / "ref.txt", "a small cat\n")
+    argv = [sys.executable, "-m", "adlnmt", "score", "--hyp", "/dev/stdin", "--ref", str(ref)]
+    done = subprocess.run(argv, input="a small cat\n", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "BLEU" in done.stdout

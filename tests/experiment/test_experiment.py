@@ -367,3 +367,14 @@ def test_without_a_finished_run_no_report_is_written(demo_data: Path, tmp_path: 
     assert status == 1 and f"no finished run yet, so no report in {out}" in stdout
     kept = ("grid.yaml", "experiment.lock", ".gitignore")
     assert not [p for p in out.iterdir() if p.is_file() and p.name not in kept]  # no report.md, results.md, ...
+
+
+@pytest.mark.parametrize("flag, value", [("--variants", ""), ("--seeds", ""), ("--variants", "a,"), ("--seeds", " ")])
+def test_an_empty_selection_is_an_error_never_every_run(
+    flag: str, value: str, demo_data: Path, tmp_path: Path, capsys
+) -> None:
+    """Issue 69 point 2: ``--rerun --variants ""`` (an unset shell variable) meant every run: all deleted."""
+    grid = grid_file(tmp_path, demo_data / "corpus")
+    status, stdout = experiment(str(grid), "--out", str(tmp_path / "out"), "--dry-run", "--rerun", flag, value)
+    assert status == 2 and stdout == ""
+    assert f"{flag} {value!r}: an empty name in the list" in capsys.readouterr().err

@@ -75,6 +75,11 @@ def test_a_valid_grid_resolves_scales_and_paths(tmp_path: Path) -> None:
         (lambda g: g["variants"][0].pop("name"), "variants[0]: missing 'name'"),
         (lambda g: g["variants"][0].update(trian={}), "variants[0] ('a').trian: unknown key (did you mean 'train'?)"),
         (lambda g: g["variants"][1].update(name="a"), "'a' and 'a' have the same name"),
+        (  # issue 69 point 20: say why two names share a run folder
+            lambda g: g["variants"][1].update(name="a\u00e9"),
+            "'a\u00e9' and 'a' have the same slug 'a' (a run folder keeps only A-Z, a-z, 0-9, '.' and '_' of a "
+            "name): runs/a; rename one",
+        ),
         (lambda g: g["variants"][1].update(preset="transformr"), "variants[1] ('b'): unknown preset 'transformr'"),
         (lambda g: g["variants"][0].update(encoder="pos -> nrom"), "variants[0] ('a'): ADL error in encoder"),
         (lambda g: g["variants"][1].update(train={"d_ff": 33}), "variants[1] ('b'): --d-ff (33) must be a multiple"),

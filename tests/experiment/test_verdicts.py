@@ -109,3 +109,9 @@ def test_the_progress_table_counts_each_grids_finished_runs_where_the_page_asks_
     (folder / "results.csv").write_text("variant,seeds\nA,3\n")
     assert main(["verdicts", str(folder), "--page", str(page)]) == 2
     assert "tiny-cpu/results.csv: missing or malformed" in capsys.readouterr().err
+
+
+def test_check_without_a_page_is_an_error(tmp_path: Path, capsys) -> None:
+    """Issue 69 point 15: ``verdicts --check`` without ``--page`` printed the table and exited 0."""
+    assert main(["verdicts", str(tmp_path), "--check"]) == 2
+    assert "--check compares a page's tables with the archives: give the page" in capsys.readouterr().err

@@ -4,7 +4,11 @@ damaged one is an error naming the file (in translate and at serve's start), nev
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +19,7 @@ from adlnmt.errors import UserError
 from adlnmt.export import formats
 from adlnmt.serve.app import create_app
 from adlnmt.serve.limits import ServeOptions
+from adlnmt.store.atomic import FAULT_HOOK
 from adlnmt.store.names import EXPORT_MANIFEST
 
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
@@ -132,3 +137,32 @@ def test_a_damaged_graph_of_an_export_without_hashes_names_the_export(exports: d
         UserError, match=f"^{out}: the onnx export cannot be loaded \\(\\w+\\); export the model again$"
     ):
         create_app(ServeOptions(model=str(out), engine="onnxruntime"))
+
+
+def export_in_subprocess(model_dir: Path, out: Path, fault: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "adlnmt", "export", "--model", str(model_dir), "--format", "onnx", "--out", str(out)]
+    environment = {**os.environ, FAULT_HOOK: fault}
+    return subprocess.run(argv, capture_output=True, text=True, env=environment, timeout=600)
+
+
+def test_sigterm_and_sigkill_during_an_export_leave_the_previous_one_and_no_temporary(
+    tiny_models, exports: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 69 point 8: SIGTERM exited 143 without a message and left ``.OUT.tmp-PID`` beside --out forever."""
+    model_dir = tiny_models["transformer"]
+    out = tmp_path / "out"
+    shutil.copytree(exports["onnx"], out)
+    before = contents(out)
+    done = export_in_subprocess(model_dir, out, f"term@{EXPORT_MANIFEST}:written")
+    assert done.returncode == -signal.SIGTERM
+    assert f"SIGTERM: export stopped, its temporary files removed; {out} is left as it was" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert contents(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    # SIGKILL cannot be caught: the next export tidies what it left, also the previous export moved aside
+    for point in (f"{EXPORT_MANIFEST}:written", "out:moved-aside"):
+        assert export_in_subprocess(model_dir, out, f"kill@{point}").returncode == -signal.SIGKILL
+        assert any(p.name.startswith(".out.tmp-") for p in tmp_path.iterdir())
+    assert not out.exists() and any(p.name.startswith(".out.old-") for p in tmp_path.iterdir())
+    assert export(model_dir, out, "onnx") == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert contents(out) == before

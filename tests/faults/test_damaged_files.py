@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from adlnmt.cli import main
-from adlnmt.data.corpus import write_output
 from adlnmt.data.prepare import prepare
 from adlnmt.errors import UserError
+from adlnmt.store.atomic import write_output
 from adlnmt.train.lock import DirectoryLock
 
 from .harness import differences, outcome, records, train_argv

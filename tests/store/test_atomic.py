@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from adlnmt.errors import UserError
-from adlnmt.store.atomic import FAULT_HOOK, append_line, atomic_write, file_sha256, read_records, write_records
+from adlnmt.store.atomic import (
+    FAULT_HOOK,
+    FILE_MODE,
+    append_line,
+    atomic_write,
+    file_sha256,
+    read_records,
+    write_output,
+    write_records,
+)
 
 
 def test_records_round_trip_and_a_missing_file_has_none(tmp_path: Path) -> None:
@@ -52,3 +61,25 @@ def test_file_sha256_names_an_unreadable_file(tmp_path: Path) -> None:
     assert file_sha256(tmp_path / "a") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     with pytest.raises(UserError, match=f"^{tmp_path / 'b'}: cannot read"):
         file_sha256(tmp_path / "b")
+
+
+def test_written_files_get_the_mode_of_any_new_file(tmp_path: Path) -> None:
+    """Checkpoints were 0600 (safetensors writes its files private) beside 0644 config files (issue 69 point 12)."""
+    from torch import nn
+
+    from adlnmt.train.checkpoint import save_weights
+
+    save_weights(nn.Linear(2, 2), tmp_path / "update-1.safetensors")
+    atomic_write(tmp_path / "config.json", lambda tmp: tmp.write_text("{}", encoding="utf-8"))
+    (tmp_path / "plain.txt").write_text("x", encoding="utf-8")
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == dict.fromkeys(modes, FILE_MODE) and modes["plain.txt"] == FILE_MODE
+
+
+def test_write_output_writes_a_special_file_in_place(tmp_path: Path, capsys) -> None:
+    write_output("/dev/null", "into the device, never renamed over it\n")
+    assert Path("/dev/null").is_char_device()
+    write_output(None, "to stdout\n")
+    assert capsys.readouterr().out == "to stdout\n"
+    write_output(str(tmp_path / "new" / "out.txt"), "a file\n")
+    assert (tmp_path / "new" / "out.txt").read_text(encoding="utf-8") == "a file\n"

@@ -152,3 +152,10 @@ def test_importing_the_store_does_not_import_torch() -> None:
     probe = "import sys, adlnmt.store; print(sorted(m for m in ('torch', 'safetensors.torch') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_weights_of_other_shapes_are_a_mismatch_not_a_damaged_file(model_dir: Path) -> None:
+    """Issue 69 point 20: a shape mismatch read "not a readable safetensors checkpoint"."""
+    other = Seq2Seq(ModelConfig(CONFIG.encoder, CONFIG.decoder, 150, 150, d_model=32, heads=2))
+    with pytest.raises(UserError, match=r"best\.safetensors: does not match the model \(size mismatch for "):
+        load_weights(other, ModelDir(model_dir).best_weights)

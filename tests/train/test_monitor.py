@@ -126,3 +126,47 @@ def test_plot_draws_the_curves_of_several_runs(demo_data: Path, tmp_path: Path, 
     (tmp_path / "empty").mkdir()
     assert main(["plot", str(tmp_path / "empty"), "--out", str(out)]) == 2
     assert "metrics.jsonl: no checkpoint yet" in capsys.readouterr().err
+
+
+def test_plot_checks_its_file_name_before_drawing(demo_data: Path, tmp_path: Path, capsys) -> None:
+    """Issue 69 point 11: an unknown suffix was a matplotlib traceback; a name without suffix or a directory wrote
+    NAME.png but reported NAME."""
+    common = ["--max-updates", "3", "--checkpoint-interval", "3", "--tensorboard", "off", "--log-interval", "0"]
+    assert main(train_args(demo_data / "data", tmp_path / "a", *common)) == 0
+    capsys.readouterr()
+    assert main(["plot", str(tmp_path / "a"), "--out", str(tmp_path / "c.xyz")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'c.xyz'}: cannot draw a figure as '.xyz'; use one of" in err and ".png" in err
+    assert not (tmp_path / "c.xyz").exists() and "Traceback" not in err
+    assert main(["plot", str(tmp_path / "a"), "--out", str(tmp_path)]) == 2
+    assert f"{tmp_path}: is a directory" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path / "a"), "--out", str(tmp_path / "curves")]) == 0
+    assert f"written to {tmp_path / 'curves.png'}\n" in capsys.readouterr().err
+    assert (tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")
+    assert main(["plot", str(tmp_path / "a"), "--out", str(tmp_path / "curves.svg")]) == 0
+    assert b"<svg" in (tmp_path / "curves.svg").read_bytes()[:1000]
+
+
+@needs_tensorboard
+def test_a_full_disk_under_tensorboard_is_one_warning_naming_the_folder(
+    demo_data: Path, tmp_path: Path, monkeypatch, capfd
+) -> None:
+    """Issue 69 point 7: the event writer's thread printed a traceback, then the run died with
+    ``error: : No space left on device`` (no file named)."""
+    import errno
+    import os
+
+    from tensorboard.summary.writer import record_writer
+
+    def full_disk(self, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(record_writer.RecordWriter, "write", full_disk)
+    board = tmp_path / "board"
+    argv = train_args(demo_data / "data", tmp_path / "model", "--max-updates", "4", "--checkpoint-interval", "2",
+                      "--log-interval", "1", "--tensorboard", str(board))  # fmt: skip
+    assert main(argv) == 0  # the scalars are a view: the run goes on
+    err = capfd.readouterr().err
+    warning = f"warning: {board}: cannot write TensorBoard events (No space left on device); training goes on"
+    assert err.count(warning) == 1 and "Traceback" not in err and "Exception in thread" not in err
+    assert len(records(tmp_path / "model")) == 2

@@ -35,8 +35,8 @@ def check_writable(*paths: str | None) -> None:
 
 def cmd_score_pairs(args: argparse.Namespace) -> int:
     from adlnmt.analysis.forced import PairScorer
-    from adlnmt.data.corpus import write_output
     from adlnmt.metrics import read_lines
+    from adlnmt.store.atomic import write_output
 
     check_writable(args.output)
     sources, targets = read_lines(args.source), read_lines(args.target)
@@ -51,7 +51,7 @@ def cmd_score_pairs(args: argparse.Namespace) -> int:
 
 def cmd_contrastive(args: argparse.Namespace) -> int:
     from adlnmt.analysis.contrastive import evaluate_model, markdown_table
-    from adlnmt.data.corpus import write_output
+    from adlnmt.store.atomic import write_output
 
     check_writable(args.json, args.output)  # before the scoring, which may take long
     result = evaluate_model(args.model, args.suite, args.checkpoint, args.device, args.batch_size, args.normalize,

@@ -29,6 +29,7 @@ from adlnmt.analysis.forced import PairScorer
 from adlnmt.data.corpus import read_lines
 from adlnmt.errors import DataError, UserError
 from adlnmt.jsontext import JsonError, LoneSurrogate, parse_json
+from adlnmt.store.atomic import write_text_atomic
 
 # (lowest, highest) distance of each bucket; None: no upper end
 DISTANCE_BUCKETS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 6), (7, 9),
@@ -98,9 +99,9 @@ def read_suite(path: str | Path) -> list[SuiteItem]:
 
 
 def write_suite(items: Iterable[SuiteItem], path: str | Path) -> None:
-    """Write ``items`` as JSON lines (UTF-8, one per line)."""
+    """Write ``items`` as JSON lines (UTF-8, one per line), atomically."""
     text = "".join(json.dumps(item.to_dict(), ensure_ascii=False) + "\n" for item in items)
-    Path(path).write_text(text, encoding="utf-8")
+    write_text_atomic(path, text)
 
 
 def bootstrap_interval(correct: np.ndarray, resamples: int, seed: int) -> tuple[float, float]:

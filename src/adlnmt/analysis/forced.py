@@ -109,18 +109,17 @@ class PairScorer:
         )
 
     def score(self, sources: Sequence[str], targets: Sequence[str], batch_size: int = 64) -> list[PairScore]:
-        """One :class:`PairScore` per pair, in input order; sources longer than the model's input limit are cut
-        (with a warning), as for translation."""
+        """One :class:`PairScore` per pair, in input order; sources and targets longer than the model's limits are
+        cut (with a warning naming the line), as for translation."""
         if len(sources) != len(targets):
             raise UserError(f"{len(sources)} sources but {len(targets)} targets: need one target per source")
         translator = self.translator
         src_ids = [translator.encode(line, number) for number, line in enumerate(sources, start=1)]
-        tgt_ids = translator.data.tgt_vocab.encode_batch(list(targets))
+        tgt_ids = [
+            translator.cut_target(ids, number, "target")
+            for number, ids in enumerate(translator.data.tgt_vocab.encode_batch(list(targets)), start=1)
+        ]
         if translator.model is not None:
-            limit = translator.model.config.max_len
-            for number, ids in enumerate(tgt_ids, start=1):
-                if len(ids) + 1 > limit:
-                    raise UserError(f"target line {number}: {len(ids) + 1} tokens with EOS; the model covers {limit}")
             values = forced_log_probs(translator.model, src_ids, tgt_ids, batch_size, translator.device)
         else:
             values = self.ctranslate2_log_probs(src_ids, tgt_ids, batch_size)

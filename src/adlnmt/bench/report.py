@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from adlnmt.store.atomic import atomic_write, write_text_atomic
+
 Column = tuple[str, str, Callable[[Any], str]]  # row key, header, formatter of a present value
 
 
@@ -77,14 +79,18 @@ def _csv_value(value: Any) -> Any:
 def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     """One line per row; the columns are every key in order of first appearance; floats to 6 digits."""
     keys = list(dict.fromkeys(key for row in rows for key in row))
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=keys)
-        writer.writeheader()
-        writer.writerows({key: _csv_value(row.get(key)) for key in keys} for row in rows)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows({key: _csv_value(row.get(key)) for key in keys} for row in rows)
+
+    atomic_write(path, write)
 
 
 def write_json(path: Path, record: dict[str, Any]) -> None:
-    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(path, json.dumps(record, indent=2) + "\n")
 
 
 def _label_2_and_5(value: float, _: int) -> str:
@@ -128,4 +134,4 @@ def plot_lengths(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None
         axes.set_title("greedy" if beam == 1 else f"beam {beam}")
         axes.legend(fontsize="x-small", handlelength=3)
     figure.suptitle(title, fontsize="small")
-    figure.savefig(path, dpi=120)
+    atomic_write(path, lambda tmp: figure.savefig(tmp, format=path.suffix[1:] or "png", dpi=120))

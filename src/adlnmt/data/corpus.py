@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import sys
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from adlnmt.errors import DataError, UserError
+from adlnmt.errors import DataError
 
 #: The ratio filter only judges pairs whose longer side has at least this many subword tokens:
 #: short pairs such as "Yes." / "Ja, das stimmt." legitimately have large ratios.
@@ -32,15 +31,25 @@ class PairCounts:
 
 
 def _open_binary(path: Path):
-    """Open ``path`` for binary reading, gunzipping when its name ends with ``.gz``."""
+    """Open ``path`` for binary reading, gunzipping when its name ends with ``.gz``; a pipe or a device (``/dev/stdin``,
+    a shell's process substitution) is read as a stream, once (:func:`require_regular_file` where a reader needs to
+    read a file twice)."""
     if not path.exists():
         raise DataError("file not found", path)
-    if not path.is_file():
-        raise DataError("not a regular file", path)
+    if path.is_dir():
+        raise DataError("a directory, not a text file", path)
     try:
         return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
     except OSError as err:
         raise DataError(f"cannot open: {err.strerror or err}", path) from None
+
+
+def require_regular_file(path: str | Path, reader: str) -> None:
+    """A DataError when ``path`` is a pipe or a device: ``reader`` reads its input more than once, which a stream
+    cannot give twice."""
+    path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise DataError(f"a pipe or device: {reader} reads its input more than once; save it to a file first", path)
 
 
 def read_lines(path: str | Path) -> Iterator[str]:
@@ -132,18 +141,3 @@ def length_filter(src_len: int, tgt_len: int, max_len: int, max_ratio: float) ->
     if longer >= RATIO_MIN_LEN and longer > max_ratio * shorter:
         return "bad_ratio"
     return None
-
-
-def write_output(path: str | None, text: str) -> None:
-    """Write ``text`` to the file ``path`` (stdout when None); a failed write (e.g. a full disk) names it."""
-    try:
-        if path:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as err:
-        raise UserError(f"{path or '<stdout>'}: cannot write ({err.strerror or err})") from None

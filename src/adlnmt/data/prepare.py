@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from adlnmt.data.corpus import RATIO_MIN_LEN, PairCounts, length_filter, read_parallel
+from adlnmt.data.corpus import RATIO_MIN_LEN, PairCounts, length_filter, read_parallel, require_regular_file
 from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SIDES
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, train_sentencepiece
@@ -275,6 +275,8 @@ def prepare(
     inputs = {key: Path(path) for key, path in zip(_INPUTS, (train_src, train_tgt, valid_src, valid_tgt), strict=True)}
     out = Path(out_dir)
     _claim_output(out, overwrite)
+    for path in inputs.values():
+        require_regular_file(path, "prepare")
     read_parallel(inputs["train_src"], inputs["train_tgt"])  # fail fast on a missing file, before training anything
     read_parallel(inputs["valid_src"], inputs["valid_tgt"])
     out.mkdir(parents=True, exist_ok=True)

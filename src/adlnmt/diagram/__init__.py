@@ -23,6 +23,7 @@ from adlnmt.errors import UserError
 from adlnmt.layers.builder import ModelOptions
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.store import ModelDir
+from adlnmt.store.atomic import atomic_write
 
 __all__ = ["diagram_html", "diagram_svg", "model_dir_svg", "model_graph", "model_image", "model_svg", "write_diagram"]
 PNG_DPI = 200  # sharp enough for slides and papers (Graphviz's default is 96)
@@ -95,4 +96,5 @@ def write_diagram(model: Seq2Seq, path: str | Path) -> None:
         raise UserError(
             f"{path}: a diagram is written as .svg, .html, .png or .pdf, not '{path.suffix or 'no suffix'}'"
         )
-    path.write_bytes(writer(model))
+    content = writer(model)
+    atomic_write(path, lambda tmp: tmp.write_bytes(content))

@@ -43,6 +43,7 @@ from adlnmt.experiment.statistics import (
     seed_level,
     verdict,
 )
+from adlnmt.store.atomic import write_text_atomic
 
 OUT_OF_SCOPE, NOT_CONVERGED, MISSING = "out of scope at this data size", "inconclusive: not converged", "not run yet"
 ONE_SEED = "inconclusive: one seed"
@@ -356,7 +357,7 @@ def write_claims(grid: Grid, runs: list[Run], out: Path) -> list[Judgement]:
         "|---|---|---|---|---|---:|---|---|---|",
         *(_line(j) for j in judged),
     ]
-    (out / "claims.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text_atomic(out / "claims.md", "\n".join(lines) + "\n")
     claims = []
     for claim in grid.claims:
         mine = [j for j in judged if j.claim is claim]

@@ -48,18 +48,24 @@ def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, 
 
 
 def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None) -> list[Run]:
-    """The runs of the variants (names or directory names) and seeds given, checked against the grid."""
-    names = [n.strip() for n in variants.split(",")] if variants else None
+    """The runs of the variants (names or directory names) and seeds given, checked against the grid. A flag given
+    an empty list (or an empty item, e.g. an unset shell variable) is an error: it never means "all" (with --rerun
+    that would delete every finished run)."""
+    for flag, given in (("--variants", variants), ("--seeds", seeds)):
+        if given is not None and not all(item.strip() for item in given.split(",")):
+            raise UserError(f"{flag} {given!r}: an empty name in the list (an unset shell variable?); leave {flag} out "
+                            "to select every one")  # fmt: skip
+    names = [n.strip() for n in variants.split(",")] if variants is not None else None
     known = {v.name for v in grid.variants} | {v.slug for v in grid.variants}
-    if names and (unknown := [n for n in names if n not in known]):
+    if names is not None and (unknown := [n for n in names if n not in known]):
         at_scale = f" at scale {grid.scale}" if grid.scale else ""
         raise UserError(f"--variants: {', '.join(unknown)} not in {grid.path}{at_scale} (variants: "
                         f"{', '.join(v.name for v in grid.variants)})")  # fmt: skip
     try:
-        numbers = [int(s) for s in seeds.split(",")] if seeds else None
+        numbers = [int(s) for s in seeds.split(",")] if seeds is not None else None
     except ValueError:
         raise UserError(f"--seeds expects comma-separated integers, got {seeds!r}") from None
-    if numbers and (unknown_seeds := [n for n in numbers if n not in grid.seeds]):
+    if numbers is not None and (unknown_seeds := [n for n in numbers if n not in grid.seeds]):
         raise UserError(f"--seeds: {unknown_seeds} not among the grid's seeds {list(grid.seeds)}")
     return [run for run in runs if (names is None or {run.variant.name, run.variant.slug} & set(names))
             and (numbers is None or run.seed in numbers)]  # fmt: skip
@@ -180,7 +186,10 @@ def exit_status(outcomes: list[Outcome]) -> int:
 
 def cmd_verdicts(args: argparse.Namespace) -> int:
     from adlnmt.experiment.verdicts import default_archives, rebuild_page, verdict_table
+    from adlnmt.store.atomic import write_text_atomic
 
+    if args.check and args.readme is None:
+        raise UserError("--check compares a page's tables with the archives: give the page, --page PAGE")
     archives = [Path(a) for a in args.archives] or default_archives(Path("experiments/results"))
     if args.readme is None:
         if not archives:
@@ -199,7 +208,7 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
             return 1
         print(f"{readme}: its tables match {len(archives)} archive(s)")
         return 0
-    readme.write_text(updated, encoding="utf-8")
+    write_text_atomic(readme, updated)
     print(f"{readme}: tables rebuilt from {', '.join(str(a) for a in archives) or 'no archive'}")
     return 0
 

@@ -144,12 +144,9 @@ def drop_lines(distances: list[int | None], pooled: dict[str, np.ndarray], basel
 def plot(suite: ContrastiveSuite, buckets: list[str], curves: dict[str, list[tuple[float, float, float]]],
          path: Path) -> Path:  # fmt: skip
     """Accuracy against distance bucket, one line per row with its intervals."""
-    import matplotlib
+    from adlnmt.plotting import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(7, 4))
+    figure, axis = pyplot().subplots(figsize=(7, 4))
     positions = np.arange(len(buckets))
     for offset, (name, values) in enumerate(curves.items()):
         mean = np.array([v[0] for v in values]) * 100
@@ -161,8 +158,4 @@ def plot(suite: ContrastiveSuite, buckets: list[str], curves: dict[str, list[tup
     axis.set_ylabel("accuracy (%)")
     axis.set_title(f"{suite.name}: reference above every contrastive variant")
     axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)

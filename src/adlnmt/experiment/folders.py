@@ -20,12 +20,12 @@ directory.
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from adlnmt.experiment.grid import Grid
 from adlnmt.experiment.lock import LOCK_FILE
+from adlnmt.store.atomic import copy_atomic, write_text_atomic
 
 GRID_COPY = "grid.yaml"
 GITIGNORE = f"""\
@@ -112,7 +112,7 @@ def claim(folders: Folders, grid: Grid) -> None:
     """Copy the grid file into the working folder, and give it the .gitignore that leaves its archive to commit
     (unless it has one)."""
     folders.work.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(grid.path, folders.work / GRID_COPY)
+    copy_atomic(grid.path, folders.work / GRID_COPY)
     ignore = folders.work / ".gitignore"
     if not ignore.exists():
-        ignore.write_text(GITIGNORE, encoding="utf-8")
+        write_text_atomic(ignore, GITIGNORE)

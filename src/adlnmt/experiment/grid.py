@@ -556,7 +556,9 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         for variant in variants:
             value = getattr(variant, kind)
             if value in seen:
-                reader.fail("variants", f"{variant.name!r} and {seen[value]!r} have the same {kind} {value!r}")
+                why = (f" (a run folder keeps only A-Z, a-z, 0-9, '.' and '_' of a name): runs/{value}; rename one"
+                       if kind == "slug" else "")  # fmt: skip
+                reader.fail("variants", f"{variant.name!r} and {seen[value]!r} have the same {kind} {value!r}{why}")
             seen[value] = variant.name
     seeds = reader.positive_ints(seeds_value, seeds_where)
     step = distill_step.read_step(reader, raw.get("distill"), {v.name: v.slug for v in variants}, seeds)

@@ -36,6 +36,7 @@ from adlnmt.experiment.statistics import (
     brevity_penalty,
     two_level,
 )
+from adlnmt.store.atomic import write_text_atomic
 
 
 def mean_std(values: list[float]) -> tuple[float | None, float | None]:
@@ -481,9 +482,9 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     add_significance(grid, rows, archived, scorer)
     table = markdown_table(grid, rows)
     notes = _notes(grid, rows, set_apart(runs))
-    (out / "results.md").write_text(table + "\n\n" + notes + "\n", encoding="utf-8")
-    (out / "results.csv").write_text(csv_table(grid, rows), encoding="utf-8")
-    (out / "runs.csv").write_text(runs_csv(grid, rows), encoding="utf-8")
+    write_text_atomic(out / "results.md", table + "\n\n" + notes + "\n")
+    write_text_atomic(out / "results.csv", csv_table(grid, rows))
+    write_text_atomic(out / "runs.csv", runs_csv(grid, rows))
     plots = make_plots(grid, rows, out / "plots")
     title = f"{grid.name}" + (f" (scale {grid.scale})" if grid.scale else "")
     finished = sum(len(row.results) for row in rows)
@@ -516,5 +517,5 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     unfinished = [_unfinished(run) for run in runs if run.result() is None]
     if unfinished:
         parts += ["## Unfinished runs", "\n".join(unfinished)]
-    (out / "report.md").write_text("\n\n".join(p for p in parts if p) + "\n", encoding="utf-8")
+    write_text_atomic(out / "report.md", "\n\n".join(p for p in parts if p) + "\n")
     return table

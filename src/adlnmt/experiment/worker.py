@@ -40,6 +40,7 @@ from adlnmt.inference.options import SearchOptions
 from adlnmt.inference.translator import Translator
 from adlnmt.jsontext import parse_json
 from adlnmt.store import ModelDir
+from adlnmt.store.atomic import write_text_atomic
 from adlnmt.store.names import METRICS
 
 
@@ -109,8 +110,7 @@ def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, 
         raise UserError(f"{test['src']} has {len(sources)} lines but {test['ref']} has {len(references)}")
     hypotheses, tokens, buckets, busy_beside = translate_by_length(translator, sources, spec["length_buckets"], options)
     hyp_path = out / "hyp" / f"{test['name']}.txt"
-    hyp_path.parent.mkdir(parents=True, exist_ok=True)
-    hyp_path.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    write_text_atomic(hyp_path, "".join(h + "\n" for h in hypotheses))
     scores = score(hypotheses, references, metrics, hyp_name=str(hyp_path), ref_name=test["ref"])
     scored = []
     for bucket in buckets:

@@ -13,11 +13,13 @@ from adlnmt.store.export_dir import FORMATS, QUANTIZATIONS
 def cmd_export(args: argparse.Namespace) -> int:
     import torch
 
+    from adlnmt.devices import check_cpu_count
     from adlnmt.export.directory import Source
     from adlnmt.export.formats import export_model
     from adlnmt.inference.engines import engine_for
     from adlnmt.store import ModelDir
 
+    check_cpu_count("--threads", args.threads)
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()

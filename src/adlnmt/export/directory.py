@@ -11,15 +11,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from adlnmt.errors import UserError
 from adlnmt.inference.options import DEFAULT_OPTIONS
-from adlnmt.store.atomic import file_sha256
+from adlnmt.store.atomic import fault_point, file_sha256, write_text_atomic
 from adlnmt.store.export_dir import FILE_HASHES, FORMAT_VERSION, is_export_dir
 from adlnmt.store.names import DIAGRAM, EXPORT_MANIFEST, VOCAB_DIR
 
@@ -76,28 +80,70 @@ def write_export(source: Source, out: Path, export_format: str, details: dict[st
         **details,
     }
     manifest[FILE_HASHES] = file_hashes(out)
-    (out / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(out / EXPORT_MANIFEST, json.dumps(manifest, indent=2) + "\n")
+
+
+class Terminated(BaseException):
+    """SIGTERM while an export is written (raised by the handler :func:`staged` installs, so that it cleans up)."""
+
+
+def _terminate(number: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def tidy_leftovers(out: Path) -> None:
+    """What an export killed by SIGKILL left beside ``out``: its temporary directory is removed and, where it was
+    killed between moving the previous export aside and renaming the new one into place, the previous export is put
+    back. Leftovers of a process still running (another export to ``out``) are left alone."""
+    for kind in ("old", "tmp"):  # the previous export back first
+        for path in sorted(out.parent.glob(f".{out.name}.{kind}-*")):
+            pid = path.name.rpartition("-")[2]
+            if not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
+                continue
+            if kind == "old" and not out.exists():
+                path.rename(out)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
 
 
 @contextmanager
 def staged(out: Path, model_dir: Path | None) -> Iterator[Path]:
     """A temporary directory beside ``out`` to write an export to, renamed to ``out`` when the body succeeds (a
-    previous export there is replaced whole); on failure it is removed, with the parent directories it created, and
-    ``out`` is left as it was. An OSError becomes a UserError naming the file (or ``out``). Refuses an ``out`` that
-    is the model directory, or a directory holding something else than an export."""
+    previous export there is replaced whole); on failure or SIGTERM it is removed, with the parent directories it
+    created, and ``out`` is left as it was (SIGTERM: said on stderr, then the process ends by the signal). An
+    OSError becomes a UserError naming the file (or ``out``). What a killed export left beside ``out`` is tidied
+    first (:func:`tidy_leftovers`). Refuses an ``out`` that is the model directory, or a directory holding
+    something else than an export."""
     if model_dir is not None and out.resolve() == model_dir.resolve():
         raise UserError(f"{out}: is the model directory; choose another --out for the export")
+    if out.parent.is_dir():
+        tidy_leftovers(out)
     if out.exists() and not (out.is_dir() and (is_export_dir(out) or not any(out.iterdir()))):
         raise UserError(f"{out}: exists and is not an export directory; choose another --out (or remove it)")
     temporary = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     previous = out.with_name(f".{out.name}.old-{os.getpid()}")
     created = [parent for parent in (out.parent, *out.parent.parents) if not parent.exists()]  # deepest first
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    handler = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
+    late: list[int] = []  # a SIGTERM while cleaning up: noted, acted on after
+    terminated = False
     try:
         shutil.rmtree(temporary, ignore_errors=True)
         temporary.mkdir(parents=True)
         yield temporary
         if out.exists():
             out.rename(previous)
+            fault_point(f"{out.name}:moved-aside")
         temporary.rename(out)
         shutil.rmtree(previous, ignore_errors=True)
     except OSError as err:
@@ -105,12 +151,26 @@ def staged(out: Path, model_dir: Path | None) -> Iterator[Path]:
             previous.rename(out)
         where = err.filename or out
         raise UserError(f"{where}: cannot write the export ({err.strerror or err}); {out} is left as it was") from None
+    except Terminated:
+        terminated = True
+        if previous.exists() and not out.exists():
+            previous.rename(out)
     finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, lambda number, frame: late.append(number))
         shutil.rmtree(temporary, ignore_errors=True)
         if not out.exists():
             for parent in created:
                 with suppress(OSError):  # something else was put there meanwhile
                     parent.rmdir()
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, handler)
+    if terminated:
+        print(f"SIGTERM: export stopped, its temporary files removed; {out} is left as it was", file=sys.stderr,
+              flush=True)  # fmt: skip
+    if terminated or late:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def write_diagram(model: Seq2Seq, out: Path) -> str | None:
@@ -118,7 +178,7 @@ def write_diagram(model: Seq2Seq, out: Path) -> str | None:
     from adlnmt.diagram import model_svg
 
     try:
-        (out / DIAGRAM).write_text(model_svg(model), encoding="utf-8")
+        write_text_atomic(out / DIAGRAM, model_svg(model))
     except UserError:
         return None
     return DIAGRAM

@@ -10,11 +10,12 @@ import time
 from typing import TYPE_CHECKING
 
 from adlnmt.bounds import at_least, flag_type
-from adlnmt.data.corpus import write_output
+from adlnmt.devices import check_cpu_count
 from adlnmt.errors import UserError
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
+from adlnmt.store.atomic import write_output
 
 if TYPE_CHECKING:
     from adlnmt.inference.translator import Translation, Translator
@@ -30,9 +31,13 @@ def cmd_translate(args: argparse.Namespace) -> int:
         sampling_rule(args.sampling)
     elif args.nbest > args.beam:
         raise UserError(f"need --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
+    if problem := ignored_option(args):
+        raise UserError(problem)
+    check_cpu_count("--threads", args.threads)
+    check_cpu_count("--workers", args.workers)
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
-    translator.engine.check(options, bool(args.prefix))  # before reading the input
+    translator.check(options, bool(args.prefix))  # before reading the input
     lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
     started = time.perf_counter()
     encoded = [translator.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
@@ -55,6 +60,17 @@ def cmd_translate(args: argparse.Namespace) -> int:
     print(f"translated {translated:,} of {len(lines):,} lines in {seconds:.2f} s ({speed:,.1f} sentences/s, engine "
           f"{translator.engine_name}; loading before it not counted)", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def ignored_option(args: argparse.Namespace) -> str | None:
+    """What a flag of ``adlnmt translate`` asks that the rest of the command would silently ignore, else None."""
+    if not args.sampling:
+        for name in ("temperature", "seed"):
+            if getattr(args, name) != getattr(SearchOptions, name):
+                return f"--{name} {getattr(args, name)} shapes sampling only: add --sampling topk:K or topp:P"
+    if args.combine != "log-linear" and len(args.model) == 1 and len(args.checkpoint or ()) < 2:
+        return f"--combine {args.combine} combines an ensemble: give several --model or --checkpoint"
+    return None
 
 
 def json_record(
@@ -93,7 +109,7 @@ def load_translator(args: argparse.Namespace, options: SearchOptions) -> Transla
     if args.threads:
         torch.set_num_threads(args.threads)
     models = args.model * len(checkpoints) if len(args.model) == 1 else args.model  # checkpoints of one model
-    return load_ensemble(models, checkpoints, args.device, args.precision, args.combine)
+    return load_ensemble(models, checkpoints, args.device, args.precision or "fp32", args.combine)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -138,9 +154,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--precision",
-        default="fp32",
         choices=("fp32", "bf16", "fp16", "int8"),
-        help="fp32 (default); bf16/fp16 (fp16: CUDA only); int8: dynamic quantisation of linears and RNNs (CPU only)",
+        help="fp32 (default; an export: as exported); bf16/fp16 (fp16: CUDA only); int8: dynamic quantisation of "
+        "linears and RNNs (CPU only)",
     )
     parser.add_argument(
         "--engine",

@@ -121,6 +121,9 @@ class Engine(ABC):
 
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities]
+    max_output_len: int | None = None
+    """The most tokens (EOS not counted) an output or a target prefix may have (the model's positions); None: no
+    bound."""
 
     def check(self, options: SearchOptions, prefix: bool = False) -> None:
         """A UserError naming what ``options`` (and target prefixes, with ``prefix``) ask that this engine lacks."""

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from adlnmt.devices import checked_device
 from adlnmt.errors import UserError
 from adlnmt.inference.engine import CAPABILITIES
 from adlnmt.inference.options import Hypothesis, SearchOptions
@@ -96,6 +97,7 @@ class Ensemble(StepEngine):
         self.members = [member.eval() for member in members]
         self.combination = combination
         self.device = device
+        self.max_output_len = min((m.max_output_len for m in members if m.max_output_len is not None), default=None)
 
     def encode(self, src: Tensor) -> EnsembleMemory:
         return EnsembleMemory.of([member.encode(src) for member in self.members])
@@ -132,6 +134,7 @@ def load_ensemble(
     if len(checkpoints) not in (1, len(model_dirs)):
         raise UserError(f"give one checkpoint, or one per model ({len(model_dirs)}), not {len(checkpoints)}")
     chosen = list(checkpoints) * len(model_dirs) if len(checkpoints) == 1 else list(checkpoints)
+    device = checked_device(device)
     members, limits, data = [], [], None
     for model_dir, checkpoint in zip(map(Path, model_dirs), chosen, strict=True):
         model, own, limit = ModelDir(model_dir).load_model(checkpoint)

@@ -37,6 +37,7 @@ class OnnxEngine(StepEngine):
         self.memory_names: list[str] = section["io"]["encoder"]["outputs"]
         self.state_names: list[str] = section["io"]["step"]["inputs"][2 + len(self.memory_names) :]
         self.max_positions = int(section["max_positions"])
+        self.max_output_len = self.max_positions - 1  # the search stops within the exported positions
         options = ort.SessionOptions()
         options.intra_op_num_threads = max(1, threads)
         options.inter_op_num_threads = 1

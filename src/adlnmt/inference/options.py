@@ -119,8 +119,11 @@ def sampling_rule(spec: str) -> tuple[str, float]:
         number = float(value) if kind == "topp" else int(value)
     except ValueError:
         number = 0
-    if kind not in ("topk", "topp") or not (0 < number <= 1 if kind == "topp" else number >= 1):
+    if kind not in ("topk", "topp"):
         raise UserError(f"unknown sampling {spec!r}: use topk:K (K >= 1) or topp:P (0 < P <= 1)")
+    if not (0 < number <= 1 if kind == "topp" else number >= 1):
+        rule = "P must be a number in (0, 1]" if kind == "topp" else "K must be an integer >= 1"
+        raise UserError(f"sampling {spec!r}: {rule}")
     return kind, number
 
 

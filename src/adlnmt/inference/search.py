@@ -383,9 +383,9 @@ def translate_ids(
 ) -> list[list[Hypothesis]]:
     """Search for encoded ``sources`` (each ending with EOS) on the model's ``device``, in input order:
     ``options.nbest`` hypotheses each (greedy when beam = 1; samples with ``options.sampling``), at most
-    ``max_len_ratio · |source| + max_len_extra`` tokens long, or exactly ``exact_lengths[i]`` tokens long when given
-    (speed measurements with untrained models); ``prefixes[i]`` (target ids) starts every hypothesis of sentence i
-    (the length limit grows to hold it).
+    ``max_len_ratio · |source| + max_len_extra`` tokens long (at most the model's ``max_output_len``), or exactly
+    ``exact_lengths[i]`` tokens long when given (speed measurements with untrained models); ``prefixes[i]`` (target
+    ids) starts every hypothesis of sentence i (the length limit grows to hold it).
 
     Sentences are sorted by length into batches of ``batch_size`` (with sampling, each sentence ``nbest`` times);
     ``workers > 1`` searches the batches in that many forked single-thread CPU processes
@@ -410,6 +410,9 @@ def translate_ids(
         if forced is not None:
             prefix = pad_batch([forced[i] for i in rows], device)
             max_len = torch.maximum(max_len, torch.tensor([len(forced[i]) for i in rows]))
+        if model.max_output_len is not None:  # within the model's learned positions
+            max_len = max_len.clamp(max=model.max_output_len)
+            min_len = None if min_len is None else min_len.clamp(max=model.max_output_len)
         if options.sampling or options.beam == 1:
             seeded = torch.Generator(src.device).manual_seed(options.seed * 1_000_003 + number)
             return [[h] for h in greedy_batch(model, src, max_len, options, min_len, prefix,
@@ -448,6 +451,7 @@ class TorchEngine(Engine):
     def __init__(self, model: Seq2Seq, device: torch.device | str = "cpu") -> None:
         self.model = model
         self.device = device
+        self.max_output_len = model.max_output_len
 
     def translate_ids(
         self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from adlnmt.devices import check_cpu_count, checked_device
 from adlnmt.errors import UserError
 from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
+from adlnmt.memory import available_memory
 from adlnmt.store import ExportDir, ModelDir, is_export_dir
 
 if TYPE_CHECKING:
@@ -30,6 +32,17 @@ class EncodedLine:
 
     ids: list[int]
     pieces: int
+
+
+def search_bytes(options: SearchOptions, vocab_size: int, sentences: int) -> int:
+    """Bytes the scores of one search step of ``sentences`` take at most: a batch's rows (``beam`` per sentence;
+    sampling: ``nbest`` samples per sentence, one row each) of ``vocab_size`` float32 log-probabilities, held about
+    three times (log-probabilities, hypothesis scores, the top-k candidates)."""
+    if options.sampling:
+        rows = min(options.batch_size, sentences * options.nbest)
+    else:
+        rows = min(options.batch_size, sentences) * options.beam
+    return 3 * 4 * rows * vocab_size
 
 
 def with_precision(model: Seq2Seq, precision: str, device: str) -> Seq2Seq:
@@ -125,13 +138,14 @@ class Translator:
         model_dir: str | Path,
         checkpoint: str = "best",
         device: str = "cpu",
-        precision: str = "fp32",
+        precision: str | None = None,
         engine: str | None = None,
         options: SearchOptions = DEFAULT_OPTIONS,
         threads: int = 0,
     ) -> Translator:
-        """``precision``: fp32; bf16 or fp16 weights and activations (fp16: CUDA only); int8: dynamic
-        int8 quantisation of every linear and recurrent layer (CPU only; activations stay fp32).
+        """``precision``: fp32 (None: fp32 for a model directory, an export as exported); bf16 or fp16 weights
+        and activations (fp16: CUDA only); int8: dynamic int8 quantisation of every linear and recurrent layer (CPU
+        only; activations stay fp32). ``checkpoint`` other than best with an export directory is a UserError.
 
         ``engine``: None (the directory's own: torch for a model directory, the export's engine for an export
         directory) | torch | onnxruntime | ctranslate2 | auto. A model directory runs on torch (auto says on stderr
@@ -145,9 +159,16 @@ class Translator:
 
         model_dir = Path(model_dir)
         if is_export_dir(model_dir):
+            if checkpoint != "best":
+                raise UserError(f"{model_dir} is an export directory: it holds the one checkpoint it was exported "
+                                f"from; --checkpoint {checkpoint} is for model directories (adlnmt export --checkpoint "
+                                f"{checkpoint} exports that one)")  # fmt: skip
             return cls.from_export(ExportDir.load(model_dir), engine or "auto", precision, threads, device)
+        precision = precision or "fp32"
         engine = engine or "torch"
         check_model_dir_engine(engine, model_dir)
+        device = checked_device(device)
+        check_cpu_count("--threads", threads)
         import torch
 
         if threads:
@@ -159,23 +180,34 @@ class Translator:
 
     @classmethod
     def from_export(
-        cls, export: ExportDir, engine: str = "auto", precision: str = "fp32", threads: int = 0, device: str = "cpu"
+        cls,
+        export: ExportDir,
+        engine: str = "auto",
+        precision: str | None = None,
+        threads: int = 0,
+        device: str = "cpu",
     ) -> Translator:
-        """A translator on an export directory's engine (``engine``: the export's, or auto); ``precision`` int8
-        needs an int8 export; ``threads`` as in :meth:`load`; ``device`` one the engine runs on."""
+        """A translator on an export directory's engine (``engine``: the export's, or auto); ``precision``: None
+        (as exported), or the export's own (int8 for an int8 export, fp32 for an unquantized one; anything else is a
+        UserError, never silently ignored); ``threads`` as in :meth:`load`; ``device`` one the engine runs on."""
         from adlnmt.inference.engines import engine_for, engine_threads, load_engine
 
+        check_cpu_count("--threads", threads)
         wanted = engine_for(export)
         if engine not in ("auto", wanted):
-            raise UserError(f"{export.path} is a {export.format} export, run by --engine {wanted}, not {engine}")
+            article = "an" if export.format[0] in "aeiou" else "a"
+            raise UserError(
+                f"{export.path} is {article} {export.format} export, run by --engine {wanted}, not {engine}"
+            )
         capabilities = CAPABILITIES[wanted]
         if device.split(":")[0] not in capabilities.devices:
             raise UserError(f"engine {wanted} runs on {' or '.join(capabilities.devices)}, not {device}")
         quantize = export.manifest["quantize"]
-        if precision not in capabilities.precisions or (
-            precision != "fp32" and ENGINE_PRECISIONS[precision] != quantize
+        if precision is not None and (
+            precision not in capabilities.precisions or ENGINE_PRECISIONS[precision] != quantize
         ):
-            raise UserError(f"{export.path} is exported with quantization {quantize}; it cannot run in {precision}")
+            raise UserError(f"{export.path} is exported with quantization {quantize}; it cannot run in {precision} "
+                            "(leave --precision out: it runs as exported)")  # fmt: skip
         runner = load_engine(export, engine_threads(threads))
         return cls(None, export.data, export.max_input_len, "cpu", export.path, runner)
 
@@ -194,6 +226,39 @@ class Translator:
         if line.pieces > self.max_input_len:
             return f"input line {number}: {line.pieces} pieces truncated to {self.max_input_len}"
         return None
+
+    def check(self, options: SearchOptions, prefix: bool = False, sentences: int | None = None) -> None:
+        """A UserError, before any search, for what the engine lacks (target prefixes, with ``prefix``:
+        :meth:`~adlnmt.inference.engine.Engine.check`), a beam wider than the target vocabulary, and (given the
+        number of ``sentences``) a search whose scores (:func:`search_bytes`) would not fit in half the device's
+        available memory."""
+        self.engine.check(options, prefix)
+        vocab = self.data.tgt_vocab.size
+        if not options.sampling and options.beam > vocab:
+            raise UserError(f"--beam {options.beam}: wider than the target vocabulary ({vocab:,} pieces); a beam of "
+                            f"at most {vocab:,} hypotheses can tell them apart")  # fmt: skip
+        if sentences is None:
+            return
+        need, available = search_bytes(options, vocab, sentences), available_memory(self.device)
+        if available is not None and need > available // 2:
+            raise UserError(f"--beam {options.beam} --batch-size {options.batch_size}: the search's scores alone "
+                            f"would take about {need / 2**30:,.1f} GiB, more than half of the {available / 2**30:,.1f} "
+                            f"GiB available on {self.device}; lower --beam or --batch-size")  # fmt: skip
+
+    @property
+    def max_target_len(self) -> int | None:
+        """The most target pieces (a prefix, a target to score; EOS not counted) the model reads: its
+        ``max_output_len`` (None: no bound)."""
+        return self.engine.max_output_len
+
+    def cut_target(self, ids: list[int], number: int, what: str = "target prefix") -> list[int]:
+        """Target pieces ``ids`` of line ``number`` cut to :attr:`max_target_len`, with a warning on stderr when
+        cut: the length rule of sources (:meth:`encode`) for the target side."""
+        limit = self.max_target_len
+        if limit is None or len(ids) <= limit:
+            return ids
+        print(f"warning: {what} line {number}: {len(ids)} pieces truncated to {limit}", file=sys.stderr)
+        return ids[:limit]
 
     def encode(self, line: str, number: int) -> list[int]:
         """The encoder's ids of input line ``number``, with a warning on stderr when it is cut."""
@@ -218,14 +283,15 @@ class Translator:
         prefixes: Sequence[str] | None = None,
     ) -> list[list[Translation]]:
         """:meth:`search` for lines already encoded (:meth:`encode_line`'s ``ids``; None for an empty line, which
-        gets no translation); it prints no warning."""
+        gets no translation); it warns only of prefixes cut to :attr:`max_target_len`."""
         if prefixes is not None and len(prefixes) != len(encoded):
             raise UserError(f"{len(prefixes)} target prefixes for {len(encoded)} input lines: need one per line")
         rows = [i for i, ids in enumerate(encoded) if ids is not None]
         sources = [ids for ids in encoded if ids is not None]
-        forced = None if prefixes is None else [self.data.tgt_vocab.encode(prefixes[i]) for i in rows]
+        encode = self.data.tgt_vocab.encode
+        forced = None if prefixes is None else [self.cut_target(encode(prefixes[i]), i + 1) for i in rows]
         forced = forced if forced is not None and any(forced) else None  # empty prefixes: plain search
-        self.engine.check(options, forced is not None)
+        self.check(options, forced is not None, len(sources))
         found = self.engine.translate_ids(sources, options, forced)
         results: list[list[Translation]] = [[] for _ in encoded]
         vocab = self.data.tgt_vocab

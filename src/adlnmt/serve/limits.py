@@ -59,7 +59,8 @@ class ServeOptions:
     """TCP port."""
     checkpoint: str = option("best", "best, last, averaged or a .safetensors path")
     """best, last, averaged or a .safetensors path (as in ``adlnmt translate``)."""
-    precision: str = option("fp32", "as in adlnmt translate", choices=PRECISIONS)
+    precision: str | None = option(None, "as in adlnmt translate (default: fp32; an export as exported)",
+                                   choices=PRECISIONS)  # fmt: skip
     """fp32, bf16, fp16 (CUDA) or int8 (CPU), as in ``adlnmt translate``."""
     engine: str | None = option(None, "as in adlnmt translate (default: the directory's own)", choices=ENGINES)
     """None (torch for a model directory, the export's engine for an export), torch, onnxruntime, ctranslate2 or
@@ -130,7 +131,7 @@ class ServeOptions:
                 f"--max-queue-sentences ({self.max_queue_sentences}) must be at least --max-sentences "
                 f"({self.max_sentences}), or a full-size request could never be queued"
             )
-        if self.precision not in PRECISIONS:
+        if self.precision is not None and self.precision not in PRECISIONS:
             problems.append(f"unknown --precision '{self.precision}'; choose one of {', '.join(PRECISIONS)}")
         if self.engine is not None and self.engine not in ENGINES:
             problems.append(f"unknown --engine '{self.engine}'; choose one of {', '.join(ENGINES)}")

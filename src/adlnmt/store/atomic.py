@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import signal
+import stat
+import sys
 from collections.abc import Callable
 from fnmatch import fnmatch
 from pathlib import Path
@@ -49,13 +51,26 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _file_mode() -> int:
+    """The mode ``open()`` gives a new file under this process's umask (read once, at import: setting the umask to
+    read it is not thread-safe)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+FILE_MODE = _file_mode()
+
+
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """``write(tmp)`` then fsync and rename over ``path``: a kill leaves the old file or the new one. A failed write
-    (e.g. a full disk) is a UserError naming ``path``; the old file stays."""
+    (e.g. a full disk) is a UserError naming ``path``; the old file stays. The file gets the mode of any other new
+    file (:data:`FILE_MODE`), also where ``write`` made it private (safetensors writes 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         write(tmp)
+        os.chmod(tmp, FILE_MODE)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         fault_point(f"{path.name}:written")
@@ -67,6 +82,40 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     finally:
         tmp.unlink(missing_ok=True)
     fault_point(f"{path.name}:replaced")
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """``text`` as the UTF-8 file ``path``, written atomically (:func:`atomic_write`)."""
+    atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_output(path: str | None, text: str) -> None:
+    """A command's ``--output``: ``text`` written atomically to the file ``path`` (a failed write, e.g. on a full
+    disk, names it and keeps the previous file); to stdout when None, and in place to a special file (a pipe,
+    ``/dev/stdout``), which cannot be replaced."""
+    if path and not is_special_file(path):
+        write_text_atomic(path, text)
+        return
+    try:
+        if path:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        raise UserError(f"{path or '<stdout>'}: cannot write ({err.strerror or err})") from None
+
+
+def is_special_file(path: str | Path) -> bool:
+    """Whether ``path`` exists and is neither a regular file nor a directory (a pipe, a character device)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
 def copy_atomic(source: Path, target: Path) -> None:

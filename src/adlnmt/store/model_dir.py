@@ -175,7 +175,18 @@ class ModelDir:
         model = Seq2Seq(ModelConfig(**stored["model"]))
         load_weights(model, self.resolve(checkpoint))
         data = self.vocabularies(stored)
-        return model, data, int(data.manifest.get("options", {}).get("max_len", DEFAULT_MAX_INPUT_LEN))
+        return model, data, input_limit(model, data)
+
+
+def input_limit(model: Seq2Seq, data: DataDir) -> int:
+    """The most source pieces ``model`` reads (longer inputs are cut to it, with a warning): the data's max_len
+    (what it was trained on), or fewer where its learned positions cover fewer (markers and EOS take positions
+    too)."""
+    limit = int(data.manifest.get("options", {}).get("max_len", DEFAULT_MAX_INPUT_LEN))
+    encoder = model.position_limits()[0]
+    if encoder is not None:
+        limit = min(limit, encoder - 1 - int(data.source_markers))
+    return max(limit, 1)
 
 
 def check_vocabulary_files(directory: Path, hashes: dict[str, str], files: Iterable[str], owner: Path) -> None:
@@ -200,6 +211,9 @@ def load_weights(model: nn.Module, path: Path) -> None:
     try:
         missing, unexpected = load_model(model, str(path), strict=False)
     except Exception as err:  # safetensors raises several types for damaged files
+        mismatch = next((line.strip() for line in str(err).splitlines() if "size mismatch" in line), None)
+        if mismatch:  # a readable file of another model's shapes
+            raise UserError(f"{path}: does not match the model ({mismatch})") from None
         raise UserError(f"{path}: not a readable safetensors checkpoint ({describe(err)})") from None
     if missing or unexpected:
         raise UserError(

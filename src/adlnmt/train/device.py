@@ -7,13 +7,14 @@ import os
 
 import torch
 
+from adlnmt.devices import checked_device
 from adlnmt.errors import UserError
 from adlnmt.memory import limit_onednn_cache
 
 
 def pick_device(name: str, local_rank: int) -> torch.device:
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"--device {name}: CUDA is not available on this machine")
+    if name != "auto":
+        checked_device(name)
     if name in ("auto", "cuda") and torch.cuda.is_available():
         # this process's GPU (under torchrun or srun: one per process; where SLURM shows each task only its own GPU,
         # that one)

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import sys
+import threading
 import time
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
+from adlnmt.store.atomic import describe
 from adlnmt.store.names import TENSORBOARD_DIR
 
 TENSORBOARD_HINT = "the tensorboard package is not installed: pip install 'adlnmt[tensorboard]'"
@@ -80,26 +85,59 @@ def progress_line(update: int, max_updates: int, epoch: int, lr: float, summary:
 class Board:
     """TensorBoard scalars of one run (``torch.utils.tensorboard``'s SummaryWriter): ``train/*`` at every progress
     line, ``valid/*`` at every checkpoint. ``resume_at``: events of updates after it, written by an earlier session
-    that did not reach its next checkpoint, are purged so that the curves carry no duplicates."""
+    that did not reach its next checkpoint, are purged so that the curves carry no duplicates.
+
+    The scalars are a view, not the run: when they cannot be written (a full disk), one warning names the folder and
+    the run goes on without them; the writer's background thread fails quietly (its error is the warning)."""
 
     def __init__(self, folder: Path, resume_at: int) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         self.folder = folder
-        self.writer = SummaryWriter(str(folder), purge_step=resume_at + 1 if resume_at else None)
+        self.writer: Any = None
+        self._previous_hook = threading.excepthook
+        threading.excepthook = self._thread_failed
+        purge_step = resume_at + 1 if resume_at else None
+
+        def start() -> None:
+            self.writer = SummaryWriter(str(folder), purge_step=purge_step)
+
+        self._guarded(start)
+
+    def _thread_failed(self, args: threading.ExceptHookArgs) -> None:
+        """threading.excepthook: the event writer's thread dies quietly (its error reaches :meth:`_guarded`)."""
+        if type(args.thread).__name__ != "_AsyncWriterThread":
+            self._previous_hook(args)
+
+    def _guarded(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except Exception as err:  # OSError, or the writer thread's error raised again here
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else describe(err)
+            print(f"warning: {self.folder}: cannot write TensorBoard events ({reason}); training goes on without "
+                  "them", file=sys.stderr, flush=True)  # fmt: skip
+            writer, self.writer = self.writer, None
+            if writer is not None:
+                with suppress(Exception):
+                    writer.close()
 
     def train(self, update: int, lr: float, summary: dict[str, float]) -> None:
         values = {"train/loss": summary["loss"], "train/lr": lr, "train/tokens_per_s": summary["tokens_per_s"]}
         if not math.isnan(summary["grad_norm"]):
             values["train/grad_norm"] = summary["grad_norm"]
         for tag, value in values.items():
-            self.writer.add_scalar(tag, value, update)
+            if self.writer is not None:
+                self._guarded(lambda tag=tag, value=value: self.writer.add_scalar(tag, value, update))
 
     def validation(self, update: int, record: dict[str, Any]) -> None:
         for key, tag in (("valid_ppl", "valid/perplexity"), ("valid_bleu", "valid/bleu")):
-            if key in record:
-                self.writer.add_scalar(tag, record[key], update)
-        self.writer.flush()  # a checkpoint's figures are on disk when it is
+            if key in record and self.writer is not None:
+                self._guarded(lambda key=key, tag=tag: self.writer.add_scalar(tag, record[key], update))
+        if self.writer is not None:
+            self._guarded(self.writer.flush)  # a checkpoint's figures are on disk when it is
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self._guarded(self.writer.close)
+            self.writer = None
+        threading.excepthook = self._previous_hook

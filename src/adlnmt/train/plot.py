@@ -32,9 +32,11 @@ def read_curves(model_dir: Path) -> list[dict[str, Any]]:
 
 
 def plot_runs(model_dirs: list[Path], out: Path) -> Path:
-    """Draw every run's curves into ``out`` (PNG); circles mark each run's best checkpoint."""
-    from adlnmt.plotting import line_style, place_legend, pyplot, save_figure
+    """Draw every run's curves into ``out`` (its suffix names the format; none: .png added) and return the file
+    written; circles mark each run's best checkpoint."""
+    from adlnmt.plotting import figure_path, line_style, place_legend, pyplot, save_figure
 
+    out = figure_path(out)  # before reading or drawing anything
     runs = [(str(model_dir), read_curves(model_dir)) for model_dir in model_dirs]
     present = [(key, title) for key, title in PANELS if any(key in r for _, records in runs for r in records)]
     plt = pyplot()
@@ -77,5 +79,10 @@ def add_plot_command(commands: argparse._SubParsersAction) -> None:
         "per model directory (also while it trains); circles mark each run's best checkpoint.",
     )
     plot.add_argument("models", nargs="+", metavar="MODEL", help="model directories (adlnmt train --model)")
-    plot.add_argument("--out", default="curves.png", help="PNG to write (default: curves.png)")
+    plot.add_argument(
+        "--out",
+        default="curves.png",
+        help="figure to write, in the format its suffix names: .png, .pdf, .svg ... (no suffix: .png added; "
+        "default: curves.png)",
+    )
     plot.set_defaults(func=cmd_plot)

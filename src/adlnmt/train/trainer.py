@@ -25,6 +25,7 @@ from tqdm import tqdm
 from adlnmt.data.data_dir import DataDir
 from adlnmt.data.dataset import Batch, collate, make_batches, shard
 from adlnmt.data.vocab import PAD
+from adlnmt.devices import check_cpu_count
 from adlnmt.errors import UserError
 from adlnmt.memory import release_heap
 from adlnmt.model import Seq2Seq
@@ -100,6 +101,24 @@ def fits_in_memory(device: torch.device) -> Iterator[None]:
                         "choose a smaller one (--d-model, --d-ff, fewer layers)") from None  # fmt: skip
 
 
+def check_positions(model: Seq2Seq, data: DataDir) -> None:
+    """A UserError, before the first update, when a sentence of the training or validation data is longer than the
+    model's learned positions cover (:meth:`~adlnmt.model.Seq2Seq.position_limits`), saying how to fix it."""
+    limits = dict(zip(("source", "target"), model.position_limits(), strict=True))
+    for name in ("train", "valid"):
+        split = data.split(name)
+        for side, lengths in (("source", split.src_lengths), ("target", split.tgt_lengths)):
+            limit = limits[side]
+            if limit is None or not len(lengths) or int(lengths.max()) <= limit:
+                continue
+            longest = int(lengths.max())
+            raise UserError(
+                f"{data.path}: {name} {side} sentence {int(lengths.argmax()) + 1} needs {longest} positions "
+                f"(markers and EOS counted), but the learned positions cover {limit}: raise --max-positions to "
+                f"{longest} or more, or prepare the data with a smaller --max-len"
+            )
+
+
 class Trainer:
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
@@ -114,6 +133,7 @@ class Trainer:
             if self.device.type == "cuda":
                 torch.cuda.set_device(self.device)
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+        check_cpu_count("--threads", config.threads)
         if config.threads > 0:
             torch.set_num_threads(config.threads)
         self.scaler = precision_setup(config.precision, self.device)
@@ -147,6 +167,7 @@ class Trainer:
         with fits_in_memory(self.device):
             self.model = Seq2Seq(self.model_config).to(self.device)
             self.optimizer = make_optimizer(self.model, config, self.device)
+        check_positions(self.model, self.data)
         self.schedule = Schedule(config)
         self.progress = Progress()
         self._resume()

@@ -1,0 +1,92 @@
+"""Hostile flags of ``adlnmt translate`` (issue 69 points 9, 15 and 20): a beam is bounded by the target vocabulary
+and the search's scores by the memory available before any search; a flag the command would silently ignore is an
+error; errors say what is wrong in plain words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adlnmt.cli import main
+from adlnmt.inference import translator as translator_module
+from adlnmt.inference.options import SearchOptions, sampling_rule
+from adlnmt.inference.translator import Translator, search_bytes
+
+SMALL = [
+    "--encoder", "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm",
+    "--decoder", "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
+    "--d-model", "32", "--heads", "4", "--batch-tokens", "800", "--threads", "1", "--no-progress", "--no-valid-bleu",
+    "--max-updates", "4", "--checkpoint-interval", "4",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def model(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    model_dir = tmp_path_factory.mktemp("flags") / "model"
+    assert main(["train", "--data", str(demo_data / "data"), "--model", str(model_dir), *SMALL]) == 0
+    return model_dir
+
+
+def translate(model: Path, tmp_path: Path, *flags: str) -> list[str]:
+    source = tmp_path / "in.txt"
+    source.write_text("The queen does not wait.\n", encoding="utf-8")
+    return ["translate", "--model", str(model), "--input", str(source), "--output", str(tmp_path / "out.txt"), *flags]
+
+
+def test_a_beam_wider_than_the_vocabulary_is_refused_before_searching(model: Path, tmp_path: Path, capsys) -> None:
+    assert main(translate(model, tmp_path, "--beam", "100000")) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --beam 100000: wider than the target vocabulary (150 pieces); a beam of at most 150 " \
+                  "hypotheses can tell them apart\n"  # fmt: skip
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_a_search_that_would_not_fit_in_memory_is_refused(model: Path, monkeypatch, tmp_path: Path, capsys) -> None:
+    monkeypatch.setattr(translator_module, "available_memory", lambda device: 2**16)  # a machine with 64 KiB free
+    assert main(translate(model, tmp_path, "--beam", "150")) == 2
+    err = capsys.readouterr().err
+    assert "--beam 150 --batch-size 64: the search's scores alone would take about" in err
+    assert "lower --beam or --batch-size" in err
+    assert search_bytes(SearchOptions(beam=150), 150, sentences=1) == 12 * 150 * 150  # one sentence's rows only
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--temperature", "0.5"], "--temperature 0.5 shapes sampling only: add --sampling"),
+        (["--seed", "7"], "--seed 7 shapes sampling only: add --sampling"),
+        (["--combine", "linear"], "--combine linear combines an ensemble: give several --model or --checkpoint"),
+    ],
+)
+def test_an_option_the_search_would_ignore_is_an_error(
+    flags: list[str], message: str, model: Path, tmp_path: Path, capsys
+) -> None:
+    assert main(translate(model, tmp_path, *flags)) == 2
+    assert capsys.readouterr().err.startswith(f"error: {message}")
+
+
+def test_sampling_out_of_range_is_not_called_unknown() -> None:
+    from adlnmt.errors import UserError
+
+    with pytest.raises(UserError, match=r"^sampling 'topk:0': K must be an integer >= 1$"):
+        sampling_rule("topk:0")
+    with pytest.raises(UserError, match=r"^sampling 'topp:1.5': P must be a number in \(0, 1\]$"):
+        sampling_rule("topp:1.5")
+    with pytest.raises(UserError, match=r"^unknown sampling 'top:3'"):
+        sampling_rule("top:3")
+
+
+def test_an_export_refuses_a_precision_or_checkpoint_it_would_ignore(model: Path, tmp_path: Path, capsys) -> None:
+    pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
+    out = tmp_path / "int8"
+    assert main(["export", "--model", str(model), "--format", "onnx", "--quantize", "int8", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(translate(out, tmp_path, "--precision", "fp32")) == 2
+    assert "is exported with quantization int8; it cannot run in fp32" in capsys.readouterr().err
+    assert main(translate(out, tmp_path, "--checkpoint", "last")) == 2
+    assert "is an export directory: it holds the one checkpoint it was exported from" in capsys.readouterr().err
+    assert main(translate(out, tmp_path, "--engine", "ctranslate2")) == 2
+    assert f"{out} is an onnx export, run by --engine onnxruntime" in capsys.readouterr().err
+    assert main(translate(out, tmp_path)) == 0  # as exported
+    assert Translator.load(out).engine_name == "onnxruntime"
