@@ -11,7 +11,6 @@ import torch
 
 from adlnmt.cli import main
 from adlnmt.inference.translator import Translator
-from adlnmt.model import Seq2Seq
 from export.conftest import FAMILIES, train_tiny
 from serve.server import ClientFactory
 
@@ -40,8 +39,6 @@ def test_model_reports_the_input_limit_of_its_learned_positions(
     assert translator.input_warning(too_long, 1) == f"input line 1: {too_long.pieces} pieces truncated to {limit}"
 
 
-@pytest.mark.skipif(not hasattr(Seq2Seq, "position_limits"), reason="the search stays within the decoder's learned "
-                    "positions from branch probe-cli on (issue 69 point 1)")  # fmt: skip
 def test_learned_positions_are_served_without_a_500(
     make_client: ClientFactory, learned_positions: tuple[Path, Translator], test_lines: list[str]
 ) -> None:

@@ -183,24 +183,11 @@ class HeadAsGet:
         await self.app(scope, receive, send)
 
 
-def served_input_limit(translator: Translator) -> int:
-    """The most source pieces ``translator``'s model reads: the limit its data was prepared with, or fewer where
-    its learned positions (``learn_pos``) cover fewer (the source's markers and EOS take positions too)."""
-    from adlnmt.layers.basic import LearnPos
-
-    model, limit = translator.model, translator.max_input_len
-    if model is None:  # an export engine: its manifest's limit
-        return limit
-    tables = [layer.table.size(0) for layer in model.encoder.modules() if isinstance(layer, LearnPos)]
-    return max(1, min([limit, *(table - len(translator.data.source_ids([])) for table in tables)]))
-
-
 def create_app(options: ServeOptions, translator: Translator | None = None) -> FastAPI:
     """The application serving ``options.model`` (or ``translator``, already loaded, e.g. by tests)."""
     if translator is None:
         translator = Translator.load(options.model, options.checkpoint, options.device, options.precision,
                                      options.engine, threads=options.threads)  # fmt: skip
-    translator.max_input_len = served_input_limit(translator)
     service = Service(options, translator)
 
     @asynccontextmanager

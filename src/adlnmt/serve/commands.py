@@ -7,6 +7,7 @@ import signal
 import sys
 from types import FrameType
 
+from adlnmt.devices import checked_device
 from adlnmt.errors import UserError
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.serve.limits import ServeOptions
@@ -14,7 +15,7 @@ from adlnmt.serve.limits import ServeOptions
 
 def cmd_serve(args: argparse.Namespace) -> int:
     options = from_flags(ServeOptions, args)
-    check_device(options.device)
+    checked_device(options.device)  # before the model loads
     try:
         from adlnmt.serve.app import create_app
         from adlnmt.serve.server import server
@@ -33,21 +34,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for number, handler in previous.items():
             signal.signal(number, handler)
     return 0
-
-
-def check_device(device: str) -> None:
-    """A UserError for a ``--device`` that is not cpu, cuda or cuda:N, or CUDA on a machine without it (before the
-    model loads; PyTorch is imported for cuda only)."""
-    kind, _, index = device.partition(":")
-    if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
-        raise UserError(f"--device {device}: unknown device; use cpu, cuda or cuda:N")
-    if kind == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UserError(f"--device {device}: CUDA is not available on this machine")
-        if index and int(index) >= torch.cuda.device_count():
-            raise UserError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
 
 
 def _stopped(signum: int, frame: FrameType | None) -> None:
