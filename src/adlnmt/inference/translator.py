@@ -226,6 +226,10 @@ class Translator:
         forced = None if prefixes is None else [self.data.tgt_vocab.encode(prefixes[i]) for i in rows]
         forced = forced if forced is not None and any(forced) else None  # empty prefixes: plain search
         self.engine.check(options, forced is not None)
+        if options.shortlist is not None:
+            from adlnmt.inference.shortlist import load_shortlist
+
+            load_shortlist(options.shortlist).check_vocabularies(self.data, options.shortlist)
         found = self.engine.translate_ids(sources, options, forced)
         results: list[list[Translation]] = [[] for _ in encoded]
         vocab = self.data.tgt_vocab
