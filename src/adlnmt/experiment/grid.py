@@ -20,6 +20,7 @@ from adlnmt.data.options import MODEL_TYPES, PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.errors import UserError
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.schema import Reader, read_yaml
+from adlnmt.experiment.speed import SpeedSpec, parse_speed
 from adlnmt.experiment.statistics import RESAMPLES
 from adlnmt.flags import bounds_of, flagged, kind_of
 from adlnmt.inference.options import SearchOptions
@@ -28,7 +29,7 @@ from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
-            "added_evaluation", "slurm", "contrastive")  # fmt: skip
+            "added_evaluation", "slurm", "contrastive", "speed")  # fmt: skip
 ADDED_KEYS = ("since", "test", "metrics")
 CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "larger_gain", "margin", "ratio", "metric",
               "test", "min_source_words", "max_source_words", "out_of_scope", "registered")  # fmt: skip
@@ -160,6 +161,7 @@ class Grid:
     # Contrastive suites: not in the fingerprints either (scoring a run on a suite changes neither its training nor
     # its test-set scores); runs evaluated before a suite was added lack its results, and the report says so.
     contrastive: tuple[ContrastiveSuite, ...] = ()
+    speed: SpeedSpec | None = None  # decoding timed as whole commands once the runs finish (adlnmt.experiment.speed)
 
     @property
     def fingerprinted_tests(self) -> tuple[TestSet, ...]:
@@ -563,6 +565,7 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     added_tests, added_metrics = _added_evaluation(reader, raw.get("added_evaluation"), tests, metrics)
     tests, metrics = tests + added_tests, metrics + added_metrics
     claims = _claims(reader, raw.get("claims"), variants, metrics, tests)
+    speed = parse_speed(reader, raw.get("speed"), tuple(t.name for t in tests), tuple(v.name for v in variants))
     if "variants" in chosen:
         variants, claims = _scale_rows(reader, chosen["variants"], f"{at}.variants", variants, claims, baseline)
     earlier_caps = ()
@@ -592,4 +595,5 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         added_metrics=added_metrics,
         earlier_max_updates=earlier_caps,
         contrastive=_contrastive(reader, raw.get("contrastive")),
+        speed=speed and speed.of_rows(tuple(v.name for v in variants)),
     )
