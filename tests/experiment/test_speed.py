@@ -146,8 +146,10 @@ def test_speed_claims_are_judged_on_seed_pairs() -> None:
         ({"beams": [1, 1]}, r"speed\.beams: values must be distinct"),
         ({"claims": [{"quote": "q", "faster": ["aan", "rnn"], "ratio": 2}]}, r"claims\[0\]\.faster: unknown variant"),
         ({"claims": [{"quote": "q", "faster": ["aan", "transformer"], "ratio": 0}]}, r"\.ratio: expected a positive"),
-        ({"claims": [{"quote": "q", "faster": ["aan", "transformer"], "ratio": 2, "beam": 4}]},
-         r"\.beam: 4 is not among the timed beams \[1, 5\]"),
+        (
+            {"claims": [{"quote": "q", "faster": ["aan", "transformer"], "ratio": 2, "beam": 4}]},
+            r"\.beam: 4 is not among the timed beams \[1, 5\]",
+        ),
     ],
 )
 def test_a_bad_speed_section_names_its_key(demo_data: Path, tmp_path: Path, speed: dict, message: str) -> None:
