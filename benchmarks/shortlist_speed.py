@@ -1,17 +1,17 @@
 """Benchmark: decoding with lexical shortlists (``--shortlist``) against the full softmax, same model, same batches.
 
     .venv/bin/python benchmarks/shortlist_speed.py --model MODEL_DIR --shortlist LEX.safetensors [LEX2 ...]
-        [--ct2 EXPORT_DIR] [--threads 2] [--repeat 3] [--lines 0] [--exact-lengths]
+        [--ct2 EXPORT_DIR] [--threads 2] [--repeat 3] [--lines 0] [--batch-size 64] [--exact-lengths]
 
 Translates Multi30k test_2016_flickr (de→en) in this process, model loaded first (not timed), greedy and beam 5,
-batches of 64: the full softmax and each shortlist, with the torch engine (fp32) and, with ``--ct2``, CTranslate2
-(its vocabulary map). Settings are interleaved repeat by repeat; each figure is the median of ``--repeat``. Per
-setting: sentences/s, the speed ratio to the full softmax of its engine and beam, the process's CPU seconds and
-their ratio (steadier than wall time on a loaded machine, with one thread), BLEU (sacreBLEU), the lines equal
-to the full softmax's, the mean allowed vocabulary per batch, the 1-minute load average and the cores other
-processes kept busy. A Markdown table on stdout. ``--exact-lengths`` (torch only) forces every output to its
-reference's length in target pieces, for a speed comparison on an untrained model (its BLEU means nothing then;
-CTranslate2 ends where its search ends: compare its pieces per sentence).
+batches of ``--batch-size`` (64): the full softmax and each shortlist, with the torch engine (fp32) and, with
+``--ct2``, CTranslate2 (its vocabulary map). Settings are interleaved repeat by repeat; each figure is the median
+of ``--repeat``. Per setting: sentences/s, the speed ratio to the full softmax of its engine and beam, the
+process's CPU seconds and their ratio (steadier than wall time on a loaded machine, with one thread), BLEU
+(sacreBLEU), the lines equal to the full softmax's, the mean allowed vocabulary per batch, the 1-minute load
+average and the cores other processes kept busy. A Markdown table on stdout. ``--exact-lengths`` (torch only)
+forces every output to its reference's length in target pieces, for a speed comparison on an untrained model (its
+BLEU means nothing then; CTranslate2 ends where its search ends: compare its pieces per sentence).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lines", type=int, default=0, help="the first N test lines (0: all)")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
     parser.add_argument("--exact-lengths", action="store_true", help="outputs as long as the references (torch)")
     args = parser.parse_args()
     source = gzip.decompress((CORPUS / "test_2016_flickr.de.gz").read_bytes()).decode().splitlines()
@@ -73,7 +74,7 @@ def main() -> None:
     for _ in range(args.repeat):
         for setting in settings:
             engine, beam, lex = setting
-            options = replace(SearchOptions(beam=beam, batch_size=64), shortlist=lex)
+            options = replace(SearchOptions(beam=beam, batch_size=args.batch_size), shortlist=lex)
             search(engine, options, encoded[:8])  # warm: the CT2 map is loaded on first use
             loads[setting].append(os.getloadavg()[0])
             beside, started, processor = BusyBeside(), time.perf_counter(), time.process_time()
@@ -81,11 +82,12 @@ def main() -> None:
             seconds[setting].append(time.perf_counter() - started)
             cpu[setting].append(time.process_time() - processor)
             busy[setting].append(beside.cores() or 0.0)
-    batches = length_batches([len(ids) for ids in encoded], 64)
+    batches = length_batches([len(ids) for ids in encoded], args.batch_size)
     sizes = {lex: statistics.mean(len(load_shortlist(lex).allowed([encoded[i] for i in rows])) for rows in batches)
              for lex in args.shortlist}  # fmt: skip
     vocab = engines["torch"].data.tgt_vocab.size
-    print(f"{cpu_model()}, {args.threads} threads, {len(source)} sentences, median of {args.repeat}\n")
+    print(f"{cpu_model()}, {args.threads} threads, {len(source)} sentences, batches of {args.batch_size}, median of "
+          f"{args.repeat}\n")  # fmt: skip
     print("| engine | beam | shortlist | allowed per batch | sent/s | × full | CPU s | × full (CPU) | BLEU "
           "| lines = full | pieces/sentence | load | busy |")  # fmt: skip
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
