@@ -21,7 +21,7 @@ from adlnmt.serve.limits import ServeOptions
 
 SEARCH = SearchOptions(beam=7, nbest=3, batch_size=9, length_penalty=0.5, max_len_ratio=1.5, max_len_extra=4,
                        incremental=False, alignments=True, workers=2, cuda_graphs=True, sampling="topk:5",
-                       temperature=0.7, seed=11)  # fmt: skip
+                       temperature=0.7, seed=11, shortlist="lex.safetensors")  # fmt: skip
 SERVE = ServeOptions(model="m", host="0.0.0.0", allowed_hosts=("a.example", "b"), port=9000, checkpoint="last",
                      precision="bf16", engine="auto", device="cuda", threads=3, max_batch_sentences=8, max_wait_ms=2.5,
                      max_body_bytes=4096, max_sentences=7, max_chars=99, max_beam=4, max_request_cost=1234,

@@ -103,6 +103,7 @@ COMMAND_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("adlnmt.train.commands", "add_commands", ("train",)),
     ("adlnmt.inference.commands", "add_commands", ("translate",)),
     ("adlnmt.distill.commands", "add_commands", ("distill",)),
+    ("adlnmt.inference.shortlist_build", "add_commands", ("shortlist",)),
     ("adlnmt.train.plot", "add_plot_command", ("plot",)),
     ("adlnmt.average", "add_average_command", ("average",)),
     ("adlnmt.analysis.commands", "add_commands", ("score", "score-pairs", "contrastive", "contrastive-suite")),

@@ -181,11 +181,14 @@ class Seq2Seq(nn.Module):
         return state
 
     def decode_step(
-        self, tokens: Tensor, memory: SourceMemory, state: DecoderState, attention: list[Tensor] | None = None
-    ) -> Tensor:
+        self, tokens: Tensor, memory: SourceMemory, state: DecoderState, attention: list[Tensor] | None = None,
+        project: bool = True,
+    ) -> Tensor:  # fmt: skip
         """tokens [B] (the previous target token) → logits [B, V_tgt]; advances ``state``. With ``attention``
-        a list, every source attention appends its probabilities [B, heads, 1, S] to it."""
-        return self.output(self._step_states(tokens, memory, state, attention).squeeze(1))
+        a list, every source attention appends its probabilities [B, heads, 1, S] to it. With ``project=False``
+        the decoder's output states [B, d_out] before the output projection (e.g. for a vocabulary slice)."""
+        states = self._step_states(tokens, memory, state, attention).squeeze(1)
+        return self.output(states) if project else states
 
     def _step_states(
         self, tokens: Tensor, memory: SourceMemory, state: DecoderState, attention: list[Tensor] | None

@@ -126,6 +126,11 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             outcomes = run_selected(grid, selected, folders.work, args, runs)
             if args.executor == "slurm" and not args.wait:
                 return 0  # submitted: --status follows the jobs, --report-only (or --wait) reports
+        if grid.speed is not None and not args.report_only:  # every selected run has ended: none trains now
+            from adlnmt.experiment.speed import time_finished
+
+            for line in time_finished(grid, selected):
+                print(line, flush=True)
         if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
             print(f"no finished run yet, so no report in {results}")
             return exit_status(outcomes)

@@ -22,6 +22,7 @@ from adlnmt.experiment import distill_step
 from adlnmt.experiment.distill_step import DistillStep
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.schema import Reader, read_yaml
+from adlnmt.experiment.speed import SpeedSpec, parse_speed
 from adlnmt.experiment.statistics import RESAMPLES
 from adlnmt.flags import bounds_of, flagged, kind_of
 from adlnmt.inference.options import SearchOptions
@@ -30,7 +31,7 @@ from adlnmt.train.config import TrainConfig, build_config
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
-            "added_evaluation", "slurm", "contrastive", "distill")  # fmt: skip
+            "added_evaluation", "slurm", "contrastive", "distill", "speed")  # fmt: skip
 ADDED_KEYS = ("since", "test", "metrics")
 CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "larger_gain", "margin", "ratio", "metric",
               "test", "min_source_words", "max_source_words", "out_of_scope", "registered")  # fmt: skip
@@ -165,6 +166,7 @@ class Grid:
     # its test-set scores); runs evaluated before a suite was added lack its results, and the report says so.
     contrastive: tuple[ContrastiveSuite, ...] = ()
     distill: DistillStep | None = None  # the step whose teacher the distilled variants learn from
+    speed: SpeedSpec | None = None  # decoding timed as whole commands once the runs finish (adlnmt.experiment.speed)
 
     @property
     def fingerprinted_tests(self) -> tuple[TestSet, ...]:
@@ -577,6 +579,7 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     added_tests, added_metrics = _added_evaluation(reader, raw.get("added_evaluation"), tests, metrics)
     tests, metrics = tests + added_tests, metrics + added_metrics
     claims = _claims(reader, raw.get("claims"), variants, metrics, tests)
+    speed = parse_speed(reader, raw.get("speed"), tuple(t.name for t in tests), tuple(v.name for v in variants))
     if "variants" in chosen:
         variants, claims = _scale_rows(reader, chosen["variants"], f"{at}.variants", variants, claims, baseline)
     taught = [v.name for v in variants if v.data.distill is not None]
@@ -610,4 +613,5 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         earlier_max_updates=earlier_caps,
         contrastive=_contrastive(reader, raw.get("contrastive")),
         distill=step if taught else None,
+        speed=speed and speed.of_rows(tuple(v.name for v in variants)),
     )

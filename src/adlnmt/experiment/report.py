@@ -27,6 +27,7 @@ from adlnmt.experiment.plots import SHORT, make_plots
 from adlnmt.experiment.results import RunResult, Timing
 from adlnmt.experiment.rows import Row, collect
 from adlnmt.experiment.runner import Run, last_lines
+from adlnmt.experiment.speed import speed_section
 from adlnmt.experiment.statistics import (
     ALPHA,
     LOWER_IS_BETTER,
@@ -514,6 +515,7 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     parts += [f"## {caption}\n\n![{caption}](plots/{path.name})" for caption, path in plots]
     if grid.contrastive:
         parts.append(contrastive_section(grid, rows, out / "plots"))
+    parts += speed_section(grid, runs, out)
     unfinished = [_unfinished(run) for run in runs if run.result() is None]
     if unfinished:
         parts += ["## Unfinished runs", "\n".join(unfinished)]

@@ -1,16 +1,19 @@
 """The CTranslate2 engine: ``ctranslate2.Translator`` on an export directory written by ``adlnmt export --format
 ctranslate2`` (:mod:`adlnmt.export.ctranslate2_spec`). It needs neither PyTorch nor the model's layers, so that a
-translation with ``--engine ctranslate2`` never imports PyTorch.
+translation with ``--engine ctranslate2`` never imports PyTorch. A lexical shortlist (``--shortlist``) becomes
+CTranslate2's vocabulary map (``use_vmap``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from adlnmt.data.vocab import BOS, PAD
 from adlnmt.inference.batching import length_batches, length_limit
 from adlnmt.inference.engine import CAPABILITIES, Engine
 from adlnmt.inference.options import Hypothesis, SearchOptions, length_penalty
+from adlnmt.inference.shortlist import VMAP, load_shortlist, vmap_text
 from adlnmt.store import ExportDir
 
 # CTranslate2 beam search with a non-zero length penalty stops a sentence once `beam` hypotheses have ended, the
@@ -27,14 +30,35 @@ class CTranslate2Engine(Engine):
 
     def __init__(self, export: ExportDir, threads: int, device: str = "cpu", compute_type: str | None = None) -> None:
         """``device``: cpu or cuda; ``compute_type``: CTranslate2's (e.g. float32, bfloat16), else the export's."""
-        import ctranslate2
-
         section = export.manifest["ctranslate2"]
-        self.translator = ctranslate2.Translator(str(export.path / section["model"]), device=device,
-                                                 compute_type=compute_type or section["compute_type"],
-                                                 intra_threads=max(1, threads), inter_threads=1)  # fmt: skip
+        self.model_path = export.path / section["model"]
+        self.settings = {"device": device, "compute_type": compute_type or section["compute_type"],
+                         "intra_threads": max(1, threads), "inter_threads": 1}  # fmt: skip
+        self.translator = self.load()
+        self.mapped: tuple[str, Any] | None = None  # (shortlist path, its translator): see translator_for
         self.src_vocab, self.tgt_vocab = export.data.src_vocab, export.data.tgt_vocab
         self.barred = [[self.tgt_vocab.piece(PAD)], [self.tgt_vocab.piece(BOS)]]
+
+    def load(self, vmap: str | None = None) -> Any:
+        """``ctranslate2.Translator`` on the export's model; with ``vmap`` (the text of a vocabulary map), one that
+        reads the model's files from memory beside it as ``vmap.txt`` (the export itself is never changed)."""
+        import ctranslate2
+
+        files = None
+        if vmap is not None:
+            files = {p.name: p.read_bytes() for p in self.model_path.iterdir() if p.is_file() and p.name != VMAP}
+            files[VMAP] = vmap.encode("utf-8")
+        return ctranslate2.Translator(str(self.model_path), files=files, **self.settings)
+
+    def translator_for(self, options: SearchOptions) -> Any:
+        """The translator to search with: with ``options.shortlist``, one with that shortlist as its vocabulary
+        map (made on the first search that asks for it: its loading counts in that search's time)."""
+        if options.shortlist is None:
+            return self.translator
+        if self.mapped is None or self.mapped[0] != options.shortlist:
+            vmap = vmap_text(load_shortlist(options.shortlist), self.src_vocab, self.tgt_vocab)
+            self.mapped = (options.shortlist, self.load(vmap))
+        return self.mapped[1]
 
     def translate_batch(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
         """One length-sorted batch, searched up to its longest sentence's length limit; longer outputs are cut to
@@ -43,10 +67,10 @@ class CTranslate2Engine(Engine):
         length penalty), gives back their log-probabilities and ranks them by our GNMT length penalty: on the
         Multi30k model 999 of 1,000 beam-5 outputs equal the PyTorch engine's."""
         limits = [length_limit(len(s), options) for s in sources]
-        results = self.translator.translate_batch(
+        results = self.translator_for(options).translate_batch(
             [self.src_vocab.pieces(s) for s in sources], beam_size=options.beam,
             num_hypotheses=options.beam, length_penalty=LENGTH_PENALTY, max_decoding_length=max(limits),
-            suppress_sequences=self.barred, return_scores=True,
+            suppress_sequences=self.barred, return_scores=True, use_vmap=options.shortlist is not None,
         )  # fmt: skip
         found = []
         for result, limit in zip(results, limits, strict=True):

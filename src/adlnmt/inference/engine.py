@@ -39,6 +39,8 @@ class Capabilities:
     """Forked single-thread decoding processes (``--workers``)."""
     cuda_graphs: bool
     """Decoder steps replayed from CUDA graphs (``--cuda-graphs``)."""
+    shortlist: bool
+    """A lexical shortlist restricting the output vocabulary (``--shortlist``; CTranslate2: its vocabulary map)."""
     scores: bool
     """Forced decoding: the log-probabilities of given translations (``adlnmt score-pairs``)."""
     precisions: tuple[str, ...]
@@ -56,7 +58,7 @@ class Capabilities:
         :data:`FEATURES`."""
         asked = {"alignments": options.alignments, "sampling": bool(options.sampling), "prefix": prefix,
                  "uncached": not options.incremental, "workers": options.workers > 1,
-                 "cuda_graphs": options.cuda_graphs}  # fmt: skip
+                 "cuda_graphs": options.cuda_graphs, "shortlist": options.shortlist is not None}  # fmt: skip
         return [feature for feature, wanted in asked.items() if wanted and not getattr(self, feature)]
 
 
@@ -67,12 +69,13 @@ FEATURES = {  # a search feature of Capabilities → its translate flag and how 
     "uncached": ("--uncached", "the uncached (re-fed) search needs"),
     "workers": ("--workers", "worker processes need"),
     "cuda_graphs": ("--cuda-graphs", "CUDA graphs need"),
+    "shortlist": ("--shortlist", "a lexical shortlist needs"),
 }
 EVERYTHING = {feature: True for feature in FEATURES}
 CAPABILITIES = {
     "torch": Capabilities(**EVERYTHING, scores=True, precisions=PRECISIONS, devices=("cpu", "cuda")),
     "ensemble": Capabilities(
-        **{**EVERYTHING, "uncached": False, "workers": False, "cuda_graphs": False},
+        **{**EVERYTHING, "uncached": False, "workers": False, "cuda_graphs": False, "shortlist": False},
         scores=False,
         precisions=PRECISIONS,
         devices=("cpu", "cuda"),
@@ -84,6 +87,7 @@ CAPABILITIES = {
         uncached=False,
         workers=False,
         cuda_graphs=False,
+        shortlist=False,
         scores=False,
         precisions=("fp32", "int8"),
         devices=("cpu",),
@@ -98,6 +102,7 @@ CAPABILITIES = {
         uncached=False,
         workers=False,
         cuda_graphs=False,
+        shortlist=True,
         scores=True,
         precisions=("fp32", "int8"),
         devices=("cpu",),

@@ -99,6 +99,15 @@ class SearchOptions:
     """Sampling: the log-probabilities are divided by it before top-k / top-p (below 1 sharper, above flatter)."""
     seed: int = option(1, "sampling seed: same seed, same samples (default %(default)s)", bounds=SEED)
     """Sampling: every batch's generator is seeded from it and the batch's number, so samples are reproducible."""
+    shortlist: str | None = option(
+        None,
+        "lexical shortlist (adlnmt shortlist): each batch may only output the target pieces its source pieces list, "
+        "the frequent ones and the specials (faster; scores normalised over them)",
+        metavar="FILE",
+    )
+    """A lexical shortlist file (:mod:`adlnmt.inference.shortlist`): each batch's output vocabulary is restricted to
+    the union over its sentences (greedy output is unchanged whenever the full softmax's choice is in it). None: the
+    whole vocabulary."""
 
     def __post_init__(self) -> None:
         if self.sampling is not None:

@@ -40,7 +40,9 @@ from adlnmt.inference.options import (
     length_penalty,
     sampling_rule,
 )
+from adlnmt.inference.shortlist import Shortlist, load_shortlist
 from adlnmt.inference.stepper import StepEngine, Stepper
+from adlnmt.inference.vocabulary_slice import VocabularySlice
 from adlnmt.inference.workers import in_workers
 from adlnmt.model import Seq2Seq
 from adlnmt.speedups import SPEEDUPS
@@ -133,6 +135,7 @@ class SearchBatch:
         options: SearchOptions,
         k: int = 1,
         prefix: Tensor | None = None,
+        vocabulary: VocabularySlice | None = None,
     ) -> None:
         memory = model.encode(src)
         self.src_lengths: list[int] = memory.mask.sum(1).tolist()
@@ -141,15 +144,16 @@ class SearchBatch:
         self.stepper = (
             graph_stepper(model, memory, int(max_len.max()) + 1, options.incremental, options.alignments)
             if options.cuda_graphs
-            else Stepper(model, memory, options.incremental, options.alignments)
+            else Stepper(model, memory, options.incremental, options.alignments, vocabulary)
         )
+        self.vocabulary = vocabulary  # the words the search chooses are its positions
         self.k = k
         self.sentences = torch.arange(src.size(0), device=src.device)  # original sentence of each active one
         self.active: list[int] = list(range(src.size(0)))  # the same, on the host
         self.limit = max_len.to(src.device)
         self.limits: list[int] = max_len.tolist()
         self.floor = None if min_len is None else min_len.to(src.device)
-        self.prefix = prefix  # [B, P] target prefixes, PAD after each one's end
+        self.prefix = prefix if vocabulary is None or prefix is None else vocabulary.to_positions(prefix)  # [B, P]
         self.step = 0
 
     def per_row(self, per_sentence: Tensor) -> Tensor:
@@ -168,6 +172,10 @@ class SearchBatch:
         if self.prefix is not None and self.step < self.prefix.size(1):
             log_probs = force_tokens(log_probs, self.per_row(self.prefix[self.sentences, self.step]))
         return log_probs, alignment
+
+    def to_ids(self, words: Tensor) -> Tensor:
+        """The vocabulary ids of chosen ``words`` (positions in the vocabulary slice, when there is one)."""
+        return words if self.vocabulary is None else self.vocabulary.to_ids(words)
 
     def sentence_ids(self) -> list[int]:
         """The original sentence of each active one (read from the device when ``host_bookkeeping`` is off)."""
@@ -301,7 +309,7 @@ def ended(
 @torch.inference_mode()
 def beam_batch(
     model: Seq2Seq | StepEngine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None,
-    prefix: Tensor | None = None,
+    prefix: Tensor | None = None, vocabulary: VocabularySlice | None = None,
 ) -> list[list[Hypothesis]]:  # fmt: skip
     """Beam search for a batch src [B, S]; up to ``options.nbest`` hypotheses per sentence, best first.
 
@@ -309,10 +317,10 @@ def beam_batch(
     hypothesis, the k best others continue (so the beam stays full). A sentence is done when k
     hypotheses have ended or it reaches ``max_len[b]`` tokens (EOS is forced there); EOS is barred
     before ``min_len[b]`` tokens (min_len = max_len forces an exact output length, for speed sweeps); ``prefix``
-    [B, P] forces each sentence's first tokens (PAD-padded).
+    [B, P] forces each sentence's first tokens (PAD-padded); ``vocabulary`` restricts the words (``--shortlist``).
     """
     k = options.beam
-    batch = SearchBatch(model, src, max_len, min_len, options, k, prefix)
+    batch = SearchBatch(model, src, max_len, min_len, options, k, prefix, vocabulary)
     beams = Beams.start(src, k)
     finished: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
     while batch.sentences.numel() > 0:
@@ -322,7 +330,7 @@ def beam_batch(
         vocab, active = log_probs.size(1), batch.sentences.numel()
         top_scores, top_ids = best_continuations(beams.scores, log_probs, min(2 * k, k * vocab))  # [B_act, 2k]
         origin = torch.div(top_ids, vocab, rounding_mode="floor")  # beam each candidate extends
-        words = top_ids % vocab
+        words = batch.to_ids(top_ids % vocab)
         rows = origin + torch.arange(active, device=src.device).unsqueeze(1) * k  # [B_act, 2k] row indices
         if alignment is not None:
             beams.aligned = torch.cat([beams.aligned, alignment.unsqueeze(1)], dim=1)  # [N, t + 1, S]
@@ -340,11 +348,12 @@ def beam_batch(
 @torch.inference_mode()
 def greedy_batch(
     model: Seq2Seq | StepEngine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None,
-    prefix: Tensor | None = None, generator: torch.Generator | None = None,
+    prefix: Tensor | None = None, generator: torch.Generator | None = None, vocabulary: VocabularySlice | None = None,
 ) -> list[Hypothesis]:  # fmt: skip
     """The argmax continuation of each sentence of src [B, S], ``min_len[b]`` to ``max_len[b]`` tokens long, after
-    its ``prefix`` (see :func:`beam_batch`); with a ``generator``, tokens sampled by ``options.sampling`` instead."""
-    batch = SearchBatch(model, src, max_len, min_len, options, 1, prefix)
+    its ``prefix`` (see :func:`beam_batch`, also for ``vocabulary``); with a ``generator``, tokens sampled by
+    ``options.sampling`` instead."""
+    batch = SearchBatch(model, src, max_len, min_len, options, 1, prefix, vocabulary)
     size = src.size(0)
     tokens = torch.full((size,), BOS, dtype=torch.long, device=src.device)
     outputs: list[list[int]] = [[] for _ in range(size)]
@@ -355,6 +364,7 @@ def greedy_batch(
         tokens = log_probs.argmax(-1) if generator is None else sample(log_probs, options, generator)  # [B_act]
         tokens = torch.where(batch.at_limit(), torch.full_like(tokens, EOS), tokens)
         chosen = log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
+        tokens = batch.to_ids(tokens)
         token_ids = tokens.tolist()
         for i, (row, token) in enumerate(zip(batch.sentence_ids(), token_ids, strict=True)):
             log_prob[row] += chosen[i]
@@ -385,7 +395,9 @@ def translate_ids(
     ``options.nbest`` hypotheses each (greedy when beam = 1; samples with ``options.sampling``), at most
     ``max_len_ratio · |source| + max_len_extra`` tokens long (at most the model's ``max_output_len``), or exactly
     ``exact_lengths[i]`` tokens long when given (speed measurements with untrained models); ``prefixes[i]`` (target
-    ids) starts every hypothesis of sentence i (the length limit grows to hold it).
+    ids) starts every hypothesis of sentence i (the length limit grows to hold it). With ``options.shortlist`` each
+    batch may only output the ids its shortlist allows it (:meth:`~adlnmt.inference.shortlist.Shortlist.allowed`:
+    the union over the batch).
 
     Sentences are sorted by length into batches of ``batch_size`` (with sampling, each sentence ``nbest`` times);
     ``workers > 1`` searches the batches in that many forked single-thread CPU processes
@@ -396,6 +408,7 @@ def translate_ids(
         model.check(options, forced is not None)
     if options.workers > 1 and torch.device(device).type != "cpu":
         raise UserError(f"worker processes are for the CPU; with device {device} use 1 worker")
+    shortlist = None if options.shortlist is None else usable_shortlist(model, options)
     copies = options.nbest if options.sampling else 1
     sentence = [i for i in range(len(sources)) for _ in range(copies)]  # the sentence of each searched row
     batches = length_batches([len(sources[i]) for i in sentence], options.batch_size)
@@ -413,11 +426,16 @@ def translate_ids(
         if model.max_output_len is not None:  # within the model's learned positions
             max_len = max_len.clamp(max=model.max_output_len)
             min_len = None if min_len is None else min_len.clamp(max=model.max_output_len)
+        vocabulary = None
+        if shortlist is not None:
+            batch_prefixes = None if forced is None else [forced[i] for i in rows]
+            allowed = shortlist.allowed([sources[i] for i in rows], batch_prefixes)
+            vocabulary = VocabularySlice(allowed, shortlist.tgt_size, device)
         if options.sampling or options.beam == 1:
             seeded = torch.Generator(src.device).manual_seed(options.seed * 1_000_003 + number)
             return [[h] for h in greedy_batch(model, src, max_len, options, min_len, prefix,
-                                              seeded if options.sampling else None)]  # fmt: skip
-        return beam_batch(model, src, max_len, options, min_len, prefix)
+                                              seeded if options.sampling else None, vocabulary)]  # fmt: skip
+        return beam_batch(model, src, max_len, options, min_len, prefix, vocabulary)
 
     found_rows: list[list[Hypothesis]] = [[] for _ in sentence]
     with evaluating(model):
@@ -426,6 +444,19 @@ def translate_ids(
             for row, hyps in zip(batches[number], found, strict=True):
                 found_rows[row] = hyps
     return [[h for hyps in found_rows[i * copies : (i + 1) * copies] for h in hyps] for i in range(len(sources))]
+
+
+def usable_shortlist(model: Seq2Seq | StepEngine, options: SearchOptions) -> Shortlist:
+    """The shortlist ``options`` name, a UserError when it does not fit the model's target vocabulary or the search
+    (the vocabulary digests are checked where the vocabularies are known: the Translator)."""
+    assert options.shortlist is not None
+    shortlist = load_shortlist(options.shortlist)
+    size = model.output.out_features if isinstance(model, Seq2Seq) else None
+    if size is not None and size != shortlist.tgt_size:
+        raise UserError(f"{options.shortlist}: built for a target vocabulary of {shortlist.tgt_size}, not {size}")
+    if options.cuda_graphs:
+        raise UserError("--shortlist and --cuda-graphs do not go together (a graph has a fixed vocabulary)")
+    return shortlist
 
 
 @contextmanager

@@ -3,7 +3,8 @@
 A :class:`Stepper` drives a PyTorch :class:`~adlnmt.model.Seq2Seq` incrementally (one cached decoder step per
 token, the default) or re-fed (the whole prefix through the decoder every step — the regime of the AAN paper's
 baseline, kept for comparisons and tests; the search refuses it to other engines), or a :class:`StepEngine`
-(ONNX Runtime, ensembles). PAD and BOS are never predicted.
+(ONNX Runtime, ensembles). PAD and BOS are never predicted. With a
+:class:`~adlnmt.inference.vocabulary_slice.VocabularySlice` (``--shortlist``) the log-probabilities are over its ids.
 Alignments: the source attention probabilities of the step averaged over every source attention layer and head of
 the decoder, [N, S] (:func:`alignment_of`, also the exported ONNX step graph's).
 """
@@ -18,6 +19,7 @@ from torch import Tensor
 
 from adlnmt.data.vocab import BOS, PAD
 from adlnmt.inference.engine import Engine
+from adlnmt.inference.vocabulary_slice import VocabularySlice
 from adlnmt.layers.base import DecoderState, SourceMemory
 from adlnmt.model import Seq2Seq, iter_layers
 
@@ -56,9 +58,13 @@ class Stepper:
     for the rows' last tokens, and the row bookkeeping beam search needs."""
 
     def __init__(
-        self, model: Seq2Seq | StepEngine, memory: SourceMemory, incremental: bool = True, alignments: bool = False
-    ) -> None:
+        self, model: Seq2Seq | StepEngine, memory: SourceMemory, incremental: bool = True, alignments: bool = False,
+        vocabulary: VocabularySlice | None = None,
+    ) -> None:  # fmt: skip
+        """``vocabulary``: the log-probabilities are those of its ids only, normalised over them (a PyTorch model)."""
+        assert vocabulary is None or isinstance(model, Seq2Seq), "a vocabulary slice needs a PyTorch model"
         self.model = model
+        self.vocabulary = vocabulary
         self.memory = memory
         self.incremental = incremental
         self.alignments = alignments
@@ -78,10 +84,16 @@ class Stepper:
             return log_probs, alignment
         attention: list[Tensor] | None = [] if self.alignments else None
         if self.incremental:
-            logits = self.model.decode_step(tokens, self.memory, self.state, attention)  # [N, V]
+            states = self.model.decode_step(tokens, self.memory, self.state, attention, project=False)  # [N, d]
         else:
             self.prefix = torch.cat([self.prefix, tokens.unsqueeze(1)], dim=1)  # [N, t + 1]
-            logits = self.model.decode_full(self.prefix, self.memory, attention)[:, -1]  # [N, V]
+            states = self.model.decoder_states(self.prefix, self.memory, attention)  # [N, t + 1, d]
+        if self.vocabulary is None:
+            logits = self.model.output(states)  # [N, (t + 1,) V]
+        else:
+            logits = self.vocabulary.project(self.model.output, states)  # [N, (t + 1,) V']
+        if not self.incremental:
+            logits = logits[:, -1]  # [N, V]
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         log_probs[:, PAD] = float("-inf")
         log_probs[:, BOS] = float("-inf")

@@ -292,6 +292,10 @@ class Translator:
         forced = None if prefixes is None else [self.cut_target(encode(prefixes[i]), i + 1) for i in rows]
         forced = forced if forced is not None and any(forced) else None  # empty prefixes: plain search
         self.check(options, forced is not None, len(sources))
+        if options.shortlist is not None:
+            from adlnmt.inference.shortlist import load_shortlist
+
+            load_shortlist(options.shortlist).check_vocabularies(self.data, options.shortlist)
         found = self.engine.translate_ids(sources, options, forced)
         results: list[list[Translation]] = [[] for _ in encoded]
         vocab = self.data.tgt_vocab

@@ -1,0 +1,500 @@
+"""Speed as a measured axis of a grid: its optional ``speed:`` section.
+
+Once a grid's runs have finished, each finished run's decoding of one test set is timed as a whole command, as a
+user times it: ``adlnmt translate`` from the start of the process to its end (loading included), per engine
+(``torch``: the model directory; ``ctranslate2``: an export of it, made once per run, where the architecture can be
+exported), beam size and precision, ``threads`` CPU threads, ``repeats`` times. The runs are timed one after another
+in this process, never beside training: adlnmt training on the machine is stopped meanwhile
+(:func:`adlnmt.experiment.quiet.machine_alone`), and every repeat records the load average before it and the cores
+other processes kept busy (:class:`adlnmt.bench.machine.BusyBeside`). Each (engine, beam) gets the median of its
+repeats with a distribution-free interval (order statistics; its coverage is stated) and its sentences per second.
+
+``speed.json`` (this module owns it) is kept beside the run's archived ``result.json``, with the settings, the
+run's fingerprint and the machine; a run whose record matches both is not timed again. The report gets a section:
+the table, BLEU (the grid's first metric) against sentences per second with the Pareto frontier per beam, and the
+section's own claims, ``faster: [A, B]`` with ``ratio``, ``beam`` and ``engine``, judged like the grid's speed
+claims: the log ratio of A's and B's speeds per seed timed for both, a seed-level bootstrap, a one-sided test at
+the 90 % interval, Holm-adjusted over the section's claims.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from adlnmt.errors import UserError
+from adlnmt.experiment.schema import Reader
+from adlnmt.store.atomic import atomic_write
+
+SPEED_FILE = "speed.json"
+FORMAT_VERSION = 1
+SPEED_KEYS = ("test", "engines", "precision", "threads", "beams", "repeats", "lines", "claims")
+CLAIM_KEYS = ("quote", "where", "faster", "ratio", "beam", "engine")
+ENGINES = ("torch", "ctranslate2")
+PRECISIONS = {"fp32": "none", "int8": "int8"}  # → the ctranslate2 export's quantization
+TRANSLATE_FLAGS = ("batch_size", "length_penalty", "max_len_ratio")  # of the grid's translate, passed on
+INTERVAL_COVERAGE = 0.9  # the narrowest order-statistic interval of the median with at least this coverage
+
+
+@dataclass(frozen=True)
+class SpeedClaim:
+    """``first`` decodes at least ``ratio`` times as many sentences per second as ``second`` (beam, engine)."""
+
+    quote: str
+    where: str
+    first: str
+    second: str
+    ratio: float
+    beam: int
+    engine: str
+
+
+@dataclass(frozen=True)
+class SpeedSpec:
+    """The ``speed:`` section of a grid."""
+
+    test: str
+    engines: tuple[str, ...] = ("torch",)
+    precision: str = "fp32"
+    threads: int = 1
+    beams: tuple[int, ...] = (1, 5)
+    repeats: int = 3
+    lines: int = 0  # the first N lines of the test set; 0: all
+    claims: tuple[SpeedClaim, ...] = ()
+
+    def of_rows(self, variants: tuple[str, ...]) -> SpeedSpec:
+        """The section with only the claims on ``variants`` (a scale's rows)."""
+        return replace(self, claims=tuple(c for c in self.claims if {c.first, c.second} <= set(variants)))
+
+    def settings(self) -> dict[str, Any]:
+        """What the timings depend on (a record with other settings is timed again)."""
+        return {"test": self.test, "engines": list(self.engines), "precision": self.precision,
+                "threads": self.threads, "beams": list(self.beams), "repeats": self.repeats,
+                "lines": self.lines}  # fmt: skip
+
+
+def parse_speed(reader: Reader, value: Any, tests: tuple[str, ...], variants: tuple[str, ...]) -> SpeedSpec | None:
+    """The grid's ``speed:`` section (None without one); errors name the key."""
+    if value is None:
+        return None
+    block = reader.mapping(value, "speed", SPEED_KEYS)
+    test = reader.name(block.get("test", tests[0]), "speed.test")
+    if test not in tests:
+        reader.unknown("speed.test", test, tests, "test set")
+    engines = block.get("engines", ["torch"])
+    if not isinstance(engines, list) or not engines or len(set(map(str, engines))) != len(engines):
+        reader.fail("speed.engines", f"expected a list of distinct engines of {', '.join(ENGINES)}, got {engines!r}")
+    for i, engine in enumerate(engines):
+        if engine not in ENGINES:
+            reader.unknown(f"speed.engines[{i}]", str(engine), ENGINES, "engine")
+    precision = str(block.get("precision", "fp32"))
+    if precision not in PRECISIONS:
+        reader.unknown("speed.precision", precision, tuple(PRECISIONS), "precision")
+    numbers = {}
+    for key, default, low in (("threads", 1, 1), ("repeats", 3, 1), ("lines", 0, 0)):
+        numbers[key] = reader.typed(block.get(key, default), int, f"speed.{key}")
+        if numbers[key] < low:
+            reader.fail(f"speed.{key}", f"must be at least {low}, got {numbers[key]}")
+    beams = reader.positive_ints(block.get("beams", [1, 5]), "speed.beams")
+    claims = tuple(_claim(reader, item, f"speed.claims[{i}]", variants, beams, tuple(engines))
+                   for i, item in enumerate(block.get("claims") or []))  # fmt: skip
+    return SpeedSpec(test, tuple(engines), precision, beams=beams, claims=claims, **numbers)
+
+
+def _claim(reader: Reader, value: Any, where: str, variants: tuple[str, ...], beams: tuple[int, ...],
+           engines: tuple[str, ...]) -> SpeedClaim:  # fmt: skip
+    block = reader.mapping(value, where, CLAIM_KEYS)
+    for key in ("quote", "faster", "ratio"):
+        if key not in block:
+            reader.fail(where, f"missing '{key}'")
+    pair = block["faster"]
+    if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
+        reader.fail(f"{where}.faster", f"expected two different variants [A, B], got {pair!r}")
+    for name in pair:
+        if name not in variants:
+            reader.unknown(f"{where}.faster", str(name), variants, "variant")
+    ratio = reader.typed(block["ratio"], float, f"{where}.ratio")
+    if not (math.isfinite(ratio) and ratio > 0):
+        reader.fail(f"{where}.ratio", f"expected a positive speed ratio, got {ratio:g}")
+    beam = reader.typed(block.get("beam", beams[-1]), int, f"{where}.beam")
+    if beam not in beams:
+        reader.fail(f"{where}.beam", f"{beam} is not among the timed beams {list(beams)}")
+    engine = str(block.get("engine", engines[0]))
+    if engine not in engines:
+        reader.unknown(f"{where}.engine", engine, engines, "timed engine")
+    return SpeedClaim(str(block["quote"]).strip(), str(block.get("where", "")), pair[0], pair[1], ratio, beam, engine)
+
+
+# --- measuring ---------------------------------------------------------------------------------------------------
+
+
+def median_interval(values: list[float], coverage: float = INTERVAL_COVERAGE) -> tuple[float, float, float, float]:
+    """The median of ``values``, the narrowest interval of order statistics [x_(j), x_(n+1−j)] whose coverage of the
+    true median is at least ``coverage`` (else the widest, [min, max]) and that interval's exact coverage
+    1 − 2·P(Binomial(n, ½) < j)."""
+    ordered, n = sorted(values), len(values)
+
+    def covered(j: int) -> float:
+        return 1 - 2 * sum(math.comb(n, i) for i in range(j)) / 2**n
+
+    j = max((j for j in range(1, (n + 1) // 2 + 1) if covered(j) >= coverage), default=1)
+    return statistics.median(ordered), ordered[j - 1], ordered[n - j], covered(j)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The repeats of one (engine, beam) of one run, or why it was not timed (``skipped``)."""
+
+    engine: str
+    beam: int
+    sentences: int
+    seconds: tuple[float, ...] = ()  # wall seconds of each whole command
+    load: tuple[float, ...] = ()  # the 1-minute load average before each repeat
+    busy_beside: tuple[float | None, ...] = ()  # cores other processes kept busy during each repeat
+    skipped: str = ""
+
+    @property
+    def sentences_per_s(self) -> float | None:
+        return self.sentences / statistics.median(self.seconds) if self.seconds else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "beam": self.beam, "sentences": self.sentences, "seconds": list(self.seconds),
+                "load": list(self.load), "busy_beside": list(self.busy_beside), "skipped": self.skipped}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> Measurement:
+        busy = tuple(None if b is None else float(b) for b in record["busy_beside"])
+        return cls(str(record["engine"]), int(record["beam"]), int(record["sentences"]),
+                   tuple(float(s) for s in record["seconds"]), tuple(float(x) for x in record["load"]), busy,
+                   str(record["skipped"]))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SpeedRecord:
+    """``speed.json``: a run's timings with what they depend on."""
+
+    fingerprint: str
+    checkpoint: str
+    settings: dict[str, Any]
+    machine: dict[str, Any]
+    measurements: tuple[Measurement, ...]
+
+    def find(self, engine: str, beam: int) -> Measurement | None:
+        return next((m for m in self.measurements if (m.engine, m.beam) == (engine, beam)), None)
+
+    def save(self, path: Path) -> None:
+        record = {"format_version": FORMAT_VERSION, "fingerprint": self.fingerprint, "checkpoint": self.checkpoint,
+                  "settings": self.settings, "machine": self.machine,
+                  "measurements": [m.to_dict() for m in self.measurements]}  # fmt: skip
+        text = json.dumps(record, indent=1) + "\n"
+        atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+    @classmethod
+    def load(cls, path: Path) -> SpeedRecord | None:
+        """The record in ``path``; None when there is none, and (with a warning) when it is damaged."""
+        if not path.is_file():
+            return None
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            if record.get("format_version") != FORMAT_VERSION:
+                raise ValueError(f"format version {record.get('format_version')!r}")
+            measurements = tuple(Measurement.from_dict(m) for m in record["measurements"])
+            return cls(str(record["fingerprint"]), str(record["checkpoint"]), dict(record["settings"]),
+                       dict(record["machine"]), measurements)  # fmt: skip
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            print(f"warning: {path}: damaged speed record ({err}); the run is timed again", file=sys.stderr)
+            return None
+
+
+def run_record(run: Any, spec: SpeedSpec) -> SpeedRecord | None:
+    """The run's speed record when it holds timings of its current result and the grid's speed settings."""
+    record = SpeedRecord.load(run.archive / SPEED_FILE)
+    result = run.result()
+    if record is None or result is None or record.settings != spec.settings():
+        return None
+    return record if (record.fingerprint, record.checkpoint) == (result.fingerprint, result.checkpoint) else None
+
+
+def adlnmt_command(*argv: str) -> list[str]:
+    """``adlnmt ARGV`` as a command line run by this Python."""
+    return [sys.executable, "-m", "adlnmt", *argv]
+
+
+def _environment() -> dict[str, str]:
+    """This process's environment, with this adlnmt first on the path (the child runs the same code)."""
+    import adlnmt
+
+    source = str(Path(adlnmt.__file__).resolve().parent.parent)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)}
+
+
+def _run(command: list[str], what: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(command, capture_output=True, text=True, env=_environment(), check=False)
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise UserError(f"{what} failed (exit status {done.returncode}): {reason}")
+    return done
+
+
+def _export(run: Any, checkpoint: str, spec: SpeedSpec) -> tuple[Path | None, str]:
+    """The run's CTranslate2 export in the precision timed (made once), or None and why it cannot be made."""
+    out = run.dir / "speed" / f"ctranslate2-{spec.precision}-{checkpoint}"
+    if (out / "export.json").is_file():
+        return out, ""
+    command = adlnmt_command("export", "--model", str(run.model_dir), "--checkpoint", checkpoint, "--format",
+                             "ctranslate2", "--quantize", PRECISIONS[spec.precision], "--out", str(out))  # fmt: skip
+    try:
+        _run(command, f"{run.label}: the CTranslate2 export")
+    except UserError as err:
+        return None, str(err).split(": ", 1)[-1]
+    return out, ""
+
+
+def time_run(run: Any, spec: SpeedSpec, source: Path, translate: dict[str, Any]) -> SpeedRecord:
+    """Time ``run`` as ``spec`` says (see the module); ``source``: the test set's source text."""
+    import torch
+
+    from adlnmt.bench.machine import BusyBeside, machine_record
+    from adlnmt.data.corpus import read_lines
+
+    result = run.result()
+    lines = list(read_lines(source))
+    lines = lines[: spec.lines] if spec.lines else lines
+    measurements = []
+    with tempfile.TemporaryDirectory() as scratch:
+        text = Path(scratch) / "source.txt"
+        text.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        options = [f"--{key.replace('_', '-')}={translate[key]}" for key in TRANSLATE_FLAGS]
+        for engine in spec.engines:
+            model, why = (run.model_dir, "") if engine == "torch" else _export(run, result.checkpoint, spec)
+            for beam in spec.beams:
+                if model is None:
+                    measurements.append(Measurement(engine, beam, len(lines), skipped=why))
+                    continue
+                command = adlnmt_command(
+                    "translate", "--model", str(model), "--input", str(text), "--output", str(Path(scratch) / "out"),
+                    "--engine", engine, "--beam", str(beam), "--threads", str(spec.threads), "--precision",
+                    spec.precision, *options, *(["--checkpoint", result.checkpoint] if engine == "torch" else []),
+                )  # fmt: skip
+                seconds, load, busy = [], [], []
+                for _ in range(spec.repeats):
+                    load.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"))
+                    beside, started = BusyBeside(), time.perf_counter()
+                    _run(command, f"{run.label}: timing {engine} beam {beam}")
+                    seconds.append(time.perf_counter() - started)
+                    busy.append(beside.cores())
+                measurements.append(Measurement(engine, beam, len(lines), tuple(seconds), tuple(load), tuple(busy)))
+    machine = {**machine_record(torch.device("cpu")), "threads": spec.threads}
+    return SpeedRecord(result.fingerprint, result.checkpoint, spec.settings(), machine, tuple(measurements))
+
+
+def time_finished(grid: Any, runs: list[Any]) -> list[str]:
+    """Time every finished run of ``runs`` that lacks a current speed record, one after another with adlnmt
+    training on the machine stopped; what happened, a line per run."""
+    from adlnmt.experiment.quiet import machine_alone
+
+    spec = grid.speed
+    source = next(t.src for t in grid.tests if t.name == spec.test)
+    pending = [run for run in runs if run.result() is not None and run_record(run, spec) is None]
+    said = []
+    with machine_alone():
+        for run in pending:
+            run.archive_result()  # the record lies beside the archived result
+            record = time_run(run, spec, source, grid.translate)
+            record.save(run.archive / SPEED_FILE)
+            timed = ", ".join(f"{m.engine} beam {m.beam} " + (f"{m.sentences_per_s:.1f} sent/s" if m.seconds
+                              else f"not timed ({m.skipped})") for m in record.measurements)  # fmt: skip
+            said.append(f"speed of {run.label}: {timed}")
+    return said
+
+
+# --- report --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Point:
+    """One variant timed with one engine and beam: its runs' speeds and its mean score."""
+
+    variant: str
+    engine: str
+    beam: int
+    score: float | None  # the mean of the grid's first metric over the timed runs
+    by_seed: dict[int, Measurement]
+
+    @property
+    def seconds(self) -> list[float]:
+        return [s for m in self.by_seed.values() for s in m.seconds]
+
+    @property
+    def sentences_per_s(self) -> float:
+        """Sentences per second at the median of every repeat of every timed run."""
+        sentences = next(iter(self.by_seed.values())).sentences
+        return sentences / statistics.median(self.seconds)
+
+
+def points(grid: Any, runs: list[Any]) -> list[Point]:
+    """The timed (variant, engine, beam) of the grid, in the grid's order."""
+    spec, metric = grid.speed, grid.metrics[0]
+    records = {(run.variant.name, run.seed): (record, run.result()) for run in runs
+               if (record := run_record(run, spec)) is not None}  # fmt: skip
+    found = []
+    for variant in grid.variants:
+        timed = {seed: found for (name, seed), found in records.items() if name == variant.name}
+        scores = [result.tests[spec.test].scores.get(metric) for _, result in timed.values()
+                  if spec.test in result.tests]  # fmt: skip
+        score = statistics.mean(scores) if scores and None not in scores else None
+        for engine in spec.engines:
+            for beam in spec.beams:
+                by_seed = {seed: m for seed, (record, _) in timed.items()
+                           if (m := record.find(engine, beam)) is not None and m.seconds}  # fmt: skip
+                if by_seed:
+                    found.append(Point(variant.name, engine, beam, score, by_seed))
+    return found
+
+
+def pareto(found: list[Point]) -> list[Point]:
+    """The points no other point beats in both speed and score (at least as good in both, better in one), fastest
+    first."""
+    scored = [p for p in found if p.score is not None]
+
+    def beaten(p: Point) -> bool:
+        return any(q.sentences_per_s >= p.sentences_per_s and q.score >= p.score  # type: ignore[operator]
+                   and (q.sentences_per_s, q.score) != (p.sentences_per_s, p.score) for q in scored)  # fmt: skip
+
+    return sorted((p for p in scored if not beaten(p)), key=lambda p: -p.sentences_per_s)
+
+
+def pareto_plot(grid: Any, found: list[Point], path: Path) -> Path:
+    """The grid's first metric against sentences per second, one panel per beam, the Pareto frontier drawn."""
+    from adlnmt.plotting import line_style, pyplot, save_figure
+
+    plt = pyplot()
+    beams = sorted({p.beam for p in found})
+    figure, axes = plt.subplots(1, len(beams), figsize=(5.2 * len(beams), 4.2), squeeze=False)
+    series = sorted({(p.variant, p.engine) for p in found}, key=lambda s: [v.name for v in grid.variants].index(s[0]))
+    several_engines = len({p.engine for p in found}) > 1
+    for axis, beam in zip(axes[0], beams, strict=True):
+        here = [p for p in found if p.beam == beam and p.score is not None]
+        for index, (variant, engine) in enumerate(series):
+            for p in here:
+                if (p.variant, p.engine) == (variant, engine):
+                    label = f"{variant} ({engine})" if several_engines else variant
+                    style = line_style(index, len(series))
+                    axis.plot([p.sentences_per_s], [p.score], linestyle="none", label=label,
+                              **{**style, "markersize": 7})  # fmt: skip
+        front = pareto(here)
+        if front:
+            axis.step([p.sentences_per_s for p in front], [p.score for p in front], where="post", color="grey",
+                      linewidth=1, alpha=0.7, label="Pareto frontier")  # fmt: skip
+        axis.set_xscale("log")
+        axis.set_title(f"beam {beam}")
+        axis.set_xlabel(f"sentences/s ({grid.speed.test}, whole command, {grid.speed.threads} thread(s))")
+        axis.set_ylabel(f"{grid.metrics[0]} ({grid.speed.test})")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize="x-small")
+    return save_figure(figure, path)
+
+
+def judge_claims(grid: Any, found: list[Point]) -> list[dict[str, Any]]:
+    """Each speed claim's judgement: per seed timed for both rows, log(speed A / speed B); seed-level bootstrap;
+    ``faster`` at the 90 % interval against log(ratio); Holm over the section's tested claims."""
+    from adlnmt.experiment.claims import MIN_SEEDS, MISSING, ONE_SEED
+    from adlnmt.experiment.statistics import assess, holm, seed_level, verdict
+
+    judged = []
+    for claim in grid.speed.claims:
+        at = {p.variant: p for p in found if (p.engine, p.beam) == (claim.engine, claim.beam)}
+        first, second = at.get(claim.first), at.get(claim.second)
+        seeds = sorted(set(first.by_seed) & set(second.by_seed)) if first and second else []
+        speeds = [(first.by_seed[s].sentences_per_s, second.by_seed[s].sentences_per_s) for s in seeds]  # type: ignore[union-attr]
+        tested = None
+        if len(seeds) >= MIN_SEEDS:
+            logs = [math.log(a / b) for a, b in speeds]  # type: ignore[operator]
+            tested = assess("faster", seed_level(logs, None, False, grid.bootstrap_resamples), ratio=claim.ratio)
+        judged.append({"claim": claim, "seeds": seeds, "speeds": speeds, "tested": tested,
+                       "verdict": MISSING if not seeds else ONE_SEED if tested is None else ""})  # fmt: skip
+    tested = [j for j in judged if j["tested"] is not None]
+    for j, adjusted in zip(tested, holm([j["tested"].p_value for j in tested]), strict=True):
+        j["adjusted_p"], j["verdict"] = adjusted, verdict(j["tested"], adjusted)
+    return judged
+
+
+def _claims_table(judged: list[dict[str, Any]]) -> str:
+    lines = ["| claim | where | A ≥ ratio × B | seeds | A sent/s | B sent/s | A / B (90 % interval) | p (Holm) "
+             "| verdict |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for j in judged:
+        c, t = j["claim"], j["tested"]
+        means = [statistics.mean(s[k] for s in j["speeds"]) if j["speeds"] else None for k in (0, 1)]
+        effect = f"×{t.effect:.2f} [×{t.interval[0]:.2f}, ×{t.interval[1]:.2f}]" if t else "–"
+        p = f"{j['adjusted_p']:.3g}" if t else "–"
+        speeds = " | ".join(f"{m:.1f}" if m is not None else "–" for m in means)
+        lines.append(f"| {c.quote} | {c.where or '–'} | {c.first} ≥ {c.ratio:g} × {c.second} (beam {c.beam}, "
+                     f"{c.engine}) | {', '.join(map(str, j['seeds'])) or '–'} | {speeds} | {effect} | {p} | "
+                     f"{j['verdict']} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
+    """The report's speed section (Markdown parts; none without a ``speed:`` section), ``speed.csv`` and the plot."""
+    from adlnmt.bench.machine import BUSY_BESIDE_LIMIT
+
+    spec = grid.speed
+    if spec is None:
+        return []
+    found = points(grid, runs)
+    parts = ["## Decoding speed (whole commands)"]
+    if not found:
+        return [*parts, f"No finished run timed yet (the runs are timed once they have all finished; {spec.repeats} "
+                        "repeats each)."]  # fmt: skip
+    front = {(p.variant, p.engine, p.beam) for beam in spec.beams for p in pareto([q for q in found if q.beam == beam])}
+    rows = ["| variant | engine | beam | " + f"{grid.metrics[0]} | sent/s | median s [interval] (coverage) | "
+            "runs × repeats | load (1 min) | Pareto |", "|---|---|---:|---:|---:|---|---|---:|---|"]  # fmt: skip
+    csv = ["variant,engine,beam,seed,sentences,median_s,low_s,high_s,coverage,sentences_per_s,load,busy_beside_max"]
+    for p in found:
+        median, low, high, coverage = median_interval(p.seconds)
+        loads = [x for m in p.by_seed.values() for x in m.load]
+        score = f"{p.score:.2f}" if p.score is not None else "–"
+        mark = "●" if (p.variant, p.engine, p.beam) in front else ""
+        rows.append(f"| {p.variant} | {p.engine} | {p.beam} | {score} | {p.sentences_per_s:.1f} | {median:.2f} "
+                    f"[{low:.2f}, {high:.2f}] ({coverage:.0%}) | {len(p.by_seed)} × {spec.repeats} | "
+                    f"{statistics.mean(loads):.1f} | {mark} |")  # fmt: skip
+        for seed, m in sorted(p.by_seed.items()):
+            median, low, high, coverage = median_interval(list(m.seconds))
+            busy = max((b for b in m.busy_beside if b is not None), default=None)
+            csv.append(",".join(str(x) for x in (p.variant, p.engine, p.beam, seed, m.sentences, f"{median:.4f}",
+                                                 f"{low:.4f}", f"{high:.4f}", f"{coverage:.4f}",
+                                                 f"{m.sentences_per_s:.3f}", f"{statistics.mean(m.load):.2f}",
+                                                 "" if busy is None else f"{busy:.2f}")))  # fmt: skip
+    atomic_write(out / "speed.csv", lambda tmp: tmp.write_text("\n".join(csv) + "\n", encoding="utf-8"))
+    machines = {(r.machine.get("cpu"), r.machine.get("threads")) for run in runs if (r := run_record(run, spec))}
+    busy = sum(1 for p in found for m in p.by_seed.values() for b in m.busy_beside if b and b > BUSY_BESIDE_LIMIT)
+    skipped = sorted({f"{run.variant.name} ({m.engine}: {m.skipped})" for run in runs
+                      if (r := run_record(run, spec)) for m in r.measurements if m.skipped})  # fmt: skip
+    notes = [
+        f"`adlnmt translate` on the first {spec.lines or 'every'} line(s) of {spec.test}, timed from the start of "
+        f"the process to its end (loading included), {spec.precision}, {spec.threads} thread(s), {spec.repeats} "
+        f"repeats per run, runs timed one after another with adlnmt training on the machine stopped; machine(s): "
+        + "; ".join(f"{cpu}, {threads} thread(s)" for cpu, threads in sorted(machines, key=str))
+        + ". sent/s: sentences over the median of every repeat of the variant's timed runs; the interval is of "
+        "order statistics of those repeats, with its coverage of the median. Pareto ●: no other variant and engine "
+        "of that beam is at least as fast and as good. speed.csv has each run.",
+    ]
+    if busy:
+        notes.append(f"{busy} repeat(s) ran with more than {BUSY_BESIDE_LIMIT} cores busy beside them: a loaded "
+                     "machine; compare those speeds with care.")  # fmt: skip
+    if skipped:
+        notes.append("Not timed: " + "; ".join(skipped) + ".")
+    plot = pareto_plot(grid, found, out / "plots" / "speed-pareto.png")
+    parts += ["\n".join(rows), " ".join(notes), f"![BLEU against speed](plots/{plot.name})"]
+    if spec.claims:
+        parts += ["### Speed claims", _claims_table(judge_claims(grid, found))]
+    return parts
