@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 def cmd_translate(args: argparse.Namespace) -> int:
     """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
     from adlnmt.data.corpus import decode_lines, read_lines
+    from adlnmt.inference.constraints import read_constraints
     from adlnmt.inference.options import sampling_rule
 
     if args.sampling:
@@ -31,11 +32,19 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise UserError(f"need --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
-    translator.engine.check(options, bool(args.prefix))  # before reading the input
+    translator.engine.check(options, bool(args.prefix), bool(args.constraints))  # before reading the input
+    if args.constraints and args.sampling:
+        raise UserError("--constraints needs beam or greedy search, not --sampling")
     lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
+    constraints = None
+    if args.constraints:
+        constraints = read_constraints(read_lines(args.constraints), args.constraints, len(lines))
     started = time.perf_counter()
     encoded = [translator.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
-    found = translator.search_encoded(encoded, options, list(read_lines(args.prefix)) if args.prefix else None)
+    lexical, warnings = translator.encode_constraints(constraints)
+    found = translator.search_encoded(encoded, options, list(read_lines(args.prefix)) if args.prefix else None, lexical)
+    for warning in warnings + translator.unmet_warnings(lexical, found):
+        print(f"warning: {warning}", file=sys.stderr)
     seconds = time.perf_counter() - started
     if args.nbest > 1 or args.alignments:
         records = (
@@ -117,6 +126,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_flags(translate, SearchOptions)
     translate.add_argument(
         "--prefix", metavar="FILE", help="target prefixes, one per input line: each translation starts with its own"
+    )
+    translate.add_argument(
+        "--constraints",
+        metavar="FILE",
+        help='lexical constraints, one JSON line per input line: {"include": [phrases], "exclude": [phrases]} (see '
+        "docs/translating.md); torch engine only",
     )
     translate.add_argument("--device", default="cpu", help="cpu or cuda")
     translate.add_argument(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adlnmt.errors import UserError
+from adlnmt.inference.constraints import Constraints, EncodedConstraints, encode_constraints, unmet
 from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
 from adlnmt.store import ExportDir, ModelDir, is_export_dir
@@ -203,30 +204,86 @@ class Translator:
         return encoded.ids
 
     def search(
-        self, lines: Sequence[str], options: SearchOptions = DEFAULT_OPTIONS, prefixes: Sequence[str] | None = None
+        self,
+        lines: Sequence[str],
+        options: SearchOptions = DEFAULT_OPTIONS,
+        prefixes: Sequence[str] | None = None,
+        constraints: Sequence[Constraints | None] | None = None,
     ) -> list[list[Translation]]:
         """``options.nbest`` translations per input line, best first (samples: in the order drawn), in input order;
-        an empty line gets none. ``prefixes[i]`` (target text) starts every translation of line i. A UserError for
-        what the engine lacks (:meth:`~adlnmt.inference.engine.Engine.check`)."""
+        an empty line gets none. ``prefixes[i]`` (target text) starts every translation of line i; ``constraints[i]``
+        are its lexical constraints (phrases to include and to exclude), with a warning on stderr for each line whose
+        include phrases cannot be met (it is translated without them). A UserError for what the engine lacks
+        (:meth:`~adlnmt.inference.engine.Engine.check`)."""
         sources = [self.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
-        return self.search_encoded(sources, options, prefixes)
+        encoded_constraints, warnings_before = self.encode_constraints(constraints)
+        found = self.search_encoded(sources, options, prefixes, encoded_constraints)
+        for warning in warnings_before + self.unmet_warnings(encoded_constraints, found):
+            print(f"warning: {warning}", file=sys.stderr)
+        return found
+
+    def encode_constraints(
+        self, constraints: Sequence[Constraints | None] | None, first: int = 1
+    ) -> tuple[list[EncodedConstraints | None] | None, list[str]]:
+        """Each line's constraints through the target sentencepiece model (:func:`encode_constraints`), and a
+        warning for each line (numbered from ``first``) with include phrases the vocabulary cannot spell (they are
+        left out)."""
+        if constraints is None:
+            return None, []
+        encoded: list[EncodedConstraints | None] = []
+        warnings: list[str] = []
+        for number, line in enumerate(constraints, first):
+            if not line:
+                encoded.append(None)
+                continue
+            ids, unspellable = encode_constraints(line, self.data.tgt_vocab)
+            encoded.append(ids)
+            if unspellable:
+                phrases = ", ".join(map(repr, unspellable))
+                warnings.append(f"input line {number}: include phrase(s) {phrases} cannot be spelled by the target "
+                                "vocabulary (unknown pieces); translated without them")  # fmt: skip
+        return encoded, warnings
+
+    def unmet_warnings(
+        self, constraints: Sequence[EncodedConstraints | None] | None, found: Sequence[list[Translation]],
+        first: int = 1,
+    ) -> list[str]:  # fmt: skip
+        """A warning for each line (numbered from ``first``) whose best translation lacks an include phrase: the
+        search could not meet them within the length limit and translated the line without them."""
+        warnings: list[str] = []
+        vocab = self.data.tgt_vocab
+        for number, (line, hyps) in enumerate(zip(constraints or [], found, strict=False), first):
+            if not line or not line.include or not hyps:
+                continue
+            missing = unmet(vocab.ids(hyps[0].pieces), line.include)
+            if missing:
+                phrases = ", ".join(repr(vocab.decode(line.include[i])) for i in missing)
+                warnings.append(f"input line {number}: include phrase(s) {phrases} cannot be met within the length "
+                                "limit; translated without them")  # fmt: skip
+        return warnings
 
     def search_encoded(
         self,
         encoded: Sequence[list[int] | None],
         options: SearchOptions = DEFAULT_OPTIONS,
         prefixes: Sequence[str] | None = None,
+        constraints: Sequence[EncodedConstraints | None] | None = None,
     ) -> list[list[Translation]]:
         """:meth:`search` for lines already encoded (:meth:`encode_line`'s ``ids``; None for an empty line, which
-        gets no translation); it prints no warning."""
+        gets no translation; ``constraints`` from :meth:`encode_constraints`); it prints no warning."""
         if prefixes is not None and len(prefixes) != len(encoded):
             raise UserError(f"{len(prefixes)} target prefixes for {len(encoded)} input lines: need one per line")
+        if constraints is not None and len(constraints) != len(encoded):
+            raise UserError(f"{len(constraints)} lines of constraints for {len(encoded)} input lines: need one per "
+                            "line")  # fmt: skip
         rows = [i for i, ids in enumerate(encoded) if ids is not None]
         sources = [ids for ids in encoded if ids is not None]
         forced = None if prefixes is None else [self.data.tgt_vocab.encode(prefixes[i]) for i in rows]
         forced = forced if forced is not None and any(forced) else None  # empty prefixes: plain search
-        self.engine.check(options, forced is not None)
-        found = self.engine.translate_ids(sources, options, forced)
+        lexical = None if constraints is None else [constraints[i] for i in rows]
+        lexical = lexical if lexical is not None and any(lexical) else None  # no constraints: plain search
+        self.engine.check(options, forced is not None, lexical is not None)
+        found = self.engine.translate_ids(sources, options, forced, lexical)
         results: list[list[Translation]] = [[] for _ in encoded]
         vocab = self.data.tgt_vocab
         for row, hyps in zip(rows, found, strict=True):
