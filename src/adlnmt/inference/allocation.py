@@ -83,14 +83,14 @@ class Allocation:
         [N, t] their tokens, ``at_limit`` [N] whether a row's sentence is at its length limit): EOS barred until
         every include phrase is met (not at the limit), and the tokens that would complete an exclude phrase."""
         steps = history.size(1)
-        tails = history[:, max(0, steps - self.context) :].tolist() if self.context else None
+        tails = history[:, max(0, steps - self.context) :].tolist() if self.context else [[]] * len(self.states)
         rows, words = [], []
         for row, state in enumerate(self.states):
             sentence = sentences[row // self.k]
             if not at_limit[row] and not self.tries[sentence].finished(state):
                 rows.append(row)
                 words.append(EOS)
-            if tails is not None and self.exclusions[sentence].phrases:
+            if self.exclusions[sentence].phrases:
                 banned = self.exclusions[sentence].banned(tails[row])
                 rows.extend([row] * len(banned))
                 words.extend(banned)
