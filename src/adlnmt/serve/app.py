@@ -27,6 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from adlnmt.errors import UserError
+from adlnmt.inference.constraints import EncodedConstraints, constraint_pieces
 from adlnmt.inference.options import SearchOptions, SearchStopped
 from adlnmt.inference.translator import EncodedLine, Translation, Translator
 from adlnmt.serve.batching import Batcher, QueueFull
@@ -94,13 +95,15 @@ class Service:
         deadline = time.monotonic() + self.options.request_timeout_s
         lines, cut = cut_long(request.text, self.options.max_chars)
         encoded = [self.translator.encode_line(line) if line.strip() else None for line in lines]
-        self.check_cost(encoded, request.beam)
+        wanted = None if request.constraints is None else [c and c.to_constraints() for c in request.constraints]
+        lexical, constraint_warnings = self.translator.encode_constraints(wanted)
+        self.check_cost(encoded, request.beam, lexical)
         warnings = [
             warning
             for number, (line, cut_warning) in enumerate(zip(encoded, cut, strict=True), 1)
             for warning in (cut_warning, line and self.translator.input_warning(line, number))
             if warning
-        ]
+        ] + constraint_warnings
         if warnings:
             LOG.warning("a request of %d line(s): %s", len(lines), "; ".join(warnings))
         options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
@@ -108,7 +111,7 @@ class Service:
         timeout = f"not translated within the server's {self.options.request_timeout_s:g} s"
         try:
             ids = [line.ids if line else None for line in encoded]
-            found = await asyncio.wait_for(self.batcher.submit(ids, options, deadline, request.prefix),
+            found = await asyncio.wait_for(self.batcher.submit(ids, options, deadline, request.prefix, lexical),
                                            deadline - time.monotonic())  # fmt: skip
         except (TimeoutError, SearchStopped):
             raise ApiError(504, timeout) from None
@@ -118,21 +121,26 @@ class Service:
             raise ApiError(422, f"invalid request: {err}") from None
         except Exception as err:
             raise internal_error("search failed", "translation failed", err) from None
+        warnings += self.translator.unmet_warnings(lexical, found)
         results = [
             self.sentence_result(line, source, hyps, request.alignments)
             for line, source, hyps in zip(lines, encoded, found, strict=True)
         ]
         return {"translations": results, "warnings": warnings}
 
-    def check_cost(self, encoded: list[EncodedLine | None], beam: int) -> None:
+    def check_cost(
+        self, encoded: list[EncodedLine | None], beam: int, constraints: list[EncodedConstraints | None] | None = None
+    ) -> None:
         """413 when the request asks for more work than ``max_request_cost``: beam × its source pieces (each
-        sentence's, cut to the model's input limit, plus EOS)."""
+        sentence's, cut to the model's input limit, plus EOS) and its constraint pieces (:func:`constraint_pieces`)."""
         limit = self.translator.max_input_len
         pieces = sum(min(line.pieces, limit) + 1 for line in encoded if line)
+        pieces += sum(constraint_pieces(line) for line in constraints or [])
         if beam * pieces > self.options.max_request_cost:
-            raise ApiError(413, f"request too costly: beam {beam} × {pieces:,} source pieces = {beam * pieces:,} "
-                           f"exceeds the server's max_request_cost {self.options.max_request_cost:,}; send fewer or "
-                           "shorter sentences, or a smaller beam")  # fmt: skip
+            raise ApiError(413, f"request too costly: beam {beam} × {pieces:,} source and constraint pieces = "
+                           f"{beam * pieces:,} exceeds the server's max_request_cost "
+                           f"{self.options.max_request_cost:,}; send fewer or shorter sentences or constraints, or a "
+                           "smaller beam")  # fmt: skip
 
     def health(self) -> dict[str, Any]:
         return {
