@@ -67,6 +67,7 @@ def test_every_family_meets_includes_and_avoids_excludes(family: str, beam: int)
         assert hyps and all(holds(h.tokens, line) for h in hyps)
     plain = translate_ids(model, SOURCES, options)
     assert tokens(found)[1] == tokens(plain)[1]  # the line without constraints: the plain search's output
+    assert found[1][0].score == pytest.approx(plain[1][0].score, abs=1e-4)
 
 
 def test_without_constraints_the_output_is_the_plain_search() -> None:

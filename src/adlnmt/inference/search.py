@@ -345,10 +345,11 @@ def constrained_beam_batch(
     constraints: Sequence[EncodedConstraints | None], min_len: Tensor | None = None, prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:  # fmt: skip
     """:func:`beam_batch` with lexical ``constraints`` per sentence, by dynamic beam allocation
-    (:mod:`adlnmt.inference.allocation`; beam 1 for greedy search): up to ``options.nbest`` hypotheses per sentence
-    that contain every include phrase and no exclude phrase, best first; none for a sentence whose hypotheses reached
-    ``max_len`` without meeting its include phrases."""
+    (:mod:`adlnmt.inference.allocation`; beam 1 for greedy search, scored as greedy search scores): up to
+    ``options.nbest`` hypotheses per sentence that contain every include phrase and no exclude phrase, best first; none
+    for a sentence whose hypotheses reached ``max_len`` without meeting its include phrases."""
     k = options.beam
+    alpha = options.length_penalty if k > 1 else 0.0  # greedy search scores by the log-probability
     batch = SearchBatch(model, src, max_len, min_len, options, k, prefix)
     beams = Beams.start(src, k)
     allocation = Allocation(constraints, k)
@@ -366,7 +367,7 @@ def constrained_beam_batch(
         for ending in endings:
             sentence = ids[ending.sentence]
             if len(finished[sentence]) < k:
-                score = ending.log_prob / length_penalty(batch.step + 1, options.length_penalty)
+                score = ending.log_prob / length_penalty(batch.step + 1, alpha)
                 aligned = (
                     beams.aligned[ending.row, :, : batch.src_lengths[sentence]].clone() if options.alignments else None
                 )
