@@ -108,6 +108,14 @@ def test_constraints_stay_with_their_sentences_under_length_sorting(batch_size: 
     assert tokens(again) == [tokens(found)[i] for i in reordered]
 
 
+@pytest.mark.parametrize("family", ["transformer", "cnn"])
+def test_constrained_search_cached_equals_refeeding_the_prefix(family: str) -> None:
+    model = tiny(DECODERS[family], seed=4)
+    cached = translate_ids(model, SOURCES, SearchOptions(beam=3, nbest=2), constraints=LINES)
+    refed = translate_ids(model, SOURCES, SearchOptions(beam=3, nbest=2, incremental=False), constraints=LINES)
+    assert tokens(cached) == tokens(refed)
+
+
 def test_an_ensemble_meets_the_constraints_too() -> None:
     ensemble = Ensemble([tiny(DECODERS["transformer"], 0), tiny(DECODERS["rnn"], 1)])
     found = ensemble.translate_ids(SOURCES, SearchOptions(beam=4, nbest=2), constraints=LINES)
