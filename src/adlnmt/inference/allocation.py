@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -32,8 +33,7 @@ from adlnmt.inference.constraint_state import ConstraintState, ConstraintTrie, E
 from adlnmt.inference.constraints import EncodedConstraints
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A continuation: row ``row`` of the batch writes ``word``, reaching ``score`` (cumulative log-probability)
     and the constraint ``state`` of ``bank`` met tokens."""
 

@@ -14,11 +14,10 @@ met: those of completed phrases plus the prefix being written) is its bank in dy
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class ConstraintState:
+class ConstraintState(NamedTuple):
     """A hypothesis' place in a :class:`ConstraintTrie`: its ``node`` (0: the root) and, per phrase end of the
     trie (``ConstraintTrie.terminals``), how many times it has been ``completed``."""
 
@@ -49,6 +48,10 @@ class ConstraintTrie:
         self.terminal_index = {node: index for index, node in enumerate(self.terminals)}
         self.below = [self._terminals_below(node) for node in range(len(self.children))]
         self.total_tokens = sum(len(phrase) for phrase in phrases)
+        # the search asks about the same few states again and again: each answer is computed once
+        self._advanced: dict[tuple[ConstraintState, int], ConstraintState] = {}
+        self._progress: dict[ConstraintState, int] = {}
+        self._next_tokens: dict[ConstraintState, frozenset[int]] = {}
 
     def _terminals_below(self, node: int) -> tuple[int, ...]:
         """The indices (into ``terminals``) of the phrase ends at ``node`` or under it."""
@@ -70,6 +73,12 @@ class ConstraintTrie:
 
     def advance(self, state: ConstraintState, token: int) -> ConstraintState:
         """The state after writing ``token``."""
+        key = (state, token)
+        if key not in self._advanced:
+            self._advanced[key] = self._advance(state, token)
+        return self._advanced[key]
+
+    def _advance(self, state: ConstraintState, token: int) -> ConstraintState:
         child = self.children[state.node].get(token)
         if child is None or not self.needed(child, state.completed):
             child = self.children[0].get(token)  # drop the prefix; the token may start a phrase
@@ -85,19 +94,26 @@ class ConstraintTrie:
     def progress(self, state: ConstraintState) -> int:
         """The constraint tokens met: those of the completed phrases and of the prefix being written (when it
         leads to a phrase still needed); its bank in dynamic beam allocation, 0 … ``total_tokens``."""
-        done = sum(count * self.depth[self.terminals[t]] for t, count in enumerate(state.completed))
-        return done + (self.depth[state.node] if self.needed(state.node, state.completed) else 0)
+        if state not in self._progress:
+            done = sum(count * self.depth[self.terminals[t]] for t, count in enumerate(state.completed))
+            self._progress[state] = done + (self.depth[state.node] if self.needed(state.node, state.completed) else 0)
+        return self._progress[state]
 
     def finished(self, state: ConstraintState) -> bool:
         """Whether every phrase has been written (as often as given)."""
         return all(count >= self.ends[node] for count, node in zip(state.completed, self.terminals, strict=True))
 
-    def next_tokens(self, state: ConstraintState) -> set[int]:
+    def next_tokens(self, state: ConstraintState) -> frozenset[int]:
         """The tokens that would make progress: those continuing the prefix or starting a phrase still needed."""
-        tokens = {t for t, child in self.children[0].items() if self.needed(child, state.completed)}
-        if state.node:
-            tokens |= {t for t, child in self.children[state.node].items() if self.needed(child, state.completed)}
-        return tokens
+        if state not in self._next_tokens:
+            nodes = (0, state.node) if state.node else (0,)
+            self._next_tokens[state] = frozenset(
+                token
+                for node in nodes
+                for token, child in self.children[node].items()
+                if self.needed(child, state.completed)
+            )
+        return self._next_tokens[state]
 
 
 class Exclusions:
