@@ -7,8 +7,9 @@ Constraints: per sentence, one (then two) words drawn (seeded) from the referenc
 least three of them, not in a short list of function words), as target text; the phrases go through the target
 sentencepiece model like any constraint. For each model and setting it prints BLEU (sacreBLEU, against the full
 reference), the share of sentences whose translation has every phrase (and of the phrases met), how many lines fell
-back to the unconstrained translation (warnings), search seconds (batched search only: sentencepiece encoding and
-model loading not counted) and the extra milliseconds per constraint. The machine's load is printed with the figures.
+back to the unconstrained translation (warnings), the mean output length in pieces, search seconds (batched search
+only: sentencepiece encoding and model loading not counted) and the extra milliseconds per constraint. The machine's
+load is printed with the figures.
 Figures: benchmarks/NOTES.md ("Lexically constrained decoding").
 """
 
@@ -117,9 +118,9 @@ def main() -> int:
     references = read_gz(args.data / "test_2016_flickr.en.gz")[: args.sentences]
     settings = {"none": None, "1 word": pick(references, 1, args.seed), "2 words": pick(references, 2, args.seed)}
     print(f"{len(sources)} sentences, beam {args.beam}, {args.threads} thread(s); {load()}")
-    print("| model | constraints | phrases | BLEU | sentences met | phrases met | fallbacks | search s | "
-          "ms/constraint |")  # fmt: skip
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| model | constraints | phrases | BLEU | sentences met | phrases met | fallbacks | pieces/sentence | "
+          "search s | ms/constraint |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for model_dir in args.model:
         translator = Translator.load(model_dir)
         vocab = translator.data.tgt_vocab
@@ -142,8 +143,9 @@ def main() -> int:
             if constraints is None:
                 base_seconds = seconds
             extra = (seconds - base_seconds) * 1000 / phrases if phrases else 0.0
+            length = sum(len(hyps[0].pieces) for hyps in found) / len(found)
             print(f"| {Path(model_dir).name} | {name} | {phrases:,} | {bleu:.2f} | {100 * sentences_met:.1f} % | "
-                  f"{100 * phrases_met:.1f} % | {len(warnings)} | {seconds:.1f} | {extra:.1f} |",
+                  f"{100 * phrases_met:.1f} % | {len(warnings)} | {length:.1f} | {seconds:.1f} | {extra:.1f} |",
                   flush=True)  # fmt: skip
     print(load())
     return 0
