@@ -14,7 +14,10 @@ attention layer and head of the decoder, [|Y| + 1, S] (rows for each token and E
 
 Sampling (``SearchOptions.sampling``) draws each token instead of taking the argmax, in the greedy loop; a target
 prefix (``translate_ids(..., prefixes=...)``) forces the first tokens of a sentence's hypotheses, then the search goes
-on as usual (the prefix's log-probabilities count in the scores; with an empty prefix nothing changes).
+on as usual (the prefix's log-probabilities count in the scores; with an empty prefix nothing changes). Lexical
+constraints (``translate_ids(..., constraints=...)``, :mod:`adlnmt.inference.constraints`) are searched for by
+:func:`constrained_beam_batch` (dynamic beam allocation, :mod:`adlnmt.inference.allocation`), a search of its own:
+without constraints nothing of it runs.
 """
 
 from __future__ import annotations
