@@ -47,13 +47,14 @@ class Candidate(NamedTuple):
 def allocate(candidates: Sequence[Candidate], k: int) -> list[Candidate]:
     """The ``k`` candidates dynamic beam allocation keeps: round-robin over the banks, the highest bank first (the
     best of each bank, then the second best of each, …); fewer when there are fewer."""
-    by_bank = sorted(candidates, key=lambda c: (-c.bank, -c.score))  # stable: ties keep the candidates' order
-    rank: dict[int, int] = {}
-    ranked = []
-    for candidate in by_bank:
-        rank[candidate.bank] = rank.get(candidate.bank, -1) + 1
-        ranked.append((rank[candidate.bank], -candidate.bank, len(ranked), candidate))
-    return [entry[-1] for entry in sorted(ranked, key=lambda entry: entry[:3])[:k]]
+    banks: dict[int, list[Candidate]] = {}
+    for candidate in sorted(candidates, key=lambda c: -c.score):  # stable: ties keep the candidates' order
+        banks.setdefault(candidate.bank, []).append(candidate)
+    order = [banks[bank] for bank in sorted(banks, reverse=True)]
+    chosen: list[Candidate] = []
+    for rank in range(min(k, max(map(len, order), default=0))):
+        chosen.extend(members[rank] for members in order if rank < len(members))
+    return chosen[:k]
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ class ConstraintTrie:
 
     def finished(self, state: ConstraintState) -> bool:
         """Whether every phrase has been written (as often as given)."""
-        return all(count >= self.ends[node] for count, node in zip(state.completed, self.terminals, strict=True))
+        return not self.needed(0, state.completed)
 
     def next_tokens(self, state: ConstraintState) -> frozenset[int]:
         """The tokens that would make progress: those continuing the prefix or starting a phrase still needed."""
