@@ -1,6 +1,8 @@
-"""Dynamic beam allocation (Post & Vilar 2018; vectorised over a batch as Hu et al. 2019): how a beam search step
-chooses its hypotheses when the lines have lexical constraints (:mod:`adlnmt.inference.constraints`). Used by
-:func:`adlnmt.inference.search.constrained_beam_batch` only: a search without constraints never comes here.
+"""Dynamic beam allocation (Post & Vilar 2018; over a whole batch of sentences as Hu et al. 2019): how a beam search
+step chooses its hypotheses when the lines have lexical constraints (:mod:`adlnmt.inference.constraints`). Used by
+:func:`adlnmt.inference.search.constrained_beam_batch` only: a search without constraints never comes here. The
+candidates' scores are gathered for the batch in a few tensor operations; the hypotheses' constraint states and the
+round-robin over banks are Python (their cost per step: benchmarks/NOTES.md, "Lexically constrained decoding").
 
 Each row (hypothesis) has a :class:`~adlnmt.inference.constraint_state.ConstraintState` of its sentence's include
 phrases. Every step, per sentence:
