@@ -10,8 +10,9 @@ phrases. Every step, per sentence:
 - EOS is barred in the rows whose include phrases are not all met (except at the length limit, where the search
   ends them anyway and the hypothesis counts as unmet), and each row's tokens that would complete an exclude phrase
   are barred (-inf);
-- the candidates are the 2k best continuations of the sentence, each row's best token, and each row's tokens that
-  make progress on an include phrase (:meth:`ConstraintTrie.next_tokens`); duplicates once;
+- the candidates are the 2k best continuations of the sentence (as the plain search finds them), each row's best
+  token, and each row's tokens that make progress on an include phrase (:meth:`ConstraintTrie.next_tokens`);
+  duplicates once;
 - the k slots go round-robin over the banks (a candidate's bank: the constraint tokens it has met), best bank
   first: the best candidate of every bank, then the second best of every bank, and so on, so that hypotheses that
   are further along are kept beside the better-scored ones, and unused slots of a bank go to the others;
@@ -102,21 +103,25 @@ class Allocation:
             log_probs.index_put_(index, torch.tensor(float("-inf"), device=log_probs.device))
 
     def select(
-        self, scores: Tensor, log_probs: Tensor, sentences: Sequence[int]
+        self, scores: Tensor, log_probs: Tensor, sentences: Sequence[int], best: tuple[Tensor, Tensor]
     ) -> tuple[list[Ending], tuple[Tensor, Tensor, Tensor]]:
-        """One step for beams of scores [B_act, k] and their rows' log_probs [N, V]: the hypotheses EOS ends, and the
-        next scores [B_act, k], parent rows [N] and tokens [N]; the rows' constraint states follow their parents."""
+        """One step for beams of scores [B_act, k] and their rows' log_probs [N, V], whose ``best`` continuations
+        are given (scores [B_act, 2k] and indices beam · V + word, best first): the hypotheses EOS ends, and the next
+        scores [B_act, k], parent rows [N] and tokens [N]; the rows' constraint states follow their parents."""
         active, k = scores.shape
         vocab = log_probs.size(1)
-        total = scores.view(-1, 1) + log_probs  # [N, V]
-        top_scores, top_ids = total.view(active, k * vocab).topk(min(2 * k, k * vocab), dim=1)  # [B_act, 2k]
-        best_scores, best_words = total.max(dim=1)  # [N]
+        top_scores, top_ids = best
+        flat_scores = scores.view(-1)  # [N]
+        row_best, best_words = log_probs.max(dim=1)  # [N]
+        best_scores = flat_scores + row_best
         extra_rows, extra_words = [], []
         for row, state in enumerate(self.states):
             tokens = self.tries[sentences[row // k]].next_tokens(state)
             extra_rows.extend([row] * len(tokens))
             extra_words.extend(sorted(tokens))
-        extra_scores = total[extra_rows, extra_words].tolist() if extra_rows else []
+        extra_scores = []
+        if extra_rows:
+            extra_scores = (flat_scores[extra_rows] + log_probs[extra_rows, extra_words]).tolist()
         per_sentence: list[list[tuple[int, int, float]]] = [[] for _ in range(active)]
         for b, (values, ids) in enumerate(zip(top_scores.tolist(), top_ids.tolist(), strict=True)):
             per_sentence[b].extend((b * k + i // vocab, i % vocab, value) for value, i in zip(values, ids, strict=True))

@@ -366,7 +366,8 @@ def constrained_beam_batch(
             log_probs = force_eos(log_probs, at_limit)
         if alignment is not None:
             beams.aligned = torch.cat([beams.aligned, alignment.unsqueeze(1)], dim=1)  # [N, t + 1, S]
-        endings, (scores, parents, tokens) = allocation.select(beams.scores, log_probs, ids)
+        best = best_continuations(beams.scores, log_probs, min(2 * k, k * log_probs.size(1)))  # [B_act, 2k] each
+        endings, (scores, parents, tokens) = allocation.select(beams.scores, log_probs, ids, best)
         for ending in endings:
             sentence = ids[ending.sentence]
             if len(finished[sentence]) < k:
