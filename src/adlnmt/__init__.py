@@ -1,14 +1,14 @@
 """adlnmt: NMT architectures as sentences of an Architecture Definition Language.
 
-``from adlnmt import Translator, SearchOptions`` gives the translation API (imported lazily, so ``import adlnmt``
-stays cheap).
+``from adlnmt import Translator, SearchOptions, Constraints`` gives the translation API (imported lazily, so ``import
+adlnmt`` stays cheap).
 """
 
 from typing import Any
 
 from adlnmt.version import __version__
 
-__all__ = ["SearchOptions", "Translator", "__version__"]
+__all__ = ["Constraints", "SearchOptions", "Translator", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -20,4 +20,8 @@ def __getattr__(name: str) -> Any:
         from adlnmt.inference.options import SearchOptions
 
         return SearchOptions
+    if name == "Constraints":
+        from adlnmt.inference.constraints import Constraints
+
+        return Constraints
     raise AttributeError(f"module 'adlnmt' has no attribute {name!r}")

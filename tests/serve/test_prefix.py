@@ -45,7 +45,7 @@ def test_a_long_prefix_is_cut_to_max_chars_and_counted_in_the_cost(make_client: 
         plain = client.post("/translate", json={"text": ["ein Hund ."], "beam": 2, "prefix": [""]})
         costly = client.post("/translate", json={"text": ["ein Hund ."], "beam": 2, "prefix": [prefix]})
     assert plain.status_code == 200, plain.text
-    assert costly.status_code == 413 and "pieces (sources and prefixes)" in costly.json()["error"]
+    assert costly.status_code == 413 and "pieces (sources, prefixes and constraints)" in costly.json()["error"]
 
 
 def test_prefix_edge_cases_are_warned_per_line(make_client: ClientFactory, translator: Translator) -> None:

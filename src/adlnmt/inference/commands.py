@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 def cmd_translate(args: argparse.Namespace) -> int:
     """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
     from adlnmt.data.corpus import decode_lines, read_lines
+    from adlnmt.inference.constraints import read_constraints
     from adlnmt.inference.options import sampling_rule
     from adlnmt.inference.prefixes import warn_prefixes
 
@@ -37,14 +38,22 @@ def cmd_translate(args: argparse.Namespace) -> int:
     check_cpu_count("--workers", args.workers)
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
-    translator.check(options, bool(args.prefix))  # before reading the input
+    if args.constraints and args.sampling:
+        raise UserError("--constraints needs beam or greedy search, not --sampling")
+    translator.check(options, bool(args.prefix), constraints=bool(args.constraints))  # before reading the input
     lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
+    constraints = None
+    if args.constraints:
+        constraints = read_constraints(read_lines(args.constraints), args.constraints, len(lines))
     started = time.perf_counter()
     encoded = [translator.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
     prefixes = list(read_lines(args.prefix)) if args.prefix else None
     if prefixes is not None and len(prefixes) == len(encoded):
         warn_prefixes(translator.data.tgt_vocab, encoded, prefixes, options, args.prefix)
-    found = translator.search_encoded(encoded, options, prefixes)
+    lexical, warnings = translator.encode_constraints(constraints)
+    found = translator.search_encoded(encoded, options, prefixes, lexical)
+    for warning in warnings + translator.unmet_warnings(lexical, found):
+        print(f"warning: {warning}", file=sys.stderr)
     seconds = time.perf_counter() - started
     if args.nbest > 1 or args.alignments:
         records = (
@@ -120,6 +129,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_flags(translate, SearchOptions)
     translate.add_argument(
         "--prefix", metavar="FILE", help="target prefixes, one per input line: each translation starts with its own"
+    )
+    translate.add_argument(
+        "--constraints",
+        metavar="FILE",
+        help='lexical constraints, one JSON line per input line: {"include": [phrases], "exclude": [phrases]} (see '
+        "docs/translating.md); torch engine only",
     )
     translate.set_defaults(func=cmd_translate)
 

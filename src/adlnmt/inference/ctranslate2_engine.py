@@ -11,6 +11,7 @@ from typing import Any
 
 from adlnmt.data.vocab import BOS, PAD
 from adlnmt.inference.batching import length_batches, length_limit
+from adlnmt.inference.constraints import EncodedConstraints
 from adlnmt.inference.engine import CAPABILITIES, Engine
 from adlnmt.inference.options import Hypothesis, SearchOptions, length_penalty
 from adlnmt.inference.shortlist import VMAP, load_shortlist, vmap_text
@@ -84,10 +85,14 @@ class CTranslate2Engine(Engine):
         return found
 
     def translate_ids(
-        self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None
+        self,
+        sources: Sequence[Sequence[int]],
+        options: SearchOptions,
+        prefixes: Sequence[Sequence[int]] | None = None,
+        constraints: Sequence[EncodedConstraints | None] | None = None,
     ) -> list[list[Hypothesis]]:
         """Like :func:`~adlnmt.inference.search.translate_ids`, on the same length-sorted batches."""
-        self.check(options, prefixes is not None and any(prefixes))
+        self.check(options, prefixes is not None and any(prefixes), constraints is not None and any(constraints))
         results: list[list[Hypothesis]] = [[] for _ in sources]
         for rows in length_batches([len(s) for s in sources], options.batch_size):
             for row, hyps in zip(rows, self.translate_batch([sources[i] for i in rows], options), strict=True):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from adlnmt.errors import UserError
+from adlnmt.inference.constraints import EncodedConstraints
 from adlnmt.inference.options import Hypothesis, SearchOptions
 
 PRECISIONS = ("fp32", "bf16", "fp16", "int8")
@@ -41,6 +42,8 @@ class Capabilities:
     """Decoder steps replayed from CUDA graphs (``--cuda-graphs``)."""
     shortlist: bool
     """A lexical shortlist restricting the output vocabulary (``--shortlist``; CTranslate2: its vocabulary map)."""
+    constraints: bool
+    """Lexical constraints: phrases to include and to exclude (``--constraints``)."""
     scores: bool
     """Forced decoding: the log-probabilities of given translations (``adlnmt score-pairs``)."""
     precisions: tuple[str, ...]
@@ -53,12 +56,13 @@ class Capabilities:
     """The package it needs besides adlnmt's dependencies, installed by adlnmt's extra ``extra``."""
     extra: str | None = None
 
-    def missing(self, options: SearchOptions, prefix: bool = False) -> list[str]:
-        """What ``options`` (and target prefixes, with ``prefix``) ask for that the engine lacks: keys of
-        :data:`FEATURES`."""
+    def missing(self, options: SearchOptions, prefix: bool = False, constraints: bool = False) -> list[str]:
+        """What ``options`` (and target prefixes, with ``prefix``; lexical constraints, with ``constraints``) ask for
+        that the engine lacks: keys of :data:`FEATURES`."""
         asked = {"alignments": options.alignments, "sampling": bool(options.sampling), "prefix": prefix,
                  "uncached": not options.incremental, "workers": options.workers > 1,
-                 "cuda_graphs": options.cuda_graphs, "shortlist": options.shortlist is not None}  # fmt: skip
+                 "cuda_graphs": options.cuda_graphs, "shortlist": options.shortlist is not None,
+                 "constraints": constraints}  # fmt: skip
         return [feature for feature, wanted in asked.items() if wanted and not getattr(self, feature)]
 
 
@@ -70,6 +74,7 @@ FEATURES = {  # a search feature of Capabilities → its translate flag and how 
     "workers": ("--workers", "worker processes need"),
     "cuda_graphs": ("--cuda-graphs", "CUDA graphs need"),
     "shortlist": ("--shortlist", "a lexical shortlist needs"),
+    "constraints": ("--constraints", "lexical constraints need"),
 }
 EVERYTHING = {feature: True for feature in FEATURES}
 CAPABILITIES = {
@@ -88,6 +93,7 @@ CAPABILITIES = {
         workers=False,
         cuda_graphs=False,
         shortlist=False,
+        constraints=False,
         scores=False,
         precisions=("fp32", "int8"),
         devices=("cpu",),
@@ -103,6 +109,7 @@ CAPABILITIES = {
         workers=False,
         cuda_graphs=False,
         shortlist=True,
+        constraints=False,
         scores=True,
         precisions=("fp32", "int8"),
         devices=("cpu",),
@@ -130,17 +137,23 @@ class Engine(ABC):
     """The most tokens (EOS not counted) an output or a target prefix may have (the model's positions); None: no
     bound."""
 
-    def check(self, options: SearchOptions, prefix: bool = False) -> None:
-        """A UserError naming what ``options`` (and target prefixes, with ``prefix``) ask that this engine lacks."""
-        missing = self.capabilities.missing(options, prefix)
+    def check(self, options: SearchOptions, prefix: bool = False, constraints: bool = False) -> None:
+        """A UserError naming what ``options`` (and target prefixes, with ``prefix``; lexical constraints, with
+        ``constraints``) ask that this engine lacks."""
+        missing = self.capabilities.missing(options, prefix, constraints)
         if missing:
             raise UserError("; ".join(f"{FEATURES[feature][1]} the {' or '.join(able(feature))} engine, "
                                       f"not {self.name}" for feature in missing))  # fmt: skip
 
     @abstractmethod
     def translate_ids(
-        self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None
+        self,
+        sources: Sequence[Sequence[int]],
+        options: SearchOptions,
+        prefixes: Sequence[Sequence[int]] | None = None,
+        constraints: Sequence[EncodedConstraints | None] | None = None,
     ) -> list[list[Hypothesis]]:
         """``options.nbest`` hypotheses for each encoded source (ending with EOS), in input order, as
         :func:`adlnmt.inference.search.translate_ids` gives them; ``prefixes[i]`` (target ids) starts every
-        hypothesis of source i. A UserError for what the engine lacks (:meth:`check`)."""
+        hypothesis of source i; ``constraints[i]`` are its lexical constraints. A UserError for what the engine
+        lacks (:meth:`check`)."""

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from adlnmt.devices import checked_device
 from adlnmt.errors import UserError
+from adlnmt.inference.constraints import EncodedConstraints
 from adlnmt.inference.engine import CAPABILITIES
 from adlnmt.inference.options import Hypothesis, SearchOptions
 from adlnmt.inference.search import translate_ids
@@ -117,9 +118,13 @@ class Ensemble(StepEngine):
         return combine([log_probs for log_probs, _ in steps], self.combination), steps[0][1]
 
     def translate_ids(
-        self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None
+        self,
+        sources: Sequence[Sequence[int]],
+        options: SearchOptions,
+        prefixes: Sequence[Sequence[int]] | None = None,
+        constraints: Sequence[EncodedConstraints | None] | None = None,
     ) -> list[list[Hypothesis]]:
-        return translate_ids(self, sources, options, self.device, prefixes=prefixes)
+        return translate_ids(self, sources, options, self.device, prefixes=prefixes, constraints=constraints)
 
 
 def load_ensemble(

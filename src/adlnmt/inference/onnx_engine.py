@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from adlnmt.errors import UserError
+from adlnmt.inference.constraints import EncodedConstraints
 from adlnmt.inference.engine import CAPABILITIES
 from adlnmt.inference.options import Hypothesis, SearchOptions
 from adlnmt.inference.search import translate_ids
@@ -82,6 +83,10 @@ class OnnxEngine(StepEngine):
         return log_probs, alignment if alignments else None
 
     def translate_ids(
-        self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None
+        self,
+        sources: Sequence[Sequence[int]],
+        options: SearchOptions,
+        prefixes: Sequence[Sequence[int]] | None = None,
+        constraints: Sequence[EncodedConstraints | None] | None = None,
     ) -> list[list[Hypothesis]]:
-        return translate_ids(self, sources, options, prefixes=prefixes)
+        return translate_ids(self, sources, options, prefixes=prefixes, constraints=constraints)

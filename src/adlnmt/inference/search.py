@@ -14,7 +14,10 @@ attention layer and head of the decoder, [|Y| + 1, S] (rows for each token and E
 
 Sampling (``SearchOptions.sampling``) draws each token instead of taking the argmax, in the greedy loop; a target
 prefix (``translate_ids(..., prefixes=...)``) forces the first tokens of a sentence's hypotheses, then the search goes
-on as usual (the prefix's log-probabilities count in the scores; with an empty prefix nothing changes).
+on as usual (the prefix's log-probabilities count in the scores; with an empty prefix nothing changes). Lexical
+constraints (``translate_ids(..., constraints=...)``, :mod:`adlnmt.inference.constraints`) are searched for by
+:func:`constrained_beam_batch` (dynamic beam allocation, :mod:`adlnmt.inference.allocation`), a search of its own:
+without constraints nothing of it runs.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from torch import Tensor
 
 from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import UserError
+from adlnmt.inference.allocation import Allocation
 from adlnmt.inference.batching import length_batches, length_limit
+from adlnmt.inference.constraints import EncodedConstraints
 from adlnmt.inference.cuda_graphs import graph_stepper
 from adlnmt.inference.engine import CAPABILITIES, Engine
 from adlnmt.inference.options import (
@@ -346,6 +351,53 @@ def beam_batch(
 
 
 @torch.inference_mode()
+def constrained_beam_batch(
+    model: Seq2Seq | StepEngine, src: Tensor, max_len: Tensor, options: SearchOptions,
+    constraints: Sequence[EncodedConstraints | None], min_len: Tensor | None = None, prefix: Tensor | None = None,
+) -> list[list[Hypothesis]]:  # fmt: skip
+    """:func:`beam_batch` with lexical ``constraints`` per sentence, by dynamic beam allocation
+    (:mod:`adlnmt.inference.allocation`; beam 1 for greedy search, scored as greedy search scores): up to
+    ``options.nbest`` hypotheses per sentence that contain every include phrase and no exclude phrase, best first; none
+    for a sentence whose hypotheses reached ``max_len`` without meeting its include phrases."""
+    k = options.beam
+    alpha = options.length_penalty if k > 1 else 0.0  # greedy search scores by the log-probability
+    batch = SearchBatch(model, src, max_len, min_len, options, k, prefix)
+    beams = Beams.start(src, k)
+    allocation = Allocation(constraints, k)
+    finished: list[list[tuple[Hypothesis, bool]]] = [[] for _ in range(src.size(0))]
+    while batch.sentences.numel() > 0:
+        log_probs, alignment = batch.next_log_probs(beams.tokens)  # [N, V], [N, S]
+        at_limit = batch.at_limit()  # [N]
+        ids = batch.sentence_ids()
+        allocation.restrict(log_probs, ids, beams.history, at_limit.tolist())
+        if batch.any_at_limit():
+            log_probs = force_eos(log_probs, at_limit)
+        if alignment is not None:
+            beams.aligned = torch.cat([beams.aligned, alignment.unsqueeze(1)], dim=1)  # [N, t + 1, S]
+        best = best_continuations(beams.scores, log_probs, min(2 * k, k * log_probs.size(1)))  # [B_act, 2k] each
+        endings, (scores, parents, tokens) = allocation.select(beams.scores, log_probs, ids, best)
+        for ending in endings:
+            sentence = ids[ending.sentence]
+            if len(finished[sentence]) < k:
+                score = ending.log_prob / length_penalty(batch.step + 1, alpha)
+                aligned = (
+                    beams.aligned[ending.row, :, : batch.src_lengths[sentence]].clone() if options.alignments else None
+                )
+                hypothesis = Hypothesis(beams.history[ending.row].tolist(), ending.log_prob, score, aligned)
+                finished[sentence].append((hypothesis, ending.met))
+        batch.stepper.reorder(parents)
+        beams.advance(scores, parents, tokens)
+        batch.step += 1
+        done = [len(finished[s]) >= k or batch.limits[s] < batch.step for s in batch.sentence_ids()]
+        if any(done):
+            sentences, rows = batch.drop(done)
+            beams.keep(sentences, rows)
+            allocation.keep(rows.tolist())
+    met = [[h for h, all_met in found if all_met] for found in finished]
+    return [sorted(hyps, key=lambda h: h.score, reverse=True)[: options.nbest] for hyps in met]
+
+
+@torch.inference_mode()
 def greedy_batch(
     model: Seq2Seq | StepEngine, src: Tensor, max_len: Tensor, options: SearchOptions, min_len: Tensor | None = None,
     prefix: Tensor | None = None, generator: torch.Generator | None = None, vocabulary: VocabularySlice | None = None,
@@ -390,22 +442,28 @@ def translate_ids(
     device: torch.device | str = "cpu",
     exact_lengths: Sequence[int] | None = None,
     prefixes: Sequence[Sequence[int]] | None = None,
+    constraints: Sequence[EncodedConstraints | None] | None = None,
 ) -> list[list[Hypothesis]]:
     """Search for encoded ``sources`` (each ending with EOS) on the model's ``device``, in input order:
     ``options.nbest`` hypotheses each (greedy when beam = 1; samples with ``options.sampling``), at most
     ``max_len_ratio · |source| + max_len_extra`` tokens long (at most the model's ``max_output_len``), or exactly
     ``exact_lengths[i]`` tokens long when given (speed measurements with untrained models); ``prefixes[i]`` (target
-    ids) starts every hypothesis of sentence i (the length limit grows to hold it). With ``options.shortlist`` each
-    batch may only output the ids its shortlist allows it (:meth:`~adlnmt.inference.shortlist.Shortlist.allowed`:
-    the union over the batch).
+    ids) starts every hypothesis of sentence i (the length limit grows to hold it); ``constraints[i]`` (lexical
+    constraints, :mod:`adlnmt.inference.constraints`) are searched for by :func:`constrained_beam_batch` (the length
+    limit grows by their include tokens): a sentence whose include phrases cannot be met within it is searched again
+    without them (its exclusions kept). With ``options.shortlist`` each batch may only output the ids its shortlist
+    allows it (:meth:`~adlnmt.inference.shortlist.Shortlist.allowed`: the union over the batch).
 
     Sentences are sorted by length into batches of ``batch_size`` (with sampling, each sentence ``nbest`` times);
     ``workers > 1`` searches the batches in that many forked single-thread CPU processes
     (:mod:`adlnmt.inference.workers`), with the same batches and results. ``model`` may be a :class:`StepEngine`
     instead (a UserError for what it lacks: :meth:`~adlnmt.inference.engine.Engine.check`)."""
     forced = prefixes if prefixes is not None and any(prefixes) else None
+    constrained = constraints if constraints is not None and any(constraints) else None
     if not isinstance(model, Seq2Seq):
-        model.check(options, forced is not None)
+        model.check(options, forced is not None, constrained is not None)
+    if constrained is not None and options.sampling:
+        raise UserError("lexical constraints need beam or greedy search, not sampling")
     if options.workers > 1 and torch.device(device).type != "cpu":
         raise UserError(f"worker processes are for the CPU; with device {device} use 1 worker")
     shortlist = None if options.shortlist is None else usable_shortlist(model, options)
@@ -423,9 +481,14 @@ def translate_ids(
         if forced is not None:
             prefix = pad_batch([forced[i] for i in rows], device)
             max_len = torch.maximum(max_len, torch.tensor([len(forced[i]) for i in rows]))
+        lines = None if constrained is None else [constrained[i] for i in rows]
+        if lines is not None:
+            max_len = max_len + torch.tensor([line.include_tokens if line else 0 for line in lines])
         if model.max_output_len is not None:  # within the model's learned positions
             max_len = max_len.clamp(max=model.max_output_len)
             min_len = None if min_len is None else min_len.clamp(max=model.max_output_len)
+        if lines is not None:
+            return constrained_beam_batch(model, src, max_len, options, lines, min_len, prefix)
         vocabulary = None
         if shortlist is not None:
             batch_prefixes = None if forced is None else [forced[i] for i in rows]
@@ -443,6 +506,14 @@ def translate_ids(
         for number, found in zip(longest_first, in_workers(search, longest_first, options.workers), strict=True):
             for row, hyps in zip(batches[number], found, strict=True):
                 found_rows[row] = hyps
+    if constrained is not None:
+        unmet = [i for i, hyps in enumerate(found_rows) if not hyps]
+        if unmet:
+            exclusions = [line.without_include() if line else None for line in (constrained[i] for i in unmet)]
+            again = translate_ids(model, [sources[i] for i in unmet], options, device, None,
+                                  None if forced is None else [forced[i] for i in unmet], exclusions)  # fmt: skip
+            for i, hyps in zip(unmet, again, strict=True):
+                found_rows[i] = hyps
     return [[h for hyps in found_rows[i * copies : (i + 1) * copies] for h in hyps] for i in range(len(sources))]
 
 
@@ -485,9 +556,13 @@ class TorchEngine(Engine):
         self.max_output_len = model.max_output_len
 
     def translate_ids(
-        self, sources: Sequence[Sequence[int]], options: SearchOptions, prefixes: Sequence[Sequence[int]] | None = None
+        self,
+        sources: Sequence[Sequence[int]],
+        options: SearchOptions,
+        prefixes: Sequence[Sequence[int]] | None = None,
+        constraints: Sequence[EncodedConstraints | None] | None = None,
     ) -> list[list[Hypothesis]]:
-        return translate_ids(self.model, sources, options, self.device, prefixes=prefixes)
+        return translate_ids(self.model, sources, options, self.device, prefixes=prefixes, constraints=constraints)
 
 
 def greedy(model: Seq2Seq, sources: Sequence[Sequence[int]], batch_size: int = 64,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from adlnmt.devices import check_cpu_count, checked_device
 from adlnmt.errors import UserError
+from adlnmt.inference.constraints import Constraints, EncodedConstraints, encode_constraints, unmet
 from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
 from adlnmt.memory import available_memory
@@ -227,12 +228,17 @@ class Translator:
             return f"input line {number}: {line.pieces} pieces truncated to {self.max_input_len}"
         return None
 
-    def check(self, options: SearchOptions, prefix: bool = False, sentences: int | None = None) -> None:
-        """A UserError, before any search, for what the engine lacks (target prefixes, with ``prefix``:
-        :meth:`~adlnmt.inference.engine.Engine.check`), a beam wider than the target vocabulary, and (given the
-        number of ``sentences``) a search whose scores (:func:`search_bytes`) would not fit in half the device's
-        available memory."""
-        self.engine.check(options, prefix)
+    def check(
+        self, options: SearchOptions, prefix: bool = False, sentences: int | None = None, constraints: bool = False
+    ) -> None:
+        """A UserError, before any search, for what the engine lacks (target prefixes, with ``prefix``; lexical
+        constraints, with ``constraints``: :meth:`~adlnmt.inference.engine.Engine.check`), constraints beside a
+        shortlist, a beam wider than the target vocabulary, and (given the number of ``sentences``) a search whose
+        scores (:func:`search_bytes`) would not fit in half the device's available memory."""
+        self.engine.check(options, prefix, constraints)
+        if constraints and options.shortlist is not None:
+            raise UserError("--constraints with --shortlist: the constrained search runs over the full vocabulary; "
+                            "leave out one of them")  # fmt: skip
         vocab = self.data.tgt_vocab.size
         if not options.sampling and options.beam > vocab:
             raise UserError(f"--beam {options.beam}: wider than the target vocabulary ({vocab:,} pieces); a beam of "
@@ -268,35 +274,92 @@ class Translator:
         return encoded.ids
 
     def search(
-        self, lines: Sequence[str], options: SearchOptions = DEFAULT_OPTIONS, prefixes: Sequence[str] | None = None
+        self,
+        lines: Sequence[str],
+        options: SearchOptions = DEFAULT_OPTIONS,
+        prefixes: Sequence[str] | None = None,
+        constraints: Sequence[Constraints | None] | None = None,
     ) -> list[list[Translation]]:
         """``options.nbest`` translations per input line, best first (samples: in the order drawn), in input order;
-        an empty line gets none. ``prefixes[i]`` (target text) starts every translation of line i. A UserError for
-        what the engine lacks (:meth:`~adlnmt.inference.engine.Engine.check`)."""
+        an empty line gets none. ``prefixes[i]`` (target text) starts every translation of line i; ``constraints[i]``
+        are its lexical constraints (phrases to include and to exclude), with a warning on stderr for each line whose
+        include phrases cannot be met (it is translated without them). A UserError for what the engine lacks
+        (:meth:`~adlnmt.inference.engine.Engine.check`)."""
         sources = [self.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
-        return self.search_encoded(sources, options, prefixes)
+        encoded_constraints, warnings_before = self.encode_constraints(constraints)
+        found = self.search_encoded(sources, options, prefixes, encoded_constraints)
+        for warning in warnings_before + self.unmet_warnings(encoded_constraints, found):
+            print(f"warning: {warning}", file=sys.stderr)
+        return found
+
+    def encode_constraints(
+        self, constraints: Sequence[Constraints | None] | None, first: int = 1
+    ) -> tuple[list[EncodedConstraints | None] | None, list[str]]:
+        """Each line's constraints through the target sentencepiece model (:func:`encode_constraints`), and a
+        warning for each line (numbered from ``first``) with include phrases the vocabulary cannot spell (they are
+        left out)."""
+        if constraints is None:
+            return None, []
+        encoded: list[EncodedConstraints | None] = []
+        warnings: list[str] = []
+        for number, line in enumerate(constraints, first):
+            if not line:
+                encoded.append(None)
+                continue
+            ids, unspellable = encode_constraints(line, self.data.tgt_vocab)
+            encoded.append(ids)
+            if unspellable:
+                phrases = ", ".join(map(repr, unspellable))
+                warnings.append(f"input line {number}: include phrase(s) {phrases} cannot be spelled by the target "
+                                "vocabulary (unknown pieces); translated without them")  # fmt: skip
+        return encoded, warnings
+
+    def unmet_warnings(
+        self, constraints: Sequence[EncodedConstraints | None] | None, found: Sequence[list[Translation]],
+        first: int = 1,
+    ) -> list[str]:  # fmt: skip
+        """A warning for each line (numbered from ``first``) whose best translation lacks an include phrase: the
+        search could not meet them within the length limit and translated the line without them."""
+        warnings: list[str] = []
+        vocab = self.data.tgt_vocab
+        for number, (line, hyps) in enumerate(zip(constraints or [], found, strict=False), first):
+            if not line or not line.include or not hyps:
+                continue
+            missing = unmet(vocab.ids(hyps[0].pieces), line.include)
+            if missing:
+                phrases = ", ".join(repr(vocab.decode(line.include[i])) for i in missing)
+                warnings.append(f"input line {number}: include phrase(s) {phrases} cannot be met within the length "
+                                "limit; translated without them")  # fmt: skip
+        return warnings
 
     def search_encoded(
         self,
         encoded: Sequence[list[int] | None],
         options: SearchOptions = DEFAULT_OPTIONS,
         prefixes: Sequence[str] | None = None,
+        constraints: Sequence[EncodedConstraints | None] | None = None,
     ) -> list[list[Translation]]:
         """:meth:`search` for lines already encoded (:meth:`encode_line`'s ``ids``; None for an empty line, which
-        gets no translation); it warns only of prefixes cut to :attr:`max_target_len`."""
+        gets no translation; ``constraints`` from :meth:`encode_constraints`); it warns only of prefixes cut to
+        :attr:`max_target_len`."""
         if prefixes is not None and len(prefixes) != len(encoded):
             raise UserError(f"{len(prefixes)} target prefixes for {len(encoded)} input lines: need one per line")
+        if constraints is not None and len(constraints) != len(encoded):
+            raise UserError(f"{len(constraints)} lines of constraints for {len(encoded)} input lines: need one per "
+                            "line")  # fmt: skip
         rows = [i for i, ids in enumerate(encoded) if ids is not None]
         sources = [ids for ids in encoded if ids is not None]
         encode = self.data.tgt_vocab.encode
         forced = None if prefixes is None else [self.cut_target(encode(prefixes[i]), i + 1) for i in rows]
         forced = forced if forced is not None and any(forced) else None  # empty prefixes: plain search
-        self.check(options, forced is not None, len(sources))
+        lexical = None if constraints is None else [constraints[i] for i in rows]
+        lexical = lexical if lexical is not None and any(lexical) else None  # no constraints: plain search
+        self.check(options, forced is not None, len(sources), lexical is not None)
         if options.shortlist is not None:
             from adlnmt.inference.shortlist import load_shortlist
 
             load_shortlist(options.shortlist).check_vocabularies(self.data, options.shortlist)
-        found = self.engine.translate_ids(sources, options, forced)
+        found = self.engine.translate_ids(sources, options, forced, lexical)
         results: list[list[Translation]] = [[] for _ in encoded]
         vocab = self.data.tgt_vocab
         for row, hyps in zip(rows, found, strict=True):

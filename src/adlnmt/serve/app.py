@@ -27,6 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from adlnmt.errors import UserError
+from adlnmt.inference.constraints import EncodedConstraints, constraint_pieces
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions, SearchStopped
 from adlnmt.inference.prefixes import prefix_notes
 from adlnmt.inference.translator import EncodedLine, Translation, Translator
@@ -96,13 +97,19 @@ class Service:
         lines, cut = cut_long(request.text, self.options.max_chars)
         encoded = [self.translator.encode_line(line) if line.strip() else None for line in lines]
         prefixes, prefix_ids, prefix_warnings = self.cut_prefixes(request.prefix, encoded)
-        self.check_cost(encoded, request.beam, prefix_ids)
-        warnings = [
-            warning
-            for number, (line, cut_warning) in enumerate(zip(encoded, cut, strict=True), 1)
-            for warning in (cut_warning, line and self.translator.input_warning(line, number))
-            if warning
-        ] + prefix_warnings
+        wanted = None if request.constraints is None else [c and c.to_constraints() for c in request.constraints]
+        lexical, constraint_warnings = self.translator.encode_constraints(wanted)
+        self.check_cost(encoded, request.beam, prefix_ids, lexical)
+        warnings = (
+            [
+                warning
+                for number, (line, cut_warning) in enumerate(zip(encoded, cut, strict=True), 1)
+                for warning in (cut_warning, line and self.translator.input_warning(line, number))
+                if warning
+            ]
+            + prefix_warnings
+            + constraint_warnings
+        )
         if warnings:
             LOG.warning("a request of %d line(s): %s", len(lines), "; ".join(warnings))
         options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
@@ -110,7 +117,7 @@ class Service:
         timeout = f"not translated within the server's {self.options.request_timeout_s:g} s"
         try:
             ids = [line.ids if line else None for line in encoded]
-            found = await asyncio.wait_for(self.batcher.submit(ids, options, deadline, prefixes),
+            found = await asyncio.wait_for(self.batcher.submit(ids, options, deadline, prefixes, lexical),
                                            deadline - time.monotonic())  # fmt: skip
         except (TimeoutError, SearchStopped):
             raise ApiError(504, timeout) from None
@@ -120,6 +127,7 @@ class Service:
             raise ApiError(422, f"invalid request: {err}") from None
         except Exception as err:
             raise internal_error("search failed", "translation failed", err) from None
+        warnings += self.translator.unmet_warnings(lexical, found)
         results = [
             self.sentence_result(line, source, hyps, request.alignments)
             for line, source, hyps in zip(lines, encoded, found, strict=True)
@@ -142,16 +150,23 @@ class Service:
         warnings += [(note.line, note.line_warning()) for note in notes]
         return cut, ids, [warning for _, warning in sorted(warnings, key=lambda pair: pair[0])]
 
-    def check_cost(self, encoded: list[EncodedLine | None], beam: int, prefixes: Sequence[list[int]] = ()) -> None:
+    def check_cost(
+        self,
+        encoded: list[EncodedLine | None],
+        beam: int,
+        prefixes: Sequence[list[int]] = (),
+        constraints: list[EncodedConstraints | None] | None = None,
+    ) -> None:
         """413 when the request asks for more work than ``max_request_cost``: beam × its pieces (each sentence's
-        source, cut to the model's input limit, plus EOS, and its target prefix: the search forces every piece of
-        it)."""
+        source, cut to the model's input limit, plus EOS; its target prefix: the search forces every piece of it; and
+        its constraint pieces, :func:`constraint_pieces`)."""
         limit = self.translator.max_input_len
         pieces = sum(min(line.pieces, limit) + 1 for line in encoded if line) + sum(map(len, prefixes))
+        pieces += sum(constraint_pieces(line) for line in constraints or [])
         if (cost := beam * pieces) > (most := self.options.max_request_cost):
-            raise ApiError(413, f"request too costly: beam {beam} × {pieces:,} pieces (sources and prefixes) = "
-                           f"{cost:,} exceeds the server's max_request_cost {most:,}; "
-                           "send fewer or shorter sentences or prefixes, or a smaller beam")  # fmt: skip
+            raise ApiError(413, f"request too costly: beam {beam} × {pieces:,} pieces (sources, prefixes and "
+                           f"constraints) = {cost:,} exceeds the server's max_request_cost {most:,}; send fewer or "
+                           "shorter sentences, prefixes or constraints, or a smaller beam")  # fmt: skip
 
     def health(self) -> dict[str, Any]:
         return {

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
+from adlnmt.inference.constraints import EncodedConstraints
 from adlnmt.inference.options import SearchOptions, stop_when
 from adlnmt.inference.translator import Translation
 
@@ -45,6 +46,7 @@ class Job:
     queued_at: float = field(default_factory=time.monotonic)
     queued: bool = True  # its sentences count in BatchStats.queued_sentences
     prefixes: list[str] | None = None  # target prefixes, one per line
+    constraints: list[EncodedConstraints | None] | None = None  # lexical constraints, one per line
 
 
 @dataclass
@@ -97,8 +99,9 @@ class Batcher:
         self._worker.shutdown(wait=True)
 
     async def submit(
-        self, lines: list[Line], options: SearchOptions, deadline: float = math.inf, prefixes: list[str] | None = None
-    ) -> list[list[Translation]]:
+        self, lines: list[Line], options: SearchOptions, deadline: float = math.inf, prefixes: list[str] | None = None,
+        constraints: list[EncodedConstraints | None] | None = None,
+    ) -> list[list[Translation]]:  # fmt: skip
         """The search results for ``lines`` (in their order) once a batch containing them has been searched.
 
         Raises :class:`QueueFull` at once when the waiting sentences would exceed ``max_queue_sentences``.
@@ -112,7 +115,8 @@ class Batcher:
         if self.stats.queued_sentences + len(lines) > self.max_queue_sentences:
             raise QueueFull(f"{self.stats.queued_sentences} sentences are waiting; the queue takes "
                             f"{self.max_queue_sentences}")  # fmt: skip
-        job = Job(lines, options, asyncio.get_running_loop().create_future(), deadline, prefixes=prefixes)
+        future = asyncio.get_running_loop().create_future()
+        job = Job(lines, options, future, deadline, prefixes=prefixes, constraints=constraints)
         self.stats.queued_sentences += len(lines)
         self._arrived.put_nowait(job)
         try:
@@ -194,10 +198,11 @@ class Batcher:
             self._unqueue(job)
         options = batch[0].options
         prefixes = [p for job in batch for p in job.prefixes or [""] * len(job.lines)]
+        constraints = [c for job in batch for c in job.constraints or [None] * len(job.lines)]
         self.stats.searching_sentences = len(lines)
         try:
             found = await asyncio.get_running_loop().run_in_executor(self._worker, self._search, lines, options, batch,
-                                                                     prefixes)  # fmt: skip
+                                                                     prefixes, constraints)  # fmt: skip
         except asyncio.CancelledError:  # stop() during a search: its callers get an answer, never silence
             for job in batch:
                 if not job.future.done():
@@ -220,8 +225,8 @@ class Batcher:
                 job.future.set_result(found[start : start + len(job.lines)])
             start += len(job.lines)
 
-    def _search(self, lines: list[Line], options: SearchOptions, batch: list[Job], prefixes: list[str]
-                ) -> list[list[Translation]]:  # fmt: skip
+    def _search(self, lines: list[Line], options: SearchOptions, batch: list[Job], prefixes: list[str],
+                constraints: list[EncodedConstraints | None]) -> list[list[Translation]]:  # fmt: skip
         """The search (in the worker thread), stopped between steps once no request of ``batch`` waits for it."""
         latest = max(job.deadline for job in batch)
 
@@ -229,5 +234,6 @@ class Batcher:
             return time.monotonic() > latest or all(job.future.done() for job in batch)
 
         search = partial(self.search, prefixes=prefixes) if any(prefixes) else self.search
+        search = partial(search, constraints=constraints) if any(constraints) else search
         with stop_when(nobody_waits):
             return search(lines, options)

@@ -9,7 +9,8 @@ limit                     answer
 ``max_sentences``         413 (too many sentences in one request)
 ``max_chars``             the sentence is cut to that many characters; the response's ``warnings`` say so
 ``max_beam``              422 (beam outside 1..max_beam, or n-best outside 1..beam)
-``max_request_cost``      413 (beam × the source pieces of all its sentences: the work one request may ask for)
+``max_request_cost``      413 (beam × the source and constraint pieces of all its sentences: the work one request may
+                          ask for)
 ``request_timeout_s``     504; the request leaves the queue at once, and its search stops before its next step
 ``max_queue_sentences``   503 with ``Retry-After`` (the queue of sentences waiting for the search is full)
 ``read_timeout_s``        408 for a body not received by then; a connection without a complete request head (or
@@ -92,7 +93,8 @@ class ServeOptions:
     max_request_cost: int = option(
         150_000, "most work per request, beam × source pieces, else 413 (default %(default)s)", bounds=at_least(1)
     )
-    """Most work one request may ask for: beam × the source pieces of all its sentences (413 beyond)."""
+    """Most work one request may ask for: beam × the source pieces of all its sentences and the pieces of their
+    lexical constraints (:func:`adlnmt.inference.constraints.constraint_pieces`; 413 beyond)."""
     read_timeout_s: float = option(
         10.0,
         "seconds a client has to send a request head, then its body (else 408), or may stay idle (default %(default)s)",

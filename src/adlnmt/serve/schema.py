@@ -8,6 +8,27 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from adlnmt.inference.constraints import Constraints, constraint_problem
+
+
+class LexicalConstraints(BaseModel):
+    """The lexical constraints of one sentence (as a line of ``adlnmt translate --constraints``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    include: list[str] = Field([], description="target phrases each translation must contain, in any order")
+    exclude: list[str] = Field([], description="target phrases no translation may contain")
+
+    @model_validator(mode="after")
+    def _valid(self) -> LexicalConstraints:
+        problem = constraint_problem(self.include, self.exclude)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def to_constraints(self) -> Constraints:
+        return Constraints(tuple(self.include), tuple(self.exclude))
+
 
 class TranslateRequest(BaseModel):
     """Sentences to translate and how to search."""
@@ -22,6 +43,10 @@ class TranslateRequest(BaseModel):
     alignments: bool = Field(False, description="add the source-attention alignment of every hypothesis")
     prefix: list[str] | None = Field(None, description="target prefixes, one per sentence: each translation starts "
                                      "with its own and the search continues from there ('' for none)")  # fmt: skip
+    constraints: list[LexicalConstraints | None] | None = Field(
+        None, description="lexical constraints, one per sentence (null or {} for none); their pieces count into the "
+        "request's cost (torch engine only)"
+    )  # fmt: skip
 
     @field_validator("text", mode="before")
     @classmethod
@@ -35,6 +60,9 @@ class TranslateRequest(BaseModel):
             raise ValueError(f"nbest ({self.nbest}) must be at most beam ({self.beam})")
         if self.prefix is not None and len(self.prefix) != len(self.text):
             raise ValueError(f"{len(self.prefix)} prefixes for {len(self.text)} sentences: give one per sentence")
+        if self.constraints is not None and len(self.constraints) != len(self.text):
+            raise ValueError(f"{len(self.constraints)} constraints for {len(self.text)} sentences: give one per "
+                             "sentence")  # fmt: skip
         return self
 
 
