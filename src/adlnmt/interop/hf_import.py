@@ -12,8 +12,6 @@ has no such class). The model directory is written beside ``--out`` and renamed 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from adlnmt.interop.marian_vocab import (
     read_vocab_json,
     side_model,
 )
+from adlnmt.interop.staging import write_new_directory
 from adlnmt.layers.basic import sinusoid_halves
 from adlnmt.model import Seq2Seq
 from adlnmt.model_config import ModelConfig
@@ -258,46 +257,37 @@ def vocabulary_manifest(vocabulary: MarianVocabulary, joint: bool, max_len: int)
     }
 
 
-def write_model_dir(out: Path, imported: Imported, spm_models: dict[str, bytes], settings: ModelConfig,
+def write_model_dir(directory: Path, imported: Imported, spm_models: dict[str, bytes], settings: ModelConfig,
                     record: dict[str, Any]) -> None:  # fmt: skip
-    """The model directory ``out``: written beside it, renamed into place when complete."""
+    """An adlnmt model directory in ``directory``: vocab/, best.safetensors and config.json."""
     from safetensors.torch import save_model
 
     from adlnmt.train.config import TrainConfig
 
-    temporary = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(temporary, ignore_errors=True)
-    try:
-        files = ModelDir(temporary)
-        joint = spm_models["src"] == spm_models["tgt"]
-        manifest = vocabulary_manifest(imported.vocabulary, joint, settings.max_len - 1)
-        for side in ("src", "tgt") if not joint else ("src",):
-            data = spm_models[side]
-            atomic_write(files.vocab_dir / manifest["spm"][side], lambda tmp, data=data: tmp.write_bytes(data))
-        text = json.dumps(manifest, indent=2) + "\n"
-        atomic_write(files.vocab_dir / MANIFEST, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-        hashes = {path.name: file_sha256(path) for path in sorted(files.vocab_dir.iterdir())}
-        atomic_write(files.best_weights, lambda tmp: save_model(imported.model, str(tmp)))
-        model = imported.model
-        train = asdict(TrainConfig(encoder=settings.encoder, decoder=settings.decoder, d_model=settings.d_model,
-                                   heads=settings.heads, dropout=settings.dropout))  # fmt: skip
-        files.write_config({
-            "train": train,
-            "model": settings.to_dict(),
-            "data_digest": None,
-            names.VOCAB_HASHES: hashes,
-            "canonical": {"encoder": model.canonical_encoder, "decoder": model.canonical_decoder},
-            "parameters": model.parameter_count(),
-            "version": 1,
-            "changed_settings": [],
-            IMPORT_RECORD: record,
-        })  # fmt: skip
-        out.parent.mkdir(parents=True, exist_ok=True)
-        temporary.rename(out)
-    except OSError as err:
-        raise UserError(f"{err.filename or out}: cannot write the model ({err.strerror or err})") from None
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+    files = ModelDir(directory)
+    joint = spm_models["src"] == spm_models["tgt"]
+    manifest = vocabulary_manifest(imported.vocabulary, joint, settings.max_len - 1)
+    for side in ("src", "tgt") if not joint else ("src",):
+        data = spm_models[side]
+        atomic_write(files.vocab_dir / manifest["spm"][side], lambda tmp, data=data: tmp.write_bytes(data))
+    text = json.dumps(manifest, indent=2) + "\n"
+    atomic_write(files.vocab_dir / MANIFEST, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    hashes = {path.name: file_sha256(path) for path in sorted(files.vocab_dir.iterdir())}
+    atomic_write(files.best_weights, lambda tmp: save_model(imported.model, str(tmp)))
+    model = imported.model
+    train = asdict(TrainConfig(encoder=settings.encoder, decoder=settings.decoder, d_model=settings.d_model,
+                               heads=settings.heads, dropout=settings.dropout))  # fmt: skip
+    files.write_config({
+        "train": train,
+        "model": settings.to_dict(),
+        "data_digest": None,
+        names.VOCAB_HASHES: hashes,
+        "canonical": {"encoder": model.canonical_encoder, "decoder": model.canonical_decoder},
+        "parameters": model.parameter_count(),
+        "version": 1,
+        "changed_settings": [],
+        IMPORT_RECORD: record,
+    })  # fmt: skip
 
 
 def import_marian(source: str | Path, out: str | Path) -> Imported:
@@ -315,5 +305,6 @@ def import_marian(source: str | Path, out: str | Path) -> Imported:
         "tensors": imported.mapping,
         "pieces_missing_from_vocab_json": imported.vocabulary.missing,
     }
-    write_model_dir(out, imported, spm_models, settings, record)
+    write_new_directory(out, lambda directory: write_model_dir(directory, imported, spm_models, settings, record),
+                        "an import")  # fmt: skip
     return imported

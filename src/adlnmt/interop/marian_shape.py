@@ -186,9 +186,12 @@ def match_side(model: Seq2Seq, side: str) -> SideMatch:
     layers = children(chain)
     if not layers or name_of(layers[0]) != "pos" or layers[0].table_of is not sinusoid_halves:
         raise _refuse(side, layers[0] if layers else chain, "pos(layout=halves) first")
-    if len(layers) != 2 or name_of(layers[1]) != "repeat":
-        raise _refuse(side, layers[1] if len(layers) > 1 else layers[0], "one repeat(n, block) after pos, nothing else")
-    return SideMatch(layers[0], [_match_block(side, layers[1], copy) for copy in children(layers[1])])
+    if len(layers) < 2 or name_of(layers[1]) != "repeat":
+        raise _refuse(side, layers[1] if len(layers) > 1 else layers[0], "repeat(n, block) after pos")
+    match = SideMatch(layers[0], [_match_block(side, layers[1], copy) for copy in children(layers[1])])
+    if len(layers) > 2:
+        raise _refuse(side, layers[2], "nothing after the blocks (MarianMT has no final norm)")
+    return match
 
 
 def match_model(model: Seq2Seq) -> tuple[SideMatch, SideMatch]:
