@@ -101,16 +101,15 @@ def read_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[MarianVocab
     if not isinstance(size, int) or size < 4:
         raise UserError(f"{directory / 'config.json'}: vocab_size must be an integer ≥ 4, got {size!r}")
     table = read_vocab_json(directory / "vocab.json", size)
-    models = {side: (directory / f"{name}.spm").read_bytes() for side, name in (("src", "source"), ("tgt", "target"))}
+    files = {"src": directory / "source.spm", "tgt": directory / "target.spm"}
+    models = {side: path.read_bytes() for side, path in files.items()}
     eos, pad = config.get("eos_token_id", 0), config.get("pad_token_id", size - 1)
     if config.get("decoder_start_token_id", pad) != pad:
         raise UserError(f"{directory / 'config.json'}: decoder_start_token_id must be the pad token {pad} (its zero "
                         "embedding starts decoding)")  # fmt: skip
-    vocabulary = marian_vocabulary(table, list(models.values()), eos, pad, directory / "vocab.json")
-    spm_models = {
-        side: side_model(data, vocabulary.pieces, directory / f"{('source', 'target')[i]}.spm")
-        for i, (side, data) in enumerate(models.items())
-    }
+    by_file = {files[side]: models[side] for side in files}
+    vocabulary = marian_vocabulary(table, by_file, eos, pad, directory / "vocab.json")
+    spm_models = {side: side_model(models[side], vocabulary.pieces, files[side]) for side in files}
     return vocabulary, spm_models
 
 

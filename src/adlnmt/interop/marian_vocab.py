@@ -73,10 +73,10 @@ def read_vocab_json(path: Path, size: int) -> dict[str, int]:
 
 
 def marian_vocabulary(
-    table: dict[str, int], side_models: list[bytes], eos: int, pad: int, path: Path
+    table: dict[str, int], side_models: dict[Path, bytes], eos: int, pad: int, path: Path
 ) -> MarianVocabulary:
-    """The adlnmt vocabulary of ``vocab.json`` ``table`` (eos and pad ids from config.json) for the sentencepiece
-    models of both sides (``side_models``, serialized)."""
+    """The adlnmt vocabulary of ``vocab.json`` ``table`` (read from ``path``; eos and pad ids from config.json) for
+    the sentencepiece models of both sides (``side_models``: file → its content)."""
     by_id = {i: piece for piece, i in table.items()}
     if table.get(MARIAN_UNK) is None:
         raise UserError(f"{path}: has no {MARIAN_UNK} entry")
@@ -93,8 +93,8 @@ def marian_vocabulary(
     rows += ordinary
     known = set(pieces)
     missing: list[str] = []
-    for data in side_models:
-        for piece in _proto(data, path).pieces:
+    for model_path, data in side_models.items():
+        for piece in _proto(data, model_path).pieces:
             if piece.type in _SEGMENTING and piece.piece not in known:
                 known.add(piece.piece)
                 missing.append(piece.piece)
