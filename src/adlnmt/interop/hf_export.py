@@ -11,6 +11,7 @@ refused with the first layer that has no MarianMT counterpart; nothing is writte
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,11 +103,11 @@ def marian_tensors(model: Seq2Seq, order: list[int], config: dict[str, Any]) -> 
     return tensors
 
 
-def export_marian(model_dir: str | Path, out: str | Path, checkpoint: str = "best") -> dict[str, Any]:
-    """Write the model in ``model_dir`` (``checkpoint``) as a MarianMT directory ``out`` (new); its config.json."""
+def marian_writer(model: Seq2Seq, data: DataDir) -> Callable[[Path], None]:
+    """What writes ``model`` (with its vocabularies ``data``) as MarianMT files into a directory; a UserError now
+    when the model has no MarianMT counterpart."""
     from safetensors.torch import save_file
 
-    model, data, _ = ModelDir(model_dir).load_model(checkpoint)
     sides = match_model(model.eval())
     table, order = marian_table(shared_pieces(data))
     config = marian_config(model, sides, len(table))
@@ -126,5 +127,10 @@ def export_marian(model_dir: str | Path, out: str | Path, checkpoint: str = "bes
         (directory / "source.spm").write_bytes(data.src_vocab.to_bytes())
         (directory / "target.spm").write_bytes(data.tgt_vocab.to_bytes())
 
-    write_new_directory(Path(out), fill, "the export")
-    return config
+    return fill
+
+
+def export_marian(model_dir: str | Path, out: str | Path, checkpoint: str = "best") -> None:
+    """Write the model in ``model_dir`` (``checkpoint``) as the new MarianMT directory ``out``."""
+    model, data, _ = ModelDir(model_dir).load_model(checkpoint)
+    write_new_directory(Path(out), marian_writer(model, data), "the export")
