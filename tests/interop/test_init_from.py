@@ -112,3 +112,10 @@ def test_resume_does_not_initialise_again(pretrained: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert "resuming at update 2" in err and "init from" not in err
     assert (pretrained / "resumed" / "init_from.json").read_text() == first
+
+
+def test_prepare_finds_the_vocabulary_where_model_directories_keep_it() -> None:
+    from adlnmt.data.vocab_from import MODEL_VOCAB_DIR
+    from adlnmt.store.names import VOCAB_DIR
+
+    assert MODEL_VOCAB_DIR == VOCAB_DIR

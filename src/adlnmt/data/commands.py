@@ -8,9 +8,9 @@ from typing import Any
 
 from adlnmt.bounds import SEED, at_least, flag_type
 from adlnmt.data.options import PrepareOptions
+from adlnmt.data.vocab_from import MODEL_VOCAB_DIR
 from adlnmt.errors import DataError
 from adlnmt.flags import add_flags
-from adlnmt.store.names import VOCAB_DIR
 
 _positive_int = flag_type(int, at_least(1))
 
@@ -61,7 +61,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         max_ratio=args.max_ratio,
         source_markers=args.source_markers,
         overwrite=args.overwrite,
-        vocab_from=None if args.vocab_from is None else Path(args.vocab_from) / VOCAB_DIR,
+        vocab_from=None if args.vocab_from is None else Path(args.vocab_from) / MODEL_VOCAB_DIR,
     )
     if manifest["joint"]:
         vocab = f"joint {manifest['model_type']} vocabulary of {manifest['src_vocab_size']}"

@@ -9,6 +9,8 @@ from adlnmt.data.data_dir import SIDES, DataDir
 from adlnmt.data.vocab import Vocab
 from adlnmt.errors import DataError
 
+MODEL_VOCAB_DIR = "vocab"  # a model directory's vocabulary folder (adlnmt.store.names.VOCAB_DIR, which data is below)
+
 
 def copy_vocabularies(vocab_dir: Path, out: Path) -> tuple[dict[str, str], dict[str, Vocab], bool]:
     """Copy the sentencepiece model(s) of ``vocab_dir`` (a model's ``vocab/``) into ``out``: their file names per side,

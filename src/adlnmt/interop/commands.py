@@ -1,38 +1,43 @@
-"""``adlnmt import`` and ``adlnmt publish`` (``adlnmt export --format hf-marian`` is ``adlnmt export``'s)."""
+"""``adlnmt import`` (``adlnmt export --format hf-marian`` is ``adlnmt export``'s; ``adlnmt publish``:
+:mod:`adlnmt.publish`)."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
 SOURCES = ("hf-marian",)
 
 
+def describe_command(config) -> str:
+    """The ``adlnmt describe`` command line that shows the model of ``config`` (a ModelConfig)."""
+    flags = ["--encoder", config.encoder, "--decoder", config.decoder, "--d-model", str(config.d_model), "--heads",
+             str(config.heads), "--d-ff", str(config.ff_factor * config.d_model), "--dropout", f"{config.dropout:g}",
+             "--src-vocab", str(config.src_vocab_size), "--tgt-vocab", str(config.tgt_vocab_size)]  # fmt: skip
+    flags += ["--tie-output"] if config.tie_output else []
+    flags += ["--tie-source"] if config.tie_source else []
+    return shlex.join(["adlnmt", "describe", *flags])
+
+
 def cmd_import(args: argparse.Namespace) -> int:
-    from adlnmt.describe import describe
     from adlnmt.interop.hf_import import import_marian
 
     imported = import_marian(Path(args.source), Path(args.out))
+    model = imported.model
     if args.diagram:
         from adlnmt.diagram import write_diagram
 
-        write_diagram(imported.model, args.diagram)
+        write_diagram(model, args.diagram)
         print(f"diagram written to {args.diagram}", file=sys.stderr)
-    print(describe(imported.model))
     missing = imported.vocabulary.missing
     note = f"; {len(missing)} sentencepiece pieces absent from vocab.json read as <unk>" if missing else ""
-    print(f"\nimported {args.source} ({len(imported.mapping)} tensors mapped{note}) as the model directory {args.out}; "
-          f"translate with --model {args.out}, fine-tune with adlnmt train --init-from {args.out}")  # fmt: skip
-    return 0
-
-
-def cmd_publish(args: argparse.Namespace) -> int:
-    from adlnmt.interop.publish import publish
-
-    written = publish(Path(args.model), Path(args.out), args.checkpoint, args.onnx)
-    print(f"published {args.model} ({args.checkpoint}) to {args.out}: {', '.join(written)}; upload with "
-          f"huggingface-cli upload USER/NAME {args.out}")  # fmt: skip
+    print(f"encoder: {model.canonical_encoder}\ndecoder: {model.canonical_decoder}\n"
+          f"{model.parameter_count():,} parameters, vocabulary {imported.vocabulary.size}\n"
+          f"imported {args.source} ({len(imported.mapping)} tensors mapped{note}) as the model directory {args.out}; "
+          f"translate with --model {args.out}, fine-tune with adlnmt train --init-from {args.out}\n"
+          f"layer tree: {describe_command(model.config)}")  # fmt: skip
     return 0
 
 
@@ -44,9 +49,3 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     importer.add_argument("--out", required=True, help="the model directory to create (must not exist)")
     importer.add_argument("--diagram", metavar="PATH", help="also draw the architecture to PATH (.svg, .png, .pdf)")
     importer.set_defaults(func=cmd_import)
-    publish = commands.add_parser("publish", help="a Hub-ready folder with a model card (no upload)")
-    publish.add_argument("model", metavar="MODEL", help="model directory")
-    publish.add_argument("--out", required=True, help="the folder to create (must not exist)")
-    publish.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
-    publish.add_argument("--onnx", action="store_true", help="also include the ONNX export (the onnx extra)")
-    publish.set_defaults(func=cmd_publish)

@@ -12,7 +12,7 @@ has no such class). The model directory is written beside ``--out`` and renamed 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -261,8 +261,6 @@ def write_model_dir(directory: Path, imported: Imported, spm_models: dict[str, b
     """An adlnmt model directory in ``directory``: vocab/, best.safetensors and config.json."""
     from safetensors.torch import save_model
 
-    from adlnmt.train.config import TrainConfig
-
     files = ModelDir(directory)
     joint = spm_models["src"] == spm_models["tgt"]
     manifest = vocabulary_manifest(imported.vocabulary, joint, settings.max_len - 1)
@@ -274,8 +272,8 @@ def write_model_dir(directory: Path, imported: Imported, spm_models: dict[str, b
     hashes = {path.name: file_sha256(path) for path in sorted(files.vocab_dir.iterdir())}
     atomic_write(files.best_weights, lambda tmp: save_model(imported.model, str(tmp)))
     model = imported.model
-    train = asdict(TrainConfig(encoder=settings.encoder, decoder=settings.decoder, d_model=settings.d_model,
-                               heads=settings.heads, dropout=settings.dropout))  # fmt: skip
+    # the training options that describe this model (commands that read others fill in their defaults)
+    train = {key: getattr(settings, key) for key in ("encoder", "decoder", "d_model", "heads", "dropout")}
     files.write_config({
         "train": train,
         "model": settings.to_dict(),

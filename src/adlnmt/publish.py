@@ -1,4 +1,5 @@
-"""``adlnmt publish MODEL --out DIR``: a folder ready for the Hugging Face Hub (nothing is uploaded).
+"""``adlnmt publish MODEL --out DIR``: a folder ready for the Hugging Face Hub (nothing is uploaded); above export
+and train (it may include the ONNX export and reads what training and grids wrote).
 
 Contents: the weights as safetensors with their configs and tokenizer files (MarianMT's files when the architecture
 maps onto MarianMT, :mod:`adlnmt.interop.hf_export`; otherwise adlnmt's ``model.safetensors``, ``config.json`` and
@@ -10,6 +11,7 @@ claims about its variant. The folder is written beside ``--out`` and renamed int
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
@@ -174,3 +176,19 @@ def publish(model_dir: Path, out: Path, checkpoint: str = "best", onnx: bool = F
 
     write_new_directory(out, fill, "publish")
     return sorted(path.name for path in out.iterdir())
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    written = publish(Path(args.model), Path(args.out), args.checkpoint, args.onnx)
+    print(f"published {args.model} ({args.checkpoint}) to {args.out}: {', '.join(written)}; upload with "
+          f"huggingface-cli upload USER/NAME {args.out}")  # fmt: skip
+    return 0
+
+
+def add_publish_command(commands: argparse._SubParsersAction) -> None:
+    publish_parser = commands.add_parser("publish", help="a Hub-ready folder with a model card (no upload)")
+    publish_parser.add_argument("model", metavar="MODEL", help="model directory")
+    publish_parser.add_argument("--out", required=True, help="the folder to create (must not exist)")
+    publish_parser.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
+    publish_parser.add_argument("--onnx", action="store_true", help="also include the ONNX export (the onnx extra)")
+    publish_parser.set_defaults(func=cmd_publish)
