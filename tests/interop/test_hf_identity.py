@@ -6,9 +6,9 @@ Matched settings: ``generate`` with ``bad_words_ids=[[pad]]`` (OPUS-MT's generat
 ``length_penalty=0`` with ``early_stopping=True`` (adlnmt's --length-penalty 0: both stop a sentence at k ended
 hypotheses ranked by log-probability). MarianMT's pad token carries probability mass in ``transformers``' softmax
 (a zero row, logit = its bias) although it can never be emitted; Marian's own softmax has no such class, and the import
-follows Marian (its bias becomes -1e4). The log-probability and beam comparisons therefore give the pad class no mass
-on the transformers side too (its final_logits_bias set to -1e4; greedy compares the unchanged model: the argmax is
-the same either way)."""
+follows Marian (its bias becomes -100: no mass in float32 sums). The log-probability and beam comparisons therefore
+give the pad class no mass on the transformers side too (its final_logits_bias set to -100; greedy compares the
+unchanged model: the argmax is the same either way)."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_teacher_forced_log_probs_equal(pair, corpus: Path) -> None:
             logits[:, pad] = float("-inf")
             theirs = torch.log_softmax(logits, -1)
         assert torch.allclose(ours[:, real], theirs[:, order[real]], atol=1e-5, rtol=0)
-        assert ours[:, ~real].max() < -1000  # PAD, BOS (MarianMT's pad) and <unk> aliases: never predicted
+        assert ours[:, ~real].max() < -50  # PAD, BOS (MarianMT's pad) and <unk> aliases: never predicted
 
 
 @pytest.mark.parametrize("beam", [1, 5])

@@ -31,7 +31,7 @@ from adlnmt.errors import UserError
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")  # adlnmt ids 0 … 3
 MARIAN_EOS, MARIAN_UNK, MARIAN_PAD = "</s>", "<unk>", "<pad>"
-NEVER_PREDICTED = -1.0e4  # output bias of ids MarianMT cannot emit: exp(-1e4) is 0 in float32, yet finite for training
+NEVER_PREDICTED = -100.0  # output bias of ids MarianMT cannot emit: no mass in float32 sums, small in label smoothing
 
 
 def _model_proto():
