@@ -110,6 +110,8 @@ COMMAND_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("adlnmt.bench.commands", "add_commands", ("bench",)),
     ("adlnmt.experiment.commands", "add_commands", ("experiment", "verdicts")),
     ("adlnmt.export.commands", "add_commands", ("export",)),
+    ("adlnmt.interop.commands", "add_commands", ("import",)),
+    ("adlnmt.publish", "add_publish_command", ("publish",)),
     ("adlnmt.serve.commands", "add_commands", ("serve",)),
 )
 

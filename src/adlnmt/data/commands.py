@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from adlnmt.bounds import SEED, at_least, flag_type
 from adlnmt.data.options import PrepareOptions
+from adlnmt.data.vocab_from import MODEL_VOCAB_DIR
 from adlnmt.errors import DataError
 from adlnmt.flags import add_flags
 
@@ -31,6 +33,8 @@ def add_commands(subparsers: Any) -> None:
     sharing.add_argument("--separate", dest="joint", action="store_false", help="a source and a target vocabulary")
     add_flags(prepare, PrepareOptions, ("model_type", "max_len", "max_ratio", "source_markers"))
     prepare.add_argument("--overwrite", action="store_true", help="replace an existing prepared directory")
+    prepare.add_argument("--vocab-from", metavar="MODEL", help="encode with MODEL's sentencepiece models instead of "
+                         "training new ones (to fine-tune MODEL: adlnmt train --init-from MODEL)")  # fmt: skip
     prepare.set_defaults(func=cmd_prepare)
 
     demo = subparsers.add_parser("demo-corpus", help="write a deterministic toy parallel corpus (train/valid/test)")
@@ -57,6 +61,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         max_ratio=args.max_ratio,
         source_markers=args.source_markers,
         overwrite=args.overwrite,
+        vocab_from=None if args.vocab_from is None else Path(args.vocab_from) / MODEL_VOCAB_DIR,
     )
     if manifest["joint"]:
         vocab = f"joint {manifest['model_type']} vocabulary of {manifest['src_vocab_size']}"

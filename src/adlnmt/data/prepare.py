@@ -18,7 +18,7 @@ import json
 import os
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from adlnmt.data.corpus import RATIO_MIN_LEN, PairCounts, length_filter, read_pa
 from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SIDES
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, train_sentencepiece
+from adlnmt.data.vocab_from import copy_vocabularies
 from adlnmt.errors import DataError
 
 _CHUNK = 4096
@@ -259,6 +260,7 @@ def prepare(
     max_ratio: float = PREPARE_DEFAULTS.max_ratio,
     source_markers: bool = PREPARE_DEFAULTS.source_markers,
     overwrite: bool = False,
+    vocab_from: str | Path | None = None,
 ) -> dict[str, Any]:
     """Prepare a data directory (layout in the module docstring) and return its manifest.
 
@@ -268,7 +270,8 @@ def prepare(
     longer/shorter piece ratio above ``max_ratio`` (judged when the longer side has ``RATIO_MIN_LEN`` pieces or more),
     are dropped and counted; valid pairs are never dropped for length but truncated to ``max_len`` pieces (counted).
     ``source_markers`` makes ``Split.src`` start with BOS (EOS always ends it); it is recorded, not stored in tokens.
-    Refuses a directory that already holds a manifest unless ``overwrite``.
+    Refuses a directory that already holds a manifest unless ``overwrite``. ``vocab_from`` (a model's ``vocab/``)
+    copies its sentencepiece models instead of training new ones (the vocabulary options are then the model's).
     """
     options = PrepareOptions(vocab_size, joint, model_type, max_len, max_ratio, source_markers)
     options.check()
@@ -280,7 +283,11 @@ def prepare(
     read_parallel(inputs["train_src"], inputs["train_tgt"])  # fail fast on a missing file, before training anything
     read_parallel(inputs["valid_src"], inputs["valid_tgt"])
     out.mkdir(parents=True, exist_ok=True)
-    spm_files, vocabs = _train_vocabs(inputs["train_src"], inputs["train_tgt"], out, options)
+    if vocab_from is None:
+        spm_files, vocabs = _train_vocabs(inputs["train_src"], inputs["train_tgt"], out, options)
+    else:
+        spm_files, vocabs, joint = copy_vocabularies(Path(vocab_from), out)
+        options = replace(options, joint=joint)
     largest = max(v.size for v in vocabs.values())
     dtype = np.dtype(np.uint16) if largest <= 2**16 else np.dtype(np.int32)
 

@@ -9,6 +9,8 @@ from pathlib import Path
 from adlnmt.bounds import at_least, flag_type
 from adlnmt.store.export_dir import FORMATS, QUANTIZATIONS
 
+HF_MARIAN = "hf-marian"  # a Hugging Face MarianMT directory (adlnmt.interop.hf_export), not an export for --engine
+
 
 def cmd_export(args: argparse.Namespace) -> int:
     import torch
@@ -22,6 +24,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     check_cpu_count("--threads", args.threads)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.format == HF_MARIAN:
+        from adlnmt.interop.hf_export import export_marian
+
+        export_marian(args.model, args.out, args.checkpoint)
+        print(f"exported {args.model} ({args.checkpoint}) as a Hugging Face MarianMT directory {args.out}")
+        return 0
     started = time.perf_counter()
     model_dir = Path(args.model)
     model, data, max_len = ModelDir(model_dir).load_model(args.checkpoint)
@@ -33,9 +41,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    export = commands.add_parser("export", help="export a trained model to ONNX or CTranslate2 (for --engine)")
+    export = commands.add_parser(
+        "export", help="export a trained model to ONNX or CTranslate2 (for --engine), or to Hugging Face MarianMT"
+    )
     export.add_argument("--model", required=True, help="model directory")
-    export.add_argument("--format", required=True, choices=FORMATS, help="onnx or ctranslate2")
+    export.add_argument("--format", required=True, choices=(*FORMATS, HF_MARIAN), help="onnx, ctranslate2 or hf-marian")
     export.add_argument("--out", required=True, help="export directory to write")
     export.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
     export.add_argument("--quantize", default="none", choices=QUANTIZATIONS, help="int8: dynamic int8 weights")

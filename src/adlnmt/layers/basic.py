@@ -65,14 +65,40 @@ def sinusoids(pos: Tensor, width: int) -> Tensor:
     return table[:, :width]
 
 
-@register("pos", DROPOUT, example="pos")
-class Pos(Layer):
-    """pos(h_t) = dropout(√d · h_t + p_t) with fixed sinusoidal p_t (Vaswani et al.)."""
+def sinusoid_halves(pos: Tensor, width: int) -> Tensor:
+    """The same sines and cosines as :func:`sinusoids`, laid out as [sin half | cos half] (Marian, Hugging Face
+    MarianMT, CTranslate2): p[t, j] = sin(t / 10000^(2j/d)) for j < ⌈d/2⌉, p[t, ⌈d/2⌉ + j] = cos(t / 10000^(2j/d));
+    computed in float64 and rounded once, as MarianMT builds its table; [T] → [T, d]."""
+    j2 = torch.arange(0, width, 2, device=pos.device, dtype=torch.float64)
+    angles = pos.double().unsqueeze(1) / torch.pow(10000.0, j2 / width)  # [T, ceil(d/2)]
+    return torch.cat([angles.sin(), angles[:, : width // 2].cos()], dim=1).float()  # [T, d]
 
-    def __init__(self, ctx: BuildContext, dropout: float) -> None:
+
+POSITION_LAYOUTS: dict[str, Callable[[Tensor, int], Tensor]] = {"interleaved": sinusoids, "halves": sinusoid_halves}
+
+
+@register(
+    "pos",
+    DROPOUT,
+    Param(
+        "layout",
+        Kind.WORD,
+        "interleaved",
+        choices=tuple(POSITION_LAYOUTS),
+        doc="sin/cos columns: alternating (Vaswani et al., tensor2tensor) or [sin half | cos half] (Marian, MarianMT)",
+    ),
+    Param("scale", Kind.BOOL, True, doc="multiply the embeddings by √d (false: add p_t to them as they are)"),
+    example="pos(layout=halves)",
+)
+class Pos(Layer):
+    """pos(h_t) = dropout(√d · h_t + p_t) with fixed sinusoidal p_t (Vaswani et al.); scale=false drops the √d,
+    layout=halves puts the sines in the first half of p_t and the cosines in the second."""
+
+    def __init__(self, ctx: BuildContext, dropout: float, layout: str = "interleaved", scale: bool = True) -> None:
         super().__init__()
         self.out_dim = ctx.d_in
-        self.scale = math.sqrt(ctx.d_in)
+        self.scale = math.sqrt(ctx.d_in) if scale else 1.0
+        self.table_of = POSITION_LAYOUTS[layout]
         self.dropout = FastDropout(dropout)
         self.cache = torch.empty(0, self.out_dim)  # sinusoids of positions 0 .. len-1, grown on demand
 
@@ -80,7 +106,8 @@ class Pos(Layer):
         """p_t for t = start .. start + length − 1: [T, d]."""
         end = start + length
         if self.cache.size(0) < end or self.cache.device != device:
-            self.cache = sinusoids(torch.arange(max(end, 2 * self.cache.size(0), 256), device=device), self.out_dim)
+            positions = torch.arange(max(end, 2 * self.cache.size(0), 256), device=device)
+            self.cache = self.table_of(positions, self.out_dim)
         return self.cache[start:end]
 
     def forward(self, x: Tensor, ctx: Context) -> Tensor:

@@ -34,6 +34,7 @@ CHECKPOINT_CHOICES = (BEST, LAST, AVERAGED)
 LOCK = "train.lock"
 TENSORBOARD_DIR = "tensorboard"
 EXPORT_MANIFEST = "export.json"
+INIT_FROM = "init_from.json"  # which tensors `adlnmt train --init-from` copied, initialised afresh, left unused
 DIAGRAM = "diagram.svg"  # the architecture, drawn at export time for `adlnmt serve` without PyTorch
 CHECKPOINT_PREFIX = "update-"
 # a file of checkpoints/ or states/: update-NNNNNNN (at least 7 digits) and its kind

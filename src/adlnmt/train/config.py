@@ -42,6 +42,11 @@ class TrainConfig:
     input_feeding: bool = option(False, "RNMT input feeding z0_t = [z^L_(t-1); E y_t]", switch=True)
     learned_positions: bool = option(False, "learned positional embeddings: every pos becomes learn_pos", switch=True)
     max_positions: int = option(1024, "table size of learned positional embeddings", bounds=at_least(1))
+    init_from: str | None = option(
+        None,
+        "start from this model directory's weights and vocabulary (data prepared with --vocab-from it); with "
+        "--encoder/--decoder or --preset a changed architecture copies the tensors whose path and shape match",
+    )
     init: str = option(
         "torch",
         "weight initialisation: torch (nn.Linear defaults) or fairseq (fairseq 0.12's attention projections)",

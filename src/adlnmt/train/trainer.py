@@ -36,6 +36,7 @@ from adlnmt.store.names import VOCAB_HASHES
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.device import pick_device, precision_setup, use_deterministic_kernels
+from adlnmt.train.init_from import init_model_config, initialise_from
 from adlnmt.train.launch import adopt_slurm_environment
 from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
@@ -160,7 +161,11 @@ class Trainer:
         config = self.config
         self.data = DataDir.load(config.data)
         self.train_split = self.data.split("train")
-        self.model_config = config.model_config(self.data.src_vocab.size, self.data.tgt_vocab.size)
+        self.model_config = (
+            init_model_config(config, self.data)
+            if config.init_from
+            else config.model_config(self.data.src_vocab.size, self.data.tgt_vocab.size)
+        )
         check_same_run(self.dir, asdict(config), self.model_config, self.data)
         self.vocab_hashes = own_vocabularies(self.dir, self.data)
         torch.manual_seed(config.seed)
@@ -171,6 +176,8 @@ class Trainer:
         self.schedule = Schedule(config)
         self.progress = Progress()
         self._resume()
+        if config.init_from and self.progress.update == 0:
+            initialise_from(self.model, Path(config.init_from), self.dir if self.main else None, self.log)
         board_dir = tensorboard_dir(config.tensorboard, self.dir)
         if board_dir is not None and self.main:
             self.board = Board(board_dir, self.progress.update)

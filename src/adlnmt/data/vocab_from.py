@@ -1,0 +1,27 @@
+"""``adlnmt prepare --vocab-from MODEL``: a data directory encoded with a model's own sentencepiece models (copied from
+its ``vocab/``), so that a pretrained or imported model can be fine-tuned on it (``adlnmt train --init-from``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adlnmt.data.data_dir import SIDES, DataDir
+from adlnmt.data.vocab import Vocab
+from adlnmt.errors import DataError
+
+MODEL_VOCAB_DIR = "vocab"  # a model directory's vocabulary folder (adlnmt.store.names.VOCAB_DIR, which data is below)
+
+
+def copy_vocabularies(vocab_dir: Path, out: Path) -> tuple[dict[str, str], dict[str, Vocab], bool]:
+    """Copy the sentencepiece model(s) of ``vocab_dir`` (a model's ``vocab/``) into ``out``: their file names per side,
+    the vocabularies and whether they are one joint model."""
+    import shutil
+
+    if not (vocab_dir / "manifest.json").is_file():
+        raise DataError("not the vocabulary of a model directory (no vocab/manifest.json)", vocab_dir.parent)
+    source = DataDir.load(vocab_dir)
+    files = {side: str(source.manifest["spm"][side]) for side in SIDES}
+    for name in set(files.values()):
+        shutil.copyfile(vocab_dir / name, out / name)
+    vocabs = {side: Vocab.load(out / files[side]) for side in SIDES}
+    return files, vocabs, bool(source.manifest["joint"])

@@ -1,0 +1,51 @@
+"""``adlnmt import`` (``adlnmt export --format hf-marian`` is ``adlnmt export``'s; ``adlnmt publish``:
+:mod:`adlnmt.publish`)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+SOURCES = ("hf-marian",)
+
+
+def describe_command(config) -> str:
+    """The ``adlnmt describe`` command line that shows the model of ``config`` (a ModelConfig)."""
+    flags = ["--encoder", config.encoder, "--decoder", config.decoder, "--d-model", str(config.d_model), "--heads",
+             str(config.heads), "--d-ff", str(config.ff_factor * config.d_model), "--dropout", f"{config.dropout:g}",
+             "--src-vocab", str(config.src_vocab_size), "--tgt-vocab", str(config.tgt_vocab_size)]  # fmt: skip
+    flags += ["--tie-output"] if config.tie_output else []
+    flags += ["--tie-source"] if config.tie_source else []
+    return shlex.join(["adlnmt", "describe", *flags])
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from adlnmt.interop.hf_import import import_marian
+
+    imported = import_marian(Path(args.source), Path(args.out))
+    model = imported.model
+    if args.diagram:
+        from adlnmt.diagram import write_diagram
+
+        write_diagram(model, args.diagram)
+        print(f"diagram written to {args.diagram}", file=sys.stderr)
+    missing = imported.vocabulary.missing
+    note = f"; {len(missing)} sentencepiece pieces absent from vocab.json read as <unk>" if missing else ""
+    print(f"encoder: {model.canonical_encoder}\ndecoder: {model.canonical_decoder}\n"
+          f"{model.parameter_count():,} parameters, vocabulary {imported.vocabulary.size}\n"
+          f"imported {args.source} ({len(imported.mapping)} tensors mapped{note}) as the model directory {args.out}; "
+          f"translate with --model {args.out}, fine-tune with adlnmt train --init-from {args.out}\n"
+          f"layer tree: {describe_command(model.config)}")  # fmt: skip
+    return 0
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    importer = commands.add_parser("import", help="import a pretrained model (Hugging Face MarianMT / OPUS-MT)")
+    importer.add_argument("source", metavar="DIR", help="the pretrained model's directory (config.json, weights, "
+                          "source.spm, target.spm, vocab.json)")  # fmt: skip
+    importer.add_argument("--from", dest="kind", required=True, choices=SOURCES, help="its format")
+    importer.add_argument("--out", required=True, help="the model directory to create (must not exist)")
+    importer.add_argument("--diagram", metavar="PATH", help="also draw the architecture to PATH (.svg, .png, .pdf)")
+    importer.set_defaults(func=cmd_import)

@@ -1,0 +1,136 @@
+"""``adlnmt export --format hf-marian``: a model of MarianMT's shape (:mod:`adlnmt.interop.marian_shape`) as a
+Hugging Face MarianMT directory that ``MarianMTModel.from_pretrained`` and ``MarianTokenizer.from_pretrained`` load.
+
+Written: ``model.safetensors`` (tied tensors once, as ``transformers`` 5 saves them), ``config.json``,
+``generation_config.json`` (pad barred with ``bad_words_ids``), ``vocab.json`` (Marian's id order:
+:func:`adlnmt.interop.marian_vocab.marian_table`), ``source.spm``/``target.spm`` (the model's own sentencepiece
+models: MarianTokenizer looks their pieces up in vocab.json) and ``tokenizer_config.json``. Any other architecture is
+refused with the first layer that has no MarianMT counterpart; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from adlnmt.data.data_dir import DataDir
+from adlnmt.errors import UserError
+from adlnmt.interop.marian_shape import MARIAN_ACTIVATION, SideMatch, ffl_activation, marian_links, match_model
+from adlnmt.interop.marian_vocab import marian_table
+from adlnmt.interop.staging import write_new_directory
+from adlnmt.model import Seq2Seq
+from adlnmt.store import ModelDir
+
+MAX_LENGTH = 512  # generation_config.json's max_length (OPUS-MT's; the start token included)
+
+
+def _uniform(values: list[int], what: str, side: str) -> int:
+    if len(set(values)) != 1:
+        raise UserError(f"MarianMT has one {what} per side; the {side} has {sorted(set(values))}")
+    return values[0]
+
+
+def marian_config(model: Seq2Seq, sides: tuple[SideMatch, SideMatch], vocab_size: int) -> dict[str, Any]:
+    """config.json of ``model`` (matched to ``sides``) with ``vocab_size`` Marian ids."""
+    settings: dict[str, Any] = {}
+    activations = set()
+    for side, match in zip(("encoder", "decoder"), sides, strict=True):
+        layers = [layer for block in match.blocks for layer, _ in block]
+        attentions = [layer for layer in layers if hasattr(layer, "heads")]
+        ffls = [layer for layer in layers if not hasattr(layer, "heads")]
+        settings[f"{side}_layers"] = len(match.blocks)
+        settings[f"{side}_attention_heads"] = _uniform([layer.heads for layer in attentions], "head count", side)
+        settings[f"{side}_ffn_dim"] = _uniform([layer.net.up.out_features for layer in ffls], "FFN width", side)
+        activations |= {ffl_activation(layer) for layer in ffls}
+    if len(activations) != 1:
+        raise UserError(f"MarianMT has one activation_function; this model has {sorted(activations)}")
+    pad = vocab_size - 1
+    return {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "d_model": model.config.d_model,
+        **settings,
+        "activation_function": MARIAN_ACTIVATION[activations.pop()],
+        "vocab_size": vocab_size,
+        "decoder_vocab_size": vocab_size,
+        "share_encoder_decoder_embeddings": model.config.tie_source,
+        "tie_word_embeddings": model.config.tie_output,
+        "max_position_embeddings": model.config.max_len,
+        "scale_embedding": sides[0].position.scale != 1.0,
+        "pad_token_id": pad,
+        "eos_token_id": 0,
+        "decoder_start_token_id": pad,
+        "forced_eos_token_id": 0,
+        "dropout": model.config.dropout,
+        "attention_dropout": 0.0,
+        "activation_dropout": 0.0,
+        "is_encoder_decoder": True,
+    }
+
+
+def shared_pieces(data: DataDir) -> list[str]:
+    """The pieces of the model's ids, which both sides must share (MarianMT's one vocab.json)."""
+    src, tgt = data.src_vocab, data.tgt_vocab
+    pieces = src.pieces(list(range(src.size)))
+    if src.size != tgt.size or tgt.pieces(list(range(tgt.size))) != pieces:
+        raise UserError("MarianMT export needs one list of pieces for both sides (a joint vocabulary, or one made by "
+                        "adlnmt import); this model's source and target vocabularies differ")  # fmt: skip
+    return pieces
+
+
+@torch.no_grad()
+def marian_tensors(model: Seq2Seq, order: list[int], config: dict[str, Any]) -> dict[str, Tensor]:
+    """The safetensors content: block tensors by name, embeddings and output rows in Marian id order."""
+    tensors = {name: view.detach().clone().contiguous() for name, view in marian_links(model).items()}
+    index = torch.tensor(order)
+    source, target = model.src_embed.weight[index], model.tgt_embed.weight[index]
+    shared, tied = config["share_encoder_decoder_embeddings"], config["tie_word_embeddings"]
+    if shared and tied:  # transformers 5 ties shared, both embed_tokens and lm_head: stored once
+        tensors["model.shared.weight"] = target.clone()
+    else:
+        tensors["model.encoder.embed_tokens.weight"] = source.clone()
+        tensors["model.decoder.embed_tokens.weight"] = target.clone()
+        if shared:
+            tensors["model.shared.weight"] = source.clone()  # untied by tie_word_embeddings=false, kept, unread
+        if not tied:
+            tensors["lm_head.weight"] = model.output.weight[index].clone()
+    tensors["final_logits_bias"] = model.output.bias[index].unsqueeze(0).clone()
+    return tensors
+
+
+def marian_writer(model: Seq2Seq, data: DataDir) -> Callable[[Path], None]:
+    """What writes ``model`` (with its vocabularies ``data``) as MarianMT files into a directory; a UserError now
+    when the model has no MarianMT counterpart."""
+    from safetensors.torch import save_file
+
+    sides = match_model(model.eval())
+    table, order = marian_table(shared_pieces(data))
+    config = marian_config(model, sides, len(table))
+    tensors = marian_tensors(model, order, config)
+    pad = len(table) - 1
+    generation = {"decoder_start_token_id": pad, "eos_token_id": 0, "forced_eos_token_id": 0, "pad_token_id": pad,
+                  "bad_words_ids": [[pad]], "num_beams": 5, "max_length": MAX_LENGTH}  # fmt: skip
+    tokenizer = {"tokenizer_class": "MarianTokenizer", "separate_vocabs": False, "model_max_length": MAX_LENGTH,
+                 "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}  # fmt: skip
+    files = {"config.json": config, "generation_config.json": generation, "vocab.json": table,
+             "tokenizer_config.json": tokenizer}  # fmt: skip
+
+    def fill(directory: Path) -> None:
+        save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+        for name, content in files.items():
+            (directory / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (directory / "source.spm").write_bytes(data.src_vocab.to_bytes())
+        (directory / "target.spm").write_bytes(data.tgt_vocab.to_bytes())
+
+    return fill
+
+
+def export_marian(model_dir: str | Path, out: str | Path, checkpoint: str = "best") -> None:
+    """Write the model in ``model_dir`` (``checkpoint``) as the new MarianMT directory ``out``."""
+    model, data, _ = ModelDir(model_dir).load_model(checkpoint)
+    write_new_directory(Path(out), marian_writer(model, data), "the export")

@@ -1,0 +1,307 @@
+"""``adlnmt import --from hf-marian DIR --out MODEL``: a Hugging Face MarianMT directory as an adlnmt model directory.
+
+Reads ``config.json`` (checked key by key: :mod:`adlnmt.interop.marian_shape`), the tokenizer (``vocab.json``,
+``source.spm``, ``target.spm``: :mod:`adlnmt.interop.marian_vocab`) and the weights (``model.safetensors``, else
+``pytorch_model.bin`` loaded with ``weights_only``), never ``transformers``. Every tensor is accounted for: each block
+tensor fills its adlnmt tensor, the embeddings and ``final_logits_bias`` are renumbered to adlnmt ids, tied copies and
+the (rebuilt, unstored) sinusoid tables must equal what they copy; a tensor left over or missing is an error naming
+it. MarianMT cannot emit its pad/start token, so its output bias becomes ``NEVER_PREDICTED`` (Marian's own softmax
+has no such class). The model directory is written beside ``--out`` and renamed into place: nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST
+from adlnmt.data.vocab import SPECIAL_IDS
+from adlnmt.errors import UserError
+from adlnmt.interop.marian_shape import MarianArchitecture, marian_adl, marian_links, read_architecture
+from adlnmt.interop.marian_vocab import (
+    NEVER_PREDICTED,
+    MarianVocabulary,
+    marian_vocabulary,
+    read_vocab_json,
+    side_model,
+)
+from adlnmt.interop.staging import write_new_directory
+from adlnmt.layers.basic import sinusoid_halves
+from adlnmt.model import Seq2Seq
+from adlnmt.model_config import ModelConfig
+from adlnmt.store import ModelDir, names
+from adlnmt.store.atomic import atomic_write, describe, file_sha256
+
+SOURCE = "hf-marian"
+TOKENIZER_FILES = ("vocab.json", "source.spm", "target.spm")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+IMPORT_RECORD = "imported"  # config.json's entry: where the model came from and how its tensors were mapped
+SPM_FILES = {"src": "spm.src.model", "tgt": "spm.tgt.model"}
+
+
+@dataclass
+class Imported:
+    """What an import did: the model, its vocabulary and the tensors read (name → adlnmt place)."""
+
+    model: Seq2Seq
+    vocabulary: MarianVocabulary
+    mapping: dict[str, str]
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"{path}: missing")
+    try:
+        value = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError) as err:
+        raise UserError(f"{path}: damaged ({describe(err)})") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: malformed (expected a JSON object)")
+    return value
+
+
+def read_weights(directory: Path) -> dict[str, Tensor]:
+    """The checkpoint's tensors (safetensors preferred; a pickle only through ``weights_only``)."""
+    for name in WEIGHT_FILES:
+        path = directory / name
+        if not path.is_file():
+            continue
+        try:
+            if name.endswith(".safetensors"):
+                from safetensors.torch import load_file
+
+                tensors = load_file(path)
+            else:
+                tensors = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # safetensors and torch raise several types for damaged files
+            raise UserError(f"{path}: damaged ({describe(err)})") from None
+        if not isinstance(tensors, dict) or not all(isinstance(t, Tensor) for t in tensors.values()):
+            raise UserError(f"{path}: malformed (expected a mapping of names to tensors)")
+        return {key: value.float() for key, value in tensors.items()}
+    raise UserError(f"{directory}: no weights ({' or '.join(WEIGHT_FILES)})")
+
+
+def read_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[MarianVocabulary, dict[str, bytes]]:
+    """The vocabulary and each side's renumbered sentencepiece model."""
+    tokenizer_config = directory / "tokenizer_config.json"
+    if tokenizer_config.is_file() and read_json(tokenizer_config).get("separate_vocabs"):
+        raise UserError(f"{tokenizer_config}: separate_vocabs (a target_vocab.json) is not supported yet")
+    for name in TOKENIZER_FILES:
+        if not (directory / name).is_file():
+            raise UserError(f"{directory / name}: missing (a MarianMT tokenizer needs {', '.join(TOKENIZER_FILES)})")
+    size = config.get("vocab_size")
+    if config.get("decoder_vocab_size", size) != size:
+        raise UserError(f"{directory / 'config.json'}: decoder_vocab_size differs from vocab_size (separate "
+                        "vocabularies are not supported yet)")  # fmt: skip
+    if not isinstance(size, int) or size < 4:
+        raise UserError(f"{directory / 'config.json'}: vocab_size must be an integer ≥ 4, got {size!r}")
+    table = read_vocab_json(directory / "vocab.json", size)
+    files = {"src": directory / "source.spm", "tgt": directory / "target.spm"}
+    models = {side: path.read_bytes() for side, path in files.items()}
+    eos, pad = config.get("eos_token_id", 0), config.get("pad_token_id", size - 1)
+    if config.get("decoder_start_token_id", pad) != pad:
+        raise UserError(f"{directory / 'config.json'}: decoder_start_token_id must be the pad token {pad} (its zero "
+                        "embedding starts decoding)")  # fmt: skip
+    by_file = {files[side]: models[side] for side in files}
+    vocabulary = marian_vocabulary(table, by_file, eos, pad, directory / "vocab.json")
+    spm_models = {side: side_model(models[side], vocabulary.pieces, files[side]) for side in files}
+    return vocabulary, spm_models
+
+
+def model_config(arch: MarianArchitecture, config: dict[str, Any], size: int) -> ModelConfig:
+    encoder, decoder, heads, factor = marian_adl(arch)
+    return ModelConfig(
+        encoder=encoder,
+        decoder=decoder,
+        src_vocab_size=size,
+        tgt_vocab_size=size,
+        d_model=arch.d_model,
+        heads=heads,
+        dropout=arch.dropout,
+        ff_factor=factor,
+        max_len=arch.max_positions,
+        tie_output=bool(config.get("tie_word_embeddings", True)),
+        tie_source=bool(
+            config.get("share_encoder_decoder_embeddings", True) and config.get("tie_word_embeddings", True)
+        ),
+    )
+
+
+class TensorReader:
+    """The checkpoint's tensors, each taken once: :meth:`leftover` names those never taken."""
+
+    def __init__(self, tensors: dict[str, Tensor], path: Path) -> None:
+        self.tensors = tensors
+        self.path = path
+        self.taken: set[str] = set()
+
+    def take(self, name: str, shape: tuple[int, ...] | None = None, optional: bool = False) -> Tensor | None:
+        if name not in self.tensors:
+            if optional:
+                return None
+            raise UserError(f"{self.path}: the tensor {name} is missing")
+        tensor = self.tensors[name]
+        if shape is not None and tuple(tensor.shape) != shape:
+            raise UserError(f"{self.path}: the tensor {name} has shape {list(tensor.shape)}, the configuration "
+                            f"implies {list(shape)}")  # fmt: skip
+        self.taken.add(name)
+        return tensor
+
+    def copy(self, name: str, reference: Tensor) -> None:
+        """A stored duplicate (a tied embedding, a rebuilt table): taken if present, and must equal ``reference``."""
+        tensor = self.take(name, tuple(reference.shape), optional=True)
+        if tensor is not None and not torch.allclose(tensor, reference, atol=1e-5):
+            raise UserError(f"{self.path}: the tensor {name} differs from what it must equal (a tied embedding "
+                            "or the sinusoid table): not a MarianMT model as configured")  # fmt: skip
+
+    def leftover(self) -> list[str]:
+        return sorted(set(self.tensors) - self.taken)
+
+
+EMBEDDINGS = {"src": "model.encoder.embed_tokens.weight", "tgt": "model.decoder.embed_tokens.weight"}
+SHARED = "model.shared.weight"
+
+
+def embedding_tables(reader: TensorReader, settings: ModelConfig, shape: tuple[int, int]) -> dict[str, Tensor]:
+    """The source and target embedding tables in Marian ids. ``transformers`` 5 ties ``shared``, both sides'
+    ``embed_tokens`` and ``lm_head`` when ``tie_word_embeddings`` (then only ``shared`` is stored; older versions
+    store equal copies) and unties all four otherwise (``shared`` is then stored but read by nothing)."""
+    shared = reader.take(SHARED, shape, optional=True)
+    if settings.tie_source:
+        table = shared if shared is not None else reader.take(EMBEDDINGS["src"], shape)
+        for name in EMBEDDINGS.values():
+            reader.copy(name, table)
+        return {"src": table, "tgt": table}
+    tables = {}
+    for side, name in EMBEDDINGS.items():
+        stored = reader.take(name, shape, optional=True)
+        if stored is None and shared is None:
+            reader.take(name, shape)  # the error naming it
+        tables[side] = stored if stored is not None else shared
+    return tables
+
+
+def rows(table: Tensor, vocabulary: MarianVocabulary) -> Tensor:
+    """Marian ``table`` [V, …] renumbered to adlnmt ids [V', …] (a zero row where no Marian row belongs)."""
+    index = torch.tensor([0 if row is None else row for row in vocabulary.rows])
+    result = table.index_select(0, index).clone()
+    result[[i for i, row in enumerate(vocabulary.rows) if row is None]] = 0.0
+    return result
+
+
+@torch.no_grad()
+def convert(directory: Path) -> tuple[Imported, dict[str, bytes], ModelConfig]:
+    """The adlnmt model of the MarianMT checkpoint in ``directory``, its spm models per side and its configuration."""
+    config_path = directory / "config.json"
+    config = read_json(config_path)
+    arch = read_architecture(config, str(config_path))
+    vocabulary, spm_models = read_tokenizer(directory, config)
+    weights = read_weights(directory)
+    path = next(directory / name for name in WEIGHT_FILES if (directory / name).is_file())
+    reader = TensorReader(weights, path)
+    settings = model_config(arch, config, vocabulary.size)
+    model = Seq2Seq(settings).eval()
+    mapping: dict[str, str] = {}
+    names_of = {id(p): n for n, p in model.named_parameters()}
+    for name, view in marian_links(model).items():
+        view.copy_(reader.take(name, tuple(view.shape)))
+        base = view._base if view._base is not None else view
+        mapping[name] = names_of.get(id(base), "?")
+    size, d = int(config["vocab_size"]), arch.d_model
+    tables = embedding_tables(reader, settings, (size, d))
+    model.src_embed.weight.copy_(rows(tables["src"], vocabulary))
+    model.tgt_embed.weight.copy_(rows(tables["tgt"], vocabulary))
+    mapping |= {EMBEDDINGS["src"]: "src_embed.weight", EMBEDDINGS["tgt"]: "tgt_embed.weight"}
+    if settings.tie_output:
+        reader.copy("lm_head.weight", tables["tgt"])
+    else:
+        model.output.weight.copy_(rows(reader.take("lm_head.weight", (size, d)), vocabulary))
+        mapping["lm_head.weight"] = "output.weight"
+    bias = reader.take("final_logits_bias", (1, size), optional=True)
+    model.output.bias.copy_(rows(torch.zeros(size) if bias is None else bias[0], vocabulary))
+    model.output.bias[torch.tensor(vocabulary.never)] = NEVER_PREDICTED
+    mapping["final_logits_bias"] = "output.bias" if bias is not None else "output.bias (absent: zeros, as MarianMT)"
+    for side in ("encoder", "decoder"):
+        name = f"model.{side}.embed_positions.weight"
+        if name in weights:
+            table = sinusoid_halves(torch.arange(weights[name].size(0)), d)
+            reader.copy(name, table)
+            mapping[name] = f"{side} pos(layout=halves) (rebuilt, equal)"
+    leftover = reader.leftover()
+    if leftover:
+        raise UserError(f"{path}: {len(leftover)} tensors have no place in a MarianMT model as configured: "
+                        f"{', '.join(leftover[:5])}{' …' if len(leftover) > 5 else ''}")  # fmt: skip
+    return Imported(model, vocabulary, mapping), spm_models, settings
+
+
+def vocabulary_manifest(vocabulary: MarianVocabulary, joint: bool, max_len: int) -> dict[str, Any]:
+    """The ``vocab/manifest.json`` of an imported model (a data manifest without splits)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "joint": joint,
+        "model_type": "marian",
+        "source_markers": False,
+        "special_ids": dict(SPECIAL_IDS),
+        "src_vocab_size": vocabulary.size,
+        "tgt_vocab_size": vocabulary.size,
+        "spm": {side: SPM_FILES["src"] if joint else SPM_FILES[side] for side in SPM_FILES},
+        "options": {"max_len": max_len, "source_markers": False},
+        "files": {},
+        "splits": {},
+    }
+
+
+def write_model_dir(directory: Path, imported: Imported, spm_models: dict[str, bytes], settings: ModelConfig,
+                    record: dict[str, Any]) -> None:  # fmt: skip
+    """An adlnmt model directory in ``directory``: vocab/, best.safetensors and config.json."""
+    from safetensors.torch import save_model
+
+    files = ModelDir(directory)
+    joint = spm_models["src"] == spm_models["tgt"]
+    manifest = vocabulary_manifest(imported.vocabulary, joint, settings.max_len - 1)
+    for side in ("src", "tgt") if not joint else ("src",):
+        data = spm_models[side]
+        atomic_write(files.vocab_dir / manifest["spm"][side], lambda tmp, data=data: tmp.write_bytes(data))
+    text = json.dumps(manifest, indent=2) + "\n"
+    atomic_write(files.vocab_dir / MANIFEST, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    hashes = {path.name: file_sha256(path) for path in sorted(files.vocab_dir.iterdir())}
+    atomic_write(files.best_weights, lambda tmp: save_model(imported.model, str(tmp)))
+    model = imported.model
+    # the training options that describe this model (commands that read others fill in their defaults)
+    train = {key: getattr(settings, key) for key in ("encoder", "decoder", "d_model", "heads", "dropout")}
+    files.write_config({
+        "train": train,
+        "model": settings.to_dict(),
+        "data_digest": None,
+        names.VOCAB_HASHES: hashes,
+        "canonical": {"encoder": model.canonical_encoder, "decoder": model.canonical_decoder},
+        "parameters": model.parameter_count(),
+        "version": 1,
+        "changed_settings": [],
+        IMPORT_RECORD: record,
+    })  # fmt: skip
+
+
+def import_marian(source: str | Path, out: str | Path) -> Imported:
+    """Import the MarianMT directory ``source`` as the new model directory ``out`` (refused when it exists)."""
+    source, out = Path(source), Path(out)
+    if out.exists():
+        raise UserError(f"{out}: exists; choose a new --out (an import never overwrites)")
+    if not source.is_dir():
+        raise UserError(f"{source}: not a directory (expected a MarianMT model: config.json, weights, tokenizer)")
+    imported, spm_models, settings = convert(source)
+    record = {
+        "from": SOURCE,
+        "path": str(source.resolve()),
+        "files": {p.name: file_sha256(p) for p in sorted(source.iterdir()) if p.is_file()},
+        "tensors": imported.mapping,
+        "pieces_missing_from_vocab_json": imported.vocabulary.missing,
+    }
+    write_new_directory(out, lambda directory: write_model_dir(directory, imported, spm_models, settings, record),
+                        "an import")  # fmt: skip
+    return imported

@@ -1,0 +1,194 @@
+"""``adlnmt publish MODEL --out DIR``: a folder ready for the Hugging Face Hub (nothing is uploaded); above export
+and train (it may include the ONNX export and reads what training and grids wrote).
+
+Contents: the weights as safetensors with their configs and tokenizer files (MarianMT's files when the architecture
+maps onto MarianMT, :mod:`adlnmt.interop.hf_export`; otherwise adlnmt's ``model.safetensors``, ``config.json`` and
+``vocab/``), ``diagram.png`` (the architecture, drawn by Graphviz), the ONNX export when asked, and ``README.md``: a
+model card with YAML front matter, the ADL sentences, the diagram, the data digest and sizes, the training settings,
+a summary of the validation curve, test scores and, for a run of an ``adlnmt experiment`` grid, the verdicts of the
+claims about its variant. The folder is written beside ``--out`` and renamed into place when complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from adlnmt.errors import UserError
+from adlnmt.interop.staging import write_new_directory
+from adlnmt.store import ModelDir, names
+
+RESULT = "result.json"  # beside a grid run's model directory (adlnmt experiment): its test scores
+CLAIMS = "claims.json"  # in the grid's results folder: the claims and their verdicts
+MODEL_SETTINGS = ("d_model", "heads", "ff_factor", "dropout", "tie_source", "tie_output", "max_len")
+TRAINING_SETTINGS = ("label_smoothing", "batch_tokens", "accumulate", "lr", "lr_schedule", "warmup", "max_updates",
+                     "max_epochs", "patience", "seed", "precision", "init_from")  # fmt: skip
+
+
+def grid_run(model_dir: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The grid run's result.json beside ``model_dir`` (None when it is not a grid run) and the claims about its
+    variant from the grid's claims.json (searched up to four folders above)."""
+    result_path = model_dir.parent / RESULT
+    if not result_path.is_file():
+        return None, []
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    for folder in list(model_dir.parents)[1:5]:
+        path = folder / CLAIMS
+        if path.is_file():
+            claims = json.loads(path.read_text(encoding="utf-8"))
+            if claims.get("grid") == result.get("experiment"):
+                variant = result.get("variant")
+                return result, [c for c in claims.get("claims", []) if variant in (c.get("first"), c.get("second"))]
+    return result, []
+
+
+def validation_summary(records: list[dict[str, Any]]) -> list[str]:
+    if not records:
+        return ["No validated checkpoint (an imported model: its source's own evaluation applies)."]
+    metric = "valid_ppl"
+    best = min(records, key=lambda r: r.get(metric, float("inf")))
+    lines = [f"{len(records)} validated checkpoints, updates {records[0]['update']} to {records[-1]['update']}.", "",
+             "| checkpoint | update | valid ppl | valid BLEU |", "|---|---|---|---|"]  # fmt: skip
+    for label, record in (("first", records[0]), ("best", best), ("last", records[-1])):
+        bleu = record.get("valid_bleu")
+        lines.append(f"| {label} | {record['update']} | {record.get(metric, float('nan')):.2f} | "
+                     f"{'-' if bleu is None else f'{bleu:.2f}'} |")  # fmt: skip
+    return lines
+
+
+def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: str | None, missing: str) -> str:
+    """README.md: the model card (``refusal``: why the architecture is not MarianMT's, None when it is;
+    ``diagram``: the image's file name, or None and ``missing`` says why)."""
+    marian = refusal is None
+    files = ModelDir(model_dir)
+    manifest = json.loads((files.vocab_dir / "manifest.json").read_text(encoding="utf-8"))
+    result, claims = grid_run(model_dir)
+    imported = stored.get("imported")
+    tests = (result or {}).get("tests", {})
+    front = ["---", "library_name: adlnmt" if not marian else "library_name: transformers",
+             "tags:", "- translation", "- adlnmt"] + (["pipeline_tag: translation"] if marian else [])  # fmt: skip
+    if imported:
+        front.append(f"base_model: {Path(imported['path']).name}")
+    if tests:
+        front += ["model-index:", f"- name: {model_dir.name}", "  results:"]
+        for test, entry in tests.items():
+            front += ["  - task: {type: translation}", f"    dataset: {{name: {test}, type: {test}}}", "    metrics:"]
+            front += [f"    - {{type: {m}, value: {v:.2f}}}" for m, v in entry.get("scores", {}).items()]
+    front.append("---")
+    canonical = stored.get("canonical", {})
+    body = [f"# {model_dir.name}", "", "A neural machine translation model built and trained with "
+            "[adlnmt](https://github.com/) whose architecture is a sentence of the Architecture Definition Language "
+            "(Domhan 2018).", "", "## Architecture (ADL)", "", "```", f"encoder: {canonical.get('encoder')}",
+            f"decoder: {canonical.get('decoder')}", "```", ""]  # fmt: skip
+    body += [f"{stored.get('parameters', 0):,} parameters.", ""]
+    body += [f"![architecture]({diagram})" if diagram else f"(No diagram: {missing}.)", ""]
+    body += ["## Data", ""]
+    if imported:
+        body += [f"Imported from a Hugging Face MarianMT checkpoint ({imported['path']}); its training data is its "
+                 "source's. Files imported, by SHA-256:", ""]  # fmt: skip
+        body += [f"- `{name}`: `{digest[:16]}…`" for name, digest in imported.get("files", {}).items()]
+    else:
+        body += [f"- data digest (SHA-256 of the prepared data's manifest): `{stored.get('data_digest')}`"]
+    body += [f"- vocabulary: {manifest.get('src_vocab_size')} source / {manifest.get('tgt_vocab_size')} target "
+             f"pieces ({'joint' if manifest.get('joint') else 'separate'})"]  # fmt: skip
+    for split, counts in manifest.get("splits", {}).items():
+        body.append(f"- {split}: {counts.get('kept', '?')} sentence pairs kept of {counts.get('read', '?')} read")
+    train, model = stored.get("train", {}), stored.get("model", {})
+    body += ["", "## Settings", "", "| setting | value |", "|---|---|"]
+    body += [f"| model {key} | {model[key]} |" for key in MODEL_SETTINGS if key in model]
+    if not imported:
+        body += [f"| training {key} | {train[key]} |" for key in TRAINING_SETTINGS if train.get(key) is not None]
+    body += ["", "## Validation", "", *validation_summary(files.checkpoint_records()), "", "## Test scores", ""]
+    if tests:
+        body += ["| test set | metric | score | signature |", "|---|---|---|---|"]
+        for test, entry in tests.items():
+            signatures = entry.get("signatures", {})
+            body += [
+                f"| {test} | {m} | {v:.2f} | `{signatures.get(m, '')}` |" for m, v in entry.get("scores", {}).items()
+            ]
+    else:
+        body.append("None recorded (a model trained outside `adlnmt experiment`: score a test set with "
+                    "`adlnmt translate` and `adlnmt score`).")  # fmt: skip
+    if result is not None:
+        body += ["", f"## Grid verdicts ({result.get('experiment')}, variant {result.get('variant')!r}, seed "
+                 f"{result.get('seed')})", ""]  # fmt: skip
+        body += [
+            f"- {c.get('tested_as')} ({c.get('metric')}, {c.get('test')}): **{c.get('verdict')}**, "
+            f'{c.get("summary")}; claim: "{c.get("quote")}" {c.get("where", "")}'
+            for c in claims
+        ]
+        body += [] if claims else ["No claim of the grid concerns this variant."]
+    body += ["", "## Use", ""]
+    if marian:
+        body += ["```python", "from transformers import MarianMTModel, MarianTokenizer", "",
+                 'tokenizer = MarianTokenizer.from_pretrained("USER/NAME")',
+                 'model = MarianMTModel.from_pretrained("USER/NAME")',
+                 'batch = tokenizer(["a sentence to translate"], return_tensors="pt")',
+                 "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))", "```", "",
+                 "Back into adlnmt: `adlnmt import --from hf-marian DIR --out MODEL`."]  # fmt: skip
+    else:
+        body += [f"adlnmt's own format ({refusal}): copy `config.json`, `vocab/` and `model.safetensors` (as "
+                 "`best.safetensors`) into a model directory, then `adlnmt translate --model MODEL`."]  # fmt: skip
+    body += ["", "## Upload", "", "Nothing was uploaded. To publish: `huggingface-cli upload USER/NAME .` in this "
+             "folder (after `huggingface-cli login`).", ""]  # fmt: skip
+    return "\n".join([*front, "", *body])
+
+
+def publish(model_dir: Path, out: Path, checkpoint: str = "best", onnx: bool = False) -> list[str]:
+    """Write the folder ``out`` (new) for the model in ``model_dir``; the names of what it holds."""
+    from adlnmt.interop.hf_export import marian_writer
+
+    files = ModelDir(model_dir)
+    stored = files.config()
+    model, data, max_len = files.load_model(checkpoint)
+    write_marian, refusal = None, None
+    try:
+        write_marian = marian_writer(model, data)
+    except UserError as err:
+        refusal = str(err)
+    diagram, image, missing = None, b"", ""
+    try:
+        from adlnmt.diagram import model_image
+
+        image, diagram = model_image(model, "png"), "diagram.png"
+    except (ImportError, UserError) as err:
+        missing = str(err)
+
+    def fill(directory: Path) -> None:
+        if write_marian is not None:
+            write_marian(directory)
+        else:
+            shutil.copyfile(files.resolve(checkpoint), directory / "model.safetensors")
+            shutil.copyfile(files.config_file, directory / names.CONFIG)
+            shutil.copytree(files.vocab_dir, directory / names.VOCAB_DIR)
+        if diagram:
+            (directory / diagram).write_bytes(image)
+        if onnx:
+            from adlnmt.export.directory import Source
+            from adlnmt.export.formats import export_model
+
+            export_model(Source(model.eval(), data, max_len, model_dir), directory / "onnx", "onnx", "none")
+        text = card(model_dir, stored, refusal, diagram, missing)
+        (directory / "README.md").write_text(text, encoding="utf-8")
+
+    write_new_directory(out, fill, "publish")
+    return sorted(path.name for path in out.iterdir())
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    written = publish(Path(args.model), Path(args.out), args.checkpoint, args.onnx)
+    print(f"published {args.model} ({args.checkpoint}) to {args.out}: {', '.join(written)}; upload with "
+          f"huggingface-cli upload USER/NAME {args.out}")  # fmt: skip
+    return 0
+
+
+def add_publish_command(commands: argparse._SubParsersAction) -> None:
+    publish_parser = commands.add_parser("publish", help="a Hub-ready folder with a model card (no upload)")
+    publish_parser.add_argument("model", metavar="MODEL", help="model directory")
+    publish_parser.add_argument("--out", required=True, help="the folder to create (must not exist)")
+    publish_parser.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
+    publish_parser.add_argument("--onnx", action="store_true", help="also include the ONNX export (the onnx extra)")
+    publish_parser.set_defaults(func=cmd_publish)

@@ -1,0 +1,87 @@
+"""``adlnmt train --init-from MODEL``: start from another model's weights and vocabulary (a pretrained or imported
+model, or any trained one), and architecture surgery.
+
+The new model is MODEL's configuration (width, heads, ties, variables), with the encoder/decoder ADL of
+``--encoder``/``--decoder`` or ``--preset`` when given (surgery: e.g. the decoder's self-attention replaced by ``aan``,
+or one block fewer). The data must be encoded with MODEL's sentencepiece models (``adlnmt prepare --vocab-from
+MODEL``); other data is refused. At update 0 every tensor whose path (its name in the state dict, i.e. its place in
+the layer tree) and shape match is copied from MODEL's checkpoint and the rest keeps its fresh initialisation; which is
+which is printed and written to ``init_from.json`` in the new model directory. A resumed run continues from its own
+checkpoints and never reads MODEL's weights again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from adlnmt.data.data_dir import SIDES, DataDir
+from adlnmt.errors import UserError
+from adlnmt.model import Seq2Seq
+from adlnmt.model_config import ModelConfig
+from adlnmt.store import ModelDir
+from adlnmt.store.atomic import atomic_write, file_sha256
+from adlnmt.store.names import INIT_FROM
+from adlnmt.train.config import TrainConfig
+
+
+def check_vocabulary(init_dir: Path, data: DataDir) -> None:
+    """Refuse ``data`` unless it was encoded with the sentencepiece models of the model in ``init_dir``."""
+    vocabulary = ModelDir(init_dir).vocabularies()
+    for side in SIDES:
+        mine = vocabulary.path / vocabulary.manifest["spm"][side]
+        theirs = data.path / data.manifest["spm"][side]
+        if file_sha256(mine) != file_sha256(theirs):
+            raise UserError(
+                f"{data.path}: prepared with another {side} vocabulary than {init_dir} ({theirs.name} "
+                f"differs from {mine}); prepare it with: adlnmt prepare --vocab-from {init_dir}"
+            )
+
+
+def init_model_config(config: TrainConfig, data: DataDir) -> ModelConfig:
+    """The configuration of the model ``--init-from`` starts: MODEL's, with the ADL of the flags when given."""
+    assert config.init_from is not None
+    init_dir = Path(config.init_from)
+    base = ModelConfig(**ModelDir(init_dir).config()["model"])
+    check_vocabulary(init_dir, data)
+    if not (config.preset or config.encoder or config.decoder):
+        return base
+    given = config.model_config(base.src_vocab_size, base.tgt_vocab_size)
+    return replace(base, encoder=given.encoder, decoder=given.decoder)
+
+
+@torch.no_grad()
+def initialise_from(
+    model: Seq2Seq, init_dir: Path, model_dir: Path | None, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Copy into ``model`` every tensor of ``init_dir``'s best checkpoint whose name and shape match; print (``log``)
+    and write (``model_dir``/init_from.json, unless None) which tensors were copied, initialised afresh, or left
+    unused."""
+    source, _, _ = ModelDir(init_dir).load_model("best")
+    theirs = source.state_dict()
+    copied, initialised = [], {}
+    for name, tensor in model.state_dict().items():
+        found = theirs.get(name)
+        if found is not None and found.shape == tensor.shape:
+            tensor.copy_(found)
+            copied.append(name)
+        else:
+            initialised[name] = "absent" if found is None else f"shape {list(found.shape)} ≠ {list(tensor.shape)}"
+    unused = sorted(set(theirs) - set(copied))
+    record = {"from": str(init_dir.resolve()), "checkpoint": "best", "copied": copied, "initialised": initialised,
+              "unused": unused}  # fmt: skip
+    if model_dir is not None:
+        text = json.dumps(record, indent=2) + "\n"
+        atomic_write(model_dir / INIT_FROM, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    log(f"init from {init_dir}: copied {len(copied)} tensors, initialised {len(initialised)}, left {len(unused)} "
+        f"unused (recorded in {INIT_FROM})")  # fmt: skip
+    for name, reason in initialised.items():
+        log(f"  initialised {name} ({reason})")
+    for name in unused:
+        log(f"  unused {name}")
+    return record

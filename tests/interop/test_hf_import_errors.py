@@ -1,0 +1,109 @@
+"""Bad MarianMT directories: one clear error each (exit status 2, the file and what is wrong), and no model directory
+left behind."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from adlnmt.cli import main
+from interop.marian_fixtures import marian_dir
+
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def marian(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bad") / "hf"
+    marian_dir(demo_data / "corpus", out, seed=3)
+    return out
+
+
+def edit_json(name: str, change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def edit(directory: Path) -> None:
+        content = json.loads((directory / name).read_text())
+        change(content)
+        (directory / name).write_text(json.dumps(content))
+
+    return edit
+
+
+def edit_weights(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def edit(directory: Path) -> None:
+        tensors = load_file(directory / "model.safetensors")
+        change(tensors)
+        save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
+
+    return edit
+
+
+LAYER = "model.encoder.layers.0.fc1.weight"
+CASES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "missing config": (lambda d: (d / "config.json").unlink(), "config.json: missing"),
+    "damaged config": (lambda d: (d / "config.json").write_text("{ not json"), "config.json: damaged"),
+    "unsupported key": (edit_json("config.json", lambda c: c.update(normalize_before=True)),
+                        "unsupported config key normalize_before = True"),
+    "unknown key": (edit_json("config.json", lambda c: c.update(rope_theta=10000)),
+                    "unsupported config key 'rope_theta'"),
+    "tanh gelu": (edit_json("config.json", lambda c: c.update(activation_function="gelu_new")),
+                  "unsupported activation_function 'gelu_new'"),
+    "missing weights": (lambda d: (d / "model.safetensors").unlink(), "no weights (model.safetensors or"),
+    "damaged weights": (lambda d: (d / "model.safetensors").write_bytes(b"\x10\x00garbage"),
+                        "model.safetensors: damaged"),
+    "shape mismatch": (edit_weights(lambda t: t.update({LAYER: torch.zeros(5, 16)})),
+                       f"the tensor {LAYER} has shape [5, 16], the configuration implies [32, 16]"),
+    "missing tensor": (edit_weights(lambda t: t.pop(LAYER)), f"the tensor {LAYER} is missing"),
+    "unused tensor": (edit_weights(lambda t: t.update({"model.encoder.layernorm_embedding.weight": torch.ones(16)})),
+                      "1 tensors have no place in a MarianMT model as configured: model.encoder.layernorm_embedding"),
+    "no source.spm": (lambda d: (d / "source.spm").unlink(), "source.spm: missing (a MarianMT tokenizer needs"),
+    "damaged target.spm": (lambda d: (d / "target.spm").write_bytes(b"\xff\xfe no model"),
+                           "target.spm: not a sentencepiece"),
+    "damaged vocab.json": (lambda d: (d / "vocab.json").write_text("[1, 2]"), "vocab.json: malformed"),
+    "vocab.json of another model": (edit_json("vocab.json", lambda v: v.pop("</s>")), "vocab.json: its"),
+    "separate vocabularies": (edit_json("tokenizer_config.json", lambda c: c.update(separate_vocabs=True)),
+                              "separate_vocabs (a target_vocab.json) is not supported"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_directory_is_one_clear_error(case: str, marian: Path, tmp_path: Path, capsys) -> None:
+    damage, expected = CASES[case]
+    source = tmp_path / "hf"
+    shutil.copytree(marian, source)
+    damage(source)
+    assert main(["import", str(source), "--from", "hf-marian", "--out", str(tmp_path / "model")]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # nothing half-written
+
+
+def test_existing_out_is_refused(marian: Path, tmp_path: Path, capsys) -> None:
+    (tmp_path / "model").mkdir()
+    assert main(["import", str(marian), "--from", "hf-marian", "--out", str(tmp_path / "model")]) == 2
+    assert "exists; choose a new --out" in capsys.readouterr().err
+    assert not any((tmp_path / "model").iterdir())
+
+
+def test_pieces_missing_from_vocab_json_read_as_unk(demo_data: Path, tmp_path: Path) -> None:
+    """A piece of the .spm models that vocab.json lacks: MarianTokenizer maps it to <unk>; so does the import."""
+    import transformers
+
+    from adlnmt.store import ModelDir
+
+    marian_dir(demo_data / "corpus", tmp_path / "hf", seed=4, drop=("▁the",))
+    assert main(["import", str(tmp_path / "hf"), "--from", "hf-marian", "--out", str(tmp_path / "model")]) == 0
+    stored = ModelDir(tmp_path / "model").config()["imported"]
+    assert stored["pieces_missing_from_vocab_json"] == ["▁the"]
+    _, data, _ = ModelDir(tmp_path / "model").load_model("best")
+    tokenizer = transformers.MarianTokenizer.from_pretrained(tmp_path / "hf")
+    text = "the dog sees the cat"
+    ours = data.encode_source(text)
+    unk = tokenizer.get_vocab()["<unk>"]
+    assert unk in tokenizer(text)["input_ids"]
+    assert len(ours) == len(tokenizer(text)["input_ids"])

@@ -1,0 +1,121 @@
+"""``adlnmt train --init-from MODEL`` on data prepared with ``--vocab-from MODEL``: the weights start as MODEL's, a
+changed architecture copies what matches by path and shape and records the rest, other vocabularies are refused, and
+a resumed run does not initialise again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from adlnmt.cli import main
+from adlnmt.store import ModelDir
+from interop.marian_fixtures import marian_dir
+
+pytest.importorskip("transformers")
+
+TRAIN = ["--batch-tokens", "600", "--no-progress", "--threads", "1", "--no-valid-bleu", "--tensorboard", "off"]
+
+
+@pytest.fixture(scope="module")
+def pretrained(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("pretrained")
+    marian_dir(demo_data / "corpus", root / "hf", seed=2)
+    assert main(["import", str(root / "hf"), "--from", "hf-marian", "--out", str(root / "model")]) == 0
+    corpus = demo_data / "corpus"
+    argv = ["prepare", "--train-src", str(corpus / "train.src"), "--train-tgt", str(corpus / "train.tgt"),
+            "--valid-src", str(corpus / "valid.src"), "--valid-tgt", str(corpus / "valid.tgt"),
+            "--out", str(root / "data"), "--vocab-from", str(root / "model")]  # fmt: skip
+    assert main(argv) == 0
+    return root
+
+
+def train(root: Path, model: str, *flags: str) -> int:
+    argv = ["train", "--data", str(root / "data"), "--model", str(root / model),
+            "--init-from", str(root / "model"), *TRAIN, *flags]  # fmt: skip
+    return main(argv)
+
+
+def test_prepare_vocab_from_copies_the_models_vocabulary(pretrained: Path) -> None:
+    model_vocab = ModelDir(pretrained / "model").vocabularies()
+    manifest = json.loads((pretrained / "data" / "manifest.json").read_text())
+    for side in ("src", "tgt"):
+        theirs = (pretrained / "data" / manifest["spm"][side]).read_bytes()
+        assert theirs == (model_vocab.path / model_vocab.manifest["spm"][side]).read_bytes()
+
+
+def test_init_from_starts_from_the_models_weights(pretrained: Path) -> None:
+    assert train(pretrained, "same", "--max-updates", "1", "--checkpoint-interval", "1", "--lr", "0") == 0
+    record = json.loads((pretrained / "same" / "init_from.json").read_text())
+    assert record["initialised"] == {} and record["unused"] == []
+    before, after = (
+        load_file(pretrained / "model" / "best.safetensors"),
+        load_file(pretrained / "same" / "best.safetensors"),
+    )
+    assert before.keys() == after.keys()
+    assert all(before[name].equal(after[name]) for name in before)  # lr 0: one update changes nothing
+    stored = ModelDir(pretrained / "same").config()
+    assert stored["model"] == ModelDir(pretrained / "model").config()["model"]
+
+
+def test_surgery_copies_matching_paths_and_records_the_rest(pretrained: Path, capsys) -> None:
+    encoder = (
+        "pos(layout=halves) -> repeat(1, res_d(mh_dot_self_att) -> norm -> res_d(ffl(act=swish, dropout=0)) -> norm)"
+    )
+    decoder = ("pos(layout=halves) -> repeat(1, res_d(aan) -> norm -> res_d(mh_dot_src_att(heads=4)) -> norm -> "
+               "res_d(ffl(factor=3, act=swish, dropout=0)) -> norm)")  # fmt: skip
+    flags = [
+        "--encoder",
+        encoder,
+        "--decoder",
+        decoder,
+        "--max-updates",
+        "1",
+        "--checkpoint-interval",
+        "1",
+        "--lr",
+        "0",
+    ]
+    assert train(pretrained, "surgery", *flags) == 0
+    record = json.loads((pretrained / "surgery" / "init_from.json").read_text())
+    aan = "decoder.layers.1.copies.0.layers.0.inner.layers.0."
+    assert record["initialised"] and all(name.startswith(aan) for name in record["initialised"])
+    assert f"{aan}qkv.weight" in record["unused"]  # the replaced self-attention
+    assert "encoder.layers.1.copies.1.layers.0.inner.layers.0.qkv.weight" in record["unused"]  # the dropped block
+    src_att = "decoder.layers.1.copies.0.layers.2.inner.layers.0.kv.weight"
+    assert src_att in record["copied"]
+    before, after = (
+        load_file(pretrained / "model" / "best.safetensors"),
+        load_file(pretrained / "surgery" / "best.safetensors"),
+    )
+    assert before[src_att].equal(after[src_att])
+    err = capsys.readouterr().err
+    assert f"initialised {aan}gate.weight (absent)" in err and "unused encoder.layers.1.copies.1" in err
+
+
+def test_data_with_another_vocabulary_is_refused(pretrained: Path, demo_data: Path, capsys) -> None:
+    argv = ["train", "--data", str(demo_data / "data"), "--model", str(pretrained / "other"),
+            "--init-from", str(pretrained / "model"), *TRAIN, "--max-updates", "1"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "prepared with another src vocabulary" in err and "adlnmt prepare --vocab-from" in err
+    assert not (pretrained / "other" / "config.json").exists()
+
+
+def test_resume_does_not_initialise_again(pretrained: Path, capsys) -> None:
+    assert train(pretrained, "resumed", "--max-updates", "2", "--checkpoint-interval", "2") == 0
+    first = (pretrained / "resumed" / "init_from.json").read_text()
+    capsys.readouterr()
+    assert train(pretrained, "resumed", "--max-updates", "4", "--checkpoint-interval", "2") == 0
+    err = capsys.readouterr().err
+    assert "resuming at update 2" in err and "init from" not in err
+    assert (pretrained / "resumed" / "init_from.json").read_text() == first
+
+
+def test_prepare_finds_the_vocabulary_where_model_directories_keep_it() -> None:
+    from adlnmt.data.vocab_from import MODEL_VOCAB_DIR
+    from adlnmt.store.names import VOCAB_DIR
+
+    assert MODEL_VOCAB_DIR == VOCAB_DIR

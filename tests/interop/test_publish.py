@@ -1,0 +1,68 @@
+"""``adlnmt publish``: a Hub-ready folder with a model card; MarianMT files when the architecture maps, adlnmt's
+otherwise; test scores and grid verdicts when the model is a grid run; nothing overwritten."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from adlnmt.cli import main
+from interop.marian_fixtures import marian_dir
+
+transformers = pytest.importorskip("transformers")
+NATIVE = [
+    "--encoder", "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm",
+    "--decoder", "pos -> repeat(1, res_nd(aan) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm",
+    "--d-model", "16", "--heads", "2", "--batch-tokens", "600", "--max-updates", "2", "--checkpoint-interval", "2",
+    "--no-progress", "--threads", "1", "--no-valid-bleu", "--tensorboard", "off",
+]  # fmt: skip
+
+
+def test_publish_an_imported_model(demo_data: Path, tmp_path: Path, capsys) -> None:
+    marian_dir(demo_data / "corpus", tmp_path / "hf", seed=6)
+    assert main(["import", str(tmp_path / "hf"), "--from", "hf-marian", "--out", str(tmp_path / "model")]) == 0
+    assert main(["publish", str(tmp_path / "model"), "--out", str(tmp_path / "card")]) == 0
+    assert "huggingface-cli upload" in capsys.readouterr().out
+    files = {p.name for p in (tmp_path / "card").iterdir()}
+    assert {"README.md", "model.safetensors", "config.json", "vocab.json", "source.spm", "target.spm"} <= files
+    text = (tmp_path / "card" / "README.md").read_text()
+    assert text.startswith("---\nlibrary_name: transformers") and "pipeline_tag: translation" in text
+    assert "encoder: pos(layout=halves) -> repeat(2, res_d(mh_dot_self_att)" in text
+    assert "Imported from a Hugging Face MarianMT checkpoint" in text and "huggingface-cli upload" in text
+    if shutil.which("dot"):
+        assert (tmp_path / "card" / "diagram.png").read_bytes()[:4] == b"\x89PNG" and "](diagram.png)" in text
+    transformers.MarianMTModel.from_pretrained(tmp_path / "card")
+    assert main(["publish", str(tmp_path / "model"), "--out", str(tmp_path / "card")]) == 2
+    assert "exists; choose a new --out" in capsys.readouterr().err
+
+
+def test_publish_a_grid_run_with_scores_and_verdicts(demo_data: Path, tmp_path: Path) -> None:
+    run = tmp_path / "results" / "runs" / "AAN" / "seed-1"
+    argv = ["train", "--data", str(demo_data / "data"), "--model", str(run / "model"), *NATIVE]
+    assert main(argv) == 0
+    tests = {"test_2016": {"scores": {"bleu": 12.5}, "signatures": {"bleu": "nrefs:1|tok:13a"}}}
+    (run / "result.json").write_text(json.dumps({"experiment": "grid-x", "variant": "AAN", "seed": 1, "tests": tests}))
+    claim = {
+        "first": "AAN",
+        "second": "self-att",
+        "tested_as": "AAN > self-att",
+        "metric": "bleu",
+        "test": "test_2016",
+        "verdict": "inconclusive",
+        "summary": "+0.1 [-1, +1] (95 %)",
+        "quote": "AAN is as good",
+        "where": "§4",
+    }
+    other = {**claim, "first": "CNN", "tested_as": "CNN > self-att"}
+    (tmp_path / "results" / "claims.json").write_text(json.dumps({"grid": "grid-x", "claims": [claim, other]}))
+    assert main(["publish", str(run / "model"), "--out", str(tmp_path / "card")]) == 0
+    files = {p.name for p in (tmp_path / "card").iterdir()}
+    assert {"README.md", "model.safetensors", "config.json", "vocab"} <= files  # adlnmt's own format
+    text = (tmp_path / "card" / "README.md").read_text()
+    assert "MarianMT has no counterpart of encoder layer 'pos'" in text
+    assert "{type: bleu, value: 12.50}" in text and "| test_2016 | bleu | 12.50 | `nrefs:1|tok:13a` |" in text
+    assert "AAN > self-att (bleu, test_2016): **inconclusive**" in text and "CNN > self-att" not in text
+    assert "1 validated checkpoints, updates 2 to 2." in text
