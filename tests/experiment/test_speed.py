@@ -15,16 +15,8 @@ import yaml
 from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import load_grid
-from adlnmt.experiment.speed import (
-    SPEED_FILE,
-    Measurement,
-    Point,
-    SpeedClaim,
-    SpeedSpec,
-    judge_claims,
-    median_interval,
-    pareto,
-)
+from adlnmt.experiment.speed import SPEED_FILE, Measurement, Point, judge_claims, median_interval, pareto
+from adlnmt.experiment.speed_spec import SpeedClaim, SpeedSpec
 
 TINY = {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 6, "checkpoint_interval": 3, "lr": 2e-3}
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"

@@ -22,7 +22,7 @@ from adlnmt.experiment import distill_step
 from adlnmt.experiment.distill_step import DistillStep
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.schema import Reader, read_yaml
-from adlnmt.experiment.speed import SpeedSpec, parse_speed
+from adlnmt.experiment.speed_spec import SpeedSpec, parse_speed
 from adlnmt.experiment.statistics import RESAMPLES
 from adlnmt.flags import bounds_of, flagged, kind_of
 from adlnmt.inference.options import SearchOptions

@@ -27,114 +27,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
-from adlnmt.experiment.schema import Reader
+from adlnmt.experiment.speed_spec import PRECISIONS, SpeedSpec
 from adlnmt.store.atomic import atomic_write
 
 SPEED_FILE = "speed.json"
 FORMAT_VERSION = 1
-SPEED_KEYS = ("test", "engines", "precision", "threads", "beams", "repeats", "lines", "claims")
-CLAIM_KEYS = ("quote", "where", "faster", "ratio", "beam", "engine")
-ENGINES = ("torch", "ctranslate2")
-PRECISIONS = {"fp32": "none", "int8": "int8"}  # → the ctranslate2 export's quantization
 TRANSLATE_FLAGS = ("batch_size", "length_penalty", "max_len_ratio")  # of the grid's translate, passed on
 INTERVAL_COVERAGE = 0.9  # the narrowest order-statistic interval of the median with at least this coverage
-
-
-@dataclass(frozen=True)
-class SpeedClaim:
-    """``first`` decodes at least ``ratio`` times as many sentences per second as ``second`` (beam, engine)."""
-
-    quote: str
-    where: str
-    first: str
-    second: str
-    ratio: float
-    beam: int
-    engine: str
-
-
-@dataclass(frozen=True)
-class SpeedSpec:
-    """The ``speed:`` section of a grid."""
-
-    test: str
-    engines: tuple[str, ...] = ("torch",)
-    precision: str = "fp32"
-    threads: int = 1
-    beams: tuple[int, ...] = (1, 5)
-    repeats: int = 3
-    lines: int = 0  # the first N lines of the test set; 0: all
-    claims: tuple[SpeedClaim, ...] = ()
-
-    def of_rows(self, variants: tuple[str, ...]) -> SpeedSpec:
-        """The section with only the claims on ``variants`` (a scale's rows)."""
-        return replace(self, claims=tuple(c for c in self.claims if {c.first, c.second} <= set(variants)))
-
-    def settings(self) -> dict[str, Any]:
-        """What the timings depend on (a record with other settings is timed again)."""
-        return {"test": self.test, "engines": list(self.engines), "precision": self.precision,
-                "threads": self.threads, "beams": list(self.beams), "repeats": self.repeats,
-                "lines": self.lines}  # fmt: skip
-
-
-def parse_speed(reader: Reader, value: Any, tests: tuple[str, ...], variants: tuple[str, ...]) -> SpeedSpec | None:
-    """The grid's ``speed:`` section (None without one); errors name the key."""
-    if value is None:
-        return None
-    block = reader.mapping(value, "speed", SPEED_KEYS)
-    test = reader.name(block.get("test", tests[0]), "speed.test")
-    if test not in tests:
-        reader.unknown("speed.test", test, tests, "test set")
-    engines = block.get("engines", ["torch"])
-    if not isinstance(engines, list) or not engines or len(set(map(str, engines))) != len(engines):
-        reader.fail("speed.engines", f"expected a list of distinct engines of {', '.join(ENGINES)}, got {engines!r}")
-    for i, engine in enumerate(engines):
-        if engine not in ENGINES:
-            reader.unknown(f"speed.engines[{i}]", str(engine), ENGINES, "engine")
-    precision = str(block.get("precision", "fp32"))
-    if precision not in PRECISIONS:
-        reader.unknown("speed.precision", precision, tuple(PRECISIONS), "precision")
-    numbers = {}
-    for key, default, low in (("threads", 1, 1), ("repeats", 3, 1), ("lines", 0, 0)):
-        numbers[key] = reader.typed(block.get(key, default), int, f"speed.{key}")
-        if numbers[key] < low:
-            reader.fail(f"speed.{key}", f"must be at least {low}, got {numbers[key]}")
-    beams = reader.positive_ints(block.get("beams", [1, 5]), "speed.beams")
-    claims = tuple(_claim(reader, item, f"speed.claims[{i}]", variants, beams, tuple(engines))
-                   for i, item in enumerate(block.get("claims") or []))  # fmt: skip
-    return SpeedSpec(test, tuple(engines), precision, beams=beams, claims=claims, **numbers)
-
-
-def _claim(reader: Reader, value: Any, where: str, variants: tuple[str, ...], beams: tuple[int, ...],
-           engines: tuple[str, ...]) -> SpeedClaim:  # fmt: skip
-    block = reader.mapping(value, where, CLAIM_KEYS)
-    for key in ("quote", "faster", "ratio"):
-        if key not in block:
-            reader.fail(where, f"missing '{key}'")
-    pair = block["faster"]
-    if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
-        reader.fail(f"{where}.faster", f"expected two different variants [A, B], got {pair!r}")
-    for name in pair:
-        if name not in variants:
-            reader.unknown(f"{where}.faster", str(name), variants, "variant")
-    ratio = reader.typed(block["ratio"], float, f"{where}.ratio")
-    if not (math.isfinite(ratio) and ratio > 0):
-        reader.fail(f"{where}.ratio", f"expected a positive speed ratio, got {ratio:g}")
-    beam = reader.typed(block.get("beam", beams[-1]), int, f"{where}.beam")
-    if beam not in beams:
-        reader.fail(f"{where}.beam", f"{beam} is not among the timed beams {list(beams)}")
-    engine = str(block.get("engine", engines[0]))
-    if engine not in engines:
-        reader.unknown(f"{where}.engine", engine, engines, "timed engine")
-    return SpeedClaim(str(block["quote"]).strip(), str(block.get("where", "")), pair[0], pair[1], ratio, beam, engine)
-
-
-# --- measuring ---------------------------------------------------------------------------------------------------
 
 
 def median_interval(values: list[float], coverage: float = INTERVAL_COVERAGE) -> tuple[float, float, float, float]:
