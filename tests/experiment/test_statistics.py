@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -145,18 +146,28 @@ def test_non_inferiority_is_one_sided_against_the_margin() -> None:
     assert verdict(far_above, far_above.p_value) == HOLDS  # margin 0: "not worse", shown by being far better
 
 
-def test_the_p_is_taken_the_way_the_effect_lies_and_says_when_it_speaks_against_the_claim() -> None:
-    """An effect on the wrong side of the threshold gets the p of "it falls short" (small: evidence against the
-    claim), marked as against; on the right side the p of "it exceeds the threshold"."""
+def test_the_p_is_the_claim_s_direction_whatever_way_the_effect_lies() -> None:
+    """The registered test's direction is the claim's wording, not the data's: "A exceeds B − margin" gets the p of
+    "it exceeds the threshold" on either side (large when the effect lies below: no evidence for the claim), marked
+    as against; the test against the claim keeps its own p for a *does not hold*."""
     noisy_worse = two_level([system(BASE - 1.0 + noise(25.0))], [system(BASE)])  # 1 below, too noisy to decide
     short = assess("close", noisy_worse, margin=0.5)
-    assert short.supports is None and short.against and short.p_value == p_below(noisy_worse, -0.5)
+    assert short.supports is None and short.against and short.p_value == p_above(noisy_worse, -0.5) > 0.5
+    assert short.p_reverse == p_below(noisy_worse, -0.5)
     within = assess("close", noisy_worse, margin=2.0)
     assert not within.against and within.p_value == p_above(noisy_worse, -2.0)
     assert assess("equivalent", noisy_worse, margin=0.5).against
     assert not assess("equivalent", noisy_worse, margin=2.0).against
     assert assess("better", noisy_worse).against
     assert not assess("better", two_level([system(BASE)], [system(BASE - 1.0)])).against
+
+
+def test_a_does_not_hold_of_a_one_sided_claim_needs_its_reverse_test_bonferroni_over_the_family() -> None:
+    far_below = assess("close", two_level([system(BASE - 5)], [system(BASE)]), margin=0.5)
+    assert far_below.supports is False and far_below.p_value > 0.5
+    assert verdict(far_below, 1.0) == FAILS  # the reverse p is tiny
+    marginal = replace(far_below, p_reverse=0.02)
+    assert verdict(marginal, 1.0, family=2) == FAILS and verdict(marginal, 1.0, family=3) == OPEN
 
 
 def test_seed_variance_widens_the_interval() -> None:
