@@ -28,6 +28,7 @@ from typing import Any
 from adlnmt.experiment.arithmetic import SET_APART_NOTE, row_result, set_apart
 from adlnmt.experiment.convergence import judge as convergence
 from adlnmt.experiment.grid import RUN_METRICS, Claim, Grid
+from adlnmt.experiment.ranks import rank_agreement
 from adlnmt.experiment.report import TIMED_TOGETHER_MINUTES, mean_std, timed_beside_others, timed_together
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.runner import Run, write_json
@@ -370,8 +371,9 @@ def _line(j: Judgement) -> str:
         head = f"“{claim.quote}”{where} | {relation(claim)}"
     else:
         head = "↳ the same | on another test set"
+    registered = registration(j) if j.primary else ""
     return (f"| {head} | {metric} {j.test}{source_range(claim)} | {seed_list(j)} | {scores} | {effect(j)} | "
-            f"{p_values(j)} | {detectable_effect(j)} | {verdict_text(j)} | {registration(j) if j.primary else ''} |")  # fmt: skip
+            f"{p_values(j)} | {detectable_effect(j)} | {verdict_text(j)} | {registered} |")  # fmt: skip
 
 
 def record(j: Judgement) -> dict[str, Any]:
@@ -414,7 +416,8 @@ def write_claims(grid: Grid, runs: list[Run], out: Path, seed: int = SEED) -> li
     judgements (nothing when the grid has no claims)."""
     if not grid.claims:
         return []
-    judged = Judge(grid, runs, seed).judge_all()
+    judge = Judge(grid, runs, seed)
+    judged = judge.judge_all()
     title = grid.name + (f" (scale {grid.scale})" if grid.scale else "")
     lines = [
         f"# {'Claims of the paper' if any(v.paper for v in grid.variants) else 'Claims'}, judged on {title}",
@@ -456,5 +459,7 @@ def write_claims(grid: Grid, runs: list[Run], out: Path, seed: int = SEED) -> li
         mine = [j for j in judged if j.claim is claim]
         claims.append({**asdict(claim), "tested_as": relation(claim), "planned_seeds": len(grid.seeds),
                        **record(mine[0]), "other_tests": [record(j) for j in mine[1:]]})  # fmt: skip
-    write_json(out / "claims.json", {"grid": grid.name, "scale": grid.scale, "claims": claims})
+    ranks = rank_agreement(grid, {key: result for key, (_, result) in judge.finished.items()})
+    write_json(out / "claims.json", {"grid": grid.name, "scale": grid.scale, "error_rates": ERROR_RATES,
+                                     "rank_agreement": ranks, "claims": claims})  # fmt: skip
     return [j for j in judged if j.primary]
