@@ -65,8 +65,11 @@ def rank_agreement(grid: Grid, finished: dict[tuple[str, int], RunResult]) -> li
         test, metric = where
         rows = []
         for variant in grid.variants:
-            scores = [result.tests[test].scores[metric] for (name, _), result in sorted(finished.items())
-                      if name == variant.name and test in result.tests and metric in result.tests[test].scores]  # fmt: skip
+            scores = [
+                result.tests[test].scores[metric]
+                for (name, _), result in sorted(finished.items())
+                if name == variant.name and test in result.tests and metric in result.tests[test].scores
+            ]
             if column in variant.paper and scores:
                 rows.append((variant.name, variant.paper[column], np.array(scores, dtype=np.float64)))
         if len(rows) < 3:

@@ -46,9 +46,9 @@ def _cells(claim: dict, title: str, link: str) -> str:
         verdict += f" (measured: {claim['measured']})"
     if claim.get("post_registration") and claim["post_registration"] != claim["verdict"]:
         verdict += f"; on the runs after its registration alone: {claim['post_registration']}"
-    registered = claim.get("registration") or "not recorded"
+    registered, mde = claim.get("registration") or "not recorded", claim.get("mde_text", "–")
     return (f"| [{title}]({link}) | “{_short(claim['quote'])}” | H1: {claim['tested_as']} | "
-            f"{claim['test']} ({claim['seed_list']}) | {claim['summary']} | {p} | {holm} | {claim.get('mde_text', '–')} "
+            f"{claim['test']} ({claim['seed_list']}) | {claim['summary']} | {p} | {holm} | {mde} "
             f"| {registered} | {verdict} | {others} |")  # fmt: skip
 
 
@@ -70,8 +70,9 @@ def verdict_table(archives: list[Path], base: Path) -> str:
             (confirmatory if claim.get("registered_before_results") else exploratory).append(line)
         for found in judged.get("rank_agreement", []):
             low, high = found["interval"]
+            rho = f"{found['rho']:+.2f} [{low:+.2f}, {high:+.2f}]"
             ranks.append(f"| [{title}]({link}) | {found['column']} | {found['metric']} {found['test']} | "
-                         f"{found['rows']} ({found['seeds']} runs) | {found['rho']:+.2f} [{low:+.2f}, {high:+.2f}] |")  # fmt: skip
+                         f"{found['rows']} ({found['seeds']} runs) | {rho} |")  # fmt: skip
     rule = "|---|---|---|---|---:|---:|---:|---|---|---|---|"
     lines = [
         "Error rates, one per claim kind (the test's direction fixed by the paper's wording): "
