@@ -200,16 +200,16 @@ class Judge:
                          means, tested, unconverged=unconverged, after_results=tuple(after),
                          fewest_seeds=min(len(runs) for runs in rows.values()))  # fmt: skip
 
-    def judge_all(self) -> list[Judgement]:
-        """Every claim on its own test set, then on each other test set of the grid; verdicts after Holm's
-        adjustment within each family (:func:`family`), with more replicates for any verdict that Monte Carlo error
-        could still flip (doubling up to ``MAX_RESAMPLES``); then, for claims registered after some of their runs'
-        results, the verdict on the later runs alone."""
+    def judge_all(self, other_tests: bool = True) -> list[Judgement]:
+        """Every claim on its own test set, then (``other_tests``) on each other test set of the grid; verdicts after
+        Holm's adjustment within each family (:func:`family`), with more replicates for any verdict that Monte Carlo
+        error could still flip (doubling up to ``MAX_RESAMPLES``); then, for claims registered after some of their
+        runs' results, the verdict on the later runs alone."""
         judged = []
         for claim in self.grid.claims:
             primary = VALIDATION if claim.metric in RUN_METRICS else claim.test
             judged.append(self.judge(claim, primary))
-            if primary != VALIDATION:
+            if primary != VALIDATION and other_tests:
                 others = [t.name for t in self.grid.tests if t.name != primary]
                 judged += [j for test in others if (j := self.judge(claim, test)).tested is not None]
         judged = adjusted(judged)
