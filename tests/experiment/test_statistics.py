@@ -326,4 +326,4 @@ def test_the_interval_keeps_its_coverage_under_the_committed_runs_variance_struc
         widths.append((old_high - old_low) / (high - low))
     assert 0.925 <= np.mean(covered) <= 0.975, np.mean(covered)
     assert np.mean(doubled) > np.mean(covered) and np.median(widths) > 1.05, (np.mean(doubled), np.median(widths))
-    print(f"coverage {np.mean(covered):.3f}, interaction counted twice {np.mean(doubled):.3f}, x{np.median(widths):.3f}")
+    print(f"coverage {np.mean(covered):.3f}, counted twice {np.mean(doubled):.3f}, x{np.median(widths):.3f} wide")

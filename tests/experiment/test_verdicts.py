@@ -77,6 +77,12 @@ def test_a_claim_registered_after_results_goes_to_the_exploratory_section_with_i
     confirmatory, exploratory = text.split("**Exploratory")
     assert "tiny (cpu)" not in confirmatory and "| – | none |" in confirmatory
     assert "**holds**; on the runs after its registration alone: inconclusive: one seed |" in exploratory
+    archive(tmp_path, "out of scope at this data size")
+    record = json.loads((folder / "claims.json").read_text())
+    record["claims"][0]["out_of_scope"] = "the paper excludes IWSLT"
+    (folder / "claims.json").write_text(json.dumps(record))
+    assert main(["verdicts", str(folder), "--readme", str(readme)]) == 0
+    assert "| **out of scope at this data size** (the paper excludes IWSLT; measured: holds) |" in readme.read_text()
 
 
 def test_missing_markers_and_archives_are_clear_errors(tmp_path: Path, capsys) -> None:

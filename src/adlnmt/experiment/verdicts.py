@@ -42,7 +42,9 @@ def _cells(claim: dict, title: str, link: str) -> str:
         p += f" ({claim['resamples']:,} replicates{'; MC error could still flip it' if claim.get('unsettled') else ''})"
     holm = "–" if claim["p_holm"] is None else f"{claim['p_holm']:.3f} (of {claim.get('family_size', '?')})"
     verdict = f"**{claim['verdict']}**"
-    if claim["measured"] != claim["verdict"]:
+    if claim.get("out_of_scope"):
+        verdict += f" ({claim['out_of_scope']}; measured: {claim['measured']})"
+    elif claim["measured"] != claim["verdict"]:
         verdict += f" (measured: {claim['measured']})"
     if claim.get("post_registration") and claim["post_registration"] != claim["verdict"]:
         verdict += f"; on the runs after its registration alone: {claim['post_registration']}"
