@@ -223,7 +223,8 @@ class Judge:
         if late:
             alone = adjusted([replace(late.get(i, j), adjusted_p=None) for i, j in enumerate(judged)])
             for i in late:
-                judged[i] = replace(judged[i], post_registration=alone[i].verdict)
+                found = alone[i].verdict if alone[i].tested else "no run evaluated after it"
+                judged[i] = replace(judged[i], post_registration=found)
         return judged
 
 
