@@ -13,11 +13,20 @@ from typing import Any
 import pytest
 import yaml
 
-from adlnmt.experiment.claims import NOT_CONVERGED, ONE_SEED, OUT_OF_SCOPE, Judge, relation, seed_list, write_claims
+from adlnmt.experiment.claims import (
+    NOT_CONVERGED,
+    ONE_SEED,
+    OUT_OF_SCOPE,
+    Judge,
+    detectable_effect,
+    relation,
+    seed_list,
+    write_claims,
+)
 from adlnmt.experiment.grid import CLAIM_KINDS, Claim, load_grid
 from adlnmt.experiment.results import RESULT_FILE
 from adlnmt.experiment.runner import plan_runs
-from adlnmt.experiment.statistics import FAILS, HOLDS, OPEN
+from adlnmt.experiment.statistics import CLAIM_RESAMPLES, FAILS, HOLDS, OPEN, holm
 
 from .sample_results import machine, run_result, scored
 
@@ -266,3 +275,59 @@ def test_speeds_timed_beside_other_work_are_not_compared(
     assert (judged.seeds[0], judged.beside, judged.verdict) == ((1,), (2,), ONE_SEED)
     write_claims(grid, plan_runs(grid, tmp_path / "out"), tmp_path)
     assert "(not compared: seed 2, timed beside other work)" in (tmp_path / "claims.md").read_text()
+
+
+def test_holm_families_are_fixed_at_registration(tmp_path: Path) -> None:
+    """A family is the claims registered together (one commit) on a test set: a claim registered later, on other
+    rows or not, does not join it, and a claim of the family whose runs have no results yet counts with p = 1, so
+    that its results, when they come, do not grow the family."""
+    first, later = "abc1234 2026-11-20T08:00:00+00:00", "def5678 2026-11-21T08:00:00+00:00"
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"], "registered": first},
+                                {"quote": "B beats A", "better": ["B", "A"], "registered": first},
+                                {"quote": "A beats B later", "better": ["A", "B"], "test": "later",
+                                 "registered": first},
+                                {"quote": "A beats B again", "better": ["A", "B"], "registered": later}],
+                     tests=("t", "later"))  # fmt: skip
+    judged = Judge(grid, write_runs(grid, tmp_path / "out", both(REFERENCES, WORSE))).judge_all()
+    primary = {j.claim.quote: j for j in judged if j.primary}
+    assert primary["A beats B later"].tested is None and primary["A beats B later"].family_size == 3
+    ours = primary["A beats B"]
+    assert (ours.family, ours.family_size) == ("abc1234, primary", 3)
+    p_values = [ours.tested.p_value, primary["B beats A"].tested.p_value, 1.0]
+    assert ours.adjusted_p == pytest.approx(holm(p_values)[0]) == pytest.approx(3 * ours.tested.p_value)
+    again = primary["A beats B again"]
+    assert (again.family_size, again.adjusted_p) == (1, again.tested.p_value)  # not in the earlier family
+    runs = both(REFERENCES, WORSE)
+    for (name, _), spec in runs.items():  # the later test set's results arrive: the family keeps its size
+        spec["tests"]["later"] = REFERENCES if name == "A" else WORSE
+    grown = Judge(grid, write_runs(grid, tmp_path / "out2", runs)).judge_all()
+    assert {j.family_size for j in grown if j.family == "abc1234, primary"} == {3}
+
+
+def test_the_verdict_on_the_runs_after_registration_alone(tmp_path: Path) -> None:
+    registered = "abc1234 2026-11-26T08:00:00+00:00"
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"], "registered": registered}])
+    runs = both(REFERENCES, WORSE, date="2026-11-27T08:00:00+00:00")
+    runs[("B", 1)]["date"] = "2026-11-25T08:00:00+00:00"  # before the registration: B has one later seed
+    (judged,) = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
+    assert (judged.verdict, judged.post_registration) == (HOLDS, ONE_SEED)
+    write_claims(grid, write_runs(grid, tmp_path / "out", runs), tmp_path)
+    assert (
+        f"**holds** (on the runs evaluated after its registration alone: {ONE_SEED})"
+        in (tmp_path / "claims.md").read_text()
+    )
+    on_time = both(REFERENCES, WORSE, date="2026-11-27T08:00:00+00:00")
+    (judged,) = Judge(grid, write_runs(grid, tmp_path / "later", on_time)).judge_all()
+    assert (judged.after_results, judged.post_registration) == ((), "")  # nothing before it: no second verdict
+
+
+def test_the_p_carries_its_monte_carlo_error_and_the_minimum_detectable_effect(tmp_path: Path) -> None:
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]},
+                                {"quote": "A as B", "equivalent": ["A", "B"], "margin": 0.5}])  # fmt: skip
+    mixed = [good if i % 2 else bad for i, (good, bad) in enumerate(zip(REFERENCES, WORSE, strict=True))]
+    other = [bad if i % 2 else good for i, (good, bad) in enumerate(zip(REFERENCES, WORSE, strict=True))]
+    better, same = Judge(grid, write_runs(grid, tmp_path / "out", both(mixed, other))).judge_all()
+    assert better.tested.resamples >= CLAIM_RESAMPLES
+    assert better.tested.p_error == pytest.approx((better.tested.p_value * (1 - better.tested.p_value)
+                                                   / better.tested.resamples) ** 0.5)  # fmt: skip
+    assert better.tested.mde > 0 and "not decidable at this size" in detectable_effect(same)

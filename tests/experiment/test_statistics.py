@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from adlnmt.experiment.statistics import (
     p_below,
     p_two_sided,
     run_scores,
+    seed_deviations,
     seed_level,
     two_level,
     verdict,
@@ -145,18 +147,28 @@ def test_non_inferiority_is_one_sided_against_the_margin() -> None:
     assert verdict(far_above, far_above.p_value) == HOLDS  # margin 0: "not worse", shown by being far better
 
 
-def test_the_p_is_taken_the_way_the_effect_lies_and_says_when_it_speaks_against_the_claim() -> None:
-    """An effect on the wrong side of the threshold gets the p of "it falls short" (small: evidence against the
-    claim), marked as against; on the right side the p of "it exceeds the threshold"."""
+def test_the_p_is_the_claim_s_direction_whatever_way_the_effect_lies() -> None:
+    """The registered test's direction is the claim's wording, not the data's: "A exceeds B − margin" gets the p of
+    "it exceeds the threshold" on either side (large when the effect lies below: no evidence for the claim), marked
+    as against; the test against the claim keeps its own p for a *does not hold*."""
     noisy_worse = two_level([system(BASE - 1.0 + noise(25.0))], [system(BASE)])  # 1 below, too noisy to decide
     short = assess("close", noisy_worse, margin=0.5)
-    assert short.supports is None and short.against and short.p_value == p_below(noisy_worse, -0.5)
+    assert short.supports is None and short.against and short.p_value == p_above(noisy_worse, -0.5) > 0.5
+    assert short.p_reverse == p_below(noisy_worse, -0.5)
     within = assess("close", noisy_worse, margin=2.0)
     assert not within.against and within.p_value == p_above(noisy_worse, -2.0)
     assert assess("equivalent", noisy_worse, margin=0.5).against
     assert not assess("equivalent", noisy_worse, margin=2.0).against
     assert assess("better", noisy_worse).against
     assert not assess("better", two_level([system(BASE)], [system(BASE - 1.0)])).against
+
+
+def test_a_does_not_hold_of_a_one_sided_claim_needs_its_reverse_test_bonferroni_over_the_family() -> None:
+    far_below = assess("close", two_level([system(BASE - 5)], [system(BASE)]), margin=0.5)
+    assert far_below.supports is False and far_below.p_value > 0.5
+    assert verdict(far_below, 1.0) == FAILS  # the reverse p is tiny
+    marginal = replace(far_below, p_reverse=0.02)
+    assert verdict(marginal, 1.0, family=2) == FAILS and verdict(marginal, 1.0, family=3) == OPEN
 
 
 def test_seed_variance_widens_the_interval() -> None:
@@ -271,3 +283,47 @@ def test_close_and_equivalent_hold_wrongly_at_most_5_percent_of_the_time_at_the_
         right.append(verdict(inside, inside.p_value) == HOLDS)
     assert np.mean(wrong) <= 0.065
     assert np.mean(right) >= 0.5
+
+
+# The variance structure of the committed runs (ADL Table 5, cpu scale, METEOR on test_2016_flickr, 9 rows of 5 seeds;
+# a two-way analysis of each row's sentence scores, seeds × sentences): the seed effect on the corpus score has sd
+# 0.34-0.58 (0.45 typical), each run's own sentence noise (the seed × sentence interaction) sd 0.26-0.29 on the corpus
+# mean (8.0-9.1 per sentence), and the rows' own sentence effects that do not cancel in a difference sd 0.08 on it.
+# The structure the test above simulates is the opposite: seeds far apart, sentences' row effects larger than runs'.
+COMMITTED = {"seed": 0.45, "interaction": 0.27, "row_sentence": 0.08 / np.sqrt(2), "seeds": 5}
+
+
+def committed_rows(rng: np.random.Generator, sentences: int = 200) -> tuple[list[RunScores], list[RunScores]]:
+    """Two equal rows of 5 seeds with the committed runs' variance structure (``COMMITTED``, corpus-level sds)."""
+    difficulty = rng.normal(0, 18.5, sentences)
+    rows = []
+    for _row in range(2):
+        own = rng.normal(0, COMMITTED["row_sentence"] * np.sqrt(sentences), sentences)
+        rows.append([run_scores("sentbleu", np.stack([60 + difficulty + own + rng.normal(0, COMMITTED["seed"])
+                                                      + rng.normal(0, COMMITTED["interaction"] * np.sqrt(sentences),
+                                                                   sentences), np.ones(sentences)], axis=1),
+                                resamples=1000) for _seed in range(COMMITTED["seeds"])])  # fmt: skip
+    return rows[0], rows[1]
+
+
+def test_the_interval_keeps_its_coverage_under_the_committed_runs_variance_structure() -> None:
+    """Monte Carlo over 600 experiments of two equal rows of 5 seeds with the committed data's variance structure:
+    the 95 % interval holds 0 about 95 % of the time. Counting each run's seed × sentence interaction at both levels
+    (the seed level from the raw seed variance, as before issue 68) widens it and over-covers (measured here: 96.0 %
+    against 97.5 %, 7.6 % wider)."""
+    rng = np.random.default_rng(68)
+    covered, doubled, widths = [], [], []
+    for _ in range(600):
+        first, second = committed_rows(rng)
+        estimate = two_level(first, second)
+        low, high = interval(estimate, 0.95)
+        covered.append(low <= 0 <= high)
+        sentences = np.mean([r.replicates for r in first], axis=0) - np.mean([r.replicates for r in second], axis=0)
+        rows = [(1.0, [r.score for r in first]), (-1.0, [r.score for r in second])]
+        before = sentences + seed_deviations(rows, len(sentences), np.random.default_rng([1, 5, 5]))
+        old_low, old_high = np.quantile(before - before.mean() + estimate.effect, [0.025, 0.975])
+        doubled.append(old_low <= 0 <= old_high)
+        widths.append((old_high - old_low) / (high - low))
+    assert 0.925 <= np.mean(covered) <= 0.975, np.mean(covered)
+    assert np.mean(doubled) > np.mean(covered) and np.median(widths) > 1.05, (np.mean(doubled), np.median(widths))
+    print(f"coverage {np.mean(covered):.3f}, counted twice {np.mean(doubled):.3f}, x{np.median(widths):.3f} wide")

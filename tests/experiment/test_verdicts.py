@@ -16,14 +16,20 @@ from shared_data import needs_multi30k
 REPOSITORY = Path(__file__).resolve().parents[2]
 
 
-def archive(root: Path, verdict: str) -> Path:
+def archive(root: Path, verdict: str, before: bool = True, post: str = "") -> Path:
     folder = root / "results" / "tiny-cpu"
     folder.mkdir(parents=True, exist_ok=True)
     other = {"test": "later", "seed_list": "A 2; B 1", "verdict": "inconclusive"}
     claim = {"quote": "A beats B " * 20, "tested_as": "A > B", "test": "t", "seed_list": "1", "p_holm": 0.0123,
-             "summary": "+1.20 [+0.40, +2.00] (95 %)", "verdict": verdict, "measured": "holds",
-             "other_tests": [other]}  # fmt: skip
-    (folder / "claims.json").write_text(json.dumps({"grid": "tiny", "scale": "cpu", "claims": [claim]}))
+             "p": 0.0041, "p_mc_error": 0.0002, "resamples": 100000, "family_size": 3, "mde_text": "±1.10",
+             "registration": "abc1234 (2026-11-23): before the results", "registered_before_results": before,
+             "post_registration": post, "summary": "+1.20 [+0.40, +2.00] (95 %)", "verdict": verdict,
+             "measured": "holds", "other_tests": [other]}  # fmt: skip
+    ranks = [{"column": "WMT BLEU", "test": "t", "metric": "bleu", "rows": 4, "seeds": 9, "rho": 0.4,
+              "interval": [-0.2, 0.8], "level": 0.95}]  # fmt: skip
+    rates = {"better": "95 % two-sided"}
+    (folder / "claims.json").write_text(json.dumps({"grid": "tiny", "scale": "cpu", "error_rates": rates,
+                                                    "rank_agreement": ranks, "claims": [claim]}))  # fmt: skip
     (folder / "results.csv").write_text("variant,seeds_finished,seeds_total,parameters\nA,3,3,10\nB,1,3,12\nC,0,2,9\n")
     return folder
 
@@ -36,19 +42,47 @@ def test_the_table_goes_between_the_markers_and_check_tells_a_stale_one(tmp_path
     assert "out of date" in capsys.readouterr().out
     assert main(["verdicts", str(folder), "--readme", str(readme)]) == 0
     text = readme.read_text()
-    assert text.startswith(f"# Title\n\n{START}\n| table |") and text.endswith(f"{END}\n\nafter\n")
+    assert text.startswith(f"# Title\n\n{START}\nError rates, one per claim kind") and text.endswith(
+        f"{END}\n\nafter\n"
+    )
+    assert "*better*: 95 % two-sided" in text
     line = next(line for line in text.splitlines() if line.startswith("| [tiny (cpu)](results/tiny-cpu/claims.md)"))
     assert (
         line.endswith(
-            "| A > B | t (1) | +1.20 [+0.40, +2.00] (95 %) | 0.012 | **holds** | later (A 2; B 1): inconclusive |"
+            "| H1: A > B | t (1) | +1.20 [+0.40, +2.00] (95 %) | 0.0041 ± 0.0002 (100,000 replicates) | 0.012 (of 3) "
+            "| ±1.10 | abc1234 (2026-11-23): before the results | **holds** | later (A 2; B 1): inconclusive |"
         )
         and "…" in line
     )  # the long quote shortened
+    assert (
+        text.index(line)
+        < text.index("**Exploratory")
+        < text.index("| WMT BLEU | bleu t | 4 (9 runs) | +0.40 [-0.20, +0.80] |")
+    )
     assert main(["verdicts", str(folder), "--readme", str(readme), "--check"]) == 0
     archive(tmp_path, "inconclusive: not converged")
     assert main(["verdicts", str(folder), "--readme", str(readme), "--check"]) == 1
     assert main(["verdicts", str(folder), "--readme", str(readme)]) == 0
     assert "| **inconclusive: not converged** (measured: holds) |" in readme.read_text()
+
+
+def test_a_claim_registered_after_results_goes_to_the_exploratory_section_with_its_later_runs_verdict(
+    tmp_path: Path,
+) -> None:
+    folder = archive(tmp_path, "holds", before=False, post="inconclusive: one seed")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{START}\n{END}\n")
+    assert main(["verdicts", str(folder), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    confirmatory, exploratory = text.split("**Exploratory")
+    assert "tiny (cpu)" not in confirmatory and "| – | none |" in confirmatory
+    assert "**holds**; on the runs after its registration alone: inconclusive: one seed |" in exploratory
+    archive(tmp_path, "out of scope at this data size")
+    record = json.loads((folder / "claims.json").read_text())
+    record["claims"][0]["out_of_scope"] = "the paper excludes IWSLT"
+    (folder / "claims.json").write_text(json.dumps(record))
+    assert main(["verdicts", str(folder), "--readme", str(readme)]) == 0
+    assert "| **out of scope at this data size** (the paper excludes IWSLT; measured: holds) |" in readme.read_text()
 
 
 def test_missing_markers_and_archives_are_clear_errors(tmp_path: Path, capsys) -> None:

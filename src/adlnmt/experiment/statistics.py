@@ -38,8 +38,8 @@ interval shown.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -48,9 +48,14 @@ from numpy.typing import ArrayLike
 
 from adlnmt.experiment.results import RunResult
 
-RESAMPLES = 10_000
+RESAMPLES = 10_000  # the report's tables of differences
+CLAIM_RESAMPLES = 100_000  # the least a claim's verdict rests on
+MAX_RESAMPLES = 1_600_000  # a verdict still within MC_ERRORS Monte Carlo errors of flipping here says so
+MC_ERRORS = 3.0  # how many Monte Carlo standard errors a p or an interval end must lie from its threshold
+BLOCK = 10_000  # replicates drawn at a time
 SEED = 20_261_126  # fixed: rebuilding a report gives the same numbers
 ALPHA = 0.05
+POWER = 0.80  # of the minimum detectable effect
 SENTENCE_MEANS = frozenset({"meteor", "sentbleu"})  # corpus score = mean of the sentence scores
 LOWER_IS_BETTER = frozenset({"ter", "valid_ppl"})
 KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
@@ -116,17 +121,30 @@ def _chrf(sums: np.ndarray, beta: float = 2.0) -> np.ndarray:
 # --- resampling ----------------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=4)
-def sentence_counts(sentences: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
-    """How often each sentence is drawn in each replicate, (resamples, sentences): the same draws for every run of a
-    test set of this size, so that the systems compared are always compared on the same sentences."""
-    rng = np.random.default_rng([seed, sentences])
-    drawn = rng.integers(0, sentences, size=(resamples, sentences))
-    offsets = (np.arange(resamples) * sentences)[:, None]
-    counts = np.bincount((drawn + offsets).ravel(), minlength=resamples * sentences)
-    counts = counts.reshape(resamples, sentences).astype(np.float64)
+@lru_cache(maxsize=48)
+def _count_block(sentences: int, block: int, size: int, seed: int) -> np.ndarray:
+    """How often each sentence is drawn in the replicates of one block, (size, sentences), as small integers (a
+    sentence is drawn at most a few dozen times). Block 0 is the draw of the replicates before blocks existed; each
+    later block has its own generator, so a larger number of replicates extends a smaller one (its first replicates
+    are the smaller number's)."""
+    rng = np.random.default_rng([seed, sentences] if block == 0 else [seed, sentences, block])
+    drawn = rng.integers(0, sentences, size=(size, sentences))
+    offsets = (np.arange(size) * sentences)[:, None]
+    counts = np.bincount((drawn + offsets).ravel(), minlength=size * sentences).reshape(size, sentences)
+    counts = counts.astype(np.uint8)
     counts.flags.writeable = False
     return counts
+
+
+def sentence_counts(sentences: int, resamples: int = RESAMPLES, seed: int = SEED,
+                    start: int = 0) -> Iterator[np.ndarray]:  # fmt: skip
+    """How often each sentence is drawn in replicates ``start`` to ``resamples`` (blocks of at most ``BLOCK``
+    replicates, float): the same draws for every run of a test set of this size, so that the systems compared are
+    always compared on the same sentences."""
+    for block in range(start // BLOCK, -(-resamples // BLOCK)):
+        first, last = max(start, block * BLOCK), min(resamples, (block + 1) * BLOCK)
+        counts = _count_block(sentences, block, last - block * BLOCK, seed)
+        yield counts[first - block * BLOCK :].astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -137,18 +155,34 @@ class RunScores:
     replicates: np.ndarray  # (resamples,)
 
 
+def replicate_scores(metric: str, statistics: Sequence[np.ndarray], resamples: int = RESAMPLES, seed: int = SEED,
+                     start: int = 0) -> np.ndarray:  # fmt: skip
+    """Runs' corpus scores in replicates ``start`` to ``resamples`` of :func:`sentence_counts`, (replicates, runs),
+    from each run's sentences' statistics (sentences, k), all drawn from the same counts block by block."""
+    stacked = np.concatenate([np.asarray(found, dtype=np.float64) for found in statistics], axis=1)
+    whole = bool(np.all(stacked == np.round(stacked))) and float(np.abs(stacked).sum()) < 2.0**40
+    runs, parts = len(statistics), []
+    for counts in sentence_counts(len(stacked), resamples, seed, start):
+        # counts of whole-number statistics sum exactly in any order, so a matrix product (BLAS) gives the same
+        # bits on any thread count; sentence scores (floats) go through einsum, whose order does not depend on it
+        sums = counts @ stacked if whole else np.einsum("rs,sk->rk", counts, stacked)
+        parts.append(corpus_scores(metric, sums.reshape(len(sums), runs, -1)))
+    return np.concatenate(parts) if parts else np.zeros((0, runs))
+
+
+def _masked(statistics: np.ndarray, subset: np.ndarray | None) -> np.ndarray:
+    """The statistics with the sentences outside ``subset`` counted as zero (they are still drawn)."""
+    statistics = np.asarray(statistics, dtype=np.float64)
+    return statistics if subset is None else np.where(np.asarray(subset)[:, None], statistics, 0.0)
+
+
 def run_scores(metric: str, statistics: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED,
                subset: np.ndarray | None = None) -> RunScores:  # fmt: skip
     """A run's score from its sentences' statistics (sentences, k), optionally on the sentences of ``subset`` (a
     boolean mask) alone, and in each replicate of :func:`sentence_counts`."""
-    statistics = np.asarray(statistics, dtype=np.float64)
-    counts = sentence_counts(len(statistics), resamples, seed)
-    if subset is not None:
-        statistics, counts = statistics[subset], counts[:, subset]
-    # einsum, not BLAS: a matrix product's rounding depends on BLAS's thread count, and the replicates of sentence
-    # scores (floats) would then differ in their last bits between a 1-thread lane and a 2-thread report
-    replicates = np.einsum("rs,sk->rk", counts, statistics)  # (resamples, k)
-    return RunScores(float(corpus_scores(metric, statistics.sum(axis=0))), corpus_scores(metric, replicates))
+    statistics = _masked(statistics, subset)
+    replicates = replicate_scores(metric, [statistics], resamples, seed)[:, 0]
+    return RunScores(float(corpus_scores(metric, statistics.sum(axis=0))), replicates)
 
 
 @dataclass(frozen=True)
@@ -160,37 +194,55 @@ class Estimate:
     seeds: tuple[int, int]  # how many runs of A and of B it rests on
 
 
-def seed_deviations(rows: Sequence[tuple[float, Sequence[float]]], resamples: int,
-                    rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+def seed_deviations(rows: Sequence[tuple[float, Sequence[float]]], resamples: int, rng: np.random.Generator,
+                    within: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
     """The seed level of the bootstrap: draws of the error that the rows' finite seeds put into Σ w·(row mean),
     for rows given as (weight w, the row's per-seed scores). Its variance is Σ w²·s²/n (s² the row's seed variance,
-    ddof 1; a row of one seed adds nothing: its seed variance is unknown), drawn as Student's t with the
-    Welch–Satterthwaite degrees of freedom, Σ(w²s²/n)² / Σ((w²s²/n)² / (n − 1)): with 3–5 seeds, resampling the
-    seeds themselves gives too narrow an interval (a discrete draw whose variance is (n − 1)/n of the seed mean's,
-    and no t tails), which this corrects (tests/experiment/test_statistics.py measures the coverage of both)."""
-    parts = [(weight**2 * float(np.var(scores, ddof=1)) / len(scores), len(scores) - 1)
-             for weight, scores in rows if len(scores) > 1 and weight]  # fmt: skip
+    ddof 1, less the row's ``within`` part, floored at 0; a row of one seed adds nothing: its seed variance is
+    unknown), drawn as Student's t with the Welch–Satterthwaite degrees of freedom, Σ(w²s²/n)² / Σ((w²s²/n)² /
+    (n − 1)): with 3–5 seeds, resampling the seeds themselves gives too narrow an interval (a discrete draw whose
+    variance is (n − 1)/n of the seed mean's, and no t tails), which this corrects (tests/experiment/
+    test_statistics.py measures the coverage of both)."""
+    within = within or [0.0] * len(rows)
+    parts = [(weight**2 * max(0.0, float(np.var(scores, ddof=1)) - own) / len(scores), len(scores) - 1)
+             for (weight, scores), own in zip(rows, within, strict=True) if len(scores) > 1 and weight]  # fmt: skip
     variance = sum(part for part, _ in parts)
     if variance <= 0:
         return np.zeros(resamples)
-    freedom = variance**2 / sum(part**2 / df for part, df in parts)
+    freedom = variance**2 / sum(part**2 / df for part, df in parts if part > 0)
     return math.sqrt(variance) * rng.standard_t(freedom, size=resamples)
+
+
+def interaction(runs: Sequence[RunScores]) -> float:
+    """The seed × sentence interaction of a row's runs on one test set: the part of a run's sentence-bootstrap
+    variance that the row's other runs do not share (mean variance − mean covariance of their replicates). A run's
+    score on a fixed test set varies between seeds by the seed effect *and* by this; the sentence level of
+    :func:`contrast` already draws it (each run's replicate carries its own), so the seed level leaves it out."""
+    if len(runs) < 2:
+        return 0.0
+    replicates = np.stack([run.replicates for run in runs])
+    variances = replicates.var(axis=1, ddof=1)
+    total = float(replicates.sum(axis=0).var(ddof=1))
+    covariance = (total - float(variances.sum())) / (len(runs) * (len(runs) - 1))
+    return max(0.0, float(variances.mean()) - covariance)
 
 
 def contrast(rows: Sequence[Sequence[RunScores]], weights: Sequence[float], lower_is_better: bool = False,
              seed: int = SEED) -> Estimate:  # fmt: skip
     """The weighted sum of the rows' mean scores over the two-level bootstrap: sentences drawn once per replicate for
     all runs (in their :class:`RunScores`; each row's replicate is the mean of its runs'), plus each replicate's
-    :func:`seed_deviations`. Weights (1, −1) give A − B (:func:`two_level`); (1, −1, −1, 1) on rows (A, A0, B, B0)
-    the gain of the step A0 → A over that of B0 → B. Negated when lower is better. ``seeds`` counts the runs of the
-    first two rows."""
+    :func:`seed_deviations` of the seed effect alone (each row's seed variance less its :func:`interaction`, which
+    the sentence level draws already). Weights (1, −1) give A − B (:func:`two_level`); (1, −1, −1, 1) on rows (A,
+    A0, B, B0) the gain of the step A0 → A over that of B0 → B. Negated when lower is better. ``seeds`` counts the
+    runs of the first two rows."""
     if len(rows) != len(weights) or len(rows) < 2 or any(not row for row in rows):
         raise ValueError("each row needs at least one run, and a weight")
     rng = np.random.default_rng([seed, *(len(row) for row in rows)])
     weighted = list(zip(weights, rows, strict=True))
     sentences = sum(w * np.mean([run.replicates for run in row], axis=0) for w, row in weighted)
     scores = [(w, [run.score for run in row]) for w, row in weighted]
-    replicates = sentences + seed_deviations(scores, len(sentences), rng)
+    within = [interaction(row) for row in rows]
+    replicates = sentences + seed_deviations(scores, len(sentences), rng, within)
     effect = float(sum(w * np.mean(row_scores) for w, row_scores in scores))
     sign = -1.0 if lower_is_better else 1.0
     return Estimate(sign * effect, sign * replicates, (len(rows[0]), len(rows[1])))
@@ -245,6 +297,23 @@ def interval(estimate: Estimate, level: float) -> tuple[float, float]:
     return float(low), float(high)
 
 
+def p_error(p: float, resamples: int) -> float:
+    """The Monte Carlo standard error of a bootstrap p from ``resamples`` replicates: √(p(1 − p)/R)."""
+    return math.sqrt(p * (1 - p) / resamples)
+
+
+def interval_error(estimate: Estimate, level: float) -> tuple[float, float]:
+    """The Monte Carlo standard error of each end of :func:`interval`: half the distance between the replicates'
+    quantiles one binomial standard error √(q(1 − q)/R) either side of the end's q (the order statistics' spread)."""
+    resamples = len(estimate.replicates)
+    errors = []
+    for q in ((1 - level) / 2, (1 + level) / 2):
+        spread = math.sqrt(q * (1 - q) / resamples)
+        low, high = np.quantile(estimate.replicates, [max(0.0, q - spread), min(1.0, q + spread)])
+        errors.append(float(high - low) / 2)
+    return errors[0], errors[1]
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment (Holm 1979) of a family of p-values, in their order."""
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
@@ -257,12 +326,38 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 # --- the verdict rules ---------------------------------------------------------------------------------------------
 
+LEVELS = {"better": 0.95, "larger_gain": 0.95, "close": 0.90, "faster": 0.90, "equivalent": 0.90}
+ERROR_RATES = {
+    "better": "95 % two-sided (2.5 % a side): the centred two-sided p of no difference",
+    "larger_gain": "95 % two-sided (2.5 % a side), as *better*",
+    "close": "90 % interval, one-sided 5 % in the claim's direction (A above B − margin: non-inferiority; "
+    "a *did not increase* claim is the same test, non-superiority of the modification by the margin)",
+    "faster": "90 % interval, one-sided 5 % in the claim's direction (the speed ratio above its threshold)",
+    "equivalent": "90 % interval, two one-sided 5 % tests (TOST) inside ±margin",
+}
+
+
+def detectable(kind: str, replicates: np.ndarray) -> float:
+    """The minimum detectable effect at 80 % power and the kind's α, from the spread of the bootstrap replicates
+    (their central intervals' half-widths, which for a normal estimate of standard error sd are z·sd, and which stay
+    finite where the seed level's t has heavy tails): for *better* the true |effect| found with 80 % power by the
+    two-sided 5 % test, (z₀.₉₇₅ + z₀.₈)·sd; for *close* and *faster* how far beyond its threshold the true effect
+    must lie, (z₀.₉₅ + z₀.₈)·sd; for *equivalent* the smallest margin that TOST shows with 80 % power when the rows
+    are truly equal, (z₀.₉₅ + z₀.₉)·sd."""
+    test_level = 1 - ALPHA if kind in ("better", "larger_gain") else 1 - 2 * ALPHA
+    power_level = 2 * POWER - 1 if kind != "equivalent" else POWER
+    levels = [(1 - test_level) / 2, (1 + test_level) / 2, (1 - power_level) / 2, (1 + power_level) / 2]
+    low, high, power_low, power_high = np.quantile(replicates, levels)
+    return float(high - low) / 2 + float(power_high - power_low) / 2
+
 
 @dataclass(frozen=True)
 class Tested:
-    """A claim's test before the family's adjustment: the effect, its interval, the p of the test that would decide
-    it, which way the interval points (True: for the claim, False: against it, None: neither), and whether that
-    test is the one against the claim (the effect lies on the wrong side of its threshold or margin)."""
+    """A claim's test before the family's adjustment: the effect, its interval, the p of its registered test (the
+    claim's direction, fixed by its wording), which way the interval points (True: for the claim, False: against it,
+    None: neither), whether the effect lies on the wrong side of its threshold or margin, the p of the test against
+    the claim (which a *does not hold* needs, Bonferroni over the family), the Monte Carlo errors of the p and the
+    interval's ends, the thresholds the interval is judged against, and the minimum detectable effect."""
 
     effect: float
     interval: tuple[float, float]
@@ -271,43 +366,82 @@ class Tested:
     supports: bool | None
     seeds: tuple[int, int]
     against: bool
+    p_reverse: float = 1.0
+    resamples: int = 0
+    p_error: float = 0.0
+    interval_error: tuple[float, float] = (0.0, 0.0)
+    thresholds: tuple[float, ...] = (0.0,)
+    mde: float = 0.0
 
 
 def assess(kind: str, estimate: Estimate, margin: float = 0.0, ratio: float = 1.0) -> Tested:
     """The test of a claim of ``kind`` (see the module docstring) on ``estimate``; for ``faster`` the estimate is of
-    the log speed ratio, and its effect and interval are returned as ratios."""
+    the log speed ratio, and its effect, interval, thresholds and detectable effect are returned as ratios."""
     if kind not in KINDS:
         raise ValueError(f"unknown claim kind {kind!r}")
-    effect = estimate.effect
+    effect, resamples, level = estimate.effect, len(estimate.replicates), LEVELS[kind]
+    low, high = interval(estimate, level)
+    errors = interval_error(estimate, level)
+    mde = detectable(kind, estimate.replicates)
     if kind in ("better", "larger_gain"):
-        low, high = interval(estimate, 0.95)
         supports = True if low > 0 else False if high < 0 else None
-        return Tested(effect, (low, high), 0.95, p_two_sided(estimate), supports, estimate.seeds, effect < 0)
-    low, high = interval(estimate, 0.90)
+        p = p_two_sided(estimate)
+        return Tested(effect, (low, high), level, p, supports, estimate.seeds, effect < 0, p, resamples,
+                      p_error(p, resamples), errors, (0.0,), mde)  # fmt: skip
     if kind == "equivalent":
-        tost = max(p_above(estimate, -margin), p_below(estimate, margin))
-        if -margin < low and high < margin:
-            supports, p = True, tost
-        elif high < -margin or low > margin:
-            supports, p = False, p_below(estimate, -margin) if high < -margin else p_above(estimate, margin)
-        else:
-            outside = p_below(estimate, -margin) if effect < 0 else p_above(estimate, margin)
-            supports, p = None, tost if abs(effect) < margin else outside
-        return Tested(effect, (low, high), 0.90, p, supports, estimate.seeds, abs(effect) >= margin)
+        p = max(p_above(estimate, -margin), p_below(estimate, margin))
+        supports = True if -margin < low and high < margin else False if high < -margin or low > margin else None
+        reverse = p_below(estimate, -margin) if effect < 0 else p_above(estimate, margin)
+        return Tested(effect, (low, high), level, p, supports, estimate.seeds, abs(effect) >= margin, reverse,
+                      resamples, p_error(p, resamples), errors, (-margin, margin), mde)  # fmt: skip
     threshold = math.log(ratio) if kind == "faster" else -margin
     supports = True if low > threshold else False if high < threshold else None
-    against = effect <= threshold
-    p = p_below(estimate, threshold) if against else p_above(estimate, threshold)
-    if kind == "faster":
-        effect, low, high = math.exp(effect), math.exp(low), math.exp(high)
-    return Tested(effect, (low, high), 0.90, p, supports, estimate.seeds, against)
+    p, reverse = p_above(estimate, threshold), p_below(estimate, threshold)
+    tested = Tested(effect, (low, high), level, p, supports, estimate.seeds, effect <= threshold, reverse, resamples,
+                    p_error(p, resamples), errors, (threshold,), mde)  # fmt: skip
+    if kind == "faster":  # as ratios: exp of the log ratio (its errors scale with it)
+        ratios = (math.exp(low), math.exp(high))
+        return replace(tested, effect=math.exp(effect), interval=ratios, thresholds=(ratio,), mde=math.exp(mde),
+                       interval_error=(ratios[0] * errors[0], ratios[1] * errors[1]))  # fmt: skip
+    return tested
 
 
-def verdict(tested: Tested, adjusted_p: float) -> str:
-    """The verdict of a tested claim given its Holm-adjusted p."""
-    if tested.supports is None or adjusted_p >= ALPHA:
-        return OPEN
-    return HOLDS if tested.supports else FAILS
+def verdict(tested: Tested, adjusted_p: float, family: int = 1) -> str:
+    """The verdict of a tested claim given its Holm-adjusted p: *holds* when the interval lies on the claim's side
+    and the adjusted p of its registered test is below ``ALPHA``; *does not hold* when the interval lies on the
+    other side and the test against the claim rejects too (for *better* the same two-sided p; otherwise its p times
+    the ``family``'s size, Bonferroni); else inconclusive."""
+    if tested.supports is True and adjusted_p < ALPHA:
+        return HOLDS
+    if tested.supports is False:
+        against = adjusted_p if tested.level == LEVELS["better"] else min(1.0, tested.p_reverse * family)
+        if against < ALPHA:
+            return FAILS
+    return OPEN
+
+
+def reverse_p(tested: Tested, adjusted_p: float, family: int) -> float:
+    """The p that a *does not hold* rests on (see :func:`verdict`)."""
+    return adjusted_p if tested.level == LEVELS["better"] else min(1.0, tested.p_reverse * family)
+
+
+def unsettled(tested: Tested, adjusted_p: float, family: int = 1) -> bool:
+    """Whether Monte Carlo error could still flip the verdict: a p that decides it (adjusted: its Monte Carlo error
+    scaled alike) or an end of the interval within ``MC_ERRORS`` Monte Carlo errors of its threshold."""
+    scale = adjusted_p / tested.p_value if tested.p_value > 0 and adjusted_p < 1 else 1.0
+    if adjusted_p < 1 and abs(adjusted_p - ALPHA) <= MC_ERRORS * tested.p_error * scale:
+        return True
+    against = reverse_p(tested, adjusted_p, family)
+    reverse_error = (
+        MC_ERRORS
+        * p_error(tested.p_reverse, max(tested.resamples, 1))
+        * (against / tested.p_reverse if tested.p_reverse else 1)
+    )
+    if tested.supports is False and against < 1 and abs(against - ALPHA) <= reverse_error:
+        return True
+    return any(abs(end - threshold) <= MC_ERRORS * error
+               for end, error in zip(tested.interval, tested.interval_error, strict=True)
+               for threshold in tested.thresholds)  # fmt: skip
 
 
 # --- evidence from finished runs -----------------------------------------------------------------------------------
@@ -327,9 +461,10 @@ class Scorer:
     (so a metric the run was not scored on when it finished is computed here alike); computed once per run, test
     set, metric and source-length range."""
 
-    def __init__(self, tests: dict[str, tuple[Path, Path]], resamples: int = RESAMPLES) -> None:
+    def __init__(self, tests: dict[str, tuple[Path, Path]], resamples: int = RESAMPLES, seed: int = SEED) -> None:
         self.tests = tests  # name → (source, reference)
         self.resamples = resamples
+        self.seed = seed
         self._lines: dict[Path, tuple[str, ...]] = {}
         self._scores: dict[tuple[Path, str, str, int, int], RunScores] = {}
 
@@ -340,23 +475,42 @@ class Scorer:
             self._lines[path] = tuple(read_lines(path))
         return self._lines[path]
 
-    def run(self, folder: Path, result: RunResult, test: str, metric: str,
-            words: tuple[int, int] = (0, 0)) -> RunScores | None:  # fmt: skip
-        """The run's scores on ``test`` (its sources of words[0] to words[1] words, 0: no bound); None when the run
-        was not evaluated on it."""
-        entry = result.tests.get(test)
-        if entry is None:
-            return None
-        key = (folder, test, metric, *words)
-        if key not in self._scores:
-            source, reference = (self._read(path) for path in self.tests[test])
-            statistics = _sentence_statistics(metric, self._read(folder / entry.hypotheses), reference)
-            subset = None
-            if any(words):
-                lengths = np.array([len(line.split()) for line in source])
-                subset = (lengths >= words[0]) & ((lengths <= words[1]) if words[1] else True)
-            self._scores[key] = run_scores(metric, statistics, self.resamples, SEED, subset)
-        return self._scores[key]
+    def run(self, folder: Path, result: RunResult, test: str, metric: str, words: tuple[int, int] = (0, 0),
+            resamples: int | None = None) -> RunScores | None:  # fmt: skip
+        """The run's scores on ``test`` (its sources of words[0] to words[1] words, 0: no bound) with ``resamples``
+        replicates (default: the scorer's); None when the run was not evaluated on it."""
+        return self.runs([(folder, result)], test, metric, words, resamples)[0]
+
+    def runs(self, found: Sequence[tuple[Path, RunResult]], test: str, metric: str, words: tuple[int, int] = (0, 0),
+             resamples: int | None = None) -> list[RunScores | None]:  # fmt: skip
+        """:meth:`run` of several runs; more replicates than computed before extend them, all runs at once."""
+        resamples = resamples or self.resamples
+        short: dict[int, list[tuple[tuple, np.ndarray]]] = {}  # replicates so far → (key, statistics) to extend
+        keys: list[tuple | None] = []
+        for folder, result in found:
+            entry = result.tests.get(test)
+            key = None if entry is None else (folder, test, metric, *words)
+            keys.append(key)
+            have = self._scores.get(key) if key else None
+            if key and (have is None or len(have.replicates) < resamples):
+                source, reference = (self._read(path) for path in self.tests[test])
+                statistics = _sentence_statistics(metric, self._read(folder / entry.hypotheses), reference)
+                subset = None
+                if any(words):
+                    lengths = np.array([len(line.split()) for line in source])
+                    subset = (lengths >= words[0]) & ((lengths <= words[1]) if words[1] else True)
+                short.setdefault(0 if have is None else len(have.replicates), []).append(
+                    (key, _masked(statistics, subset))
+                )
+        for start, pending in short.items():
+            more = replicate_scores(metric, [statistics for _, statistics in pending], resamples, self.seed, start)
+            for column, (key, statistics) in enumerate(pending):
+                have = self._scores.get(key)
+                score = have.score if have else float(corpus_scores(metric, statistics.sum(axis=0)))
+                replicates = more[:, column] if have is None else np.concatenate([have.replicates, more[:, column]])
+                self._scores[key] = RunScores(score, replicates)
+        return [None if key is None else RunScores(self._scores[key].score, self._scores[key].replicates[:resamples])
+                for key in keys]  # fmt: skip
 
     def length_ratio(self, folder: Path, result: RunResult, test: str) -> float | None:
         """The run's output length on ``test``: sacreBLEU's tokens (13a) of its hypotheses over the references' (from

@@ -27,28 +27,84 @@ def _short(quote: str) -> str:
     return quote if len(quote) <= QUOTE_CHARS else quote[: QUOTE_CHARS - 1].rstrip() + "…"
 
 
+HEADER = (
+    "| table | claim | hypothesis (H1) | test set (seeds) | effect [interval] | p ± MC error | Holm (family) | MDE "
+    "| registered | verdict | other test sets |"
+)
+
+
+def _cells(claim: dict, title: str, link: str) -> str:
+    """One claim's line of the verdict table."""
+    others = "; ".join(f"{o['test']} ({o['seed_list']}): {o['verdict']}" for o in claim["other_tests"]) or "–"
+    against = " against" if claim.get("p_against_claim") else ""
+    p = "–" if claim["p"] is None else f"{claim['p']:.4f} ± {claim.get('p_mc_error') or 0:.4f}{against}"
+    if claim.get("resamples"):
+        p += f" ({claim['resamples']:,} replicates{'; MC error could still flip it' if claim.get('unsettled') else ''})"
+    holm = "–" if claim["p_holm"] is None else f"{claim['p_holm']:.3f} (of {claim.get('family_size', '?')})"
+    verdict = f"**{claim['verdict']}**"
+    if claim.get("out_of_scope"):
+        verdict += f" ({claim['out_of_scope']}; measured: {claim['measured']})"
+    elif claim["measured"] != claim["verdict"]:
+        verdict += f" (measured: {claim['measured']})"
+    if claim.get("post_registration") and claim["post_registration"] != claim["verdict"]:
+        verdict += f"; on the runs after its registration alone: {claim['post_registration']}"
+    registered, mde = claim.get("registration") or "not recorded", claim.get("mde_text", "–")
+    return (f"| [{title}]({link}) | “{_short(claim['quote'])}” | H1: {claim['tested_as']} | "
+            f"{claim['test']} ({claim['seed_list']}) | {claim['summary']} | {p} | {holm} | {mde} "
+            f"| {registered} | {verdict} | {others} |")  # fmt: skip
+
+
 def verdict_table(archives: list[Path], base: Path) -> str:
-    """One line per claim of every archive (a directory holding claims.json), links relative to ``base``; a line
-    saying so when there is no archive yet."""
+    """The verdicts of every archive (a directory holding claims.json), links relative to ``base``: the error rate
+    of each claim kind, the claims registered before any result of their rows, then, as exploratory, those
+    registered after some (post hoc), then each table's rank agreement with the paper; a line saying so when there
+    is no archive yet."""
     if not archives:
         return "No grid has committed runs yet (`experiments/results/*/claims.json`)."
-    lines = [
-        "| table | claim | tested as | test set (seeds) | effect [interval] | p (Holm) | verdict | other test sets |",
-        "|---|---|---|---|---:|---:|---|---|",
-    ]
+    confirmatory, exploratory, ranks, rates = [], [], [], {}
     for archive in archives:
         judged = _judged(archive)
         link = Path(os.path.relpath(archive / "claims.md", base)).as_posix()
         title = _title(judged)
+        rates.update(judged.get("error_rates", {}))
         for claim in judged["claims"]:
-            others = "; ".join(f"{o['test']} ({o['seed_list']}): {o['verdict']}" for o in claim["other_tests"]) or "–"
-            against = " against" if claim.get("p_against_claim") else ""  # a key since 2026-11-26
-            p_holm = "–" if claim["p_holm"] is None else f"{claim['p_holm']:.3f}{against}"
-            verdict = f"**{claim['verdict']}**" + (f" (measured: {claim['measured']})"
-                                                   if claim["measured"] != claim["verdict"] else "")  # fmt: skip
-            lines.append(f"| [{title}]({link}) | “{_short(claim['quote'])}” | {claim['tested_as']} | "
-                         f"{claim['test']} ({claim['seed_list']}) | {claim['summary']} | {p_holm} | "
-                         f"{verdict} | {others} |")  # fmt: skip
+            line = _cells(claim, title, link)
+            (confirmatory if claim.get("registered_before_results") else exploratory).append(line)
+        for found in judged.get("rank_agreement", []):
+            low, high = found["interval"]
+            rho = f"{found['rho']:+.2f} [{low:+.2f}, {high:+.2f}]"
+            ranks.append(f"| [{title}]({link}) | {found['column']} | {found['metric']} {found['test']} | "
+                         f"{found['rows']} ({found['seeds']} runs) | {rho} |")  # fmt: skip
+    rule = "|---|---|---|---|---:|---:|---:|---|---|---|---|"
+    lines = [
+        "Error rates, one per claim kind (the test's direction fixed by the paper's wording): "
+        + "; ".join(f"*{kind.replace('_', ' ')}*: {rate}" for kind, rate in rates.items())
+        + ". Holm's family: the claims of a table registered together (one commit), fixed at registration. "
+        "p ± its Monte Carlo error; MDE: the minimum detectable effect at 80 % power and the kind's α.",
+        "",
+        "**Registered before the results** (every run these claims read was evaluated after the claim took its form):",
+        "",
+        HEADER,
+        rule,
+        *(confirmatory or ["| – | none | | | | | | | | | |"]),
+        "",
+        "**Exploratory: registered after results** (the claim took its form after some of its runs had results; the "
+        "verdict on the later runs alone is given where it differs):",
+        "",
+        HEADER,
+        rule,
+        *(exploratory or ["| – | none | | | | | | | | | |"]),
+    ]
+    if ranks:
+        lines += [
+            "",
+            "**Rank agreement with the paper** (Spearman's ρ between the paper's column and the rows' mean scores "
+            "here, 95 % bootstrap interval over seeds):",
+            "",
+            "| table | paper's column | ours | rows (runs) | ρ [interval] |",
+            "|---|---|---|---|---:|",
+            *ranks,
+        ]
     return "\n".join(lines)
 
 
