@@ -21,13 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
-from adlnmt.experiment.claims import MIN_SEEDS, ONE_SEED, Judge, Judgement, contrast_weights, relation, source_range
+from adlnmt.experiment.claims import Judge, Judgement, contrast_weights, relation, source_range
 from adlnmt.experiment.folders import output_folders
 from adlnmt.experiment.grid import RUN_METRICS, Claim, Grid, load_grid
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.runner import plan_runs
 from adlnmt.experiment.statistics import (
     LOWER_IS_BETTER,
+    MIN_SEEDS,
+    ONE_SEED,
     RunScores,
     Tested,
     assess,

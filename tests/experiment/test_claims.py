@@ -14,9 +14,6 @@ import pytest
 import yaml
 
 from adlnmt.experiment.claims import (
-    NOT_CONVERGED,
-    ONE_SEED,
-    OUT_OF_SCOPE,
     Judge,
     detectable_effect,
     relation,
@@ -26,7 +23,16 @@ from adlnmt.experiment.claims import (
 from adlnmt.experiment.grid import CLAIM_KINDS, Claim, load_grid
 from adlnmt.experiment.results import RESULT_FILE
 from adlnmt.experiment.runner import plan_runs
-from adlnmt.experiment.statistics import CLAIM_RESAMPLES, FAILS, HOLDS, OPEN, holm
+from adlnmt.experiment.statistics import (
+    CLAIM_RESAMPLES,
+    FAILS,
+    HOLDS,
+    NOT_CONVERGED,
+    ONE_SEED,
+    OPEN,
+    OUT_OF_SCOPE,
+    holm,
+)
 
 from .sample_results import machine, run_result, scored
 

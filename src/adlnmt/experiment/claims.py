@@ -39,6 +39,11 @@ from adlnmt.experiment.statistics import (
     LOWER_IS_BETTER,
     MAX_RESAMPLES,
     MC_ERRORS,
+    MIN_SEEDS,
+    MISSING,
+    NOT_CONVERGED,
+    ONE_SEED,
+    OUT_OF_SCOPE,
     SEED,
     Estimate,
     RunScores,
@@ -53,9 +58,6 @@ from adlnmt.experiment.statistics import (
 )
 from adlnmt.store.atomic import write_text_atomic
 
-OUT_OF_SCOPE, NOT_CONVERGED, MISSING = "out of scope at this data size", "inconclusive: not converged", "not run yet"
-ONE_SEED = "inconclusive: one seed"
-MIN_SEEDS = 2  # per row, for a decided verdict (the seed level of the bootstrap needs variation to draw from)
 VALIDATION = "validation"  # the "test set" of a claim on a per-run metric (valid_ppl)
 
 

@@ -135,9 +135,7 @@ def adlnmt_command(*argv: str) -> list[str]:
 
 def _environment() -> dict[str, str]:
     """This process's environment, with this adlnmt first on the path (the child runs the same code)."""
-    import adlnmt
-
-    source = str(Path(adlnmt.__file__).resolve().parent.parent)
+    source = str(Path(__file__).resolve().parents[2])  # the folder holding this adlnmt package
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)}
 
 
@@ -311,8 +309,7 @@ def pareto_plot(grid: Any, found: list[Point], path: Path) -> Path:
 def judge_claims(grid: Any, found: list[Point]) -> list[dict[str, Any]]:
     """Each speed claim's judgement: per seed timed for both rows, log(speed A / speed B); seed-level bootstrap;
     ``faster`` at the 90 % interval against log(ratio); Holm over the section's tested claims."""
-    from adlnmt.experiment.claims import MIN_SEEDS, MISSING, ONE_SEED
-    from adlnmt.experiment.statistics import assess, holm, seed_level, verdict
+    from adlnmt.experiment.statistics import MIN_SEEDS, MISSING, ONE_SEED, assess, holm, seed_level, verdict
 
     judged = []
     for claim in grid.speed.claims:

@@ -61,6 +61,9 @@ LOWER_IS_BETTER = frozenset({"ter", "valid_ppl"})
 KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
 
 HOLDS, FAILS, OPEN = "holds", "does not hold", "inconclusive"
+OUT_OF_SCOPE, NOT_CONVERGED, MISSING = "out of scope at this data size", "inconclusive: not converged", "not run yet"
+ONE_SEED = "inconclusive: one seed"
+MIN_SEEDS = 2  # per row, for a decided verdict (the seed level of the bootstrap needs variation to draw from)
 
 
 # --- corpus scores from summed sentence statistics ----------------------------------------------------------------
