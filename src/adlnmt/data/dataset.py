@@ -134,23 +134,28 @@ class Batch:
 
 def make_batches(split: Split, batch_tokens: int, seed: int, epoch: int, shuffle: bool = True,
                  mixed_lengths: bool = False) -> list[np.ndarray]:  # fmt: skip
-    """Token-budget, length-bucketed batches of sentence ids: every sentence exactly once.
+    """Token-budget, length-bucketed batches of the sentence ids of ``split`` (:func:`bucket`): every sentence
+    exactly once. With ``shuffle``, random tie-breaks and batch order from ``np.random.default_rng((seed, epoch))``,
+    so fully determined by (seed, epoch); ``shuffle=False`` gives length-sorted batches, ties in index order (for
+    validation / inference). ``mixed_lengths`` (with ``shuffle``): every batch mixes lengths (what batch norm needs,
+    whose statistics otherwise depend on the batch's length)."""
+    rng = np.random.default_rng((seed, epoch)) if shuffle else None
+    return bucket(np.arange(len(split)), split.src_lengths, split.tgt_lengths, batch_tokens, rng, mixed_lengths)
 
-    ``mixed_lengths`` (with ``shuffle``): the sentences in the generator's random order instead, so every batch
-    mixes lengths (more padding; what batch norm needs, whose statistics otherwise depend on the batch's length).
 
-    Sentences are sorted by (target length, source length); with ``shuffle`` ties are broken by a permutation drawn
-    from ``np.random.default_rng((seed, epoch))``, so batch contents also vary between epochs. Consecutive sentences
-    are grouped while ``max(S, T) * B <= batch_tokens`` (padded size; a sentence alone over the budget gets its own
-    batch); then, with ``shuffle``, the batch order is permuted by the same generator. Fully determined by
-    (seed, epoch). ``shuffle=False`` gives length-sorted batches, ties in index order (for validation / inference).
+def bucket(ids: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, batch_tokens: int,
+           rng: np.random.Generator | None, mixed_lengths: bool = False) -> list[np.ndarray]:  # fmt: skip
+    """Token-budget batches of ``ids`` (lengths aligned with them): every id exactly once.
+
+    With ``rng``: ties of the (target length, source length) sort are broken by a random permutation, and the
+    batch order is shuffled by the same generator (``mixed_lengths``: the permutation alone, no sort: every batch
+    mixes lengths). Without: length-sorted, ties in the order of ``ids``. Consecutive sentences are grouped while
+    ``max(S, T) * B <= batch_tokens`` (a sentence alone over the budget gets its own batch).
     """
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
-    n = len(split)
-    src_len, tgt_len = split.src_lengths, split.tgt_lengths
-    if shuffle:
-        rng = np.random.default_rng((seed, epoch))
+    n = len(ids)
+    if rng is not None:
         perm = rng.permutation(n)
         order = perm if mixed_lengths else perm[np.lexsort((src_len[perm], tgt_len[perm]))]
     else:
@@ -161,12 +166,12 @@ def make_batches(split: Split, batch_tokens: int, seed: int, epoch: int, shuffle
     for position, width in enumerate(widths):
         new_widest = max(widest, width)
         if position > start and new_widest * (position - start + 1) > batch_tokens:
-            batches.append(order[start:position])
+            batches.append(ids[order[start:position]])
             start, new_widest = position, width
         widest = new_widest
     if n > start:
-        batches.append(order[start:])
-    if shuffle:
+        batches.append(ids[order[start:]])
+    if rng is not None:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
 
