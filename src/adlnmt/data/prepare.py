@@ -72,7 +72,7 @@ def parse_corpus(text: str, flag: str = "--train", weighted: bool = True) -> Cor
         raise DataError(f"{flag}: corpus name {name!r} may hold only letters, digits, '-' and '_'")
     weight = 1.0
     head, colon, tail = files.rpartition(":")
-    if weighted and colon and "," in head:
+    if weighted and colon and "," in head and not any(c in tail for c in "/\\"):  # "x:/path": a path, no weight
         try:
             weight = float(tail)
         except ValueError:
