@@ -1,0 +1,60 @@
+"""Training from shards (issue 65): several weighted corpora in several shards, read through shuffle windows, stopped
+mid-window in the first and the second epoch and resumed, ends bit for bit where an uninterrupted run ends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from adlnmt.cli import main
+from adlnmt.data import prepare as prepare_module
+from adlnmt.data.prepare import Corpus, prepare
+from adlnmt.train.checkpoint import load_state
+
+from .conftest import TINY_MODEL
+
+
+@pytest.fixture(scope="module")
+def sharded(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("sharded")
+    corpus = demo_data / "corpus"
+    src, tgt = (corpus / "train.src").read_text().splitlines(), (corpus / "train.tgt").read_text().splitlines()
+    corpora = []
+    for name, part, weight in (("de-en", slice(0, 700), 1.0), ("fr-en", slice(700, None), 2.0)):
+        for side, text in (("src", src), ("tgt", tgt)):
+            (root / f"{name}.{side}").write_text("".join(line + "\n" for line in text[part]))
+        corpora.append(Corpus(name, root / f"{name}.src", root / f"{name}.tgt", weight))
+    valid = [Corpus("de-en", corpus / "valid.src", corpus / "valid.tgt")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(prepare_module, "CHUNK_PAIRS", 100)
+        manifest = prepare(out_dir=root / "data", corpora=corpora, valid=valid, vocab_size=150, shard_size=200,
+                           target_tags=True)  # fmt: skip
+    assert [s["pairs"] for s in manifest["shards"]["train"]] == [200, 200, 200, 100, 200, 200, 100]
+    return root / "data"
+
+
+def records(model: Path) -> list[dict]:
+    return [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_stopped_and_resumed_twice_equals_an_uninterrupted_run(sharded: Path, tmp_path: Path, capsys) -> None:
+    common = ["--data", str(sharded), *TINY_MODEL, "--checkpoint-interval", "10", "--no-valid-bleu", "--lr", "1e-3",
+              "--shuffle-buffer", "300", "--temperature", "1.5"]  # fmt: skip
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    assert main(["train", "--model", str(straight), *common, "--max-updates", "80"]) == 0
+    # (700 · 1)^(1/1.5) : (500 · 2)^(1/1.5) = 0.441 : 0.559 of 1,200 pairs
+    assert "each epoch draws 1200 pairs: de-en 529 pairs (44.1%), fr-en 671 pairs (55.9%)" in capsys.readouterr().err
+    positions = []
+    for updates in (20, 70, 80):
+        assert main(["train", "--model", str(stopped), *common, "--max-updates", str(updates)]) == 0
+        progress = load_state(stopped / "states" / f"update-{updates:07d}.state.pt")["progress"]
+        positions.append((progress["epoch"], progress["window"], progress["batch_in_window"]))
+    assert positions[0][0] == 0 and positions[0][1] >= 1 and positions[0][2] > 0  # stopped mid-window, epoch 1
+    assert positions[1][0] == 1 and positions[1][2] > 0  # ... and in epoch 2
+    a = load_file(straight / "checkpoints" / "update-0000080.safetensors")
+    b = load_file(stopped / "checkpoints" / "update-0000080.safetensors")
+    assert a.keys() == b.keys() and all(a[name].equal(b[name]) for name in a)
+    assert [r["train_loss"] for r in records(straight)] == [r["train_loss"] for r in records(stopped)]
