@@ -27,7 +27,8 @@ def sharded(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         for side, text in (("src", src), ("tgt", tgt)):
             (root / f"{name}.{side}").write_text("".join(line + "\n" for line in text[part]))
         corpora.append(Corpus(name, root / f"{name}.src", root / f"{name}.tgt", weight))
-    valid = [Corpus("de-en", corpus / "valid.src", corpus / "valid.tgt")]
+    valid = [Corpus("de-en", corpus / "valid.src", corpus / "valid.tgt"), Corpus("fr-en", root / "fr-en.src",
+                                                                                root / "fr-en.tgt")]  # fmt: skip
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(prepare_module, "CHUNK_PAIRS", 100)
         manifest = prepare(out_dir=root / "data", corpora=corpora, valid=valid, vocab_size=150, shard_size=200,
@@ -58,3 +59,15 @@ def test_stopped_and_resumed_twice_equals_an_uninterrupted_run(sharded: Path, tm
     b = load_file(stopped / "checkpoints" / "update-0000080.safetensors")
     assert a.keys() == b.keys() and all(a[name].equal(b[name]) for name in a)
     assert [r["train_loss"] for r in records(straight)] == [r["train_loss"] for r in records(stopped)]
+
+
+def test_each_corpus_is_validated_on_its_own_set(sharded: Path, tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    argv = ["train", "--data", str(sharded), "--model", str(model), *TINY_MODEL, "--max-updates", "10",
+            "--checkpoint-interval", "10", "--lr", "1e-3"]  # fmt: skip
+    assert main(argv) == 0
+    (record,) = records(model)
+    assert record["valid_ppl.fr-en"] != record["valid_ppl.de-en"]
+    assert min(record["valid_ppl.fr-en"], record["valid_ppl.de-en"]) < record["valid_ppl"]
+    assert record["valid_ppl"] < max(record["valid_ppl.fr-en"], record["valid_ppl.de-en"])
+    assert {"valid_bleu", "valid_bleu.de-en", "valid_bleu.fr-en"} <= record.keys()
