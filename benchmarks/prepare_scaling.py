@@ -131,8 +131,9 @@ def main() -> None:
     print("| pairs | run | seconds | pairs/s | peak RSS (MB) | bytes/token: ids, ids + offsets | load before → after |")
     print("|---:|---|---:|---:|---:|---|---|")
     for r in rows:
+        sizes = f"{r['token_bytes_per_token']}, {r['bytes_per_token']}"
         print(f"| {r['pairs']:,} | {r['run']} | {r['seconds']} | {r['pairs_per_s']:,} | {r['peak_rss_mb']} | "
-              f"{r['token_bytes_per_token']}, {r['bytes_per_token']} | {r['load_before']} → {r['load_after']} |")  # fmt: skip
+              f"{sizes} | {r['load_before']} → {r['load_after']} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ interrupted prepare continued or started clean, several corpora, target-language
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -15,12 +16,12 @@ import pytest
 
 from adlnmt.cli import main
 from adlnmt.data import prepare as prepare_module
+from adlnmt.data import shards as shards_module
 from adlnmt.data.data_dir import MANIFEST, DataDir
 from adlnmt.data.demo import write_demo_corpus
 from adlnmt.data.prepare import STATE, Corpus, parse_corpus, prepare, reservoir_sample
 from adlnmt.data.vocab import Vocab, train_sentencepiece
-from adlnmt.errors import DataError, UserError
-from adlnmt.store.atomic import FAULT_HOOK
+from adlnmt.errors import DataError
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -109,51 +110,68 @@ def test_sentencepiece_trains_on_the_sample(demo: Path, tmp_path: Path) -> None:
 
 
 PREPARE_SCRIPT = """
-import sys
+import os, signal, sys
 from pathlib import Path
-from adlnmt.data import prepare as p
+from adlnmt.data import prepare as p, shards
 p.CHUNK_PAIRS = 150
-demo, out = Path(sys.argv[1]), Path(sys.argv[2])
+demo, out, kill_at = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+save = shards._save
+def save_or_die(path, values):
+    save(path, values)
+    if kill_at and kill_at in path.name:  # written, not yet renamed into place
+        os.kill(os.getpid(), signal.SIGKILL)
+shards._save = save_or_die
 p.prepare(demo / "train.src", demo / "train.tgt", demo / "valid.src", demo / "valid.tgt", out, vocab_size=200,
           shard_size=400)
 """
 
 
-def prepare_in_subprocess(demo: Path, out: Path, fault: str | None) -> subprocess.CompletedProcess[str]:
+def prepare_in_subprocess(demo: Path, out: Path, kill_at: str = "") -> subprocess.CompletedProcess[str]:
+    """``prepare`` in a process of its own that kills itself (SIGKILL) when it has written the file ``kill_at``."""
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    env.pop(FAULT_HOOK, None)
-    if fault:
-        env[FAULT_HOOK] = fault
-    command = [sys.executable, "-c", PREPARE_SCRIPT, str(demo), str(out)]
+    command = [sys.executable, "-c", PREPARE_SCRIPT, str(demo), str(out), kill_at]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_a_killed_prepare_is_not_accepted_and_the_rerun_continues(demo: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    killed = prepare_in_subprocess(demo, out, "kill@train.train.00002.src.tokens.npy:written")
+    killed = prepare_in_subprocess(demo, out, "train.train.00002.src.tokens.npy")
     assert killed.returncode == -9
     assert not (out / MANIFEST).exists() and (out / STATE).is_file()
     with pytest.raises(DataError, match="no manifest"):
         DataDir.load(out)
     first = out / "train.train.00000.src.tokens.npy"
     before = first.stat().st_mtime_ns, first.stat().st_ino
-    assert prepare_in_subprocess(demo, out, None).returncode == 0
+    assert prepare_in_subprocess(demo, out).returncode == 0
     assert (first.stat().st_mtime_ns, first.stat().st_ino) == before  # continued: shard 0 was not written again
     assert not (out / STATE).exists()
     straight = tmp_path / "straight"
-    assert prepare_in_subprocess(demo, straight, None).returncode == 0
+    assert prepare_in_subprocess(demo, straight).returncode == 0
     resumed, fresh = (json.loads((d / MANIFEST).read_text()) for d in (out, straight))
     assert resumed["splits"] == fresh["splits"] and resumed["shards"] == fresh["shards"]
+
+
+def full_disk_at(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Writing a shard file whose name holds ``name`` fails as on a full disk."""
+    save = shards_module._save
+
+    def save_or_fail(path: Path, values: np.ndarray) -> None:
+        if name in path.name and "valid" not in path.name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        save(path, values)
+
+    monkeypatch.setattr(shards_module, "_save", save_or_fail)
 
 
 def test_an_interrupted_prepare_with_other_options_starts_clean(demo: Path, tmp_path: Path, small_chunks: None,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     out = tmp_path / "out"
-    monkeypatch.setenv(FAULT_HOOK, "enospc@train.train.00003.src.tokens.npy:written")
-    with pytest.raises(UserError, match="No space left on device"):
+    full_disk_at(monkeypatch, "train.train.00003.src.tokens.npy")
+    with pytest.raises(DataError, match="No space left on device"):
         prepare(**files_of(demo), out_dir=out, vocab_size=200, shard_size=400)
     assert not (out / MANIFEST).exists() and (out / "train.train.00002.src.tokens.npy").is_file()
-    monkeypatch.delenv(FAULT_HOOK)
+    monkeypatch.undo()
+    monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 150)
     manifest = prepare(**files_of(demo), out_dir=out, vocab_size=200, shard_size=1000)
     assert [s["pairs"] for s in manifest["shards"]["train"]] == [1050, 950]
     assert sorted(p.name for p in out.glob("train.*.src.tokens.npy")) == [
@@ -162,7 +180,7 @@ def test_an_interrupted_prepare_with_other_options_starts_clean(demo: Path, tmp_
 
 def test_a_full_disk_writing_shards_is_one_error_and_no_manifest(demo: Path, tmp_path: Path, capsys,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    monkeypatch.setenv(FAULT_HOOK, "enospc@train.*.tokens.npy:written")
+    full_disk_at(monkeypatch, ".tokens.npy")
     f = files_of(demo)
     argv = ["prepare", "--train-src", str(f["train_src"]), "--train-tgt", str(f["train_tgt"]),
             "--valid-src", str(f["valid_src"]), "--valid-tgt", str(f["valid_tgt"]), "--out", str(tmp_path / "o"),

@@ -106,7 +106,7 @@ class DataDir:
         except (KeyError, TypeError, AttributeError, IndexError) as err:
             raise DataError(f"malformed entry for shard {index} of {split!r} ({err!r})", self.path / MANIFEST) from None
         from adlnmt.data.dataset import Split  # numpy: only where the arrays are read
-        from adlnmt.data.shards import verify_digests
+        from adlnmt.data.digests import verify_digests
 
         if self.manifest["format_version"] > 1 and (split, index) not in self._verified:
             verify_digests(self.path, entry)

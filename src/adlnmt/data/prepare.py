@@ -33,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from adlnmt.data.atomic import write_atomically
 from adlnmt.data.corpus import RATIO_MIN_LEN, PairCounts, length_filter, read_parallel
 from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SIDES
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.shards import ShardBuilder, shard_stem, token_dtype
 from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, language_tag, train_sentencepiece
 from adlnmt.errors import DataError
-from adlnmt.store.atomic import atomic_write
 
 CHUNK_PAIRS = 8192  # pairs per encoding task (and the granularity of shard boundaries)
 STATE = "prepare.state.json"
@@ -269,7 +269,7 @@ def _fingerprint(settings: dict[str, Any], corpora: Sequence[Corpus], valid: Seq
 
 def _write_json(path: Path, value: Any) -> None:
     text = json.dumps(value, indent=2) + "\n"
-    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8", newline="\n"))
+    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8", newline="\n"))
 
 
 def _listed_files(record: dict[str, Any]) -> set[str]:
@@ -559,7 +559,7 @@ def _encode_valid(out: Path, valid: Sequence[Corpus], pool: EncoderPool, tag_ids
     text = {side: f"valid.{side}.txt" for side in SIDES}
     for side in SIDES:
         content = "".join(line + "\n" for line in lines[side])
-        atomic_write(out / text[side], lambda tmp, content=content: tmp.write_text(content, "utf-8", newline="\n"))
+        write_atomically(out / text[side], lambda tmp, content=content: tmp.write_text(content, "utf-8", newline="\n"))
     return entry, tally, ranges, text
 
 

@@ -1,20 +1,19 @@
 """Token-id shards: the one owner of their files. A shard holds the encoded pairs of one corpus, per side a flat
 ``.npy`` array of subword ids (``uint16`` when the vocabularies fit, else ``int32``) and an ``int64`` offsets array
 (length n+1: pair i is ``tokens[offsets[i]:offsets[i + 1]]``), both memory-mappable. Its manifest entry names the
-files with their sizes and SHA-256 digests; :func:`open_shard` refuses a missing, truncated or foreign file."""
+files with their sizes and SHA-256 digests, which :mod:`adlnmt.data.digests` checks before a shard is read."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from adlnmt.data.atomic import write_atomically
 from adlnmt.data.data_dir import SIDES
-from adlnmt.errors import DataError
-from adlnmt.store.atomic import atomic_write
+from adlnmt.data.digests import file_digest
 
 
 def token_dtype(largest_vocab: int) -> np.dtype:
@@ -25,15 +24,6 @@ def token_dtype(largest_vocab: int) -> np.dtype:
 def shard_stem(split: str, corpus: str, index: int) -> str:
     """Common start of the file names of one shard, e.g. ``train.de-en.00003``."""
     return f"{split}.{corpus}.{index:05d}"
-
-
-def file_digest(path: Path) -> str:
-    """SHA-256 of a file, read in blocks (a shard can be larger than memory allows)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _save(path: Path, values: np.ndarray) -> None:
@@ -70,29 +60,7 @@ class ShardBuilder:
             entry[f"{side}_pieces"] = len(tokens)
             for kind, values in (("tokens", tokens), ("offsets", offsets)):
                 path = out / names[kind]
-                atomic_write(path, lambda tmp, values=values: _save(tmp, values))
+                write_atomically(path, lambda tmp, values=values: _save(tmp, values))
                 entry["bytes"][names[kind]] = path.stat().st_size
                 entry["sha256"][names[kind]] = file_digest(path)
         return entry
-
-
-def check_files(directory: Path, entry: dict[str, Any], manifest_path: Path) -> None:
-    """Cheap check of a shard's files (existence and size, no reading): DataError naming the first bad one."""
-    try:
-        sizes = dict(entry["bytes"])
-    except (KeyError, TypeError, ValueError):
-        raise DataError("malformed shard entry (no file sizes)", manifest_path) from None
-    for name, size in sizes.items():
-        path = directory / name
-        if not path.is_file():
-            raise DataError("shard file missing (re-run prepare)", path)
-        if path.stat().st_size != size:
-            raise DataError(f"shard file has {path.stat().st_size} bytes, the manifest says {size} (truncated?)", path)
-
-
-def verify_digests(directory: Path, entry: dict[str, Any]) -> None:
-    """DataError naming the first file of a shard whose size or SHA-256 differs from its manifest entry."""
-    check_files(directory, entry, directory)
-    for name, expected in entry.get("sha256", {}).items():
-        if file_digest(directory / name) != expected:
-            raise DataError("shard file does not match the manifest's digest (foreign or damaged)", directory / name)
