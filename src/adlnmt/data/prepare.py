@@ -234,18 +234,27 @@ def reservoir_sample(corpora: Sequence[Corpus], size: int, seed: int = 1) -> lis
     return [pair for _, pair in sample]
 
 
+def _drain(sample: list[tuple[str, str]], index: int | None) -> Iterator[str]:
+    """The sentences of the sample (both sides, or side ``index``) in order, each pair released once fed, so that
+    the sample and sentencepiece's copy of it are not both whole in memory."""
+    sample.reverse()
+    while sample:
+        pair = sample.pop()
+        yield from pair if index is None else (pair[index],)
+
+
 def _train_vocabs(
     sample: list[tuple[str, str]], source: Path, out: Path, options: PrepareOptions, tags: Sequence[str]
 ) -> dict[str, str]:
-    """Train the sentencepiece model(s) on the sample; the model file name per side. Tags go into the source model
-    (and the joint one)."""
+    """Train the sentencepiece model(s) on the sample (emptied); the model file name per side. Tags go into the
+    source model (and the joint one)."""
     if options.joint:
-        text = (line for pair in sample for line in pair)
+        text = _drain(sample, None)
         model = train_sentencepiece(text, out / "spm", options.vocab_size, options.model_type, source, tags)
         return {side: model.name for side in SIDES}
     files = {}
     for index, side in enumerate(SIDES):
-        text = (pair[index] for pair in sample)
+        text = _drain(sample, index) if side == "tgt" else (pair[index] for pair in sample)
         side_tags = tags if side == "src" else ()
         model = train_sentencepiece(text, out / f"spm.{side}", options.vocab_size, options.model_type, source,
                                     side_tags)  # fmt: skip
@@ -442,7 +451,6 @@ def prepare(
     if "spm" not in state:
         sample = reservoir_sample(corpora, spm_sample)
         state["spm"] = _train_vocabs(sample, corpora[0].src, out, options, sorted(set(tags.values())))
-        del sample
         _write_json(out / STATE, state)
     spm_files = state["spm"]
     vocabs = {side: Vocab.load(out / spm_files[side]) for side in SIDES}
