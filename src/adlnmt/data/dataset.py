@@ -211,9 +211,10 @@ def shard(batches: list[np.ndarray], rank: int, world_size: int) -> list[np.ndar
     """The batches of one DDP rank: every rank gets the same number, ``len(batches) // world_size``.
 
     Rank r takes batches r, r + world_size, ... of the first ``world_size * (len(batches) // world_size)``; the
-    remaining (< world_size) batches at the end are dropped for this epoch. Since ``make_batches`` shuffles the batch
-    order per epoch, different sentences are dropped in different epochs. Meant for training; evaluate on one rank
-    or with all batches. Raises DataError (a ValueError) when there are fewer batches than ranks.
+    remaining (< world_size) batches at the end are dropped for this epoch (of a window: :mod:`adlnmt.data.stream`).
+    Since the batch order is shuffled per epoch, different sentences are dropped in different epochs. Meant for
+    training; evaluate on one rank or with all batches. Raises DataError (a ValueError) when there are fewer batches
+    than ranks.
     """
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank {rank}, world_size {world_size}")

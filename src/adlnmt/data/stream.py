@@ -3,8 +3,9 @@
 An epoch is cut into *windows* (the shuffle buffer) of at most ``buffer`` pairs; each window is batched like the
 in-memory data always was (:func:`~adlnmt.data.dataset.bucket`: sort by length with random tie-breaks, cut
 token-budget batches, shuffle the batches), and rank r of ``world`` takes batches r, r + world, ... of each window
-(the last < world batches of a window are left out for that epoch). Only the current window's pair ids and lengths
-and the shards it touches are in memory, so start-up time and memory do not grow with the corpus.
+(:func:`~adlnmt.data.dataset.shard`: the last < world batches of a window are left out for that epoch). Only the
+current window's pair ids and lengths and the shards it touches are in memory, so start-up time and memory do not
+grow with the corpus.
 
 What an epoch holds. Corpus i (n_i pairs, weight w_i) gets ``c_i`` pairs per epoch: all of them once (c_i = n_i)
 when there is one corpus or when the weights and ``temperature`` leave every share proportional to size; else
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from adlnmt.data.data_dir import DataDir
-from adlnmt.data.dataset import Split, bucket
+from adlnmt.data.dataset import Split, bucket, shard
 from adlnmt.errors import DataError
 
 _SHARD_ORDER, _PAIR_ORDER = 1_000_003, 2_000_003  # seed tags of the shard and pair permutations
@@ -181,9 +182,7 @@ class EpochPlan:
         ids = self.window_ids(epoch, window)
         src_len, tgt_len = self.train.lengths(ids)
         rng = np.random.default_rng((self.seed, epoch) if window == 0 else (self.seed, epoch, window))
-        batches = bucket(ids, src_len, tgt_len, self.batch_tokens, rng, self.mixed_lengths)
-        per_rank = len(batches) // self.world
-        return batches[self.rank : per_rank * self.world : self.world]
+        return shard(bucket(ids, src_len, tgt_len, self.batch_tokens, rng, self.mixed_lengths), self.rank, self.world)
 
 
 class EpochBatches:

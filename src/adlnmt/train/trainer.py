@@ -513,8 +513,6 @@ class Trainer:
                 reason = f"reached {c.max_epochs} epochs"
                 break
             batches = EpochBatches(plan, p.epoch, p.window, p.batch_in_window)
-            if batches.done and p.window == p.batch_in_window == 0:
-                raise UserError(f"the training data give no batch to each of {self.world} ranks; lower --batch-tokens")
             epoch_over = batches.done
             while not (epoch_over or reason):
                 group = batches.take(c.accumulate)
