@@ -1,8 +1,11 @@
 """Benchmark: ``adlnmt prepare`` on synthetic corpora of growing size (issue 65): wall time, pairs per second and the
 peak memory of the whole process tree (the command and its encoding workers, summed RSS sampled every 0.1 s from
 /proc), beside the load average. The corpus is ``adlnmt demo-corpus --size BASE`` repeated to each size.
+``--first-update``: then ``adlnmt train`` (a d_model 32 Transformer, one thread) on each prepared directory, timed
+from its start to the progress line of its first update, with its peak memory.
 
     .venv/bin/python benchmarks/prepare_scaling.py --sizes 1000000 10000000 --workers 1 2 [--before OLD/src]
+    .venv/bin/python benchmarks/prepare_scaling.py --sizes 1000000 --first-update   # after the above: reuses data
 
 ``--before``: a ``src`` directory of an older adlnmt (e.g. ``git archive REV src | tar -x``) run the same way with
 its own flags (one process, no sampling), for the before/after row. Results: ``WORK/prepare_scaling.json`` and a
@@ -12,8 +15,11 @@ Markdown table on stdout. Linux only (/proc).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -61,6 +67,37 @@ def run_measured(command: list[str], env: dict[str, str]) -> tuple[float, int, s
     return seconds, peak, out + err
 
 
+def first_update(data: Path, work: Path, env: dict[str, str]) -> tuple[float, int]:
+    """Seconds from starting ``adlnmt train`` to the progress line of update 1, and the peak RSS until then."""
+    model = work / f"model.{data.name}"
+    shutil.rmtree(model, ignore_errors=True)
+    block = "res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)"
+    command = [sys.executable, "-m", "adlnmt", "train", "--data", str(data), "--model", str(model), "--d-model", "32",
+               "--heads", "4", "--encoder", "pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm",
+               "--decoder", f"pos -> repeat(2, {block}) -> norm",
+               "--batch-tokens", "4000", "--threads", "1", "--no-progress", "--log-interval", "1",
+               "--max-updates", "2", "--no-valid-bleu", "--tensorboard", "off"]  # fmt: skip
+    start = time.monotonic()
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    peak, seconds = 0, math.nan
+    stderr = process.stderr.fileno()
+    os.set_blocking(stderr, False)
+    buffer = b""
+    while process.poll() is None and math.isnan(seconds):
+        peak = max(peak, tree_rss(process.pid))
+        with contextlib.suppress(BlockingIOError):
+            buffer += os.read(stderr, 1 << 16)
+        if b"update 1/" in buffer:
+            seconds = time.monotonic() - start
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    if math.isnan(seconds):
+        raise SystemExit(f"train failed:\n{buffer[-2000:].decode(errors='replace')}")
+    return seconds, peak
+
+
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -92,6 +129,7 @@ def main() -> None:
     parser.add_argument("--spm-sample", type=int, default=1_000_000)
     parser.add_argument("--before", type=Path, help="src directory of an older adlnmt, run at the first size")
     parser.add_argument("--work", type=Path, default=Path("/tmp/prepare_scaling"))
+    parser.add_argument("--first-update", action="store_true", help="time training's start on WORK/data.SIZE")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     python = sys.executable
@@ -100,6 +138,14 @@ def main() -> None:
     if not (base / "train.src").is_file():
         subprocess.run([python, "-m", "adlnmt", "demo-corpus", "--out", str(base), "--size", str(args.base)],
                        env=env, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    if args.first_update:
+        print("| pairs | seconds to the first update | peak RSS (MB) | load before → after |")
+        print("|---:|---:|---:|---|")
+        for size in args.sizes:
+            before_load = load()
+            seconds, peak = first_update(args.work / f"data.{size}", args.work, env)
+            print(f"| {size:,} | {seconds:.1f} | {peak / 2**20:.0f} | {before_load} → {load()} |", flush=True)
+        return
     rows = []
     for size in args.sizes:
         src, tgt = corpus_of(size, base, args.work)

@@ -12,7 +12,7 @@ import pytest
 
 from adlnmt.data import prepare as prepare_module
 from adlnmt.data.data_dir import DataDir
-from adlnmt.data.dataset import collate, make_batches
+from adlnmt.data.dataset import bucket, collate, make_batches
 from adlnmt.data.demo import write_demo_corpus
 from adlnmt.data.prepare import Corpus, prepare
 from adlnmt.data.stream import EpochBatches, EpochPlan, ShardedTrainData, epoch_counts
@@ -177,3 +177,25 @@ def test_weighted_epochs_draw_the_planned_proportions(corpora: dict[str, Path]) 
         ids = plan.window_ids(0, window)
         share = np.mean(ids < 900)
         assert abs(share - 643 / 1500) < 0.01
+
+
+def greedy_reference(widths: list[int], budget: int) -> list[tuple[int, int]]:
+    """The batching rule written out sentence by sentence (what ``bucket`` computes per batch with numpy)."""
+    cuts, start, widest = [], 0, 0
+    for position, width in enumerate(widths):
+        if position > start and max(widest, width) * (position - start + 1) > budget:
+            cuts.append((start, position))
+            start, widest = position, 0
+        widest = max(widest, width)
+    return [*cuts, (start, len(widths))] if widths else cuts
+
+
+@pytest.mark.parametrize("budget", [1, 7, 60, 400, 5000])
+def test_the_token_budget_cuts_equal_the_rule_sentence_by_sentence(budget: int) -> None:
+    rng = np.random.default_rng(budget)
+    for widths in (rng.integers(1, 90, 3000), np.sort(rng.integers(1, 30, 3000)), np.full(50, 500), np.array([3])):
+        batches = bucket(np.arange(len(widths)), widths, widths, budget, None)
+        order = np.argsort(widths, kind="stable")  # no generator: sorted by length, ties in id order
+        assert np.array_equal(np.concatenate(batches), order)
+        expected = greedy_reference(widths[order].tolist(), budget)
+        assert [len(b) for b in batches] == [stop - start for start, stop in expected]

@@ -160,20 +160,27 @@ def bucket(ids: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, batch_toke
         order = perm if mixed_lengths else perm[np.lexsort((src_len[perm], tgt_len[perm]))]
     else:
         order = np.lexsort((np.arange(n), src_len, tgt_len))
-    widths = np.maximum(src_len, tgt_len)[order].tolist()
-    batches: list[np.ndarray] = []
-    start, widest = 0, 0
-    for position, width in enumerate(widths):
-        new_widest = max(widest, width)
-        if position > start and new_widest * (position - start + 1) > batch_tokens:
-            batches.append(ids[order[start:position]])
-            start, new_widest = position, width
-        widest = new_widest
-    if n > start:
-        batches.append(ids[order[start:]])
+    widths = np.maximum(src_len, tgt_len)[order]
+    batches = [ids[order[start:stop]] for start, stop in _budget_cuts(widths, batch_tokens)]
     if rng is not None:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
+
+
+def _budget_cuts(widths: np.ndarray, batch_tokens: int) -> list[tuple[int, int]]:
+    """(start, stop) of each batch when ``widths`` are grouped greedily in order while ``max(width) * count <=
+    batch_tokens`` (a sentence alone over the budget gets its own batch). Vectorized per batch: the product grows
+    with the count, so a batch ends where it first exceeds the budget, within ``batch_tokens // min(width) + 1``."""
+    n, cuts, start = len(widths), [], 0
+    reach = batch_tokens // max(int(widths.min(initial=1)), 1) + 2
+    counts = np.arange(1, reach + 1)
+    while start < n:
+        running = np.maximum.accumulate(widths[start : start + reach])
+        over = np.flatnonzero(running * counts[: len(running)] > batch_tokens)
+        size = max(int(over[0]), 1) if len(over) else len(running)
+        cuts.append((start, start + size))
+        start += size
+    return cuts
 
 
 def collate(split: Split, indices: np.ndarray | list[int]) -> Batch:
