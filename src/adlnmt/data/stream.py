@@ -23,6 +23,7 @@ so a corpus that fits one window is batched exactly as :func:`adlnmt.data.datase
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -77,6 +78,7 @@ class ShardedTrainData:
         entries = data.shards("train")
         self.sizes = [int(entry["pairs"]) for entry in entries]
         self.bases = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        self._starts = self.bases.tolist()
         corpora = data.corpora()
         by_name: dict[str, list[int]] = {}
         for index, entry in enumerate(entries):
@@ -102,8 +104,8 @@ class ShardedTrainData:
         return self._open[index]
 
     def _locate(self, i: int) -> tuple[Split, int]:
-        index = int(np.searchsorted(self.bases, i, side="right")) - 1
-        return self.shard(index), i - int(self.bases[index])
+        index = bisect.bisect_right(self._starts, i) - 1  # per sentence: bisect on a list beats numpy on a scalar
+        return self.shard(index), i - self._starts[index]
 
     def src(self, i: int) -> np.ndarray:
         split, local = self._locate(i)
