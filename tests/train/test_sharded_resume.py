@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from adlnmt.cli import main
 from adlnmt.data import prepare as prepare_module
 from adlnmt.data.prepare import Corpus, prepare
-from adlnmt.train.checkpoint import load_state
+from adlnmt.train.checkpoint import load_state, save_state
 
 from .conftest import TINY_MODEL
 
@@ -71,3 +71,21 @@ def test_each_corpus_is_validated_on_its_own_set(sharded: Path, tmp_path: Path) 
     assert min(record["valid_ppl.fr-en"], record["valid_ppl.de-en"]) < record["valid_ppl"]
     assert record["valid_ppl"] < max(record["valid_ppl.fr-en"], record["valid_ppl.de-en"])
     assert {"valid_bleu", "valid_bleu.de-en", "valid_bleu.fr-en"} <= record.keys()
+
+
+def test_a_state_saved_before_shuffle_windows_resumes_at_its_batch(demo_data: Path, tmp_path: Path) -> None:
+    """A state of before the data position had windows (no ``window``/``batch_in_window``) resumes at its
+    ``batch_in_epoch``: such data was one window."""
+    common = ["--data", str(demo_data / "data"), *TINY_MODEL, "--checkpoint-interval", "10", "--no-valid-bleu"]
+    straight, old = tmp_path / "straight", tmp_path / "old"
+    assert main(["train", "--model", str(straight), *common, "--max-updates", "30"]) == 0
+    assert main(["train", "--model", str(old), *common, "--max-updates", "20"]) == 0
+    path = old / "states" / "update-0000020.state.pt"
+    state = load_state(path)
+    assert state["progress"]["batch_in_epoch"] == state["progress"]["batch_in_window"] > 0
+    del state["progress"]["window"], state["progress"]["batch_in_window"]
+    save_state(state, path)
+    assert main(["train", "--model", str(old), *common, "--max-updates", "30"]) == 0
+    a = load_file(straight / "checkpoints" / "update-0000030.safetensors")
+    b = load_file(old / "checkpoints" / "update-0000030.safetensors")
+    assert all(a[name].equal(b[name]) for name in a)
