@@ -4,6 +4,8 @@ mid-window in the first and the second epoch and resumed, ends bit for bit where
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from adlnmt.data import prepare as prepare_module
 from adlnmt.data.prepare import Corpus, prepare
 from adlnmt.train.checkpoint import load_state, save_state
 
-from .conftest import TINY_MODEL
+from .conftest import TINY_MODEL, train_two_ranks
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +91,19 @@ def test_a_state_saved_before_shuffle_windows_resumes_at_its_batch(demo_data: Pa
     a = load_file(straight / "checkpoints" / "update-0000030.safetensors")
     b = load_file(old / "checkpoints" / "update-0000030.safetensors")
     assert all(a[name].equal(b[name]) for name in a)
+
+
+@pytest.mark.slow
+def test_two_ranks_stopped_and_resumed_equal_an_uninterrupted_pair(sharded: Path, tmp_path: Path) -> None:
+    """Under DDP (2 gloo ranks), each rank reading its own batches of every window: stopped mid-epoch and resumed,
+    the weights end bit for bit where an uninterrupted pair of ranks ends."""
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
+    launcher = [torchrun, "--standalone", "--nproc_per_node", "2"]
+    flags = ["--checkpoint-interval", "5", "--shuffle-buffer", "300", "--temperature", "1.5"]
+    for run, stops in (("straight", ["20"]), ("stopped", ["5", "20"])):
+        (tmp_path / run).mkdir()
+        for updates in stops:
+            train_two_ranks(launcher, tmp_path / run, sharded, *flags, "--max-updates", updates)
+    a, b = (load_file(tmp_path / run / "model" / "checkpoints" / "update-0000020.safetensors")
+            for run in ("straight", "stopped"))  # fmt: skip
+    assert a.keys() == b.keys() and all(a[name].equal(b[name]) for name in a)
