@@ -320,21 +320,6 @@ def _claim_output(out: Path, overwrite: bool) -> None:
         _remove_files(out, _listed_files(old) if isinstance(old, dict) else set())
 
 
-def _summary(counts: dict[str, int], pieces: dict[str, int], unk: dict[str, int], longest: dict[str, int],
-             source_markers: bool, keeps_references: bool) -> dict[str, int]:  # fmt: skip
-    """Manifest counts of a split or corpus: pairs, then per side pieces, unknown pieces and the longest sequence the
-    model sees (source with EOS and BOS, target input/output with BOS or EOS)."""
-    summary = {key: counts[key] for key in ("read", "empty", "too_long", "bad_ratio", "kept")}
-    extra = 2 if source_markers else 1
-    for side in SIDES:
-        summary[f"{side}_pieces"] = pieces[side]
-        summary[f"{side}_unk"] = unk[side]
-        summary[f"max_{side}_len"] = longest[side] + (extra if side == "src" else 1)
-    if keeps_references:
-        summary["truncated"] = counts["truncated"]
-    return summary
-
-
 @dataclass
 class Tally:
     """Counts of a corpus or split as its chunks are encoded."""
@@ -363,7 +348,17 @@ class Tally:
             self.longest[side] = max(self.longest[side], other.longest[side])
 
     def summary(self, source_markers: bool, keeps_references: bool) -> dict[str, int]:
-        return _summary(self.counts, self.pieces, self.unk, self.longest, source_markers, keeps_references)
+        """Manifest counts: pairs, then per side pieces, unknown pieces and the longest sequence the model sees
+        (source with EOS and BOS, target input/output with BOS or EOS)."""
+        summary = {key: self.counts[key] for key in ("read", "empty", "too_long", "bad_ratio", "kept")}
+        extra = 2 if source_markers else 1
+        for side in SIDES:
+            summary[f"{side}_pieces"] = self.pieces[side]
+            summary[f"{side}_unk"] = self.unk[side]
+            summary[f"max_{side}_len"] = self.longest[side] + (extra if side == "src" else 1)
+        if keeps_references:
+            summary["truncated"] = self.counts["truncated"]
+        return summary
 
 
 # --- prepare -------------------------------------------------------------------------------------------------------
@@ -434,6 +429,8 @@ def prepare(
     """
     options = PrepareOptions(vocab_size, joint, model_type, max_len, max_ratio, source_markers)
     options.check()
+    if not str(out_dir):
+        raise DataError("no output directory given (out_dir, --out)")
     for name, value in (("spm_sample", spm_sample), ("shard_size", shard_size), ("workers", workers)):
         if value < 1:
             raise DataError(f"{name} must be at least 1, got {value}")
