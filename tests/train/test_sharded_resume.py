@@ -54,7 +54,7 @@ def test_stopped_and_resumed_twice_equals_an_uninterrupted_run(sharded: Path, tm
     for updates in (20, 70, 80):
         assert main(["train", "--model", str(stopped), *common, "--max-updates", str(updates)]) == 0
         progress = load_state(stopped / "states" / f"update-{updates:07d}.state.pt")["progress"]
-        positions.append((progress["epoch"], progress["window"], progress["batch_in_window"]))
+        positions.append((progress["epoch"], progress["shuffle_window"], progress["batch_in_shuffle_window"]))
     assert positions[0][0] == 0 and positions[0][1] >= 1 and positions[0][2] > 0  # stopped mid-window, epoch 1
     assert positions[1][0] == 1 and positions[1][2] > 0  # ... and in epoch 2
     a = load_file(straight / "checkpoints" / "update-0000080.safetensors")
@@ -76,16 +76,16 @@ def test_each_corpus_is_validated_on_its_own_set(sharded: Path, tmp_path: Path) 
 
 
 def test_a_state_saved_before_shuffle_windows_resumes_at_its_batch(demo_data: Path, tmp_path: Path) -> None:
-    """A state of before the data position had windows (no ``window``/``batch_in_window``) resumes at its
-    ``batch_in_epoch``: such data was one window."""
+    """A state of before the data position had windows (no ``shuffle_window``/``batch_in_shuffle_window``) resumes
+    at its ``batch_in_epoch``: such data was one window."""
     common = ["--data", str(demo_data / "data"), *TINY_MODEL, "--checkpoint-interval", "10", "--no-valid-bleu"]
     straight, old = tmp_path / "straight", tmp_path / "old"
     assert main(["train", "--model", str(straight), *common, "--max-updates", "30"]) == 0
     assert main(["train", "--model", str(old), *common, "--max-updates", "20"]) == 0
     path = old / "states" / "update-0000020.state.pt"
     state = load_state(path)
-    assert state["progress"]["batch_in_epoch"] == state["progress"]["batch_in_window"] > 0
-    del state["progress"]["window"], state["progress"]["batch_in_window"]
+    assert state["progress"]["batch_in_epoch"] == state["progress"]["batch_in_shuffle_window"] > 0
+    del state["progress"]["shuffle_window"], state["progress"]["batch_in_shuffle_window"]
     save_state(state, path)
     assert main(["train", "--model", str(old), *common, "--max-updates", "30"]) == 0
     a = load_file(straight / "checkpoints" / "update-0000030.safetensors")

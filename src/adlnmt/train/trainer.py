@@ -66,8 +66,8 @@ class Progress:
     update: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0  # batches of this epoch already consumed (this rank's shard)
-    window: int = 0  # the shuffle window of this epoch (adlnmt.data.stream) that holds the next batch ...
-    batch_in_window: int = 0  # ... and the next batch's place in it (this rank's batches)
+    shuffle_window: int = 0  # the window of this epoch (adlnmt.data.stream) that holds the next batch ...
+    batch_in_shuffle_window: int = 0  # ... and the next batch's place in it (this rank's batches)
     best: float | None = None  # best validation score (ppl: lower; bleu: higher)
     best_update: int = 0
     bad_checkpoints: int = 0  # checkpoints since the best one
@@ -229,8 +229,8 @@ class Trainer:
             self.optimizer.load_state_dict(state["optimizer"])
             self.schedule.load_state_dict(state["schedule"])
             progress = state["progress"]
-            if "window" not in progress:  # a state of before the shuffle windows: its epoch was one window
-                progress = {**progress, "window": 0, "batch_in_window": progress["batch_in_epoch"]}
+            if "shuffle_window" not in progress:  # a state of before the shuffle windows: its epoch was one window
+                progress = {**progress, "shuffle_window": 0, "batch_in_shuffle_window": progress["batch_in_epoch"]}
             self.progress = Progress(**progress)
             ranks = state.get("rng_ranks") or [state["rng_cpu"]]
             torch.set_rng_state(ranks[self.rank] if len(ranks) == self.world else state["rng_cpu"])
@@ -512,13 +512,13 @@ class Trainer:
             if c.max_epochs and p.epoch >= c.max_epochs:
                 reason = f"reached {c.max_epochs} epochs"
                 break
-            batches = EpochBatches(plan, p.epoch, p.window, p.batch_in_window)
+            batches = EpochBatches(plan, p.epoch, p.shuffle_window, p.batch_in_shuffle_window)
             epoch_over = batches.done
             while not (epoch_over or reason):
                 group = batches.take(c.accumulate)
                 loss, tokens = self._update([collate(self.train_data, ix).to(self.device) for ix in group])
                 p.batch_in_epoch += len(group)
-                p.window, p.batch_in_window = batches.position
+                p.shuffle_window, p.batch_in_shuffle_window = batches.position
                 p.update += 1
                 p.train_seconds = session_base + time.monotonic() - session_start
                 p.window_seconds = time.monotonic() - window_start
@@ -533,7 +533,8 @@ class Trainer:
                 rate = p.window_tokens / max(p.window_seconds, 1e-9)
                 bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", epoch=p.epoch + 1)
                 if batches.done:  # the saved position always points at the next batch
-                    p.epoch, p.batch_in_epoch, p.window, p.batch_in_window, epoch_over = p.epoch + 1, 0, 0, 0, True
+                    p.epoch, p.batch_in_epoch, p.shuffle_window, p.batch_in_shuffle_window = p.epoch + 1, 0, 0, 0
+                    epoch_over = True
                 if c.max_updates and p.update >= c.max_updates:
                     reason = f"reached {c.max_updates} updates"
                 elif c.max_epochs and p.epoch >= c.max_epochs:
