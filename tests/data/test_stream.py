@@ -199,3 +199,22 @@ def test_the_token_budget_cuts_equal_the_rule_sentence_by_sentence(budget: int) 
         assert np.array_equal(np.concatenate(batches), order)
         expected = greedy_reference(widths[order].tolist(), budget)
         assert [len(b) for b in batches] == [stop - start for start, stop in expected]
+
+
+def test_each_shard_is_opened_once_however_many_a_window_mixes(corpora: dict[str, Path],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    data = DataDir.load(corpora["many"])
+    opened = Counter()
+    open_shard = data.open_shard
+
+    def counting(split: str, index: int):
+        opened[index] += 1
+        return open_shard(split, index)
+
+    monkeypatch.setattr(data, "open_shard", counting)
+    train = ShardedTrainData(data)
+    train.weights = [1.0, 1.0]
+    plan = EpochPlan(train, 300, seed=1, buffer=1500, temperature=1.0)  # one window of all 5 shards
+    for batch in EpochBatches(plan, 0):
+        collate(train, batch)
+    assert opened == dict.fromkeys(range(5), 1)

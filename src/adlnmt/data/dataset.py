@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import zipfile
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,12 +76,25 @@ class Split:
                 f"source has {len(self._offsets['src']) - 1} sentences, target {len(self._offsets['tgt']) - 1}",
                 directory / files["tgt"]["offsets"],
             )
-        extra = 2 if source_markers else 1
-        self.src_lengths: np.ndarray = np.diff(self._offsets["src"]) + extra
-        self.tgt_lengths: np.ndarray = np.diff(self._offsets["tgt"]) + 1
+        self._extra = 2 if source_markers else 1  # EOS, and BOS with source markers
 
     def __len__(self) -> int:
-        return len(self.src_lengths)
+        return len(self._offsets["src"]) - 1
+
+    @cached_property
+    def src_lengths(self) -> np.ndarray:
+        """Model source length of every sentence (``int64``), computed on first use."""
+        return np.diff(self._offsets["src"]) + self._extra
+
+    @cached_property
+    def tgt_lengths(self) -> np.ndarray:
+        """Model target length (of ``tgt_in`` and ``tgt_out``) of every sentence, computed on first use."""
+        return np.diff(self._offsets["tgt"]) + 1
+
+    def lengths(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``src_lengths`` and ``tgt_lengths`` of some sentences, read from the offsets (no array of all of them)."""
+        src, tgt = self._offsets["src"], self._offsets["tgt"]
+        return src[indices + 1] - src[indices] + self._extra, tgt[indices + 1] - tgt[indices] + 1
 
     def src_pieces(self, i: int) -> np.ndarray:
         """Source subword ids of sentence ``i`` without any special token (a read-only view)."""

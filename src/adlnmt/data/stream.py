@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -36,7 +35,6 @@ from adlnmt.data.dataset import Split, bucket, shard
 from adlnmt.errors import DataError
 
 _SHARD_ORDER, _PAIR_ORDER = 1_000_003, 2_000_003  # seed tags of the shard and pair permutations
-OPEN_SHARDS = 4  # shards kept open (memory-mapped, with their length arrays)
 
 
 def epoch_counts(sizes: list[int], weights: list[float], temperature: float) -> list[int]:
@@ -71,7 +69,7 @@ class CorpusShards:
 class ShardedTrainData:
     """The training pairs of a data directory, all shards of all corpora, addressed by a global id (shard after
     shard in manifest order); ``src(i)`` / ``tgt(i)`` as :class:`~adlnmt.data.dataset.Split` has them, so that
-    :func:`~adlnmt.data.dataset.collate` batches them. A few shards are kept open (LRU)."""
+    :func:`~adlnmt.data.dataset.collate` batches them. Shards are opened (memory-mapped) when first read."""
 
     def __init__(self, data: DataDir) -> None:
         self.data = data
@@ -88,19 +86,15 @@ class ShardedTrainData:
             for name, shards in by_name.items()
         ]
         self.weights = [float(corpora.get(c.name, {}).get("weight", 1.0)) for c in self.corpora]
-        self._open: OrderedDict[int, Split] = OrderedDict()
+        self._open: dict[int, Split] = {}  # memory-mapped arrays only: cheap to keep every shard open
 
     def __len__(self) -> int:
         return int(self.bases[-1])
 
     def shard(self, index: int) -> Split:
-        """Shard ``index`` (global), opened (and on first use verified) if not among the recently used."""
-        if index in self._open:
-            self._open.move_to_end(index)
-        else:
+        """Shard ``index`` (global), opened (and its files verified) on first use."""
+        if index not in self._open:
             self._open[index] = self.data.open_shard("train", index)
-            if len(self._open) > OPEN_SHARDS:
-                self._open.popitem(last=False)
         return self._open[index]
 
     def _locate(self, i: int) -> tuple[Split, int]:
@@ -121,8 +115,7 @@ class ShardedTrainData:
         shard_of = np.searchsorted(self.bases, ids, side="right") - 1
         for index in np.unique(shard_of):
             mask = shard_of == index
-            split, local = self.shard(int(index)), ids[mask] - self.bases[index]
-            src[mask], tgt[mask] = split.src_lengths[local], split.tgt_lengths[local]
+            src[mask], tgt[mask] = self.shard(int(index)).lengths(ids[mask] - self.bases[index])
         return src, tgt
 
 
