@@ -99,6 +99,36 @@ def broken_copy(data_path: Path, tmp_path: Path) -> Path:
     return copy
 
 
+def format_1_copy(data_path: Path, tmp_path: Path) -> Path:
+    """A copy laid out as ``prepare`` wrote directories before shards (format 1: one array pair per split and side,
+    no digests), to test the checks of the arrays themselves and that such directories still load."""
+    copy = broken_copy(data_path, tmp_path)
+    manifest = json.loads((copy / MANIFEST).read_text())
+    files = {}
+    for split, shards in manifest.pop("shards").items():
+        (entry,) = shards
+        files[split] = {}
+        for side, names in entry["files"].items():
+            files[split][side] = {}
+            for kind, name in names.items():
+                (copy / name).rename(copy / f"{split}.{side}.{kind}.npy")
+                files[split][side][kind] = f"{split}.{side}.{kind}.npy"
+    for key in ("corpora", "options"):
+        manifest.pop(key)
+    (copy / MANIFEST).write_text(json.dumps({**manifest, "format_version": 1, "files": files}))
+    return copy
+
+
+def test_a_format_1_directory_reads_as_one_shard(data_path: Path, tmp_path: Path) -> None:
+    old = DataDir.load(format_1_copy(data_path, tmp_path))
+    new = DataDir.load(data_path)
+    assert old.corpora() == {"train": {"weight": 1.0, "tag": None, "valid": [0, 75]}}
+    assert [s["pairs"] for s in old.shards("train")] == [1500]
+    for split in ("train", "valid"):
+        a, b = old.split(split), new.split(split)
+        assert len(a) == len(b) and all(np.array_equal(a.src(i), b.src(i)) for i in (0, 9, len(a) - 1))
+
+
 def test_missing_and_corrupt_directories(data_path: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="not found") as info:
         DataDir.load(tmp_path / "absent")
@@ -127,7 +157,7 @@ def test_missing_and_corrupt_directories(data_path: Path, tmp_path: Path) -> Non
 
 
 def test_missing_and_corrupt_arrays(data_path: Path, tmp_path: Path) -> None:
-    copy = broken_copy(data_path, tmp_path)
+    copy = format_1_copy(data_path, tmp_path)
     (copy / "train.tgt.tokens.npy").unlink()
     data = DataDir.load(copy)  # arrays are only opened when a split is used
     with pytest.raises(DataError, match="missing") as info:
@@ -143,7 +173,7 @@ def test_missing_and_corrupt_arrays(data_path: Path, tmp_path: Path) -> None:
 
 
 def test_inconsistent_offsets(data_path: Path, tmp_path: Path) -> None:
-    copy = broken_copy(data_path, tmp_path)
+    copy = format_1_copy(data_path, tmp_path)
     offsets = np.load(copy / "train.src.offsets.npy")
     np.save(copy / "train.src.offsets.npy", offsets[:-1])
     with pytest.raises(DataError, match="offsets do not describe") as info:

@@ -37,16 +37,21 @@ def raw(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
+def stem(split: str) -> str:
+    """The file names' start of a split of one corpus in one shard."""
+    return "train.train.00000" if split == "train" else split
+
+
 def decoded(out: Path, vocab: Vocab, split: str, side: str, i: int) -> str:
-    tokens = np.load(out / f"{split}.{side}.tokens.npy", mmap_mode="r")
-    offsets = np.load(out / f"{split}.{side}.offsets.npy", mmap_mode="r")
+    tokens = np.load(out / f"{stem(split)}.{side}.tokens.npy", mmap_mode="r")
+    offsets = np.load(out / f"{stem(split)}.{side}.offsets.npy", mmap_mode="r")
     return vocab.decode(tokens[offsets[i] : offsets[i + 1]].tolist())
 
 
 def test_manifest(prepared: tuple[Path, dict]) -> None:
     out, manifest = prepared
     assert json.loads((out / MANIFEST).read_text()) == manifest
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == 2
     assert manifest["joint"] is True and manifest["model_type"] == "bpe"
     assert manifest["src_vocab_size"] == manifest["tgt_vocab_size"] == 300
     assert manifest["spm"] == {"src": "spm.model", "tgt": "spm.model"}
@@ -81,8 +86,8 @@ def test_binary_format(prepared: tuple[Path, dict]) -> None:
     out, manifest = prepared
     for split in ("train", "valid"):
         for side in ("src", "tgt"):
-            tokens = np.load(out / f"{split}.{side}.tokens.npy", mmap_mode="r")
-            offsets = np.load(out / f"{split}.{side}.offsets.npy", mmap_mode="r")
+            tokens = np.load(out / f"{stem(split)}.{side}.tokens.npy", mmap_mode="r")
+            offsets = np.load(out / f"{stem(split)}.{side}.offsets.npy", mmap_mode="r")
             assert isinstance(tokens, np.memmap) and isinstance(offsets, np.memmap)
             assert tokens.dtype == np.uint16 and offsets.dtype == np.int64
             assert tokens.ndim == offsets.ndim == 1
@@ -154,7 +159,7 @@ def test_separate_vocabularies_and_options(demo: Path, tmp_path: Path) -> None:
 def test_deterministic(demo: Path, prepared: tuple[Path, dict], tmp_path: Path) -> None:
     out, _ = prepared
     prepare(*inputs(demo), tmp_path, vocab_size=300)
-    for name in ("train.src.tokens.npy", "train.tgt.offsets.npy", "valid.tgt.tokens.npy"):
+    for name in ("train.train.00000.src.tokens.npy", "train.train.00000.tgt.offsets.npy", "valid.tgt.tokens.npy"):
         assert (tmp_path / name).read_bytes() == (out / name).read_bytes()
 
 

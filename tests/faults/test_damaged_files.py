@@ -145,6 +145,9 @@ def data(demo_data: Path, tmp_path: Path) -> Path:
     return copy
 
 
+SHARD = "train.train.00000"  # the first training shard of a corpus given as --train-src/--train-tgt
+
+
 def set_manifest(data: Path, **entries: object) -> None:
     manifest = json.loads((data / "manifest.json").read_text())
     (data / "manifest.json").write_text(json.dumps({**manifest, **entries}))
@@ -157,8 +160,8 @@ def set_manifest(data: Path, **entries: object) -> None:
         (lambda d: (d / "manifest.json").write_text('{"format_version": 1, '), "manifest.json", "invalid JSON"),
         (lambda d: (d / "spm.model").unlink(), "spm.model", "sentencepiece model not found"),
         (lambda d: (d / "spm.model").write_bytes(b"junk"), "spm.model", "not a valid sentencepiece model"),
-        (lambda d: truncate(d / "train.src.tokens.npy"), "train.src.tokens.npy", "corrupt array file"),
-        (lambda d: beyond_vocabulary(d / "train.tgt.tokens.npy"), "train.tgt.tokens.npy", "outside the vocabulary"),
+        (lambda d: truncate(d / f"{SHARD}.src.tokens.npy"), f"{SHARD}.src.tokens.npy", "truncated"),
+        (lambda d: beyond_vocabulary(d / f"{SHARD}.tgt.tokens.npy"), f"{SHARD}.tgt.tokens.npy", "digest"),
     ],
 )
 def test_damaged_data_is_one_line_naming_the_file(data: Path, tmp_path: Path, capsys, damage, named, reason) -> None:

@@ -1,4 +1,5 @@
-"""The data pipeline: corpus reading, toy corpus, subword vocabularies, prepare, datasets and batching.
+"""The data pipeline: corpus reading, toy corpus, subword vocabularies, streaming prepare into token shards, datasets,
+batching, and training batches read from shards.
 
 Names are imported lazily so that ``adlnmt.data.commands`` (used by the CLI parser) does not import torch.
 """
@@ -19,7 +20,11 @@ _EXPORTS = {
     "make_batches": "dataset",
     "shard": "dataset",
     "write_demo_corpus": "demo",
+    "Corpus": "prepare",
     "prepare": "prepare",
+    "EpochBatches": "stream",
+    "EpochPlan": "stream",
+    "ShardedTrainData": "stream",
     "BOS": "vocab",
     "EOS": "vocab",
     "PAD": "vocab",

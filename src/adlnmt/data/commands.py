@@ -20,10 +20,30 @@ def add_commands(subparsers: Any) -> None:
     prepare = subparsers.add_parser(
         "prepare", help="train subword models, encode and filter a parallel corpus into a data directory"
     )
-    prepare.add_argument("--train-src", required=True, help="training source text (plain or .gz, one per line)")
-    prepare.add_argument("--train-tgt", required=True, help="training target text, aligned with --train-src")
-    prepare.add_argument("--valid-src", required=True, help="validation source text")
-    prepare.add_argument("--valid-tgt", required=True, help="validation target text")
+    prepare.add_argument("--train-src", help="training source text (plain, .gz or .xz, one per line)")
+    prepare.add_argument("--train-tgt", help="training target text, aligned with --train-src")
+    prepare.add_argument("--valid-src", help="validation source text")
+    prepare.add_argument("--valid-tgt", help="validation target text")
+    prepare.add_argument(
+        "--train",
+        action="append",
+        default=[],
+        metavar="NAME=SRC,TGT[:WEIGHT]",
+        help="a named training corpus (repeatable, instead of --train-src/--train-tgt); WEIGHT (default 1) scales "
+        "how often training samples it (adlnmt train --temperature)",
+    )
+    prepare.add_argument(
+        "--valid",
+        action="append",
+        default=[],
+        metavar="NAME=SRC,TGT",
+        help="the validation set of the training corpus NAME (repeatable)",
+    )
+    prepare.add_argument(
+        "--target-tags",
+        action="store_true",
+        help="start every source with its target language's tag, <2en> for a corpus named de-en (one id each)",
+    )
     prepare.add_argument("--out", required=True, help="output data directory")
     add_flags(prepare, PrepareOptions, ("vocab_size",))
     sharing = prepare.add_mutually_exclusive_group()
@@ -32,6 +52,18 @@ def add_commands(subparsers: Any) -> None:
     )
     sharing.add_argument("--separate", dest="joint", action="store_false", help="a source and a target vocabulary")
     add_flags(prepare, PrepareOptions, ("model_type", "max_len", "max_ratio", "source_markers"))
+    prepare.add_argument(
+        "--spm-sample",
+        type=_positive_int,
+        default=1_000_000,
+        help="train the subword model(s) on a uniform sample of this many training pairs (default %(default)s)",
+    )
+    prepare.add_argument(
+        "--shard-size", type=_positive_int, default=1_000_000, help="training pairs per shard (default %(default)s)"
+    )
+    prepare.add_argument(
+        "--workers", type=_positive_int, default=1, help="encoding processes (default 1; the output is the same)"
+    )
     prepare.add_argument("--overwrite", action="store_true", help="replace an existing prepared directory")
     prepare.add_argument("--vocab-from", metavar="MODEL", help="encode with MODEL's sentencepiece models instead of "
                          "training new ones (to fine-tune MODEL: adlnmt train --init-from MODEL)")  # fmt: skip
@@ -46,7 +78,7 @@ def add_commands(subparsers: Any) -> None:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     """Run ``prepare`` and print a short summary."""
-    from adlnmt.data.prepare import prepare
+    from adlnmt.data.prepare import parse_corpus, prepare
 
     manifest = prepare(
         args.train_src,
@@ -54,6 +86,12 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         args.valid_src,
         args.valid_tgt,
         args.out,
+        corpora=[parse_corpus(text, "--train") for text in args.train],
+        valid=[parse_corpus(text, "--valid", weighted=False) for text in args.valid],
+        target_tags=args.target_tags,
+        spm_sample=args.spm_sample,
+        shard_size=args.shard_size,
+        workers=args.workers,
         vocab_size=args.vocab_size,
         joint=args.joint,
         model_type=args.model_type,
@@ -77,6 +115,11 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         f"  valid: {valid['read']} read, {valid['kept']} kept; dropped {valid['empty']} empty, "
         f"truncated {valid['truncated']} to {args.max_len}"
     )
+    if len(manifest["corpora"]) > 1:
+        for name, corpus in manifest["corpora"].items():
+            tag = f", tag {corpus['tag']}" if corpus["tag"] else ""
+            print(f"  corpus {name}: {corpus['train']['kept']} kept, weight {corpus['weight']:g}{tag}")
+    print(f"  {len(manifest['shards']['train'])} training shard(s)")
     return 0
 
 

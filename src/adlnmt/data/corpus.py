@@ -1,8 +1,10 @@
-"""Lazy reading of parallel plain-text corpora (optionally gzip) with located errors, and the length/ratio filter."""
+"""Lazy reading of parallel plain-text corpora (optionally gzip or xz) with located errors, and the length/ratio
+filter."""
 
 from __future__ import annotations
 
 import gzip
+import lzma
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -31,15 +33,17 @@ class PairCounts:
 
 
 def _open_binary(path: Path):
-    """Open ``path`` for binary reading, gunzipping when its name ends with ``.gz``; a pipe or a device (``/dev/stdin``,
-    a shell's process substitution) is read as a stream, once (:func:`require_regular_file` where a reader needs to
-    read a file twice)."""
+    """Open ``path`` for binary reading, decompressing when its name ends with ``.gz`` or ``.xz``; a pipe or a device
+    (``/dev/stdin``, a shell's process substitution) is read as a stream, once (:func:`require_regular_file` where a
+    reader needs to read a file twice)."""
     if not path.exists():
         raise DataError("file not found", path)
     if path.is_dir():
         raise DataError("a directory, not a text file", path)
     try:
-        return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+        if path.suffix == ".gz":
+            return gzip.open(path, "rb")
+        return lzma.open(path, "rb") if path.suffix == ".xz" else path.open("rb")
     except OSError as err:
         raise DataError(f"cannot open: {err.strerror or err}", path) from None
 
@@ -76,8 +80,8 @@ def decode_lines(handle: Iterable[bytes], name: str | Path) -> Iterator[str]:
             except UnicodeDecodeError as err:
                 raise DataError(f"invalid UTF-8 (byte {err.start + 1} of the line)", name, number) from None
             yield text.rstrip("\r\n")
-    except (OSError, EOFError, zlib.error) as err:
-        raise DataError(f"corrupt gzip data after line {number}: {err}", name, number + 1) from None
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as err:
+        raise DataError(f"corrupt compressed data after line {number}: {err}", name, number + 1) from None
 
 
 def count_lines(path: str | Path) -> int:
@@ -86,8 +90,8 @@ def count_lines(path: str | Path) -> int:
     with _open_binary(path) as handle:
         try:
             return sum(1 for _ in handle)
-        except (OSError, EOFError, zlib.error) as err:
-            raise DataError(f"corrupt gzip data: {err}", path) from None
+        except (OSError, EOFError, zlib.error, lzma.LZMAError) as err:
+            raise DataError(f"corrupt compressed data: {err}", path) from None
 
 
 def read_parallel(

@@ -14,15 +14,18 @@ from adlnmt.jsontext import JsonError, parse_json
 if TYPE_CHECKING:
     from adlnmt.data.dataset import Split
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # token shards with digests, several corpora; format 1 (one array per split and side) still reads
+READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 SIDES = ("src", "tgt")
-MANIFEST_ENTRIES: dict[str, type] = {"spm": dict, "joint": bool, "files": dict, "splits": dict}
+MANIFEST_ENTRIES: dict[str, type] = {"spm": dict, "joint": bool, "splits": dict}
+SPLIT_FILES = {1: "files", 2: "shards"}  # the manifest entry that names the arrays of each split, by format
 
 
 def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
     """DataError naming ``path`` when an entry the loader reads is missing or of the wrong type."""
-    wrong = [name for name, kind in MANIFEST_ENTRIES.items() if not isinstance(manifest.get(name), kind)]
+    expected = {**MANIFEST_ENTRIES, SPLIT_FILES[manifest["format_version"]]: dict}
+    wrong = [name for name, kind in expected.items() if not isinstance(manifest.get(name), kind)]
     if wrong:
         raise DataError(f"malformed manifest: {', '.join(wrong)} missing or of the wrong type", path)
 
@@ -36,6 +39,7 @@ class DataDir:
         self.src_vocab = src_vocab
         self.tgt_vocab = tgt_vocab
         self._splits: dict[str, Split] = {}
+        self._verified: set[tuple[str, int]] = set()
 
     @classmethod
     def load(cls, path: str | Path) -> DataDir:
@@ -50,9 +54,9 @@ class DataDir:
             manifest = parse_json(manifest_path.read_bytes())
         except JsonError as err:
             raise DataError(f"invalid JSON: {err.reason}", manifest_path, err.line) from None
-        if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
+        if not isinstance(manifest, dict) or manifest.get("format_version") not in READABLE_VERSIONS:
             found = manifest.get("format_version") if isinstance(manifest, dict) else None
-            raise DataError(f"unsupported format version {found!r} (expected {FORMAT_VERSION})", manifest_path)
+            raise DataError(f"unsupported format version {found!r} (expected 1 or {FORMAT_VERSION})", manifest_path)
         _check_manifest(manifest, manifest_path)
         try:
             spm_files = manifest["spm"]
@@ -67,21 +71,55 @@ class DataDir:
         """Whether sources start with BOS."""
         return bool(self.manifest.get("source_markers", False))
 
-    def split(self, name: str) -> Split:
-        """The split ``name`` (``"train"`` or ``"valid"``), memory-mapped on first use."""
-        if name not in self._splits:
-            files = self.manifest.get("files", {})
-            if name not in files:
-                raise DataError(f"no split {name!r} (has: {', '.join(files)})", self.path / MANIFEST)
-            try:
-                expected = self.manifest["splits"].get(name, {}).get("kept")
-                names = {side: {kind: str(files[name][side][kind]) for kind in ("tokens", "offsets")} for side in SIDES}
-            except (KeyError, TypeError, AttributeError) as err:
-                raise DataError(f"malformed entry for split {name!r} ({err!r})", self.path / MANIFEST) from None
-            sizes = {"src": self.src_vocab.size, "tgt": self.tgt_vocab.size}
-            from adlnmt.data.dataset import Split  # numpy: only where the arrays are read
+    def shards(self, split: str) -> list[dict[str, Any]]:
+        """The shards of ``split`` as manifest entries: ``corpus``, ``pairs``, ``files`` (per side ``tokens`` and
+        ``offsets``) and, from format 2 on, ``bytes`` and ``sha256`` per file. A format-1 split is one shard."""
+        manifest_path = self.path / MANIFEST
+        if self.manifest["format_version"] == 1:
+            files = self.manifest["files"]
+            if split not in files:
+                raise DataError(f"no split {split!r} (has: {', '.join(files)})", manifest_path)
+            kept = self.manifest["splits"].get(split, {}).get("kept")
+            return [{"corpus": "train", "pairs": kept, "files": files[split]}]
+        shards = self.manifest["shards"]
+        if split not in shards or not isinstance(shards[split], list):
+            raise DataError(f"no split {split!r} (has: {', '.join(shards)})", manifest_path)
+        return shards[split]
 
-            self._splits[name] = Split(name, self.path, names, self.source_markers, expected, sizes)
+    def corpora(self) -> dict[str, dict[str, Any]]:
+        """The training corpora by name: ``weight``, ``tag`` (None or e.g. ``<2en>``) and ``valid`` (the range of
+        its pairs in the valid split, or None). A format-1 directory has one corpus, ``train``."""
+        if self.manifest["format_version"] == 1:
+            return {"train": {"weight": 1.0, "tag": None, "valid": [0, self.manifest["splits"]["valid"]["kept"]]}}
+        return self.manifest.get("corpora", {})
+
+    def open_shard(self, split: str, index: int) -> Split:
+        """Shard ``index`` of ``split``, memory-mapped; from format 2 on its files' sizes and digests are checked
+        the first time this DataDir opens it (DataError naming a missing, truncated or foreign file)."""
+        shards = self.shards(split)
+        try:
+            entry = shards[index]
+            expected = entry["pairs"]
+            names = {side: {kind: str(entry["files"][side][kind]) for kind in ("tokens", "offsets")} for side in SIDES}
+        except (KeyError, TypeError, AttributeError, IndexError) as err:
+            raise DataError(f"malformed entry for shard {index} of {split!r} ({err!r})", self.path / MANIFEST) from None
+        from adlnmt.data.dataset import Split  # numpy: only where the arrays are read
+        from adlnmt.data.digests import verify_digests
+
+        if self.manifest["format_version"] > 1 and (split, index) not in self._verified:
+            verify_digests(self.path, entry)
+            self._verified.add((split, index))
+        sizes = {"src": self.src_vocab.size, "tgt": self.tgt_vocab.size}
+        return Split(split, self.path, names, self.source_markers, expected, sizes)
+
+    def split(self, name: str) -> Split:
+        """The split ``name`` (``"train"`` or ``"valid"``) as one array pair, memory-mapped on first use; a split of
+        several shards is read shard by shard instead (:meth:`open_shard`, :mod:`adlnmt.data.stream`)."""
+        if name not in self._splits:
+            count = len(self.shards(name))
+            if count != 1:
+                raise DataError(f"split {name!r} has {count} shards; read it shard by shard", self.path / MANIFEST)
+            self._splits[name] = self.open_shard(name, 0)
         return self._splits[name]
 
     def encode_source(self, text: str, max_len: int | None = None) -> list[int]:

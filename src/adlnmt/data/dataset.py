@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import zipfile
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,12 +76,25 @@ class Split:
                 f"source has {len(self._offsets['src']) - 1} sentences, target {len(self._offsets['tgt']) - 1}",
                 directory / files["tgt"]["offsets"],
             )
-        extra = 2 if source_markers else 1
-        self.src_lengths: np.ndarray = np.diff(self._offsets["src"]) + extra
-        self.tgt_lengths: np.ndarray = np.diff(self._offsets["tgt"]) + 1
+        self._extra = 2 if source_markers else 1  # EOS, and BOS with source markers
 
     def __len__(self) -> int:
-        return len(self.src_lengths)
+        return len(self._offsets["src"]) - 1
+
+    @cached_property
+    def src_lengths(self) -> np.ndarray:
+        """Model source length of every sentence (``int64``), computed on first use."""
+        return np.diff(self._offsets["src"]) + self._extra
+
+    @cached_property
+    def tgt_lengths(self) -> np.ndarray:
+        """Model target length (of ``tgt_in`` and ``tgt_out``) of every sentence, computed on first use."""
+        return np.diff(self._offsets["tgt"]) + 1
+
+    def lengths(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``src_lengths`` and ``tgt_lengths`` of some sentences, read from the offsets (no array of all of them)."""
+        src, tgt = self._offsets["src"], self._offsets["tgt"]
+        return src[indices + 1] - src[indices] + self._extra, tgt[indices + 1] - tgt[indices] + 1
 
     def src_pieces(self, i: int) -> np.ndarray:
         """Source subword ids of sentence ``i`` without any special token (a read-only view)."""
@@ -134,41 +148,53 @@ class Batch:
 
 def make_batches(split: Split, batch_tokens: int, seed: int, epoch: int, shuffle: bool = True,
                  mixed_lengths: bool = False) -> list[np.ndarray]:  # fmt: skip
-    """Token-budget, length-bucketed batches of sentence ids: every sentence exactly once.
+    """Token-budget, length-bucketed batches of the sentence ids of ``split`` (:func:`bucket`): every sentence
+    exactly once. With ``shuffle``, random tie-breaks and batch order from ``np.random.default_rng((seed, epoch))``,
+    so fully determined by (seed, epoch); ``shuffle=False`` gives length-sorted batches, ties in index order (for
+    validation / inference). ``mixed_lengths`` (with ``shuffle``): every batch mixes lengths (what batch norm needs,
+    whose statistics otherwise depend on the batch's length)."""
+    rng = np.random.default_rng((seed, epoch)) if shuffle else None
+    return bucket(np.arange(len(split)), split.src_lengths, split.tgt_lengths, batch_tokens, rng, mixed_lengths)
 
-    ``mixed_lengths`` (with ``shuffle``): the sentences in the generator's random order instead, so every batch
-    mixes lengths (more padding; what batch norm needs, whose statistics otherwise depend on the batch's length).
 
-    Sentences are sorted by (target length, source length); with ``shuffle`` ties are broken by a permutation drawn
-    from ``np.random.default_rng((seed, epoch))``, so batch contents also vary between epochs. Consecutive sentences
-    are grouped while ``max(S, T) * B <= batch_tokens`` (padded size; a sentence alone over the budget gets its own
-    batch); then, with ``shuffle``, the batch order is permuted by the same generator. Fully determined by
-    (seed, epoch). ``shuffle=False`` gives length-sorted batches, ties in index order (for validation / inference).
+def bucket(ids: np.ndarray, src_len: np.ndarray, tgt_len: np.ndarray, batch_tokens: int,
+           rng: np.random.Generator | None, mixed_lengths: bool = False) -> list[np.ndarray]:  # fmt: skip
+    """Token-budget batches of ``ids`` (lengths aligned with them): every id exactly once.
+
+    With ``rng``: ties of the (target length, source length) sort are broken by a random permutation, and the
+    batch order is shuffled by the same generator (``mixed_lengths``: the permutation alone, no sort: every batch
+    mixes lengths). Without: length-sorted, ties in the order of ``ids``. Consecutive sentences are grouped while
+    ``max(S, T) * B <= batch_tokens`` (a sentence alone over the budget gets its own batch).
     """
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
-    n = len(split)
-    src_len, tgt_len = split.src_lengths, split.tgt_lengths
-    if shuffle:
-        rng = np.random.default_rng((seed, epoch))
+    n = len(ids)
+    if rng is not None:
         perm = rng.permutation(n)
         order = perm if mixed_lengths else perm[np.lexsort((src_len[perm], tgt_len[perm]))]
     else:
         order = np.lexsort((np.arange(n), src_len, tgt_len))
-    widths = np.maximum(src_len, tgt_len)[order].tolist()
-    batches: list[np.ndarray] = []
-    start, widest = 0, 0
-    for position, width in enumerate(widths):
-        new_widest = max(widest, width)
-        if position > start and new_widest * (position - start + 1) > batch_tokens:
-            batches.append(order[start:position])
-            start, new_widest = position, width
-        widest = new_widest
-    if n > start:
-        batches.append(order[start:])
-    if shuffle:
+    widths = np.maximum(src_len, tgt_len)[order]
+    batches = [ids[order[start:stop]] for start, stop in _budget_cuts(widths, batch_tokens)]
+    if rng is not None:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
+
+
+def _budget_cuts(widths: np.ndarray, batch_tokens: int) -> list[tuple[int, int]]:
+    """(start, stop) of each batch when ``widths`` are grouped greedily in order while ``max(width) * count <=
+    batch_tokens`` (a sentence alone over the budget gets its own batch). Vectorized per batch: the product grows
+    with the count, so a batch ends where it first exceeds the budget, within ``batch_tokens // min(width) + 1``."""
+    n, cuts, start = len(widths), [], 0
+    reach = batch_tokens // max(int(widths.min(initial=1)), 1) + 2
+    counts = np.arange(1, reach + 1)
+    while start < n:
+        running = np.maximum.accumulate(widths[start : start + reach])
+        over = np.flatnonzero(running * counts[: len(running)] > batch_tokens)
+        size = max(int(over[0]), 1) if len(over) else len(running)
+        cuts.append((start, start + size))
+        start += size
+    return cuts
 
 
 def collate(split: Split, indices: np.ndarray | list[int]) -> Batch:
@@ -206,9 +232,10 @@ def shard(batches: list[np.ndarray], rank: int, world_size: int) -> list[np.ndar
     """The batches of one DDP rank: every rank gets the same number, ``len(batches) // world_size``.
 
     Rank r takes batches r, r + world_size, ... of the first ``world_size * (len(batches) // world_size)``; the
-    remaining (< world_size) batches at the end are dropped for this epoch. Since ``make_batches`` shuffles the batch
-    order per epoch, different sentences are dropped in different epochs. Meant for training; evaluate on one rank
-    or with all batches. Raises DataError (a ValueError) when there are fewer batches than ranks.
+    remaining (< world_size) batches at the end are dropped for this epoch (of a window: :mod:`adlnmt.data.stream`).
+    Since the batch order is shuffled per epoch, different sentences are dropped in different epochs. Meant for
+    training; evaluate on one rank or with all batches. Raises DataError (a ValueError) when there are fewer batches
+    than ranks.
     """
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"need 0 <= rank < world_size, got rank {rank}, world_size {world_size}")

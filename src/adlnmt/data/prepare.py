@@ -1,229 +1,492 @@
-"""``prepare``: train subword models, encode and filter a parallel corpus, write a compact binary data directory.
+"""``prepare``: train subword models on a sample, encode and filter one or several parallel corpora as a stream (in
+worker processes), and write a data directory of memory-mappable token shards in bounded memory.
 
-Layout of a prepared directory (every path relative to it; ``manifest.json`` is written last, so a directory with a
-manifest is complete):
+Layout of a prepared directory (format 2; every path relative to it; ``manifest.json`` is written last, so a directory
+with a manifest is complete, and it names every file with its size and SHA-256):
 
-* ``spm.model`` (joint) or ``spm.src.model`` + ``spm.tgt.model`` (separate): sentencepiece models;
-* ``{split}.{side}.tokens.npy`` for split ``train``/``valid`` and side ``src``/``tgt``: all subword ids of the split
-  concatenated (pieces only: no BOS/EOS, which ``Split`` adds), ``uint16`` when every vocabulary has at most 65,536
-  ids, else ``int32``;
-* ``{split}.{side}.offsets.npy``: ``int64``, length n+1; sentence i is ``tokens[offsets[i]:offsets[i + 1]]``;
-* ``valid.src.txt`` / ``valid.tgt.txt``: the raw valid text aligned with the encoded valid split (references for BLEU);
-* ``manifest.json``: counts, vocabulary sizes, options and file names.
+* ``spm.model`` (joint) or ``spm.src.model`` + ``spm.tgt.model`` (separate): sentencepiece models, trained on a
+  uniform reservoir sample of at most ``spm_sample`` training pairs (all of them, in corpus order, when fewer);
+* ``train.{corpus}.{i:05d}.{side}.tokens.npy`` / ``.offsets.npy``: shard i of a training corpus (about
+  ``shard_size`` pairs each; format in :mod:`adlnmt.data.shards`), pieces only (no BOS/EOS, which ``Split`` adds;
+  the target-language tag, when used, is the first source piece);
+* ``valid.{side}.tokens.npy`` / ``.offsets.npy``: the validation pairs of every corpus, one after the other
+  (``valid_corpora`` in the manifest says which range is whose); ``valid.src.txt`` / ``valid.tgt.txt``: their raw
+  text (references for BLEU);
+* ``manifest.json``: counts (per split and per corpus), vocabulary sizes, options, corpora and their weights, shards.
+
+An interrupted prepare leaves ``prepare.state.json`` (the shards written so far, committed one by one): the same
+command continues after the last shard; other options or changed inputs start clean.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
-from array import array
-from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+import math
+import multiprocessing
+import random
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from adlnmt.data.atomic import write_atomically
 from adlnmt.data.corpus import RATIO_MIN_LEN, PairCounts, length_filter, read_parallel, require_regular_file
 from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SIDES
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
-from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, train_sentencepiece
+from adlnmt.data.shards import ShardBuilder, shard_stem, token_dtype
+from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, language_tag, train_sentencepiece
 from adlnmt.data.vocab_from import copy_vocabularies
 from adlnmt.errors import DataError
 
-_CHUNK = 4096
-_INPUTS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
+CHUNK_PAIRS = 8192  # pairs per encoding task (and the granularity of shard boundaries)
+STATE = "prepare.state.json"
+DEFAULT_SPM_SAMPLE = 1_000_000
+DEFAULT_SHARD_SIZE = 1_000_000
+LEGACY_CORPUS = "train"  # the corpus name of --train-src/--train-tgt
 _NOTHING_LEFT = {
     "train": "no training pairs left after removing empty, too long and badly proportioned pairs",
     "valid": "no validation pairs left after removing empty pairs",
 }
 
 
-def token_file(split: str, side: str) -> str:
-    """File name of the flat token array of one split and side."""
-    return f"{split}.{side}.tokens.npy"
+@dataclass(frozen=True)
+class Corpus:
+    """One parallel corpus: its name, the two files and its sampling weight."""
+
+    name: str
+    src: Path
+    tgt: Path
+    weight: float = 1.0
 
 
-def offsets_file(split: str, side: str) -> str:
-    """File name of the offsets array of one split and side."""
-    return f"{split}.{side}.offsets.npy"
+def parse_corpus(text: str, flag: str = "--train", weighted: bool = True) -> Corpus:
+    """``NAME=SRC,TGT[:WEIGHT]`` (the weight only where ``weighted``) as a Corpus; DataError saying what is wrong."""
+    name, sep, files = text.partition("=")
+    if not sep or not name.strip() or "," not in files:
+        raise DataError(f"{flag} expects NAME=SRC,TGT{'[:WEIGHT]' if weighted else ''}, got {text!r}")
+    name = name.strip()
+    if not all(c.isalnum() or c in "-_" for c in name):
+        raise DataError(f"{flag}: corpus name {name!r} may hold only letters, digits, '-' and '_'")
+    weight = 1.0
+    head, colon, tail = files.rpartition(":")
+    if weighted and colon and "," in head and not any(c in tail for c in "/\\"):  # "x:/path": a path, no weight
+        try:
+            weight = float(tail)
+        except ValueError:
+            raise DataError(f"{flag} {name}: weight {tail!r} is not a number") from None
+        if not (math.isfinite(weight) and weight > 0):
+            raise DataError(f"{flag} {name}: weight must be a positive number, got {tail}")
+        files = head
+    src, _, tgt = files.partition(",")
+    if not src or not tgt or "," in tgt:
+        raise DataError(f"{flag} {name}: expected two files SRC,TGT, got {files!r}")
+    return Corpus(name, Path(src), Path(tgt), weight)
 
 
-def _chunks(pairs: Iterator[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
-    chunk: list[tuple[str, str]] = []
-    for pair in pairs:
-        chunk.append(pair)
-        if len(chunk) == _CHUNK:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+def target_language(corpus: str) -> str:
+    """The target language of a corpus named ``SRC-TGT`` (e.g. ``de-en`` → ``en``); DataError otherwise."""
+    parts = corpus.split("-")
+    if len(parts) != 2 or not all(parts):
+        raise DataError(f"corpus name {corpus!r} does not name its languages as SRC-TGT (e.g. de-en), which "
+                        "--target-tags needs")  # fmt: skip
+    return parts[1]
 
 
-def _joint_text(src: Path, tgt: Path) -> Iterator[str]:
-    for s, t in read_parallel(src, tgt):
-        yield s
-        yield t
-
-
-def _side_text(src: Path, tgt: Path, index: int) -> Iterator[str]:
-    for pair in read_parallel(src, tgt):
-        yield pair[index]
+# --- encoding (in worker processes) -----------------------------------------------------------------------------
 
 
 @dataclass
-class EncodedSplit:
-    """One split after encoding: flat subword ids and sentence lengths per side, and what happened to its pairs.
+class Encoder:
+    """What a worker needs to encode chunks: the vocabularies and the filter."""
 
-    A split that ``keeps_references`` (valid) never drops a pair for its length but truncates it (counted in
-    ``truncated``) and keeps the raw text of its pairs (``text``); any other split (train) drops long pairs.
+    vocabs: dict[str, Vocab]
+    max_len: int
+    max_ratio: float
+
+
+_ENCODER: Encoder | None = None
+
+
+def _init_worker(models: dict[str, bytes], max_len: int, max_ratio: float) -> None:
+    global _ENCODER
+    _ENCODER = Encoder({side: Vocab.from_bytes(data) for side, data in models.items()}, max_len, max_ratio)
+
+
+@dataclass
+class Encoded:
+    """One encoded chunk: per side the ids of the kept pairs back to back and their lengths; the drop counts; and,
+    for a split that keeps references, the kept raw text."""
+
+    ids: dict[str, np.ndarray]
+    lengths: dict[str, np.ndarray]
+    counts: dict[str, int]
+    text: dict[str, list[str]] = field(default_factory=dict)
+
+
+def encode_chunk(pairs: Sequence[tuple[str, str]], tag: int | None, keeps_references: bool) -> Encoded:
+    """Encode pairs, drop (train) or truncate (valid) them by length, prepend the source tag id ``tag``.
+
+    Text that normalizes to nothing counts as empty. The tag is not counted by the length filter.
     """
+    assert _ENCODER is not None, "encode_chunk runs after _init_worker"
+    enc = _ENCODER
+    encoded = {side: enc.vocabs[side].encode_batch([pair[i] for pair in pairs]) for i, side in enumerate(SIDES)}
+    kept: dict[str, list[list[int]]] = {side: [] for side in SIDES}
+    text: dict[str, list[str]] = {side: [] for side in SIDES}
+    counts = {"empty": 0, "too_long": 0, "bad_ratio": 0, "truncated": 0}
+    head = [] if tag is None else [tag]
+    for pair, src, tgt in zip(pairs, encoded["src"], encoded["tgt"], strict=True):
+        if not src or not tgt:
+            counts["empty"] += 1
+            continue
+        if keeps_references:
+            if len(src) > enc.max_len or len(tgt) > enc.max_len:
+                counts["truncated"] += 1
+            src, tgt = src[: enc.max_len], tgt[: enc.max_len]
+            text["src"].append(pair[0])
+            text["tgt"].append(pair[1])
+        elif reason := length_filter(len(src), len(tgt), enc.max_len, enc.max_ratio):
+            counts[reason] += 1
+            continue
+        kept["src"].append(head + src)
+        kept["tgt"].append(tgt)
+    ids, lengths = {}, {}
+    for side in SIDES:
+        lengths[side] = np.fromiter((len(s) for s in kept[side]), dtype=np.int64, count=len(kept[side]))
+        ids[side] = np.fromiter((i for s in kept[side] for i in s), dtype=np.int32, count=int(lengths[side].sum()))
+    return Encoded(ids, lengths, counts, text if keeps_references else {})
 
-    keeps_references: bool
-    counts: PairCounts = field(default_factory=PairCounts)
-    truncated: int = 0
-    ids: dict[str, array] = field(default_factory=lambda: {side: array("i") for side in SIDES})
-    lengths: dict[str, array] = field(default_factory=lambda: {side: array("q") for side in SIDES})
-    text: dict[str, list[str]] = field(default_factory=lambda: {side: [] for side in SIDES})
 
-    def __len__(self) -> int:
-        return len(self.lengths["src"])
+Mark = tuple[int, int]  # lines read and blank pairs among them, up to the end of a chunk
 
-    def admit(
-        self, pair: tuple[str, str], src_ids: list[int], tgt_ids: list[int], max_len: int, max_ratio: float
-    ) -> None:
-        """Keep, truncate or count away one encoded pair (text that normalizes to nothing counts as empty)."""
-        if not src_ids or not tgt_ids:
-            self.counts.empty += 1
-        elif self.keeps_references:
-            if len(src_ids) > max_len or len(tgt_ids) > max_len:
-                self.truncated += 1
-            self._add((src_ids[:max_len], tgt_ids[:max_len]), pair)
-        elif reason := length_filter(len(src_ids), len(tgt_ids), max_len, max_ratio):
-            setattr(self.counts, reason, getattr(self.counts, reason) + 1)
+
+def _chunks(pairs: Iterator[tuple[str, str]], counts: PairCounts) -> Iterator[tuple[list[tuple[str, str]], Mark]]:
+    """Chunks of CHUNK_PAIRS pairs, each with the mark of its end."""
+    chunk: list[tuple[str, str]] = []
+    for pair in pairs:
+        chunk.append(pair)
+        if len(chunk) == CHUNK_PAIRS:
+            yield chunk, (counts.read, counts.empty)
+            chunk = []
+    if chunk:
+        yield chunk, (counts.read, counts.empty)
+
+
+class EncoderPool:
+    """Encodes chunks in order, in ``workers`` processes (or in this one with 1), at most 2 × workers in flight."""
+
+    def __init__(self, vocabs: dict[str, Vocab], options: PrepareOptions, workers: int) -> None:
+        models = {side: vocab.to_bytes() for side, vocab in vocabs.items()}
+        self.pool = None
+        self.depth = 2 * workers
+        if workers > 1:
+            context = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
+            init = (models, options.max_len, options.max_ratio)
+            self.pool = context.Pool(workers, initializer=_init_worker, initargs=init)
         else:
-            self._add((src_ids, tgt_ids), pair)
+            _init_worker(models, options.max_len, options.max_ratio)
 
-    def _add(self, ids: tuple[list[int], list[int]], pair: tuple[str, str]) -> None:
-        for side, side_ids, line in zip(SIDES, ids, pair, strict=True):
-            self.ids[side].extend(side_ids)
-            self.lengths[side].append(len(side_ids))
-            if self.keeps_references:
-                self.text[side].append(line)
+    def map(self, chunks: Iterator[tuple[list[tuple[str, str]], Mark]], tag: int | None, keeps_references: bool
+            ) -> Iterator[tuple[Encoded, Mark]]:  # fmt: skip
+        """The encoded chunks in input order, each with its mark."""
+        if self.pool is None:
+            for chunk, mark in chunks:
+                yield encode_chunk(chunk, tag, keeps_references), mark
+            return
+        pending: deque[tuple[Any, Mark]] = deque()
+        for chunk, mark in chunks:
+            pending.append((self.pool.apply_async(encode_chunk, (chunk, tag, keeps_references)), mark))
+            if len(pending) >= self.depth:
+                result, done = pending.popleft()
+                yield result.get(), done
+        while pending:
+            result, done = pending.popleft()
+            yield result.get(), done
 
-    def side_lengths(self, side: str) -> np.ndarray:
-        """Subword count of every kept sentence of one side (``int64``)."""
-        return np.frombuffer(self.lengths[side], dtype=np.int64)
-
-    def offsets(self, side: str) -> np.ndarray:
-        """Start of every sentence of one side in its flat id array, plus the end (``int64``, length n+1)."""
-        lengths = self.side_lengths(side)
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        return offsets
-
-
-def _atomic_save(path: Path, values: np.ndarray) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as handle:
-        np.save(handle, values)
-    os.replace(tmp, path)
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8", newline="\n")
-    os.replace(tmp, path)
+# --- the sample for sentencepiece ------------------------------------------------------------------------------
+
+
+def reservoir_sample(corpora: Sequence[Corpus], size: int, seed: int = 1) -> list[tuple[str, str]]:
+    """A uniform sample of at most ``size`` non-empty training pairs of all corpora (reservoir sampling, seeded), in
+    corpus order: every pair, in order, when there are no more than ``size``."""
+    rng = random.Random(seed)
+    sample: list[tuple[int, tuple[str, str]]] = []
+    seen = 0
+    for corpus in corpora:
+        for pair in read_parallel(corpus.src, corpus.tgt):
+            if seen < size:
+                sample.append((seen, pair))
+            else:
+                slot = rng.randrange(seen + 1)
+                if slot < size:
+                    sample[slot] = (seen, pair)
+            seen += 1
+    sample.sort(key=lambda item: item[0])
+    return [pair for _, pair in sample]
+
+
+def _drain(sample: list[tuple[str, str]], index: int | None) -> Iterator[str]:
+    """The sentences of the sample (both sides, or side ``index``) in order, each pair released once fed, so that
+    the sample and sentencepiece's copy of it are not both whole in memory."""
+    sample.reverse()
+    while sample:
+        pair = sample.pop()
+        yield from pair if index is None else (pair[index],)
+
+
+def _train_vocabs(
+    sample: list[tuple[str, str]], source: Path, out: Path, options: PrepareOptions, tags: Sequence[str]
+) -> dict[str, str]:
+    """Train the sentencepiece model(s) on the sample (emptied); the model file name per side. Tags go into the
+    source model (and the joint one)."""
+    if options.joint:
+        text = _drain(sample, None)
+        model = train_sentencepiece(text, out / "spm", options.vocab_size, options.model_type, source, tags)
+        return {side: model.name for side in SIDES}
+    files = {}
+    for index, side in enumerate(SIDES):
+        text = _drain(sample, index) if side == "tgt" else (pair[index] for pair in sample)
+        side_tags = tags if side == "src" else ()
+        model = train_sentencepiece(text, out / f"spm.{side}", options.vocab_size, options.model_type, source,
+                                    side_tags)  # fmt: skip
+        files[side] = model.name
+    return files
+
+
+# --- state, manifest ---------------------------------------------------------------------------------------------
+
+
+def _input_identity(path: Path) -> dict[str, Any]:
+    stat = path.stat()
+    return {"path": str(path.resolve()), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _fingerprint(settings: dict[str, Any], corpora: Sequence[Corpus], valid: Sequence[Corpus]) -> str:
+    """What an interrupted prepare must match to be continued: options and the identity of every input file."""
+    inputs = [[c.name, _input_identity(c.src), _input_identity(c.tgt), c.weight] for c in (*corpora, *valid)]
+    return hashlib.sha256(json.dumps([settings, inputs], sort_keys=True).encode()).hexdigest()
+
+
+def _write_json(path: Path, value: Any) -> None:
+    text = json.dumps(value, indent=2) + "\n"
+    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8", newline="\n"))
+
+
+def _listed_files(record: dict[str, Any]) -> set[str]:
+    """Every file a manifest or a prepare state names (to remove when a directory is replaced or started clean)."""
+    names = set(record.get("spm", {}).values()) | {f"{Path(n).stem}.vocab" for n in record.get("spm", {}).values()}
+    shard_lists = [
+        *record.get("shards", {}).values(),
+        *(c.get("shards", []) for c in record.get("corpora", {}).values()),
+    ]
+    for shards in shard_lists:
+        for shard in shards:
+            names |= set(shard.get("bytes", {}))
+    for files in record.get("files", {}).values():  # format 1
+        names |= {str(name) for side in files.values() for name in side.values()}
+    for text in record.get("text", {}).values():
+        names |= set(text.values())
+    return names
+
+
+def _remove_files(out: Path, names: set[str]) -> None:
+    for name in names:
+        if name and "/" not in name and name not in (MANIFEST, STATE):
+            (out / name).unlink(missing_ok=True)
 
 
 def _claim_output(out: Path, overwrite: bool) -> None:
-    """Check that ``out`` may receive a prepared data set; remove the manifest of one it replaces."""
+    """Check that ``out`` may receive a prepared data set; remove the one it replaces (manifest first)."""
     if out.exists() and not out.is_dir():
         raise DataError("output path exists and is not a directory", out)
     manifest_path = out / MANIFEST
     if manifest_path.exists():
         if not overwrite:
             raise DataError("already holds a prepared data set; pass --overwrite (overwrite=True) to replace it", out)
+        try:
+            old = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            old = {}
         manifest_path.unlink()  # from here on the directory is incomplete until the new manifest is written
+        _remove_files(out, _listed_files(old) if isinstance(old, dict) else set())
 
 
-def _train_vocabs(
-    train_src: Path, train_tgt: Path, out: Path, options: PrepareOptions
-) -> tuple[dict[str, str], dict[str, Vocab]]:
-    """Train the sentencepiece model(s) on the training text: model file name and vocabulary per side."""
-    if options.joint:
-        model = train_sentencepiece(
-            _joint_text(train_src, train_tgt), out / "spm", options.vocab_size, options.model_type, train_src
-        )
-        vocab = Vocab.load(model)
-        return {side: model.name for side in SIDES}, {side: vocab for side in SIDES}
-    spm_files, vocabs = {}, {}
-    for index, side in enumerate(SIDES):
-        text = _side_text(train_src, train_tgt, index)
-        source = (train_src, train_tgt)[index]
-        model = train_sentencepiece(text, out / f"spm.{side}", options.vocab_size, options.model_type, source)
-        spm_files[side], vocabs[side] = model.name, Vocab.load(model)
-    return spm_files, vocabs
+@dataclass
+class Tally:
+    """Counts of a corpus or split as its chunks are encoded."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("read", "empty", "too_long", "bad_ratio", "kept", "truncated"), 0))  # fmt: skip
+    pieces: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
+    unk: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
+    longest: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
+
+    def add(self, chunk: Encoded) -> None:
+        for key, value in chunk.counts.items():
+            self.counts[key] += value
+        self.counts["kept"] += len(chunk.lengths["src"])
+        for side in SIDES:
+            self.pieces[side] += len(chunk.ids[side])
+            self.unk[side] += int(np.count_nonzero(chunk.ids[side] == UNK))
+            self.longest[side] = max(self.longest[side], int(chunk.lengths[side].max(initial=0)))
+
+    def merge(self, other: Tally) -> None:
+        for key in self.counts:
+            self.counts[key] += other.counts[key]
+        for side in SIDES:
+            self.pieces[side] += other.pieces[side]
+            self.unk[side] += other.unk[side]
+            self.longest[side] = max(self.longest[side], other.longest[side])
+
+    def summary(self, source_markers: bool, keeps_references: bool) -> dict[str, int]:
+        """Manifest counts: pairs, then per side pieces, unknown pieces and the longest sequence the model sees
+        (source with EOS and BOS, target input/output with BOS or EOS)."""
+        summary = {key: self.counts[key] for key in ("read", "empty", "too_long", "bad_ratio", "kept")}
+        extra = 2 if source_markers else 1
+        for side in SIDES:
+            summary[f"{side}_pieces"] = self.pieces[side]
+            summary[f"{side}_unk"] = self.unk[side]
+            summary[f"max_{side}_len"] = self.longest[side] + (extra if side == "src" else 1)
+        if keeps_references:
+            summary["truncated"] = self.counts["truncated"]
+        return summary
 
 
-def _encode_split(
-    src: Path, tgt: Path, vocabs: dict[str, Vocab], options: PrepareOptions, keeps_references: bool
-) -> EncodedSplit:
-    """Encode one split chunk by chunk with the sentencepiece vocabularies, admitting pair by pair."""
-    split = EncodedSplit(keeps_references)
-    for chunk in _chunks(read_parallel(src, tgt, split.counts)):
-        src_ids = vocabs["src"].encode_batch([s for s, _ in chunk])
-        tgt_ids = vocabs["tgt"].encode_batch([t for _, t in chunk])
-        for pair, s, t in zip(chunk, src_ids, tgt_ids, strict=True):
-            split.admit(pair, s, t, options.max_len, options.max_ratio)
-    split.counts.kept = len(split)
-    return split
+# --- prepare -------------------------------------------------------------------------------------------------------
 
 
-def _write_split(out: Path, name: str, split: EncodedSplit, dtype: np.dtype) -> dict[str, dict[str, str]]:
-    """Write the token and offsets arrays of both sides of one split; return their file names per side."""
-    files = {}
-    for side in SIDES:
-        _atomic_save(out / token_file(name, side), np.asarray(split.ids[side], dtype=dtype))
-        _atomic_save(out / offsets_file(name, side), split.offsets(side))
-        files[side] = {"tokens": token_file(name, side), "offsets": offsets_file(name, side)}
-    return files
+def _corpora(train_src: str | Path | None, train_tgt: str | Path | None, valid_src: str | Path | None,
+             valid_tgt: str | Path | None, corpora: Sequence[Corpus], valid: Sequence[Corpus]
+             ) -> tuple[list[Corpus], list[Corpus]]:  # fmt: skip
+    """The training and validation corpora, from the four files (one corpus) or the named corpora; DataError for a
+    mix, a repeated or unknown name."""
+    if train_src is not None or train_tgt is not None:
+        if corpora or None in (train_src, train_tgt):
+            raise DataError("give either the training files train_src and train_tgt or named corpora (--train)")
+        corpora = [Corpus(LEGACY_CORPUS, Path(train_src), Path(train_tgt))]  # type: ignore[arg-type]
+    if valid_src is not None or valid_tgt is not None:
+        if valid or None in (valid_src, valid_tgt):
+            raise DataError("give either the validation files valid_src and valid_tgt or named sets (--valid)")
+        valid = [Corpus(corpora[0].name if len(corpora) == 1 else LEGACY_CORPUS, Path(valid_src), Path(valid_tgt))]  # type: ignore[arg-type]
+    if not corpora:
+        raise DataError("no training corpus given (--train-src/--train-tgt or --train NAME=SRC,TGT)")
+    if not valid:
+        raise DataError("no validation set given (--valid-src/--valid-tgt or --valid NAME=SRC,TGT)")
+    names = [c.name for c in corpora]
+    for kind, group in (("training corpus", names), ("validation set", [v.name for v in valid])):
+        if repeated := sorted({n for n in group if group.count(n) > 1}):
+            raise DataError(f"{kind} {repeated[0]!r} given twice")
+    for v in valid:
+        if v.name not in names:
+            raise DataError(f"--valid names the unknown corpus {v.name!r} (training corpora: {', '.join(names)})")
+    return list(corpora), list(valid)
 
 
-def _write_references(out: Path, name: str, split: EncodedSplit) -> dict[str, str]:
-    """Write the raw text of the kept pairs of one split, a file per side; return their names."""
-    files = {side: f"{name}.{side}.txt" for side in SIDES}
-    for side in SIDES:
-        _atomic_write_text(out / files[side], "".join(line + "\n" for line in split.text[side]))
-    return files
-
-
-def _split_summary(split: EncodedSplit, source_markers: bool) -> dict[str, int]:
-    """Manifest counts of one split: pairs, then per side pieces, unknown pieces and the longest model sequence."""
-    summary = split.counts.as_dict()
-    extra = 2 if source_markers else 1
-    for side in SIDES:
-        summary[f"{side}_pieces"] = len(split.ids[side])
-        summary[f"{side}_unk"] = int(np.count_nonzero(np.asarray(split.ids[side]) == UNK))
-        # longest sequence the model sees: source with EOS (and BOS), target input/output with BOS or EOS
-        summary[f"max_{side}_len"] = int(split.side_lengths(side).max()) + (extra if side == "src" else 1)
-    if split.keeps_references:
-        summary["truncated"] = split.truncated
-    return summary
-
-
-def _manifest(
-    options: PrepareOptions,
-    inputs: dict[str, Path],
-    vocabs: dict[str, Vocab],
-    spm_files: dict[str, str],
-    dtype: np.dtype,
-    splits: dict[str, EncodedSplit],
-    files: dict[str, dict[str, dict[str, str]]],
-    text: dict[str, dict[str, str]],
+def prepare(
+    train_src: str | Path | None = None,
+    train_tgt: str | Path | None = None,
+    valid_src: str | Path | None = None,
+    valid_tgt: str | Path | None = None,
+    out_dir: str | Path = "",
+    vocab_size: int = PREPARE_DEFAULTS.vocab_size,
+    joint: bool = PREPARE_DEFAULTS.joint,
+    model_type: str = PREPARE_DEFAULTS.model_type,
+    max_len: int = PREPARE_DEFAULTS.max_len,
+    max_ratio: float = PREPARE_DEFAULTS.max_ratio,
+    source_markers: bool = PREPARE_DEFAULTS.source_markers,
+    overwrite: bool = False,
+    *,
+    corpora: Sequence[Corpus] = (),
+    valid: Sequence[Corpus] = (),
+    target_tags: bool = False,
+    spm_sample: int = DEFAULT_SPM_SAMPLE,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    workers: int = 1,
+    vocab_from: str | Path | None = None,
 ) -> dict[str, Any]:
-    """The manifest of a prepared directory: options, vocabularies, counts per split and file names."""
-    return {
+    """Prepare a data directory (layout in the module docstring) and return its manifest.
+
+    Training text: the four files (one corpus named ``train``) or ``corpora`` with ``valid`` (validation sets named
+    after training corpora). Steps: a reservoir sample of ``spm_sample`` pairs trains the subword model(s); the
+    validation sets are encoded (never dropped for length: truncated to ``max_len`` pieces, counted); each training
+    corpus is read once as a stream and encoded chunk by chunk in ``workers`` processes into shards of about
+    ``shard_size`` pairs, each committed to ``prepare.state.json`` as it is written; the manifest comes last.
+    Empty pairs are dropped. Train pairs with a side of more than ``max_len`` subword pieces, or a longer/shorter
+    piece ratio above ``max_ratio`` (judged when the longer side has ``RATIO_MIN_LEN`` pieces or more), are dropped
+    and counted. ``target_tags``: every source starts with the tag of its corpus's target language (``<2en>`` for a
+    corpus named ``de-en``), one id of the vocabulary, not counted by the length filter. ``source_markers`` makes
+    ``Split.src`` start with BOS; it is recorded, not stored in tokens. Memory is bounded by the sample, one shard
+    and the chunks in flight, whatever the corpus size. Refuses a directory that holds a manifest unless
+    ``overwrite``. The output does not depend on ``workers``. ``vocab_from`` (a model's ``vocab/``) copies its
+    sentencepiece models instead of training new ones (the vocabulary options are then the model's; no tags).
+    """
+    options = PrepareOptions(vocab_size, joint, model_type, max_len, max_ratio, source_markers)
+    options.check()
+    if not str(out_dir):
+        raise DataError("no output directory given (out_dir, --out)")
+    for name, value in (("spm_sample", spm_sample), ("shard_size", shard_size), ("workers", workers)):
+        if value < 1:
+            raise DataError(f"{name} must be at least 1, got {value}")
+    corpora, valid = _corpora(train_src, train_tgt, valid_src, valid_tgt, corpora, valid)
+    tags = {c.name: language_tag(target_language(c.name)) for c in corpora} if target_tags else {}
+    out = Path(out_dir)
+    if vocab_from is not None and target_tags:
+        raise DataError("--target-tags with --vocab-from: a model's vocabulary holds no tags it was not trained with")
+    for corpus in (*corpora, *valid):
+        require_regular_file(corpus.src, "prepare")
+        require_regular_file(corpus.tgt, "prepare")
+        read_parallel(corpus.src, corpus.tgt)  # fail fast on a missing file, before training anything
+    _claim_output(out, overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {**asdict(options), "spm_sample": spm_sample, "shard_size": shard_size, "target_tags": target_tags,
+                "vocab_from": None if vocab_from is None else str(Path(vocab_from).resolve())}  # fmt: skip
+    fingerprint = _fingerprint(settings, corpora, valid)
+    state = _resume_state(out, fingerprint)
+
+    if vocab_from is not None:
+        state["spm"], _, joint = copy_vocabularies(Path(vocab_from), out)
+        options = replace(options, joint=joint)
+    elif "spm" not in state:
+        sample = reservoir_sample(corpora, spm_sample)
+        state["spm"] = _train_vocabs(sample, corpora[0].src, out, options, sorted(set(tags.values())))
+        _write_json(out / STATE, state)
+    spm_files = state["spm"]
+    vocabs = {side: Vocab.load(out / spm_files[side]) for side in SIDES}
+    tag_ids = {name: vocabs["src"].tag_id(tag) for name, tag in tags.items()}
+    dtype = token_dtype(max(v.size for v in vocabs.values()))
+
+    pool = EncoderPool(vocabs, options, workers)
+    try:
+        valid_entry, valid_tally, valid_ranges, text = _encode_valid(out, valid, pool, tag_ids, dtype)
+        for corpus in corpora:
+            _encode_corpus(out, corpus, pool, tag_ids.get(corpus.name), dtype, shard_size, state)
+    finally:
+        pool.close()
+
+    train_tally = Tally()
+    corpus_summaries = {}
+    for corpus in corpora:
+        tally = _corpus_tally(state["corpora"][corpus.name])
+        train_tally.merge(tally)
+        corpus_summaries[corpus.name] = {
+            "weight": corpus.weight,
+            "tag": tags.get(corpus.name),
+            "train": tally.summary(options.source_markers, False),
+            "valid": valid_ranges.get(corpus.name),
+        }
+    if not train_tally.counts["kept"]:
+        raise DataError(_NOTHING_LEFT["train"], corpora[0].src)
+    manifest = {
         "format_version": FORMAT_VERSION,
         "joint": options.joint,
         "model_type": options.model_type,
@@ -239,65 +502,120 @@ def _manifest(
             "max_ratio": options.max_ratio,
             "ratio_min_len": RATIO_MIN_LEN,
             "source_markers": options.source_markers,
+            "spm_sample": spm_sample,
+            "shard_size": shard_size,
+            "target_tags": target_tags,
         },
-        "inputs": {key: str(path.resolve()) for key, path in inputs.items()},
-        "splits": {name: _split_summary(split, options.source_markers) for name, split in splits.items()},
-        "files": files,
-        "text": text,
+        "inputs": _inputs(corpora, valid),
+        "corpora": corpus_summaries,
+        "splits": {
+            "train": train_tally.summary(options.source_markers, False),
+            "valid": valid_tally.summary(options.source_markers, True),
+        },
+        "shards": {
+            "train": [shard for corpus in corpora for shard in state["corpora"][corpus.name]["shards"]],
+            "valid": [valid_entry],
+        },
+        "text": {"valid": text},
     }
-
-
-def prepare(
-    train_src: str | Path,
-    train_tgt: str | Path,
-    valid_src: str | Path,
-    valid_tgt: str | Path,
-    out_dir: str | Path,
-    vocab_size: int = PREPARE_DEFAULTS.vocab_size,
-    joint: bool = PREPARE_DEFAULTS.joint,
-    model_type: str = PREPARE_DEFAULTS.model_type,
-    max_len: int = PREPARE_DEFAULTS.max_len,
-    max_ratio: float = PREPARE_DEFAULTS.max_ratio,
-    source_markers: bool = PREPARE_DEFAULTS.source_markers,
-    overwrite: bool = False,
-    vocab_from: str | Path | None = None,
-) -> dict[str, Any]:
-    """Prepare a data directory (layout in the module docstring) and return its manifest.
-
-    Steps: train the subword model(s) on the train split, encode every split (``_encode_split``), write its arrays
-    (``_write_split``) and valid's reference text, then the manifest (``_manifest``) last.
-    Empty pairs are dropped from both splits. Train pairs with a side of more than ``max_len`` subword pieces, or a
-    longer/shorter piece ratio above ``max_ratio`` (judged when the longer side has ``RATIO_MIN_LEN`` pieces or more),
-    are dropped and counted; valid pairs are never dropped for length but truncated to ``max_len`` pieces (counted).
-    ``source_markers`` makes ``Split.src`` start with BOS (EOS always ends it); it is recorded, not stored in tokens.
-    Refuses a directory that already holds a manifest unless ``overwrite``. ``vocab_from`` (a model's ``vocab/``)
-    copies its sentencepiece models instead of training new ones (the vocabulary options are then the model's).
-    """
-    options = PrepareOptions(vocab_size, joint, model_type, max_len, max_ratio, source_markers)
-    options.check()
-    inputs = {key: Path(path) for key, path in zip(_INPUTS, (train_src, train_tgt, valid_src, valid_tgt), strict=True)}
-    out = Path(out_dir)
-    _claim_output(out, overwrite)
-    for path in inputs.values():
-        require_regular_file(path, "prepare")
-    read_parallel(inputs["train_src"], inputs["train_tgt"])  # fail fast on a missing file, before training anything
-    read_parallel(inputs["valid_src"], inputs["valid_tgt"])
-    out.mkdir(parents=True, exist_ok=True)
-    if vocab_from is None:
-        spm_files, vocabs = _train_vocabs(inputs["train_src"], inputs["train_tgt"], out, options)
-    else:
-        spm_files, vocabs, joint = copy_vocabularies(Path(vocab_from), out)
-        options = replace(options, joint=joint)
-    largest = max(v.size for v in vocabs.values())
-    dtype = np.dtype(np.uint16) if largest <= 2**16 else np.dtype(np.int32)
-
-    splits: dict[str, EncodedSplit] = {}
-    for name, keeps_references in (("train", False), ("valid", True)):
-        splits[name] = _encode_split(inputs[f"{name}_src"], inputs[f"{name}_tgt"], vocabs, options, keeps_references)
-        if not len(splits[name]):
-            raise DataError(_NOTHING_LEFT[name], inputs[f"{name}_src"])
-    files = {name: _write_split(out, name, split, dtype) for name, split in splits.items()}
-    text = {name: _write_references(out, name, split) for name, split in splits.items() if split.keeps_references}
-    manifest = _manifest(options, inputs, vocabs, spm_files, dtype, splits, files, text)
-    _atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    _write_json(out / MANIFEST, manifest)
+    (out / STATE).unlink(missing_ok=True)
     return manifest
+
+
+def _inputs(corpora: Sequence[Corpus], valid: Sequence[Corpus]) -> dict[str, str]:
+    """The files read, links followed: ``train_src`` ... for one corpus given as four files, else per corpus."""
+    if len(corpora) == 1 and corpora[0].name == LEGACY_CORPUS and len(valid) == 1:
+        files = (corpora[0].src, corpora[0].tgt, valid[0].src, valid[0].tgt)
+        return {key: str(p.resolve()) for key, p in zip(("train_src", "train_tgt", "valid_src", "valid_tgt"), files,
+                                                         strict=True)}  # fmt: skip
+    named = {f"train.{c.name}.{side}": getattr(c, side) for c in corpora for side in SIDES}
+    named |= {f"valid.{v.name}.{side}": getattr(v, side) for v in valid for side in SIDES}
+    return {key: str(path.resolve()) for key, path in named.items()}
+
+
+def _resume_state(out: Path, fingerprint: str) -> dict[str, Any]:
+    """The state of an interrupted prepare of the same inputs and options, or a fresh one (the files of another,
+    interrupted prepare removed)."""
+    path = out / STATE
+    try:
+        state = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        state = None
+    if isinstance(state, dict) and state.get("fingerprint") == fingerprint:
+        return state
+    _remove_files(out, _listed_files(state) if isinstance(state, dict) else set())
+    for stray in (*out.glob("train.*.npy"), *out.glob(".*.tmp-*")):  # shards written but never committed
+        stray.unlink()
+    path.unlink(missing_ok=True)
+    return {"fingerprint": fingerprint, "corpora": {}}
+
+
+def _encode_valid(out: Path, valid: Sequence[Corpus], pool: EncoderPool, tag_ids: dict[str, int | None],
+                  dtype: np.dtype) -> tuple[dict[str, Any], Tally, dict[str, list[int]], dict[str, str]]:  # fmt: skip
+    """Encode every validation set into one shard (truncating, keeping the raw text); its entry, counts, the range of
+    each set and the names of the text files."""
+    builder, tally, ranges = ShardBuilder(dtype), Tally(), {}
+    lines: dict[str, list[str]] = {side: [] for side in SIDES}
+    for corpus in valid:
+        counts = PairCounts()
+        start = builder.pairs
+        for chunk, _ in pool.map(_chunks(read_parallel(corpus.src, corpus.tgt, counts), counts),
+                                 tag_ids.get(corpus.name), keeps_references=True):  # fmt: skip
+            builder.add(chunk.ids, chunk.lengths)
+            tally.add(chunk)
+            for side in SIDES:
+                lines[side] += chunk.text[side]
+        tally.counts["read"] += counts.read
+        tally.counts["empty"] += counts.empty
+        if builder.pairs == start:
+            raise DataError(_NOTHING_LEFT["valid"], corpus.src)
+        ranges[corpus.name] = [start, builder.pairs]
+    entry = builder.write(out, "valid")
+    text = {side: f"valid.{side}.txt" for side in SIDES}
+    for side in SIDES:
+        content = "".join(line + "\n" for line in lines[side])
+        write_atomically(out / text[side], lambda tmp, content=content: tmp.write_text(content, "utf-8", newline="\n"))
+    return entry, tally, ranges, text
+
+
+def _encode_corpus(out: Path, corpus: Corpus, pool: EncoderPool, tag: int | None, dtype: np.dtype, shard_size: int,
+                   state: dict[str, Any]) -> None:  # fmt: skip
+    """Encode one training corpus into shards, continuing after the shards ``state`` records; each shard written is
+    committed to the state file with the counts and the lines (and blank pairs) read up to its last pair."""
+    record = state["corpora"].setdefault(
+        corpus.name, {"shards": [], "lines": 0, "blank": 0, "done": False, "tally": asdict(Tally())}
+    )
+    if record["done"]:
+        return
+    counts = PairCounts()
+    pairs = read_parallel(corpus.src, corpus.tgt, counts)
+    if record["lines"]:  # continue: skip (and still check) the lines already in shards
+        for _ in pairs:
+            if counts.read >= record["lines"]:
+                break
+    tally, builder = Tally(**record["tally"]), ShardBuilder(dtype)
+
+    def commit(lines: int, blank: int, done: bool) -> None:
+        nonlocal builder
+        if builder.pairs:
+            entry = builder.write(out, shard_stem("train", corpus.name, len(record["shards"])))
+            record["shards"].append({"corpus": corpus.name, **entry})
+        record.update(lines=lines, blank=blank, done=done, tally=asdict(tally))
+        _write_json(out / STATE, state)
+        builder = ShardBuilder(dtype)
+
+    for chunk, (lines, blank) in pool.map(_chunks(pairs, counts), tag, keeps_references=False):
+        builder.add(chunk.ids, chunk.lengths)
+        tally.add(chunk)
+        if builder.pairs >= shard_size:
+            commit(lines, blank, done=False)
+    commit(counts.read, counts.empty, done=True)
+
+
+def _corpus_tally(record: dict[str, Any]) -> Tally:
+    """The counts of a finished corpus: the encoded chunks' and the lines read, blank pairs among them."""
+    tally = Tally(**record["tally"])
+    tally.counts["read"] = record["lines"]
+    tally.counts["empty"] += record["blank"]
+    return tally

@@ -15,6 +15,16 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIAL_IDS = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}
 
 
+def language_tag(language: str) -> str:
+    """The target-language tag put before a source (Sockeye/Johnson et al. style): ``<2en>`` for ``en``."""
+    return f"<2{language}>"
+
+
+def tag_text(piece: str) -> bool:
+    """Whether ``piece`` has the form of a language tag, ``<2xx>`` without spaces."""
+    return len(piece) > 3 and piece.startswith("<2") and piece.endswith(">") and not any(c.isspace() for c in piece)
+
+
 class _Feed:
     """Iterates sentences for sentencepiece and remembers an exception (sentencepiece would wrap it in RuntimeError)."""
 
@@ -44,6 +54,7 @@ def train_sentencepiece(
     vocab_size: int,
     model_type: str = "bpe",
     source: str | Path | None = None,
+    user_defined_symbols: Sequence[str] = (),
 ) -> Path:
     """Train a sentencepiece model deterministically and return the path of ``{model_prefix}.model``; ``source``
     names the input in errors.
@@ -52,6 +63,7 @@ def train_sentencepiece(
     named ``*.gz``); ``str`` items are sentences. Empty lines are skipped. Special ids: PAD=0, UNK=1, BOS=2, EOS=3.
     The whole input is used in order (no sampling or shuffling) with one thread, so the same input gives the same
     model. ``vocab_size`` is a soft limit: a tiny corpus yields a smaller vocabulary rather than an error.
+    ``user_defined_symbols`` (e.g. the language tags ``<2en>``) get one id each, right after the special ids.
     """
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
@@ -77,6 +89,7 @@ def train_sentencepiece(
             shuffle_input_sentence=False,
             num_threads=1,
             minloglevel=2,
+            **({"user_defined_symbols": list(user_defined_symbols)} if user_defined_symbols else {}),
         )
     except RuntimeError as err:
         if feed.error is not None:
@@ -133,12 +146,25 @@ class Vocab:
         return self.size
 
     def encode(self, text: str) -> list[int]:
-        """Subword ids of ``text`` (pieces only, no BOS/EOS); characters never seen map to UNK."""
-        return self.processor.encode(text, out_type=int)
+        """Subword ids of ``text`` (pieces only, no BOS/EOS); characters never seen map to UNK. A leading language
+        tag of this vocabulary (``"<2en> text"``) is its one id followed by the ids of the rest."""
+        tag, rest = self.split_tag(text)
+        return ([] if tag is None else [tag]) + self.processor.encode(rest, out_type=int)
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        """``encode`` for many texts at once (faster)."""
+        """``encode`` for many texts at once (faster); texts must not start with a language tag."""
         return self.processor.encode(list(texts), out_type=int)
+
+    def tag_id(self, tag: str) -> int | None:
+        """The id of the language tag ``tag`` (e.g. ``<2en>``), None when this vocabulary does not hold it."""
+        id_ = self.processor.piece_to_id(tag)
+        return id_ if tag_text(tag) and id_ != UNK else None
+
+    def split_tag(self, text: str) -> tuple[int | None, str]:
+        """``text`` split into the id of its leading language tag of this vocabulary (None: none) and the rest."""
+        head, _, rest = text.lstrip().partition(" ")
+        id_ = self.tag_id(head) if head.startswith("<2") else None
+        return (id_, rest) if id_ is not None else (None, text)
 
     def decode(self, ids: Iterable[int]) -> str:
         """Detokenized text of ``ids``; PAD, BOS and EOS are skipped wherever they occur (nothing stops decoding)."""

@@ -61,6 +61,18 @@ class TrainConfig:
         choices=("length", "mixed"),
     )
     accumulate: int = option(1, "batches per update (gradient accumulation)", bounds=at_least(1))
+    shuffle_buffer: int = option(
+        1_000_000,
+        "training pairs shuffled and batched together (a window of the epoch; start-up and memory grow with it, "
+        "not with the corpus)",
+        bounds=at_least(1),
+    )
+    temperature: float = option(
+        1.0,
+        "corpus sampling temperature T: corpus i's share ∝ (weight·pairs)^(1/T); 1 = proportional, large = uniform "
+        "(data of several corpora: adlnmt prepare --train NAME=SRC,TGT:WEIGHT)",
+        bounds=Bounds(low=0, low_open=True),
+    )
     lr: float = option(2e-4, "learning rate (peak rate with inverse-sqrt)", bounds=at_least(0))
     lr_schedule: str = option(
         "plateau",

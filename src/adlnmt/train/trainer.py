@@ -23,7 +23,8 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from adlnmt.data.data_dir import DataDir
-from adlnmt.data.dataset import Batch, collate, make_batches, shard
+from adlnmt.data.dataset import Batch, collate
+from adlnmt.data.stream import EpochBatches, EpochPlan, ShardedTrainData
 from adlnmt.data.vocab import PAD
 from adlnmt.devices import check_cpu_count
 from adlnmt.errors import UserError
@@ -67,6 +68,8 @@ class Progress:
     update: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0  # batches of this epoch already consumed (this rank's shard)
+    shuffle_window: int = 0  # the window of this epoch (adlnmt.data.stream) that holds the next batch ...
+    batch_in_shuffle_window: int = 0  # ... and the next batch's place in it (this rank's batches)
     best: float | None = None  # best validation score (ppl: lower; bleu: higher)
     best_update: int = 0
     bad_checkpoints: int = 0  # checkpoints since the best one
@@ -160,7 +163,7 @@ class Trainer:
     def _setup(self) -> None:
         config = self.config
         self.data = DataDir.load(config.data)
-        self.train_split = self.data.split("train")
+        self.train_data = ShardedTrainData(self.data)
         self.model_config = (
             init_model_config(config, self.data)
             if config.init_from
@@ -253,7 +256,10 @@ class Trainer:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.schedule.load_state_dict(state["schedule"])
-            self.progress = Progress(**state["progress"])
+            progress = state["progress"]
+            if "shuffle_window" not in progress:  # a state of before the shuffle windows: its epoch was one window
+                progress = {**progress, "shuffle_window": 0, "batch_in_shuffle_window": progress["batch_in_epoch"]}
+            self.progress = Progress(**progress)
             ranks = state.get("rng_ranks") or [state["rng_cpu"]]
             torch.set_rng_state(ranks[self.rank] if len(ranks) == self.world else state["rng_cpu"])
             if "rng_cuda" in state and torch.cuda.is_available():
@@ -525,20 +531,22 @@ class Trainer:
                    unit="upd", dynamic_ncols=True)  # fmt: skip
         reason = "" if not (c.max_updates and p.update >= c.max_updates) else f"reached {c.max_updates} updates"
         stopped_by = ""
+        plan = EpochPlan(self.train_data, c.batch_tokens, c.seed, c.shuffle_buffer, c.temperature,
+                         c.batching == "mixed", self.rank, self.world)  # fmt: skip
+        if len(plan.counts) > 1:
+            shares = ", ".join(f"{name} {n} pairs ({share:.1%})" for name, (n, share) in plan.proportions().items())
+            self.log(f"each epoch draws {plan.pairs} pairs: {shares}")
         while not reason:
             if c.max_epochs and p.epoch >= c.max_epochs:
                 reason = f"reached {c.max_epochs} epochs"
                 break
-            batches = shard(
-                make_batches(self.train_split, c.batch_tokens, c.seed, p.epoch, mixed_lengths=c.batching == "mixed"),
-                self.rank,
-                self.world,
-            )
-            epoch_over = not batches
+            batches = EpochBatches(plan, p.epoch, p.shuffle_window, p.batch_in_shuffle_window)
+            epoch_over = batches.done
             while not (epoch_over or reason):
-                group = batches[p.batch_in_epoch : p.batch_in_epoch + c.accumulate]
-                loss, tokens = self._update([collate(self.train_split, ix).to(self.device) for ix in group])
+                group = batches.take(c.accumulate)
+                loss, tokens = self._update([collate(self.train_data, ix).to(self.device) for ix in group])
                 p.batch_in_epoch += len(group)
+                p.shuffle_window, p.batch_in_shuffle_window = batches.position
                 p.update += 1
                 p.train_seconds = session_base + time.monotonic() - session_start
                 p.window_seconds = time.monotonic() - window_start
@@ -552,8 +560,9 @@ class Trainer:
                     interval = Interval()
                 rate = p.window_tokens / max(p.window_seconds, 1e-9)
                 bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", epoch=p.epoch + 1)
-                if p.batch_in_epoch >= len(batches):  # the saved position always points at the next batch
-                    p.epoch, p.batch_in_epoch, epoch_over = p.epoch + 1, 0, True
+                if batches.done:  # the saved position always points at the next batch
+                    p.epoch, p.batch_in_epoch, p.shuffle_window, p.batch_in_shuffle_window = p.epoch + 1, 0, 0, 0
+                    epoch_over = True
                 if c.max_updates and p.update >= c.max_updates:
                     reason = f"reached {c.max_updates} updates"
                 elif c.max_epochs and p.epoch >= c.max_epochs:

@@ -1,0 +1,66 @@
+"""Token-id shards: the one owner of their files. A shard holds the encoded pairs of one corpus, per side a flat
+``.npy`` array of subword ids (``uint16`` when the vocabularies fit, else ``int32``) and an ``int64`` offsets array
+(length n+1: pair i is ``tokens[offsets[i]:offsets[i + 1]]``), both memory-mappable. Its manifest entry names the
+files with their sizes and SHA-256 digests, which :mod:`adlnmt.data.digests` checks before a shard is read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adlnmt.data.atomic import write_atomically
+from adlnmt.data.data_dir import SIDES
+from adlnmt.data.digests import file_digest
+
+
+def token_dtype(largest_vocab: int) -> np.dtype:
+    """``uint16`` when every id fits (vocabularies of at most 65,536 ids), else ``int32``."""
+    return np.dtype(np.uint16) if largest_vocab <= 2**16 else np.dtype(np.int32)
+
+
+def shard_stem(split: str, corpus: str, index: int) -> str:
+    """Common start of the file names of one shard, e.g. ``train.de-en.00003``."""
+    return f"{split}.{corpus}.{index:05d}"
+
+
+def _save(path: Path, values: np.ndarray) -> None:
+    with path.open("wb") as handle:  # a handle: np.save would append ".npy" to a temporary's name
+        np.save(handle, values, allow_pickle=False)
+
+
+@dataclass
+class ShardBuilder:
+    """The pairs of one shard as they are encoded: per side the id chunks and sentence lengths."""
+
+    dtype: np.dtype
+    chunks: dict[str, list[np.ndarray]] = field(default_factory=lambda: {side: [] for side in SIDES})
+    lengths: dict[str, list[np.ndarray]] = field(default_factory=lambda: {side: [] for side in SIDES})
+    pairs: int = 0
+
+    def add(self, side_ids: dict[str, np.ndarray], side_lengths: dict[str, np.ndarray]) -> None:
+        """Append encoded pairs: per side the concatenated ids and the length of each sentence."""
+        for side in SIDES:
+            self.chunks[side].append(side_ids[side].astype(self.dtype, copy=False))
+            self.lengths[side].append(side_lengths[side].astype(np.int64, copy=False))
+        self.pairs += len(side_lengths["src"])
+
+    def write(self, out: Path, stem: str) -> dict[str, Any]:
+        """Write the files atomically (each a temporary renamed into place) and return the manifest entry."""
+        entry: dict[str, Any] = {"pairs": self.pairs, "files": {}, "bytes": {}, "sha256": {}}
+        for side in SIDES:
+            tokens = np.concatenate(self.chunks[side]) if self.chunks[side] else np.zeros(0, self.dtype)
+            lengths = np.concatenate(self.lengths[side]) if self.lengths[side] else np.zeros(0, np.int64)
+            offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            names = {"tokens": f"{stem}.{side}.tokens.npy", "offsets": f"{stem}.{side}.offsets.npy"}
+            entry["files"][side] = names
+            entry[f"{side}_pieces"] = len(tokens)
+            for kind, values in (("tokens", tokens), ("offsets", offsets)):
+                path = out / names[kind]
+                write_atomically(path, lambda tmp, values=values: _save(tmp, values))
+                entry["bytes"][names[kind]] = path.stat().st_size
+                entry["sha256"][names[kind]] = file_digest(path)
+        return entry

@@ -1,0 +1,361 @@
+"""Streaming ``prepare`` (issue 65): shards equal to one pass in one process, workers, the sentencepiece sample, an
+interrupted prepare continued or started clean, several corpora, target-language tags, and every bad input."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adlnmt.cli import main
+from adlnmt.data import prepare as prepare_module
+from adlnmt.data import shards as shards_module
+from adlnmt.data.data_dir import MANIFEST, DataDir
+from adlnmt.data.demo import write_demo_corpus
+from adlnmt.data.prepare import STATE, Corpus, parse_corpus, prepare, reservoir_sample
+from adlnmt.data.vocab import Vocab, train_sentencepiece
+from adlnmt.errors import DataError
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo")
+    write_demo_corpus(out, size=2000, seed=5)
+    return out
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def write_lines(path: Path, items: list[str]) -> Path:
+    path.write_text("".join(item + "\n" for item in items), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 150)  # shard boundaries come at chunk ends
+
+
+def files_of(demo: Path) -> dict[str, Path]:
+    return {"train_src": demo / "train.src", "train_tgt": demo / "train.tgt",
+            "valid_src": demo / "valid.src", "valid_tgt": demo / "valid.tgt"}  # fmt: skip
+
+
+def shard_pairs(data: DataDir) -> list[tuple[list[int], list[int]]]:
+    """Every training pair of a data directory, shard after shard."""
+    pairs = []
+    for index in range(len(data.shards("train"))):
+        split = data.open_shard("train", index)
+        pairs += [(split.src(i).tolist(), split.tgt(i).tolist()) for i in range(len(split))]
+    return pairs
+
+
+def test_shards_hold_what_one_shard_holds(demo: Path, tmp_path: Path, small_chunks: None) -> None:
+    one = prepare(**files_of(demo), out_dir=tmp_path / "one", vocab_size=200)
+    many = prepare(**files_of(demo), out_dir=tmp_path / "many", vocab_size=200, shard_size=400)
+    assert [s["pairs"] for s in many["shards"]["train"]] == [450, 450, 450, 450, 200]
+    assert one["splits"] == many["splits"]
+    assert shard_pairs(DataDir.load(tmp_path / "one")) == shard_pairs(DataDir.load(tmp_path / "many"))
+    for entry in many["shards"]["train"]:
+        offsets = np.load(tmp_path / "many" / entry["files"]["src"]["offsets"])
+        tokens = np.load(tmp_path / "many" / entry["files"]["src"]["tokens"])
+        assert offsets[0] == 0 and offsets[-1] == len(tokens) == entry["src_pieces"] and np.all(np.diff(offsets) > 0)
+        assert tokens.dtype == np.uint16 and offsets.dtype == np.int64
+
+
+@pytest.mark.slow
+def test_two_workers_write_the_same_bytes_as_one(demo: Path, tmp_path: Path, small_chunks: None) -> None:
+    common = {**files_of(demo), "vocab_size": 200, "shard_size": 700}
+    prepare(**common, out_dir=tmp_path / "w1")
+    prepare(**common, out_dir=tmp_path / "w2", workers=2)
+    names = sorted(p.name for p in (tmp_path / "w1").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "w2").iterdir())
+    for name in names:
+        if name.endswith(".npy") or name.endswith(".txt"):
+            assert (tmp_path / "w1" / name).read_bytes() == (tmp_path / "w2" / name).read_bytes(), name
+
+
+def test_the_reservoir_is_all_in_order_or_a_seeded_uniform_sample(demo: Path) -> None:
+    corpus = [Corpus("train", demo / "train.src", demo / "train.tgt")]
+    every = list(zip(lines(demo / "train.src"), lines(demo / "train.tgt"), strict=True))
+    assert reservoir_sample(corpus, 5000) == every
+    sample = reservoir_sample(corpus, 300)
+    assert len(sample) == 300 and sample == reservoir_sample(corpus, 300)
+    positions = [every.index(pair) for pair in sample]
+    assert positions == sorted(positions)  # corpus order
+    assert 700 < np.mean(positions) < 1300  # drawn from the whole corpus, not its start (uniform: mean 1000)
+    assert reservoir_sample(corpus, 300, seed=2) != sample
+
+
+def test_sentencepiece_trains_on_the_sample(demo: Path, tmp_path: Path) -> None:
+    manifest = prepare(**files_of(demo), out_dir=tmp_path / "d", vocab_size=200, spm_sample=50)
+    assert manifest["options"]["spm_sample"] == 50 and manifest["splits"]["train"]["kept"] == 2000
+    sample = reservoir_sample([Corpus("train", demo / "train.src", demo / "train.tgt")], 50)
+    direct = train_sentencepiece((line for pair in sample for line in pair), tmp_path / "direct", 200)
+    pieces = [Vocab.load(path).pieces(list(range(200))) for path in (tmp_path / "d" / "spm.model", direct)]
+    assert pieces[0] == pieces[1]
+    prepare(**files_of(demo), out_dir=tmp_path / "f", vocab_size=200)
+    assert Vocab.load(tmp_path / "f" / "spm.model").pieces(list(range(200))) != pieces[0]
+
+
+PREPARE_SCRIPT = """
+import os, signal, sys
+from pathlib import Path
+from adlnmt.data import prepare as p, shards
+p.CHUNK_PAIRS = 150
+demo, out, kill_at = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+save = shards._save
+def save_or_die(path, values):
+    save(path, values)
+    if kill_at and kill_at in path.name:  # written, not yet renamed into place
+        os.kill(os.getpid(), signal.SIGKILL)
+shards._save = save_or_die
+p.prepare(demo / "train.src", demo / "train.tgt", demo / "valid.src", demo / "valid.tgt", out, vocab_size=200,
+          shard_size=400)
+"""
+
+
+def prepare_in_subprocess(demo: Path, out: Path, kill_at: str = "") -> subprocess.CompletedProcess[str]:
+    """``prepare`` in a process of its own that kills itself (SIGKILL) when it has written the file ``kill_at``."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    command = [sys.executable, "-c", PREPARE_SCRIPT, str(demo), str(out), kill_at]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_a_killed_prepare_is_not_accepted_and_the_rerun_continues(demo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    killed = prepare_in_subprocess(demo, out, "train.train.00002.src.tokens.npy")
+    assert killed.returncode == -9
+    assert not (out / MANIFEST).exists() and (out / STATE).is_file()
+    with pytest.raises(DataError, match="no manifest"):
+        DataDir.load(out)
+    first = out / "train.train.00000.src.tokens.npy"
+    before = first.stat().st_mtime_ns, first.stat().st_ino
+    assert prepare_in_subprocess(demo, out).returncode == 0
+    assert (first.stat().st_mtime_ns, first.stat().st_ino) == before  # continued: shard 0 was not written again
+    assert not (out / STATE).exists()
+    straight = tmp_path / "straight"
+    assert prepare_in_subprocess(demo, straight).returncode == 0
+    resumed, fresh = (json.loads((d / MANIFEST).read_text()) for d in (out, straight))
+    assert resumed["splits"] == fresh["splits"] and resumed["shards"] == fresh["shards"]
+
+
+def full_disk_at(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Writing a shard file whose name holds ``name`` fails as on a full disk."""
+    save = shards_module._save
+
+    def save_or_fail(path: Path, values: np.ndarray) -> None:
+        if name in path.name and "valid" not in path.name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        save(path, values)
+
+    monkeypatch.setattr(shards_module, "_save", save_or_fail)
+
+
+def test_an_interrupted_prepare_with_other_options_starts_clean(demo: Path, tmp_path: Path, small_chunks: None,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    out = tmp_path / "out"
+    full_disk_at(monkeypatch, "train.train.00003.src.tokens.npy")
+    with pytest.raises(DataError, match="No space left on device"):
+        prepare(**files_of(demo), out_dir=out, vocab_size=200, shard_size=400)
+    assert not (out / MANIFEST).exists() and (out / "train.train.00002.src.tokens.npy").is_file()
+    monkeypatch.undo()
+    monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 150)
+    manifest = prepare(**files_of(demo), out_dir=out, vocab_size=200, shard_size=1000)
+    assert [s["pairs"] for s in manifest["shards"]["train"]] == [1050, 950]
+    assert sorted(p.name for p in out.glob("train.*.src.tokens.npy")) == [
+        "train.train.00000.src.tokens.npy", "train.train.00001.src.tokens.npy"]  # fmt: skip
+
+
+def test_a_full_disk_writing_shards_is_one_error_and_no_manifest(demo: Path, tmp_path: Path, capsys,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    full_disk_at(monkeypatch, ".tokens.npy")
+    f = files_of(demo)
+    argv = ["prepare", "--train-src", str(f["train_src"]), "--train-tgt", str(f["train_tgt"]),
+            "--valid-src", str(f["valid_src"]), "--valid-tgt", str(f["valid_tgt"]), "--out", str(tmp_path / "o"),
+            "--vocab-size", "200"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "train.train.00000.src.tokens.npy: cannot write (No space left on device)" in err[0]
+    assert not (tmp_path / "o" / MANIFEST).exists()
+
+
+# --- damaged shards ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sharded(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sharded")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(prepare_module, "CHUNK_PAIRS", 150)
+        prepare(**files_of(demo), out_dir=out, vocab_size=200, shard_size=900)
+    return out
+
+
+def damaged(sharded: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "copy"
+    shutil.copytree(sharded, copy)
+    return copy
+
+
+def test_a_missing_shard_is_named(sharded: Path, tmp_path: Path) -> None:
+    copy = damaged(sharded, tmp_path)
+    (copy / "train.train.00001.tgt.offsets.npy").unlink()
+    data = DataDir.load(copy)
+    data.open_shard("train", 0)
+    with pytest.raises(DataError, match="shard file missing") as info:
+        data.open_shard("train", 1)
+    assert info.value.path == str(copy / "train.train.00001.tgt.offsets.npy")
+
+
+def test_a_truncated_shard_is_named(sharded: Path, tmp_path: Path) -> None:
+    copy = damaged(sharded, tmp_path)
+    path = copy / "train.train.00000.src.tokens.npy"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(DataError, match="truncated") as info:
+        DataDir.load(copy).open_shard("train", 0)
+    assert info.value.path == str(path)
+
+
+def test_a_foreign_shard_is_named(sharded: Path, tmp_path: Path) -> None:
+    copy = damaged(sharded, tmp_path)
+    a, b = copy / "train.train.00000.tgt.tokens.npy", copy / "train.train.00001.tgt.tokens.npy"
+    tokens = np.load(b)
+    tokens[: len(np.load(a))] = 7
+    np.save(a, tokens[: len(np.load(a))])  # same size, other content
+    with pytest.raises(DataError, match="digest") as info:
+        DataDir.load(copy).open_shard("train", 0)
+    assert info.value.path == str(a)
+
+
+def test_a_split_of_several_shards_is_read_shard_by_shard(sharded: Path) -> None:
+    data = DataDir.load(sharded)
+    with pytest.raises(DataError, match="has 3 shards"):
+        data.split("train")
+    assert len(data.split("valid")) == 100
+
+
+# --- bad input -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("de-en=a,b:0", "weight must be a positive number"),
+        ("de-en=a,b:-2", "weight must be a positive number"),
+        ("de-en=a,b:nan", "weight must be a positive number"),
+        ("de-en=a,b:x", "weight 'x' is not a number"),
+        ("de-en=a", "expects NAME=SRC,TGT"),
+        ("a,b", "expects NAME=SRC,TGT"),
+        ("d/e=a,b", "may hold only letters"),
+        ("de-en=a,b,c", "expected two files"),
+    ],
+)
+def test_bad_corpus_flags(text: str, message: str) -> None:
+    with pytest.raises(DataError, match=message):
+        parse_corpus(text)
+
+
+def test_a_corpus_flag_with_a_weight(tmp_path: Path) -> None:
+    assert parse_corpus("de-en=a.de,b.en:2.5") == Corpus("de-en", Path("a.de"), Path("b.en"), 2.5)
+    assert parse_corpus("x=c:/a,c:/b").src == Path("c:/a")  # no weight: a colon inside a path stays in it
+
+
+def test_an_unknown_or_repeated_corpus_name(demo: Path, tmp_path: Path, capsys) -> None:
+    train, valid = f"{demo}/train.src,{demo}/train.tgt", f"{demo}/valid.src,{demo}/valid.tgt"
+    argv = ["prepare", "--train", f"de-en={train}", "--valid", f"fr-en={valid}", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert "--valid names the unknown corpus 'fr-en' (training corpora: de-en)" in capsys.readouterr().err
+    argv = ["prepare", "--train", f"de-en={train}", "--train", f"de-en={train}", "--valid", f"de-en={valid}",
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 2
+    assert "training corpus 'de-en' given twice" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_invalid_utf8_and_mismatched_lines_in_a_named_corpus(demo: Path, tmp_path: Path) -> None:
+    src = lines(demo / "train.src")
+    bad = tmp_path / "bad.src"
+    bad.write_bytes(("\n".join(src[:40]) + "\n").encode() + b"caf\xe9\n" + ("\n".join(src[41:]) + "\n").encode())
+    valid = [Corpus("a-b", demo / "valid.src", demo / "valid.tgt")]
+    with pytest.raises(DataError, match="invalid UTF-8") as info:
+        prepare(out_dir=tmp_path / "o", corpora=[Corpus("a-b", bad, demo / "train.tgt")], valid=valid)
+    assert (info.value.path, info.value.line) == (str(bad), 41)
+    short = write_lines(tmp_path / "short.tgt", lines(demo / "train.tgt")[:-3])
+    with pytest.raises(DataError, match="line counts differ") as info:
+        prepare(out_dir=tmp_path / "o", corpora=[Corpus("a-b", demo / "train.src", short)], valid=valid)
+    assert (info.value.path, info.value.line) == (str(demo / "train.src"), 1998)
+    assert not (tmp_path / "o" / MANIFEST).exists()
+
+
+def test_xz_input(demo: Path, tmp_path: Path) -> None:
+    import lzma
+
+    for side in ("src", "tgt"):
+        (tmp_path / f"t.{side}.xz").write_bytes(lzma.compress((demo / f"train.{side}").read_bytes()))
+    manifest = prepare(tmp_path / "t.src.xz", tmp_path / "t.tgt.xz", demo / "valid.src", demo / "valid.tgt",
+                       tmp_path / "o", vocab_size=200)  # fmt: skip
+    assert manifest["splits"]["train"]["kept"] == 2000
+
+
+# --- several corpora and language tags --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def multilingual(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    root = tmp_path_factory.mktemp("multi")
+    src, tgt = lines(demo / "train.src"), lines(demo / "train.tgt")
+    corpora, valid = [], []
+    for name, part in (("de-en", slice(0, 1200)), ("fr-en", slice(1200, 2000))):
+        files = write_lines(root / f"{name}.src", src[part]), write_lines(root / f"{name}.tgt", tgt[part])
+        corpora.append(Corpus(name, *files, 3.0 if name == "fr-en" else 1.0))
+    valid.append(Corpus("fr-en", demo / "valid.src", demo / "valid.tgt"))
+    v_src, v_tgt = lines(demo / "valid.src")[:30], lines(demo / "valid.tgt")[:30]
+    valid.append(Corpus("de-en", write_lines(root / "v.src", v_src), write_lines(root / "v.tgt", v_tgt)))
+    manifest = prepare(out_dir=root / "data", corpora=corpora, valid=valid, target_tags=True, vocab_size=200)
+    return root / "data", manifest
+
+
+def test_several_corpora_with_weights_and_valid_ranges(multilingual: tuple[Path, dict]) -> None:
+    path, manifest = multilingual
+    data = DataDir.load(path)
+    corpora = data.corpora()
+    assert list(corpora) == ["de-en", "fr-en"]
+    assert (corpora["de-en"]["weight"], corpora["fr-en"]["weight"]) == (1.0, 3.0)
+    assert corpora["de-en"]["train"]["kept"] == 1200 and corpora["fr-en"]["train"]["kept"] == 800
+    assert corpora["fr-en"]["valid"] == [0, 100] and corpora["de-en"]["valid"] == [100, 130]
+    assert [s["corpus"] for s in data.shards("train")] == ["de-en", "fr-en"]
+    assert manifest["splits"]["train"]["kept"] == 2000 and len(data.split("valid")) == 130
+
+
+def test_target_tags_are_one_id_first_in_every_source(multilingual: tuple[Path, dict], demo: Path) -> None:
+    data = DataDir.load(multilingual[0])
+    vocab = data.src_vocab
+    tag = vocab.tag_id("<2en>")
+    assert tag is not None and vocab.piece(tag) == "<2en>" and tag == 4  # right after the special ids
+    assert vocab.tag_id("<2xx>") is None
+    for index in range(len(data.shards("train"))):
+        split = data.open_shard("train", index)
+        assert all(split.src_pieces(i)[0] == tag for i in range(len(split)))
+        assert all(tag not in split.src_pieces(i)[1:] for i in range(len(split)))
+    first = lines(demo / "train.src")[0]
+    assert vocab.encode(f"<2en> {first}") == [tag, *vocab.encode(first)]
+    assert data.open_shard("train", 0).src_pieces(0).tolist() == vocab.encode(f"<2en> {first}")
+    valid = data.split("valid")
+    assert data.encode_source(f"<2en> {data.raw_text('valid', 'src')[0]}") == valid.src(0).tolist()
+
+
+def test_target_tags_need_language_names(demo: Path, tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="does not name its languages as SRC-TGT"):
+        prepare(**files_of(demo), out_dir=tmp_path / "o", target_tags=True)
