@@ -109,18 +109,23 @@ def check_positions(model: Seq2Seq, data: DataDir) -> None:
     """A UserError, before the first update, when a sentence of the training or validation data is longer than the
     model's learned positions cover (:meth:`~adlnmt.model.Seq2Seq.position_limits`), saying how to fix it."""
     limits = dict(zip(("source", "target"), model.position_limits(), strict=True))
+    if all(limit is None for limit in limits.values()):
+        return
     for name in ("train", "valid"):
-        split = data.split(name)
-        for side, lengths in (("source", split.src_lengths), ("target", split.tgt_lengths)):
-            limit = limits[side]
-            if limit is None or not len(lengths) or int(lengths.max()) <= limit:
-                continue
-            longest = int(lengths.max())
-            raise UserError(
-                f"{data.path}: {name} {side} sentence {int(lengths.argmax()) + 1} needs {longest} positions "
-                f"(markers and EOS counted), but the learned positions cover {limit}: raise --max-positions to "
-                f"{longest} or more, or prepare the data with a smaller --max-len"
-            )
+        before = 0  # sentences in the split's earlier shards
+        for index in range(len(data.shards(name))):
+            split = data.open_shard(name, index)
+            for side, lengths in (("source", split.src_lengths), ("target", split.tgt_lengths)):
+                limit = limits[side]
+                if limit is None or not len(lengths) or int(lengths.max()) <= limit:
+                    continue
+                longest = int(lengths.max())
+                raise UserError(
+                    f"{data.path}: {name} {side} sentence {before + int(lengths.argmax()) + 1} needs {longest} "
+                    f"positions (markers and EOS counted), but the learned positions cover {limit}: raise "
+                    f"--max-positions to {longest} or more, or prepare the data with a smaller --max-len"
+                )
+            before += len(split)
 
 
 class Trainer:
