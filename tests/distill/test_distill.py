@@ -4,7 +4,6 @@ arrays as an uninterrupted run), and the refusals (another vocabulary, another p
 
 from __future__ import annotations
 
-import hashlib
 import json
 import signal
 import subprocess
@@ -98,8 +97,15 @@ def test_the_distilled_directory_and_its_provenance(data: Path, teacher: Path, t
     assert len(train) == len(source) == 200
     for i in range(len(train)):  # the source is the data's, line for line
         assert np.array_equal(train.src_pieces(i), source.src_pieces(i))
-    for name in ("valid.src.tokens.npy", "valid.tgt.tokens.npy", "valid.tgt.txt", "train.src.tokens.npy"):
+    (shard,) = distilled.shards("train")
+    (source_shard,) = original.shards("train")
+    src_files = [*shard["files"]["src"].values()]
+    assert src_files == [*source_shard["files"]["src"].values()]
+    for name in ("valid.src.tokens.npy", "valid.tgt.tokens.npy", "valid.tgt.txt", *src_files):
         assert (out / name).read_bytes() == (data / name).read_bytes()
+    assert distilled.shards("valid") == original.shards("valid")
+    for name in shard["bytes"]:  # the manifest's sizes and digests are those of the files written
+        assert shard["bytes"][name] == (out / name).stat().st_size and shard["sha256"][name] == file_sha256(out / name)
     assert distilled.valid_references() == original.valid_references()
     # the targets are the teacher's own 1-best translations of those sources
     translator = Translator.load(teacher)
@@ -120,10 +126,7 @@ def test_the_distilled_directory_and_its_provenance(data: Path, teacher: Path, t
                                 "max_len_extra": 10}  # fmt: skip
     assert record["data"] == {"path": str(data.resolve()), "manifest_sha256": file_sha256(data / MANIFEST)}
     assert record["sentences"] == len(train) and record["chunk_size"] == CHUNK
-    digest = hashlib.sha256()
-    for name in ("train.tgt.tokens.npy", "train.tgt.offsets.npy"):
-        digest.update(np.ascontiguousarray(np.load(out / name)).tobytes())
-    assert record["train_tgt_sha256"] == digest.hexdigest()
+    assert record["train_tgt_sha256"] == {name: file_sha256(out / name) for name in shard["files"]["tgt"].values()}
     assert manifest["splits"]["train"]["tgt_pieces"] == sum(len(t) for t in expected)
     assert not (out / PLAN).exists() and not (out / CHUNKS).exists()
 
@@ -263,3 +266,59 @@ def test_a_killed_distillation_resumes_to_the_same_arrays(data: Path, teacher: P
     assert "resuming an interrupted distillation" in done.stdout
     assert arrays(out) == arrays(whole)
     assert not (out / CHUNKS).exists()
+
+
+def test_a_sharded_directory_is_distilled_shard_by_shard_and_trains(
+    data: Path, teacher: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three training shards (80, 80, 40 pairs) of the same corpus and vocabulary: the same sources and targets as
+    distilling the one-shard directory in chunks on the same boundaries, shard files with their digests, and a
+    student trains on the result."""
+    import adlnmt.data.prepare as prepare_module
+
+    corpus = data.parent / "corpus"
+    monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 40)  # shard boundaries come at chunk ends
+    prepare(corpus / "train.src", corpus / "train.tgt", corpus / "valid.src", corpus / "valid.tgt",
+            tmp_path / "sharded", shard_size=80, vocab_from=teacher / "vocab")  # fmt: skip
+    sharded = DataDir.load(tmp_path / "sharded")
+    assert [s["pairs"] for s in sharded.shards("train")] == [80, 80, 40]
+    whole = DataDir.load(data)
+    manifest = run(tmp_path / "sharded", teacher, tmp_path / "kd", chunk_size=40)
+    run(data, teacher, tmp_path / "kd-one", chunk_size=40)
+    one = DataDir.load(tmp_path / "kd-one").split("train")
+    distilled = DataDir.load(tmp_path / "kd")
+    entries = distilled.shards("train")
+    assert [s["pairs"] for s in entries] == [80, 80, 40] and manifest["distilled"]["sentences"] == 200
+    position = 0
+    for index, entry in enumerate(entries):
+        shard, source = distilled.open_shard("train", index), sharded.open_shard("train", index)
+        assert entry["files"]["src"] == sharded.shards("train")[index]["files"]["src"]
+        for i in range(len(shard)):
+            assert np.array_equal(shard.src_pieces(i), source.src_pieces(i))
+            assert np.array_equal(shard.src_pieces(i), whole.split("train").src_pieces(position))
+            assert np.array_equal(shard.tgt_pieces(i), one.tgt_pieces(position))
+            position += 1
+        for name in entry["bytes"]:
+            assert entry["sha256"][name] == file_sha256(tmp_path / "kd" / name)
+    assert manifest["splits"]["train"]["tgt_pieces"] == sum(len(one.tgt_pieces(i)) for i in range(len(one)))
+    assert manifest["corpora"]["train"]["train"]["tgt_pieces"] == manifest["splits"]["train"]["tgt_pieces"]
+    student = tmp_path / "student"
+    argv = ["train", "--data", str(tmp_path / "kd"), "--model", str(student), "--encoder",
+            "pos -> res_nd(mh_dot_self_att) -> norm", "--decoder", "pos -> res_nd(mh_dot_src_att) -> norm",
+            "--d-model", "16", "--heads", "2", "--batch-tokens", "800", "--max-updates", "4",
+            "--checkpoint-interval", "4", "--no-valid-bleu", "--no-progress", "--threads", "1"]  # fmt: skip
+    assert main(argv) == 0
+    assert ModelDir(student).resolve("last").is_file()
+
+
+def test_a_format_1_directory_is_refused_with_the_way_out(data: Path, teacher: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old"
+    old.mkdir()
+    manifest = json.loads((data / MANIFEST).read_text())
+    files = {split: entries[0]["files"] for split, entries in manifest.pop("shards").items()}
+    (old / MANIFEST).write_text(json.dumps({**manifest, "format_version": 1, "files": files}))
+    for name in manifest["spm"].values():
+        (old / name).write_bytes((data / name).read_bytes())
+    with pytest.raises(UserError, match=r"format 1 .*--vocab-from TEACHER_MODEL"):
+        run(old, teacher, tmp_path / "kd")
+    assert not (tmp_path / "kd").exists()

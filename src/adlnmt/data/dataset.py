@@ -96,6 +96,10 @@ class Split:
         src, tgt = self._offsets["src"], self._offsets["tgt"]
         return src[indices + 1] - src[indices] + self._extra, tgt[indices + 1] - tgt[indices] + 1
 
+    def arrays(self, side: str) -> tuple[np.ndarray, np.ndarray]:
+        """The memory-mapped ``tokens`` and ``offsets`` of ``side`` (``"src"`` or ``"tgt"``), read-only."""
+        return self._tokens[side], self._offsets[side]
+
     def src_pieces(self, i: int) -> np.ndarray:
         """Source subword ids of sentence ``i`` without any special token (a read-only view)."""
         offsets = self._offsets["src"]

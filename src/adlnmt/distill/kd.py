@@ -1,18 +1,21 @@
 """Distil a prepared data directory: the teacher's 1-best translation of every training source becomes its target.
 
-The output is a data directory of the same format (:mod:`adlnmt.data.prepare`) with the same sentencepiece models,
-validation split (its references stay the human ones: students are selected on them) and training source; only the
-training target changes. Its ``manifest.json`` carries the provenance under ``distilled``: the data it was made
-from (path, SHA-256 of its manifest), the teacher (each model's directory, checkpoint and the SHA-256 of its weights,
-or an export's; engine, precision, device), the search settings, the vocabularies' digests and the SHA-256 of the new
-target arrays.
+The output is a data directory of the current format (token shards, :mod:`adlnmt.data.shards`, written by its
+``ShardBuilder``) with the same sentencepiece models, validation split (its references stay the human ones: students
+are selected on them), corpora and training shards; only the training target of each shard changes. Its
+``manifest.json`` carries the provenance under ``distilled``: the data it was made from (path, SHA-256 of its
+manifest), the teacher (each model's directory, checkpoint and the SHA-256 of its weights, or an export's; engine,
+precision, device), the search settings, the vocabularies' digests and the SHA-256 of each new target file. A format-1
+directory (from before shards) is refused, with the way to prepare it again under the teacher's vocabulary.
 
-Resumable: the training source is translated in chunks of ``chunk_size`` sentences in a fixed order, each chunk
-committed atomically to ``chunks/NNNNNN.npy`` under the output as soon as it is translated; the plan (``distill.json``:
-everything the result depends on) is written first, and a run with another plan is refused rather than mixed with
-it. ``manifest.json`` is written last, so a directory without one is never taken for complete (``DataDir.load``
-refuses it); the chunks and the plan are removed after it. A chunk's batches are the same whether or not the run
-was interrupted, so a resumed distillation gives the same arrays as an uninterrupted one.
+Resumable: the training source is read shard by shard and translated in chunks of at most ``chunk_size`` sentences
+(a chunk never spans two shards) in a fixed order, each chunk committed atomically to ``chunks/NNNNNN.npy`` under the
+output as soon as it is translated; a shard's files are written once its chunks are done. The plan
+(``distill.json``: everything the result depends on) is written first, and a run with another plan is refused rather
+than mixed with it. ``manifest.json`` is written last, so a directory without one is never taken for complete
+(``DataDir.load`` refuses it); the chunks and the plan are removed after it. A chunk's batches are the same whether or
+not the run was interrupted, so a resumed distillation gives the same arrays as an uninterrupted one. Memory holds one
+shard's targets.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from adlnmt.data.data_dir import FORMAT_VERSION as DATA_FORMAT
 from adlnmt.data.data_dir import MANIFEST, DataDir
-from adlnmt.data.prepare import offsets_file, token_file
+from adlnmt.data.shards import ShardBuilder, shard_stem
 from adlnmt.data.vocab import UNK, Vocab
 from adlnmt.errors import UserError
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
@@ -36,6 +40,7 @@ from adlnmt.store import ExportDir, ModelDir, is_export_dir
 from adlnmt.store.atomic import atomic_write, copy_atomic, file_sha256
 
 if TYPE_CHECKING:
+    from adlnmt.data.dataset import Split
     from adlnmt.inference.translator import Translator
 
 FORMAT_VERSION = 1
@@ -123,7 +128,7 @@ def _plan(data: DataDir, teacher: dict[str, Any], options: SearchOptions, chunk_
         "teacher": teacher,
         "search": {key: getattr(options, key) for key in SEARCH_KEYS},
         "chunk_size": chunk_size,
-        "sentences": len(data.split("train")),
+        "sentences": sum(int(entry["pairs"]) for entry in data.shards("train")),
         "vocabularies": vocabulary_digests(data),
     }
     return json.loads(json.dumps(plan))  # as it reads back from JSON
@@ -215,48 +220,56 @@ def _load_chunk(path: Path, count: int, vocab_size: int) -> tuple[np.ndarray, np
 
 
 def _translate_chunk(
-    translator: Translator, data: DataDir, lo: int, hi: int, options: SearchOptions
+    translator: Translator, data: DataDir, split: Split, lo: int, hi: int, options: SearchOptions
 ) -> list[list[int]]:
-    split = data.split("train")
     sources = [data.source_ids(split.src_pieces(i).tolist(), translator.max_input_len) for i in range(lo, hi)]
     found = translator.engine.translate_ids(sources, options, None)
     return [list(hyps[0].tokens) if hyps else [] for hyps in found]
 
 
-def _finish(data: DataDir, out: Path, plan: dict[str, Any], lengths: np.ndarray, tokens: np.ndarray
-            ) -> dict[str, Any]:  # fmt: skip
-    """Write the data directory around the new training target; ``manifest.json`` last."""
+def _chunk_bounds(sizes: Sequence[int], chunk_size: int) -> list[tuple[int, int, int]]:
+    """The chunks in order, as (shard, first, end) sentence ranges within a shard: a chunk never spans two shards."""
+    return [(shard, lo, min(size, lo + chunk_size)) for shard, size in enumerate(sizes)
+            for lo in range(0, size, chunk_size)]  # fmt: skip
+
+
+def _write_shard(out: Path, data: DataDir, source: Split, corpus: str, index: int, lengths: np.ndarray,
+                 tokens: np.ndarray) -> dict[str, Any]:  # fmt: skip
+    """Write shard ``index`` of ``corpus``: the source shard's pieces with the new targets; its manifest entry."""
+    builder = ShardBuilder(np.dtype(data.manifest["dtype"]))
+    src_tokens, src_offsets = source.arrays("src")
+    builder.add({"src": src_tokens, "tgt": tokens}, {"src": np.diff(src_offsets), "tgt": lengths})
+    return {"corpus": corpus, **builder.write(out, shard_stem("train", corpus, index))}
+
+
+def _finish(data: DataDir, out: Path, plan: dict[str, Any], shards: list[dict[str, Any]],
+            targets: dict[str, dict[str, int]]) -> dict[str, Any]:  # fmt: skip
+    """Copy the files kept as they are, then write the manifest (last) naming the new training ``shards``;
+    ``targets``: per corpus the new target's ``pieces``, ``unk``, ``longest`` and ``empty`` translations."""
     manifest = json.loads(json.dumps(data.manifest))
     names = {*manifest["spm"].values()}
-    for split, sides in manifest["files"].items():
-        for side, files in sides.items():
-            if (split, side) != ("train", "tgt"):
-                names.update(files.values())
+    for split, entries in manifest["shards"].items():
+        if split != "train":
+            names.update(name for entry in entries for name in entry["bytes"])
     for sides in manifest.get("text", {}).values():
         names.update(sides.values())
     for name in sorted(names):
         copy_atomic(data.path / name, out / name)
-    dtype = np.dtype(manifest.get("dtype", "int32"))
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    arrays = {token_file("train", "tgt"): tokens.astype(dtype), offsets_file("train", "tgt"): offsets}
-    digest = hashlib.sha256()
-    for name, values in arrays.items():
+    manifest["shards"]["train"] = shards
 
-        def write(tmp: Path, values: np.ndarray = values) -> None:
-            with open(tmp, "wb") as handle:
-                np.save(handle, values, allow_pickle=False)
+    def update(summary: dict[str, Any], counts: list[dict[str, int]]) -> None:
+        summary.update(tgt_pieces=sum(c["pieces"] for c in counts), tgt_unk=sum(c["unk"] for c in counts),
+                       max_tgt_len=max(c["longest"] for c in counts) + 1)  # fmt: skip
 
-        atomic_write(out / name, write)
-        digest.update(np.ascontiguousarray(values).tobytes())
-    manifest["files"]["train"]["tgt"] = {"tokens": token_file("train", "tgt"), "offsets": offsets_file("train", "tgt")}
-    summary = manifest["splits"]["train"]
-    summary.update(tgt_pieces=len(tokens), tgt_unk=int(np.count_nonzero(tokens == UNK)),
-                   max_tgt_len=int(lengths.max(initial=0)) + 1)  # fmt: skip
+    for corpus, counts in targets.items():
+        update(manifest["corpora"][corpus]["train"], [counts])
+    update(manifest["splits"]["train"], list(targets.values()))
     manifest["distilled"] = {
         **plan,
-        "train_tgt_sha256": digest.hexdigest(),
-        "empty_translations": int(np.count_nonzero(lengths == 0)),
+        "train_tgt_sha256": {
+            name: entry["sha256"][name] for entry in shards for name in entry["files"]["tgt"].values()
+        },
+        "empty_translations": sum(c["empty"] for c in targets.values()),
         "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     _write_json(out / MANIFEST, manifest)
@@ -287,6 +300,12 @@ def distill(
     data, out = DataDir.load(data_path), Path(out)
     if out.resolve() == data.path.resolve():
         raise UserError(f"{out}: distil into a new directory, not into the data directory itself")
+    if data.manifest["format_version"] != DATA_FORMAT:
+        raise UserError(
+            f"{data.path}: a data directory of format {data.manifest['format_version']} (an older adlnmt prepare); "
+            f"distillation writes format {DATA_FORMAT}: prepare the corpus again with the teacher's vocabulary "
+            "(adlnmt prepare ... --vocab-from TEACHER_MODEL) and distil that"
+        )
     check_vocabularies(translator.data, data, str(translator.model_dir or "the teacher"))
     translator.engine.check(options, False)
     plan = _plan(data, teacher, options, chunk_size)
@@ -295,23 +314,38 @@ def distill(
         log(f"{out}: already distilled with this teacher and these settings")
         return json.loads((out / MANIFEST).read_text(encoding="utf-8"))
     total = plan["sentences"]
-    chunks = -(-total // chunk_size)
-    lengths, tokens = [], []
+    entries = data.shards("train")
+    bounds = _chunk_bounds([int(entry["pairs"]) for entry in entries], chunk_size)
     vocab_size = data.tgt_vocab.size
-    for index in range(chunks):
-        lo, hi = index * chunk_size, min(total, (index + 1) * chunk_size)
-        path = _chunk_path(out, index)
-        loaded = _load_chunk(path, hi - lo, vocab_size) if path.exists() else None
-        if loaded is None:
-            if path.exists():
-                log(f"{path}: damaged, translated again")
-            _save_chunk(path, _translate_chunk(translator, data, lo, hi, options))
-            loaded = _load_chunk(path, hi - lo, vocab_size)
-            assert loaded is not None
-            log(f"chunk {index + 1}/{chunks}: sentences {lo + 1:,}-{hi:,} of {total:,} translated")
-        lengths.append(loaded[0])
-        tokens.append(loaded[1])
-    manifest = _finish(data, out, plan, np.concatenate(lengths), np.concatenate(tokens))
+    shards: list[dict[str, Any]] = []
+    targets: dict[str, dict[str, int]] = {}
+    done = 0  # sentences of the shards before
+    for shard, entry in enumerate(entries):
+        source, lengths, tokens = data.open_shard("train", shard), [], []
+        for index, lo, hi in [(index, lo, hi) for index, (owner, lo, hi) in enumerate(bounds) if owner == shard]:
+            path = _chunk_path(out, index)
+            loaded = _load_chunk(path, hi - lo, vocab_size) if path.exists() else None
+            if loaded is None:
+                if path.exists():
+                    log(f"{path}: damaged, translated again")
+                _save_chunk(path, _translate_chunk(translator, data, source, lo, hi, options))
+                loaded = _load_chunk(path, hi - lo, vocab_size)
+                assert loaded is not None
+                log(f"chunk {index + 1}/{len(bounds)}: sentences {done + lo + 1:,}-{done + hi:,} of {total:,} "
+                    "translated")  # fmt: skip
+            lengths.append(loaded[0])
+            tokens.append(loaded[1])
+        corpus = str(entry.get("corpus", "train"))
+        counts = targets.setdefault(corpus, {"pieces": 0, "unk": 0, "longest": 0, "empty": 0})
+        shard_lengths, shard_tokens = np.concatenate(lengths), np.concatenate(tokens)
+        in_corpus = sum(1 for written in shards if written["corpus"] == corpus)
+        shards.append(_write_shard(out, data, source, corpus, in_corpus, shard_lengths, shard_tokens))
+        counts["pieces"] += len(shard_tokens)
+        counts["unk"] += int(np.count_nonzero(shard_tokens == UNK))
+        counts["longest"] = max(counts["longest"], int(shard_lengths.max(initial=0)))
+        counts["empty"] += int(np.count_nonzero(shard_lengths == 0))
+        done += len(source)
+    manifest = _finish(data, out, plan, shards, targets)
     _clean(out)
     log(f"{out}: {total:,} training targets distilled ({manifest['distilled']['empty_translations']} empty)")
     return manifest
