@@ -77,6 +77,25 @@ def test_built_lists_are_the_best_dice_targets(demo_data: Path, built: Path) -> 
     assert sorted(counts[shortlist.frequent].tolist(), reverse=True) == sorted(counts.tolist(), reverse=True)[:5]
 
 
+def test_a_sharded_directory_gives_the_shortlist_of_one_shard(
+    demo_data: Path, built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same corpus and vocabulary in several training shards: every shard is counted, and the lists are those
+    of the one-shard directory."""
+    import adlnmt.data.prepare as prepare_module
+
+    corpus = demo_data / "corpus"
+    monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 300)  # shard boundaries come at chunk ends
+    prepare(corpus / "train.src", corpus / "train.tgt", corpus / "valid.src", corpus / "valid.tgt",
+            tmp_path / "sharded", shard_size=300, vocab_from=demo_data / "data")  # fmt: skip
+    sharded = DataDir.load(tmp_path / "sharded")
+    assert len(sharded.shards("train")) == 4
+    one, many = load_shortlist(built), build_shortlist(sharded, 5)
+    assert (many.src_digest, many.tgt_digest) == (one.src_digest, one.tgt_digest)
+    for name in ("offsets", "targets", "frequent"):
+        assert np.array_equal(getattr(many, name), getattr(one, name)), name
+
+
 def test_greedy_output_is_unchanged_when_the_shortlist_holds_its_choices(translator, demo_data, tmp_path) -> None:
     sources = demo_sources(translator, demo_data)
     full = translate_ids(translator.model, sources, SearchOptions(beam=1))

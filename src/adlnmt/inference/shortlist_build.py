@@ -10,8 +10,9 @@ targets (they are always allowed). No aligner is needed; the counts are exact (n
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from adlnmt.bounds import at_least, flag_type
 from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
 from adlnmt.inference.shortlist import SPECIALS, Shortlist, check_k, vocabulary_digests
+
+if TYPE_CHECKING:
+    from adlnmt.data.dataset import Split
 
 METHOD = "dice"
 CHUNK = 20_000  # sentence pairs counted at a time
@@ -36,17 +40,24 @@ def _content(pieces: np.ndarray) -> np.ndarray:
     return ids[ids >= len(SPECIALS)]
 
 
+def _training_chunks(data: DataDir) -> Iterator[tuple[Split, range]]:
+    """The training sentences in chunks of at most CHUNK, shard after shard (each opened as it is reached)."""
+    for index in range(len(data.shards("train"))):
+        split = data.open_shard("train", index)
+        for start in range(0, len(split), CHUNK):
+            yield split, range(start, min(start + CHUNK, len(split)))
+
+
 def cooccurrences(data: DataDir) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Counts over the training split: pair codes s·V_tgt + t with their sentence counts, the sentence counts of
-    each source and target id, and the token counts of each target id."""
-    split = data.split("train")
+    """Counts over the training split, shard by shard: pair codes s·V_tgt + t with their sentence counts, the
+    sentence counts of each source and target id, and the token counts of each target id."""
     src_size, tgt_size = data.src_vocab.size, data.tgt_vocab.size
     codes, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)
     src_sentences, tgt_sentences = np.zeros(src_size, np.int64), np.zeros(tgt_size, np.int64)
     tgt_tokens = np.zeros(tgt_size, np.int64)
-    for start in range(0, len(split), CHUNK):
+    for split, sentences in _training_chunks(data):
         chunk = []
-        for i in range(start, min(start + CHUNK, len(split))):
+        for i in sentences:
             source, target = _content(split.src_pieces(i)), split.tgt_pieces(i).astype(np.int64)
             distinct = _content(target)
             src_sentences[source] += 1
@@ -96,7 +107,9 @@ def add_commands(commands: Any) -> None:
     shortlist = commands.add_parser(
         "shortlist", help="build a lexical shortlist (top-k target pieces per source piece) from a data directory"
     )
-    shortlist.add_argument("--data", required=True, help="prepared data directory (adlnmt prepare); reads its train")
+    shortlist.add_argument(
+        "--data", required=True, help="prepared data directory (adlnmt prepare); reads all its training shards"
+    )
     shortlist.add_argument(
         "--k",
         type=flag_type(int, at_least(1)),
