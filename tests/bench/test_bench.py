@@ -139,6 +139,24 @@ def test_train_synthetic_and_prepared_data(demo_data: Path, tmp_path: Path, caps
     assert_positive(rows, ("updates_per_s", "tokens_per_s", "peak_mb"))
 
 
+def test_train_on_a_sharded_directory_reads_its_first_shard(
+    demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import adlnmt.data.prepare as prepare_module
+    from adlnmt.data.prepare import prepare
+
+    corpus = demo_data / "corpus"
+    monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 300)  # shard boundaries come at chunk ends
+    prepare(corpus / "train.src", corpus / "train.tgt", corpus / "valid.src", corpus / "valid.tgt",
+            tmp_path / "sharded", shard_size=300, vocab_size=100)  # fmt: skip
+    argv = ["bench", "train", "--preset", "transformer", "--batch-tokens", "400", "--updates", "2", "--warmup-updates",
+            "1", "--data", str(tmp_path / "sharded"), "--out", str(tmp_path / "out"), *TINY]  # fmt: skip
+    assert main(argv) == 0
+    assert "batches of the first of its 4 training shards (300 pairs)" in capsys.readouterr().err
+    (row,) = read_csv(tmp_path / "out" / "train.csv")
+    assert row["updates"] == "2" and float(row["tokens_per_s"]) > 0
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

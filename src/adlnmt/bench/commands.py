@@ -245,7 +245,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         from adlnmt.data.data_dir import DataDir
 
         data = DataDir.load(args.data)
-        split, src_vocab, tgt_vocab = data.split("train"), data.src_vocab.size, data.tgt_vocab.size
+        split, src_vocab, tgt_vocab = data.open_shard("train", 0), data.src_vocab.size, data.tgt_vocab.size
+        if (shards := len(data.shards("train"))) > 1:  # the updates timed are a sample of the data anyway
+            print(f"{args.data}: batches of the first of its {shards} training shards ({len(split):,} pairs)",
+                  file=sys.stderr)  # fmt: skip
     else:
         split = random_pairs(args.warmup_updates + args.updates, args.batch_tokens, args.vocab, args.seed)
         src_vocab = tgt_vocab = args.vocab
@@ -318,7 +321,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     train = kinds.add_parser("train", help="training speed per preset: updates/s, target tokens/s, peak memory")
     train.add_argument("--preset", nargs="+", metavar="NAME", required=True, help="presets or @groups")
-    train.add_argument("--data", help="prepared data directory (default: random sentence pairs of 6-20 words)")
+    train.add_argument("--data", help="prepared data directory; batches of its first training shard "
+                       "(default: random sentence pairs of 6-20 words)")  # fmt: skip
     train.add_argument("--batch-tokens", type=_positive_int, default=4000, help="padded tokens per batch (4000)")
     train.add_argument("--updates", type=_positive_int, default=20, help="timed updates (default 20)")
     train.add_argument("--warmup-updates", type=_int_at_least(0), default=3, help="untimed updates first (default 3)")
