@@ -67,6 +67,16 @@ class DataDir:
         """Whether sources start with BOS."""
         return bool(self.manifest.get("source_markers", False))
 
+    def vocabulary_difference(self, other: DataDir) -> str | None:
+        """What keeps ids of ``other`` from meaning the same here ("source vocabulary", "target vocabulary" or
+        "source layout (BOS markers)"), None when nothing does: the vocabularies are compared by
+        :meth:`Vocab.table` (each id's piece, score and kind), not by their files' bytes."""
+        pairs = (("source", self.src_vocab, other.src_vocab), ("target", self.tgt_vocab, other.tgt_vocab))
+        for side, mine, theirs in pairs:
+            if mine is not theirs and mine.table() != theirs.table():
+                return f"{side} vocabulary"
+        return "source layout (BOS markers)" if self.source_markers != other.source_markers else None
+
     def split(self, name: str) -> Split:
         """The split ``name`` (``"train"`` or ``"valid"``), memory-mapped on first use."""
         if name not in self._splits:
