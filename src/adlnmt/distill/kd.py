@@ -270,7 +270,8 @@ def distill(
     if out.resolve() == data.path.resolve():
         raise UserError(f"{out}: distil into a new directory, not into the data directory itself")
     check_vocabularies(translator.data, data, str(translator.model_dir or "the teacher"))
-    translator.engine.check(options, False)
+    train = data.split("train")  # the search's limits (beam, memory, output lengths) for the longest source
+    translator.check(options, False, min(chunk_size, len(train)), int(train.src_lengths.max(initial=0)))
     plan = _plan(data, teacher, options, chunk_size)
     if _claim(out, plan, log):
         _clean(out)
