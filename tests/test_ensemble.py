@@ -9,6 +9,7 @@ import torch
 
 from adlnmt.cli import main
 from adlnmt.data.data_dir import DataDir
+from adlnmt.data.prepare import prepare
 from adlnmt.errors import UserError
 from adlnmt.inference.ensemble import Ensemble, combine, load_ensemble
 from adlnmt.inference.search import SearchOptions, translate_ids
@@ -92,6 +93,29 @@ def test_members_need_one_target_vocabulary(demo_data: Path) -> None:
     large = Seq2Seq(ModelConfig(ENCODER, DECODERS["transformer"], data.src_vocab.size, 50, d_model=16, heads=2))
     with pytest.raises(UserError, match="one target vocabulary"):
         Ensemble([small, large])
+
+
+def test_members_of_separately_prepared_identical_data_combine(
+    model_dirs: dict[str, Path], demo_data: Path, tmp_path: Path
+) -> None:
+    """The same corpus prepared twice gives sentencepiece files that differ in their bytes (they embed their path) but
+    not in any id's piece, score or kind: such models ensemble; a model of another vocabulary is refused."""
+    corpus = demo_data / "corpus"
+    members = {}
+    for name, vocab_size in (("twin", 150), ("other", 140)):
+        prepare(corpus / "train.src", corpus / "train.tgt", corpus / "valid.src", corpus / "valid.tgt",
+                tmp_path / f"data-{name}", vocab_size=vocab_size)  # fmt: skip
+        members[name] = tmp_path / f"model-{name}"
+        argv = ["train", "--data", str(tmp_path / f"data-{name}"), "--model", str(members[name]), "--encoder", ENCODER,
+                "--decoder", DECODERS["transformer"], "--d-model", "16", "--heads", "2", "--batch-tokens", "400",
+                "--max-updates", "2", "--checkpoint-interval", "2", "--no-valid-bleu", "--no-progress"]  # fmt: skip
+        assert main(argv) == 0
+    first, twin = DataDir.load(demo_data / "data"), DataDir.load(tmp_path / "data-twin")
+    assert first.src_vocab.to_bytes() != twin.src_vocab.to_bytes()
+    ensemble = load_ensemble([model_dirs["transformer"], members["twin"]])
+    assert len(ensemble.translate(sources(demo_data, 3), SearchOptions(beam=2))) == 3
+    with pytest.raises(UserError, match=r"its source vocabulary differs from .*'s; ensemble members need"):
+        load_ensemble([model_dirs["transformer"], members["other"]])
 
 
 def test_translate_decodes_an_ensemble(model_dirs: dict[str, Path], demo_data: Path, tmp_path: Path, capsys) -> None:

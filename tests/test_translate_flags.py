@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from adlnmt.cli import main
+from adlnmt.errors import UserError
 from adlnmt.inference import translator as translator_module
 from adlnmt.inference.options import SearchOptions, sampling_rule
-from adlnmt.inference.translator import Translator, search_bytes
+from adlnmt.inference.translator import Translator, output_bytes, search_bytes
 
 SMALL = [
     "--encoder", "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm",
@@ -49,6 +50,28 @@ def test_a_search_that_would_not_fit_in_memory_is_refused(model: Path, monkeypat
     assert "--beam 150 --batch-size 64: the search's scores alone would take about" in err
     assert "lower --beam or --batch-size" in err
     assert search_bytes(SearchOptions(beam=150), 150, sentences=1) == 12 * 150 * 150  # one sentence's rows only
+
+
+def test_output_lengths_beyond_memory_are_refused_before_searching(
+    model: Path, monkeypatch, tmp_path: Path, capsys
+) -> None:
+    """Sinusoidal positions bound no output length: ``--max-len-ratio`` and ``--max-len-extra`` are bounded by the
+    memory the longest output's hypotheses would take (an absurd value once overflowed into a traceback)."""
+    assert main(translate(model, tmp_path, "--max-len-ratio", "1e30")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --max-len-ratio 1e+30 --max-len-extra 10: outputs of up to 1.2e+31 tokens (for a ")
+    assert "lower --max-len-ratio or --max-len-extra\n" in err and not (tmp_path / "out.txt").exists()
+    monkeypatch.setattr(translator_module, "available_memory", lambda device: 2**16)  # a machine with 64 KiB free
+    assert main(translate(model, tmp_path, "--max-len-extra", "1000")) == 2
+    assert capsys.readouterr().err.startswith("error: --max-len-ratio 2 --max-len-extra 1000: outputs of up to 1,0")
+    assert main(translate(model, tmp_path)) == 0  # the default lengths fit
+    translator = Translator.load(model)
+    options = SearchOptions(max_len_ratio=1e30)
+    with pytest.raises(UserError, match="--max-len-ratio 1e"):
+        translator.check(options, sentences=1, longest_source=8)
+    translator.engine.max_output_len = 64  # as with learned positions: the search stops within them
+    translator.check(options, sentences=1, longest_source=8)
+    assert output_bytes(SearchOptions(beam=2, alignments=True), 3, 10) == 6 * 30 * (8 + 4 * 10)
 
 
 @pytest.mark.parametrize(

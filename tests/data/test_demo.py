@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from pathlib import Path
 
@@ -122,3 +124,28 @@ def test_verb_moves_to_the_end_and_adjective_after_noun(corpus: Path) -> None:
 def test_rejects_bad_size(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="size"):
         write_demo_corpus(tmp_path, size=0)
+
+
+def test_a_failed_write_keeps_the_previous_file_and_leaves_no_partial_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A disk that fills half-way through ``train.tgt`` (its writer fails after writing half its text): the command
+    names the file, the previous corpus stays whole, and no partial or temporary file is left."""
+    from adlnmt.cli import main
+
+    out = tmp_path / "corpus"
+    write_demo_corpus(out, size=200, seed=1)
+    before = {name: (out / name).read_bytes() for name in FILES}
+    write_text = Path.write_text
+
+    def fill_the_disk(path: Path, text: str, *args, **kwargs) -> int:
+        if "train.tgt" not in path.name:
+            return write_text(path, text, *args, **kwargs)
+        write_text(path, text[: len(text) // 2], *args, **kwargs)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "write_text", fill_the_disk)
+    assert main(["demo-corpus", "--out", str(out), "--size", "300", "--seed", "2"]) != 0
+    assert f"{out / 'train.tgt'}: cannot write (No space left on device)" in capsys.readouterr().err
+    assert (out / "train.tgt").read_bytes() == before["train.tgt"]
+    assert sorted(path.name for path in out.iterdir()) == sorted(FILES)

@@ -204,6 +204,19 @@ def test_a_teacher_of_other_vocabularies_is_refused(teacher: Path, tmp_path: Pat
     assert not (tmp_path / "kd").exists()
 
 
+def test_search_limits_are_checked_before_anything_is_written(data: Path, teacher: Path, tmp_path: Path) -> None:
+    """The teacher's search is checked as ``translate`` checks it: a beam wider than the vocabulary, output lengths
+    beyond memory (the teacher has sinusoidal positions)."""
+    refused = [
+        (SearchOptions(beam=100_000), "--beam 100000: wider than the target vocabulary"),
+        (SearchOptions(max_len_ratio=1e30), r"--max-len-ratio 1e\+30 --max-len-extra 10: outputs of up to"),
+    ]
+    for options, message in refused:
+        with pytest.raises(UserError, match=message):
+            run(data, teacher, tmp_path / "kd", options=options)
+        assert not (tmp_path / "kd").exists()
+
+
 def test_the_command(data: Path, teacher: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "kd"
     argv = ["distill", "--data", str(data), "--model", str(teacher), "--out", str(out), "--beam", "2",

@@ -86,6 +86,16 @@ class DataDir:
             raise DataError(f"no split {split!r} (has: {', '.join(shards)})", manifest_path)
         return shards[split]
 
+    def vocabulary_difference(self, other: DataDir) -> str | None:
+        """What keeps ids of ``other`` from meaning the same here ("source vocabulary", "target vocabulary" or
+        "source layout (BOS markers)"), None when nothing does: the vocabularies are compared by
+        :meth:`Vocab.table` (each id's piece, score and kind), not by their files' bytes."""
+        pairs = (("source", self.src_vocab, other.src_vocab), ("target", self.tgt_vocab, other.tgt_vocab))
+        for side, mine, theirs in pairs:
+            if mine is not theirs and mine.table() != theirs.table():
+                return f"{side} vocabulary"
+        return "source layout (BOS markers)" if self.source_markers != other.source_markers else None
+
     def corpora(self) -> dict[str, dict[str, Any]]:
         """The training corpora by name: ``weight``, ``tag`` (None or e.g. ``<2en>``) and ``valid`` (the range of
         its pairs in the valid split, or None). A format-1 directory has one corpus, ``train``."""

@@ -18,6 +18,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from adlnmt.atomic import atomic_write
+
 # Nouns: source singular, source plural, target singular, target plural, gender ("m" / "f").
 ANIMATES = [
     ("cat", "cats", "gato", "gatos", "m"),
@@ -209,7 +211,8 @@ def write_demo_corpus(out_dir: str | Path, size: int = 12000, seed: int = 1) -> 
     """Write ``train/valid/test.{src,tgt}`` (``size`` and ``max(size // 20, 50)`` pairs each) under ``out_dir``.
 
     Source sentences are unique across all splits (so no test sentence appears in train); the same ``seed`` gives
-    byte-identical files. Returns the number of pairs per split.
+    byte-identical files. Each file is written atomically (a failed write, e.g. on a full disk, names it and keeps
+    its previous version). Returns the number of pairs per split.
     """
     if size < 1:
         raise ValueError(f"size must be positive, got {size}")
@@ -231,5 +234,5 @@ def write_demo_corpus(out_dir: str | Path, size: int = 12000, seed: int = 1) -> 
         start += count
         for side, index in (("src", 0), ("tgt", 1)):
             text = "".join(pair[index] + "\n" for pair in chunk)
-            (out / f"{split}.{side}").write_text(text, encoding="utf-8", newline="\n")
+            atomic_write(out / f"{split}.{side}", lambda tmp, text=text: tmp.write_text(text, "utf-8", newline="\n"))
     return sizes

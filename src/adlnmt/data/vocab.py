@@ -137,6 +137,19 @@ class Vocab:
         """The serialized model, loadable with ``Vocab.from_bytes``."""
         return self.processor.serialized_model_proto()
 
+    def table(self) -> list[tuple[str, float, str]]:
+        """What makes the ids mean the same: every id's piece, score and kind. (The model files of two vocabularies
+        trained on the same text differ in the path they were written to, which changes nothing, so two models are
+        compared by their tables, never by their bytes.)"""
+        processor = self.processor
+        kinds = (("control", processor.is_control), ("unknown", processor.is_unknown), ("unused", processor.is_unused),
+                 ("byte", processor.is_byte))  # fmt: skip
+
+        def kind(i: int) -> str:
+            return next((name for name, test in kinds if test(i)), "normal")
+
+        return [(processor.id_to_piece(i), round(float(processor.get_score(i)), 6), kind(i)) for i in range(self.size)]
+
     @property
     def size(self) -> int:
         """Number of ids, specials included."""

@@ -51,41 +51,23 @@ CHUNK_SIZE = 1000
 SEARCH_KEYS = ("beam", "batch_size", "length_penalty", "max_len_ratio", "max_len_extra")
 
 
-def vocabulary_table(vocab: Vocab) -> list[tuple[str, float, str]]:
-    """What makes a sentencepiece model's ids mean the same: every id's piece, score and kind. (The model files of
-    two vocabularies trained on the same text differ in the path they were written to, which changes nothing.)"""
-    processor = vocab.processor
-    kinds = (("control", processor.is_control), ("unknown", processor.is_unknown), ("unused", processor.is_unused),
-             ("byte", processor.is_byte))  # fmt: skip
-
-    def kind(i: int) -> str:
-        return next((name for name, test in kinds if test(i)), "normal")
-
-    return [(processor.id_to_piece(i), round(float(processor.get_score(i)), 6), kind(i)) for i in range(vocab.size)]
-
-
 def vocabulary_digests(data: DataDir) -> dict[str, Any]:
-    """SHA-256 of each side's :func:`vocabulary_table`, and whether sources carry BOS markers."""
+    """SHA-256 of each side's :meth:`Vocab.table`, and whether sources carry BOS markers."""
 
     def digest(vocab: Vocab) -> str:
-        return hashlib.sha256(json.dumps(vocabulary_table(vocab)).encode()).hexdigest()
+        return hashlib.sha256(json.dumps(vocab.table()).encode()).hexdigest()
 
     return {"src": digest(data.src_vocab), "tgt": digest(data.tgt_vocab), "source_markers": data.source_markers}
 
 
 def check_vocabularies(teacher: DataDir, data: DataDir, name: str) -> None:
     """UserError unless the teacher ``name`` reads and writes the data's vocabularies (the same pieces, scores and
-    kinds under every id), with its source layout."""
-    for side, mine, theirs in (
-        ("source", teacher.src_vocab, data.src_vocab),
-        ("target", teacher.tgt_vocab, data.tgt_vocab),
-    ):
-        if vocabulary_table(mine) != vocabulary_table(theirs):
-            raise UserError(f"{name}: the teacher's {side} vocabulary differs from the one of {data.path}; its "
-                            "translations would not be ids of the data's vocabulary: distil with a teacher trained on "
-                            "this prepared data (or data with the same sentencepiece models)")  # fmt: skip
-    if teacher.source_markers != data.source_markers:
-        raise UserError(f"{name}: the teacher's sources are laid out unlike those of {data.path} (BOS markers)")
+    kinds under every id), with its source layout (:meth:`DataDir.vocabulary_difference`)."""
+    difference = teacher.vocabulary_difference(data)
+    if difference:
+        raise UserError(f"{name}: the teacher's {difference} differs from the one of {data.path}; its "
+                        "translations would not be ids of the data's vocabulary: distil with a teacher trained on "
+                        "this prepared data (or data with the same sentencepiece models)")  # fmt: skip
 
 
 def teacher_record(
@@ -307,7 +289,10 @@ def distill(
             "(adlnmt prepare ... --vocab-from TEACHER_MODEL) and distil that"
         )
     check_vocabularies(translator.data, data, str(translator.model_dir or "the teacher"))
-    translator.engine.check(options, False)
+    shards = [data.open_shard("train", index) for index in range(len(data.shards("train")))]
+    longest = max((int(shard.src_lengths.max(initial=0)) for shard in shards), default=0)
+    sentences = min(chunk_size, max((len(shard) for shard in shards), default=0))  # a chunk never spans two shards
+    translator.check(options, sentences=sentences, longest_source=longest)  # beam, memory, output lengths
     plan = _plan(data, teacher, options, chunk_size)
     if _claim(out, plan, log):
         _clean(out)

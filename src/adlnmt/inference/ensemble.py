@@ -145,15 +145,10 @@ def load_ensemble(
         model, own, limit = ModelDir(model_dir).load_model(checkpoint)
         if data is None:
             data = own
-        for side, vocab, first in (
-            ("source", own.src_vocab, data.src_vocab),
-            ("target", own.tgt_vocab, data.tgt_vocab),
-        ):
-            if vocab.to_bytes() != first.to_bytes():
-                raise UserError(f"{model_dir}: its {side} vocabulary differs from {model_dirs[0]}'s; ensemble members "
-                                "need the same vocabularies (models trained on the same prepared data)")  # fmt: skip
-        if own.source_markers != data.source_markers:
-            raise UserError(f"{model_dir}: its sources are laid out unlike {model_dirs[0]}'s (BOS markers)")
+        difference = data.vocabulary_difference(own)
+        if difference:
+            raise UserError(f"{model_dir}: its {difference} differs from {model_dirs[0]}'s; ensemble members need the "
+                            "same vocabularies (the same pieces, scores and kinds under every id)")  # fmt: skip
         members.append(with_precision(model.to(device), precision, device))
         limits.append(limit)
     assert data is not None

@@ -35,15 +35,29 @@ class EncodedLine:
     pieces: int
 
 
-def search_bytes(options: SearchOptions, vocab_size: int, sentences: int) -> int:
-    """Bytes the scores of one search step of ``sentences`` take at most: a batch's rows (``beam`` per sentence;
-    sampling: ``nbest`` samples per sentence, one row each) of ``vocab_size`` float32 log-probabilities, held about
-    three times (log-probabilities, hypothesis scores, the top-k candidates)."""
+def search_rows(options: SearchOptions, sentences: int) -> int:
+    """The most rows a batch of the search of ``sentences`` has: ``beam`` per sentence; sampling: ``nbest`` samples
+    per sentence, one row each."""
     if options.sampling:
-        rows = min(options.batch_size, sentences * options.nbest)
-    else:
-        rows = min(options.batch_size, sentences) * options.beam
-    return 3 * 4 * rows * vocab_size
+        return min(options.batch_size, sentences * options.nbest)
+    return min(options.batch_size, sentences) * options.beam
+
+
+def search_bytes(options: SearchOptions, vocab_size: int, sentences: int) -> int:
+    """Bytes the scores of one search step of ``sentences`` take at most: a batch's rows (:func:`search_rows`) of
+    ``vocab_size`` float32 log-probabilities, held about three times (log-probabilities, hypothesis scores, the top-k
+    candidates)."""
+    return 3 * 4 * search_rows(options, sentences) * vocab_size
+
+
+def output_bytes(options: SearchOptions, sentences: int, longest_source: int) -> float:
+    """Bytes a batch's hypotheses hold at the longest output the length flags allow, ``max_len_ratio · S +
+    max_len_extra`` tokens for the longest source of S tokens: at least each token's id (int64) in every row, and
+    with ``alignments`` a float32 per source token. A lower bound (the decoder's own state grows with it too), as a
+    float: absurd flags (``--max-len-ratio 1e30``) give a number, not an overflow."""
+    longest_output = options.max_len_ratio * longest_source + options.max_len_extra
+    per_token = 8 + (4 * longest_source if options.alignments else 0)
+    return float(search_rows(options, sentences)) * longest_output * per_token
 
 
 def with_precision(model: Seq2Seq, precision: str, device: str) -> Seq2Seq:
@@ -229,12 +243,19 @@ class Translator:
         return None
 
     def check(
-        self, options: SearchOptions, prefix: bool = False, sentences: int | None = None, constraints: bool = False
+        self,
+        options: SearchOptions,
+        prefix: bool = False,
+        sentences: int | None = None,
+        constraints: bool = False,
+        longest_source: int = 0,
     ) -> None:
         """A UserError, before any search, for what the engine lacks (target prefixes, with ``prefix``; lexical
         constraints, with ``constraints``: :meth:`~adlnmt.inference.engine.Engine.check`), constraints beside a
         shortlist, a beam wider than the target vocabulary, and (given the number of ``sentences``) a search whose
-        scores (:func:`search_bytes`) would not fit in half the device's available memory."""
+        scores (:func:`search_bytes`) or, where no learned position table bounds the output (:attr:`max_target_len`),
+        whose hypotheses at the longest output ``--max-len-ratio`` and ``--max-len-extra`` allow for sources of up to
+        ``longest_source`` tokens (:func:`output_bytes`) would not fit in half the device's available memory."""
         self.engine.check(options, prefix, constraints)
         if constraints and options.shortlist is not None:
             raise UserError("--constraints with --shortlist: the constrained search runs over the full vocabulary; "
@@ -250,6 +271,15 @@ class Translator:
             raise UserError(f"--beam {options.beam} --batch-size {options.batch_size}: the search's scores alone "
                             f"would take about {need / 2**30:,.1f} GiB, more than half of the {available / 2**30:,.1f} "
                             f"GiB available on {self.device}; lower --beam or --batch-size")  # fmt: skip
+        outputs = output_bytes(options, sentences, longest_source)
+        if available is not None and self.max_target_len is None and outputs > available // 2:
+            tokens = options.max_len_ratio * longest_source + options.max_len_extra
+            raise UserError(f"--max-len-ratio {options.max_len_ratio:g} --max-len-extra {options.max_len_extra}: "
+                            f"outputs of up to {f'{tokens:,.0f}' if tokens < 1e12 else f'{tokens:.3g}'} tokens (for "
+                            f"a source of {longest_source:,}) would take at least {outputs / 2**30:,.3g} "
+                            f"GiB for --beam {options.beam} --batch-size {options.batch_size}, more than half of the "
+                            f"{available / 2**30:,.1f} GiB available on {self.device}; lower --max-len-ratio or "
+                            "--max-len-extra")  # fmt: skip
 
     @property
     def max_target_len(self) -> int | None:
@@ -354,7 +384,8 @@ class Translator:
         forced = forced if forced is not None and any(forced) else None  # empty prefixes: plain search
         lexical = None if constraints is None else [constraints[i] for i in rows]
         lexical = lexical if lexical is not None and any(lexical) else None  # no constraints: plain search
-        self.check(options, forced is not None, len(sources), lexical is not None)
+        longest = max(map(len, sources), default=0)
+        self.check(options, forced is not None, len(sources), lexical is not None, longest)
         if options.shortlist is not None:
             from adlnmt.inference.shortlist import load_shortlist
 

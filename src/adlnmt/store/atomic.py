@@ -1,92 +1,29 @@
-"""Writes a kill cannot tear: a file is written to a temporary beside it, fsynced and renamed over it; JSON-lines
-records are appended with an fsync and read back tolerating a partial last line. Every atomic write passes the
-fault-injection points of :func:`fault_point` (the fault tests kill or fail a process there)."""
+"""Writes a kill cannot tear, built on the one atomic write of :mod:`adlnmt.atomic` (re-exported here): commands'
+outputs, copies, and JSON-lines records appended with an fsync and read back tolerating a partial last line."""
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import shutil
-import signal
 import stat
 import sys
-from collections.abc import Callable
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from safetensors import SafetensorError
-
+from adlnmt.atomic import FAULT_HOOK as FAULT_HOOK
+from adlnmt.atomic import FILE_MODE as FILE_MODE
+from adlnmt.atomic import atomic_write as atomic_write
+from adlnmt.atomic import fault_point as fault_point
+from adlnmt.atomic import write_text_atomic as write_text_atomic
 from adlnmt.errors import UserError
 from adlnmt.jsontext import parse_json
-
-FAULT_HOOK = "ADLNMT_FAULT_HOOK"
-
-
-def fault_point(point: str) -> None:
-    """Test hook. With ``ADLNMT_FAULT_HOOK=ACTION@GLOB``, a point whose name matches GLOB (fnmatch) kills this process
-    (``kill``: SIGKILL), signals it (``term``: SIGTERM, ``int``: SIGINT) or fails as on a full disk (``enospc``).
-    Every atomic write of a file NAME passes ``NAME:written`` (temporary file complete, not yet renamed) and
-    ``NAME:replaced``."""
-    action, _, pattern = os.environ.get(FAULT_HOOK, "").partition("@")
-    if not pattern or not fnmatch(point, pattern):
-        return
-    if action == "enospc":
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    os.kill(os.getpid(), {"kill": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}[action])
 
 
 def describe(err: BaseException) -> str:
     """An exception as a short reason (its type when it has no message, e.g. ``EOFError``)."""
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _file_mode() -> int:
-    """The mode ``open()`` gives a new file under this process's umask (read once, at import: setting the umask to
-    read it is not thread-safe)."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-FILE_MODE = _file_mode()
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """``write(tmp)`` then fsync and rename over ``path``: a kill leaves the old file or the new one. A failed write
-    (e.g. a full disk) is a UserError naming ``path``; the old file stays. The file gets the mode of any other new
-    file (:data:`FILE_MODE`), also where ``write`` made it private (safetensors writes 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.chmod(tmp, FILE_MODE)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        fault_point(f"{path.name}:written")
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    except (OSError, SafetensorError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise UserError(f"{path}: cannot write ({reason}); its previous version is intact") from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    fault_point(f"{path.name}:replaced")
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """``text`` as the UTF-8 file ``path``, written atomically (:func:`atomic_write`)."""
-    atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def write_output(path: str | None, text: str) -> None:

@@ -1,0 +1,78 @@
+"""The atomic write: a file is written to a temporary beside it, fsynced and renamed over it, so a kill leaves the
+old file or the new one, never a torn one. Every atomic write passes the fault-injection points of
+:func:`fault_point` (the fault tests kill or fail a process there). It sits below every package that writes files
+(``data`` included); :mod:`adlnmt.store.atomic` builds commands' outputs and JSON-lines records on it."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+from collections.abc import Callable
+from fnmatch import fnmatch
+from pathlib import Path
+
+from safetensors import SafetensorError
+
+from adlnmt.errors import UserError
+
+FAULT_HOOK = "ADLNMT_FAULT_HOOK"
+
+
+def fault_point(point: str) -> None:
+    """Test hook. With ``ADLNMT_FAULT_HOOK=ACTION@GLOB``, a point whose name matches GLOB (fnmatch) kills this process
+    (``kill``: SIGKILL), signals it (``term``: SIGTERM, ``int``: SIGINT) or fails as on a full disk (``enospc``).
+    Every atomic write of a file NAME passes ``NAME:written`` (temporary file complete, not yet renamed) and
+    ``NAME:replaced``."""
+    action, _, pattern = os.environ.get(FAULT_HOOK, "").partition("@")
+    if not pattern or not fnmatch(point, pattern):
+        return
+    if action == "enospc":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    os.kill(os.getpid(), {"kill": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}[action])
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _file_mode() -> int:
+    """The mode ``open()`` gives a new file under this process's umask (read once, at import: setting the umask to
+    read it is not thread-safe)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+FILE_MODE = _file_mode()
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` then fsync and rename over ``path``: a kill leaves the old file or the new one. A failed write
+    (e.g. a full disk) is a UserError naming ``path``; the old file stays. The file gets the mode of any other new
+    file (:data:`FILE_MODE`), also where ``write`` made it private (safetensors writes 0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.chmod(tmp, FILE_MODE)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        fault_point(f"{path.name}:written")
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except (OSError, SafetensorError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise UserError(f"{path}: cannot write ({reason}); its previous version is intact") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    fault_point(f"{path.name}:replaced")
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """``text`` as the UTF-8 file ``path``, written atomically (:func:`atomic_write`)."""
+    atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
