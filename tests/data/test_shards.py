@@ -21,7 +21,7 @@ from adlnmt.data.data_dir import MANIFEST, DataDir
 from adlnmt.data.demo import write_demo_corpus
 from adlnmt.data.prepare import STATE, Corpus, parse_corpus, prepare, reservoir_sample
 from adlnmt.data.vocab import Vocab, train_sentencepiece
-from adlnmt.errors import DataError
+from adlnmt.errors import DataError, UserError
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -167,7 +167,7 @@ def test_an_interrupted_prepare_with_other_options_starts_clean(demo: Path, tmp_
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     out = tmp_path / "out"
     full_disk_at(monkeypatch, "train.train.00003.src.tokens.npy")
-    with pytest.raises(DataError, match="No space left on device"):
+    with pytest.raises(UserError, match="No space left on device"):
         prepare(**files_of(demo), out_dir=out, vocab_size=200, shard_size=400)
     assert not (out / MANIFEST).exists() and (out / "train.train.00002.src.tokens.npy").is_file()
     monkeypatch.undo()

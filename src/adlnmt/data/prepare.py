@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from adlnmt.data.atomic import write_atomically
+from adlnmt.atomic import atomic_write
 from adlnmt.data.corpus import RATIO_MIN_LEN, PairCounts, length_filter, read_parallel, require_regular_file
 from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SIDES
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
@@ -279,7 +279,7 @@ def _fingerprint(settings: dict[str, Any], corpora: Sequence[Corpus], valid: Seq
 
 def _write_json(path: Path, value: Any) -> None:
     text = json.dumps(value, indent=2) + "\n"
-    write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8", newline="\n"))
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8", newline="\n"))
 
 
 def _listed_files(record: dict[str, Any]) -> set[str]:
@@ -575,7 +575,7 @@ def _encode_valid(out: Path, valid: Sequence[Corpus], pool: EncoderPool, tag_ids
     text = {side: f"valid.{side}.txt" for side in SIDES}
     for side in SIDES:
         content = "".join(line + "\n" for line in lines[side])
-        write_atomically(out / text[side], lambda tmp, content=content: tmp.write_text(content, "utf-8", newline="\n"))
+        atomic_write(out / text[side], lambda tmp, content=content: tmp.write_text(content, "utf-8", newline="\n"))
     return entry, tally, ranges, text
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from adlnmt.data.atomic import write_atomically
+from adlnmt.atomic import atomic_write
 from adlnmt.data.data_dir import SIDES
 from adlnmt.data.digests import file_digest
 
@@ -60,7 +60,7 @@ class ShardBuilder:
             entry[f"{side}_pieces"] = len(tokens)
             for kind, values in (("tokens", tokens), ("offsets", offsets)):
                 path = out / names[kind]
-                write_atomically(path, lambda tmp, values=values: _save(tmp, values))
+                atomic_write(path, lambda tmp, values=values: _save(tmp, values))
                 entry["bytes"][names[kind]] = path.stat().st_size
                 entry["sha256"][names[kind]] = file_digest(path)
         return entry
