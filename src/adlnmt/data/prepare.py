@@ -41,6 +41,7 @@ from adlnmt.data.shards import ShardBuilder, shard_stem, token_dtype
 from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, language_tag, train_sentencepiece
 from adlnmt.data.vocab_from import copy_vocabularies
 from adlnmt.errors import DataError
+from adlnmt.jsontext import JsonError, parse_json
 
 CHUNK_PAIRS = 8192  # pairs per encoding task (and the granularity of shard boundaries)
 STATE = "prepare.state.json"
@@ -314,8 +315,8 @@ def _claim_output(out: Path, overwrite: bool) -> None:
         if not overwrite:
             raise DataError("already holds a prepared data set; pass --overwrite (overwrite=True) to replace it", out)
         try:
-            old = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            old = parse_json(manifest_path.read_bytes())
+        except JsonError:
             old = {}
         manifest_path.unlink()  # from here on the directory is incomplete until the new manifest is written
         _remove_files(out, _listed_files(old) if isinstance(old, dict) else set())
@@ -539,8 +540,8 @@ def _resume_state(out: Path, fingerprint: str) -> dict[str, Any]:
     interrupted prepare removed)."""
     path = out / STATE
     try:
-        state = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        state = parse_json(path.read_bytes()) if path.is_file() else None
+    except JsonError:
         state = None
     if isinstance(state, dict) and state.get("fingerprint") == fingerprint:
         return state

@@ -36,6 +36,7 @@ from adlnmt.data.shards import ShardBuilder, shard_stem
 from adlnmt.data.vocab import UNK, Vocab
 from adlnmt.errors import UserError
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
+from adlnmt.jsontext import parse_json
 from adlnmt.store import ExportDir, ModelDir, is_export_dir
 from adlnmt.store.atomic import atomic_write, copy_atomic, file_sha256
 
@@ -113,7 +114,7 @@ def _plan(data: DataDir, teacher: dict[str, Any], options: SearchOptions, chunk_
         "sentences": sum(int(entry["pairs"]) for entry in data.shards("train")),
         "vocabularies": vocabulary_digests(data),
     }
-    return json.loads(json.dumps(plan))  # as it reads back from JSON
+    return parse_json(json.dumps(plan))  # as it reads back from JSON
 
 
 def _differences(stored: dict[str, Any], plan: dict[str, Any]) -> list[str]:
@@ -122,7 +123,7 @@ def _differences(stored: dict[str, Any], plan: dict[str, Any]) -> list[str]:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = parse_json(path.read_bytes())
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
@@ -228,7 +229,7 @@ def _finish(data: DataDir, out: Path, plan: dict[str, Any], shards: list[dict[st
             targets: dict[str, dict[str, int]]) -> dict[str, Any]:  # fmt: skip
     """Copy the files kept as they are, then write the manifest (last) naming the new training ``shards``;
     ``targets``: per corpus the new target's ``pieces``, ``unk``, ``longest`` and ``empty`` translations."""
-    manifest = json.loads(json.dumps(data.manifest))
+    manifest = parse_json(json.dumps(data.manifest))
     names = {*manifest["spm"].values()}
     for split, entries in manifest["shards"].items():
         if split != "train":
@@ -297,7 +298,7 @@ def distill(
     if _claim(out, plan, log):
         _clean(out)
         log(f"{out}: already distilled with this teacher and these settings")
-        return json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        return parse_json((out / MANIFEST).read_bytes())
     total = plan["sentences"]
     entries = data.shards("train")
     bounds = _chunk_bounds([int(entry["pairs"]) for entry in entries], chunk_size)

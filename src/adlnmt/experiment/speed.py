@@ -33,6 +33,7 @@ from typing import Any
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.speed_spec import PRECISIONS, SpeedSpec
+from adlnmt.jsontext import parse_json
 from adlnmt.store.atomic import atomic_write
 
 SPEED_FILE = "speed.json"
@@ -108,7 +109,7 @@ class SpeedRecord:
         if not path.is_file():
             return None
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            record = parse_json(path.read_bytes())
             if record.get("format_version") != FORMAT_VERSION:
                 raise ValueError(f"format version {record.get('format_version')!r}")
             measurements = tuple(Measurement.from_dict(m) for m in record["measurements"])

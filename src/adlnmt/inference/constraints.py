@@ -14,7 +14,6 @@ into a request's cost (:func:`constraint_pieces`, beside the source pieces ``--m
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from adlnmt.data.vocab import UNK, Vocab
 from adlnmt.errors import DataError, UserError
+from adlnmt.jsontext import JsonError, parse_json
 
 MAX_PHRASES = 64
 """The most phrases (include and exclude together) one line may hold."""
@@ -91,9 +91,10 @@ def parse_line(text: str, path: str | Path, number: int) -> Constraints:
     if not text.strip():
         return Constraints()
     try:
-        return Constraints.from_json(json.loads(text))
-    except json.JSONDecodeError as err:
-        raise DataError(f"malformed JSON ({err.msg} at column {err.colno})", path, number) from None
+        return Constraints.from_json(parse_json(text))
+    except JsonError as err:
+        where = "" if err.column is None else f" at column {err.column}"
+        raise DataError(f"malformed JSON ({err.reason}{where})", path, number) from None
     except UserError as err:
         raise DataError(str(err), path, number) from None
 

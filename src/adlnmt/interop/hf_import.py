@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST
+from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SPLIT_FILES
 from adlnmt.data.vocab import SPECIAL_IDS
 from adlnmt.errors import UserError
 from adlnmt.interop.marian_shape import MarianArchitecture, marian_adl, marian_links, read_architecture
@@ -31,6 +31,7 @@ from adlnmt.interop.marian_vocab import (
     side_model,
 )
 from adlnmt.interop.staging import write_new_directory
+from adlnmt.jsontext import parse_json
 from adlnmt.layers.basic import sinusoid_halves
 from adlnmt.model import Seq2Seq
 from adlnmt.model_config import ModelConfig
@@ -57,7 +58,7 @@ def read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{path}: missing")
     try:
-        value = json.loads(path.read_bytes().decode("utf-8"))
+        value = parse_json(path.read_bytes())
     except (OSError, ValueError) as err:
         raise UserError(f"{path}: damaged ({describe(err)})") from None
     if not isinstance(value, dict):
@@ -251,7 +252,7 @@ def vocabulary_manifest(vocabulary: MarianVocabulary, joint: bool, max_len: int)
         "tgt_vocab_size": vocabulary.size,
         "spm": {side: SPM_FILES["src"] if joint else SPM_FILES[side] for side in SPM_FILES},
         "options": {"max_len": max_len, "source_markers": False},
-        "files": {},
+        SPLIT_FILES[FORMAT_VERSION]: {},
         "splits": {},
     }
 

@@ -20,7 +20,6 @@ pieces, so a joint vocab.json gives equal sizes and tied embeddings stay possibl
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +27,7 @@ import sentencepiece as spm
 
 from adlnmt.data.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK
 from adlnmt.errors import UserError
+from adlnmt.jsontext import parse_json
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")  # adlnmt ids 0 … 3
 MARIAN_EOS, MARIAN_UNK, MARIAN_PAD = "</s>", "<unk>", "<pad>"
@@ -60,7 +60,7 @@ class MarianVocabulary:
 def read_vocab_json(path: Path, size: int) -> dict[str, int]:
     """``vocab.json`` checked: a mapping of piece → id covering 0 … size − 1 once each."""
     try:
-        table = json.loads(path.read_bytes().decode("utf-8"))
+        table = parse_json(path.read_bytes())
     except (OSError, ValueError) as err:
         raise UserError(f"{path}: damaged ({err})") from None
     if not isinstance(table, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in table.values()):
