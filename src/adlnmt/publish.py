@@ -18,8 +18,8 @@ from typing import Any
 
 from adlnmt.errors import UserError
 from adlnmt.interop.staging import write_new_directory
-from adlnmt.jsontext import JsonError, parse_json
 from adlnmt.store import ModelDir, names
+from adlnmt.store.atomic import read_json_object
 
 RESULT = "result.json"  # beside a grid run's model directory (adlnmt experiment): its test scores
 CLAIMS = "claims.json"  # in the grid's results folder: the claims and their verdicts
@@ -28,28 +28,17 @@ TRAINING_SETTINGS = ("label_smoothing", "batch_tokens", "accumulate", "lr", "lr_
                      "max_epochs", "patience", "seed", "precision", "init_from")  # fmt: skip
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    """The JSON object in ``path``; a UserError naming the file when it is damaged."""
-    try:
-        value = parse_json(path.read_bytes())
-    except (OSError, JsonError) as err:
-        raise UserError(f"{path}: damaged ({err})") from None
-    if not isinstance(value, dict):
-        raise UserError(f"{path}: malformed (expected a JSON object)")
-    return value
-
-
 def grid_run(model_dir: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The grid run's result.json beside ``model_dir`` (None when it is not a grid run) and the claims about its
     variant from the grid's claims.json (searched up to four folders above)."""
     result_path = model_dir.parent / RESULT
     if not result_path.is_file():
         return None, []
-    result = _read_json(result_path)
+    result = read_json_object(result_path)
     for folder in list(model_dir.parents)[1:5]:
         path = folder / CLAIMS
         if path.is_file():
-            claims = _read_json(path)
+            claims = read_json_object(path)
             if claims.get("grid") == result.get("experiment"):
                 variant = result.get("variant")
                 return result, [c for c in claims.get("claims", []) if variant in (c.get("first"), c.get("second"))]
@@ -75,7 +64,7 @@ def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: 
     ``diagram``: the image's file name, or None and ``missing`` says why)."""
     marian = refusal is None
     files = ModelDir(model_dir)
-    manifest = _read_json(files.vocab_dir / "manifest.json")
+    manifest = read_json_object(files.vocab_dir / "manifest.json")
     result, claims = grid_run(model_dir)
     imported = stored.get("imported")
     tests = (result or {}).get("tests", {})

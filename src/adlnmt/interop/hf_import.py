@@ -31,12 +31,11 @@ from adlnmt.interop.marian_vocab import (
     side_model,
 )
 from adlnmt.interop.staging import write_new_directory
-from adlnmt.jsontext import parse_json
 from adlnmt.layers.basic import sinusoid_halves
 from adlnmt.model import Seq2Seq
 from adlnmt.model_config import ModelConfig
 from adlnmt.store import ModelDir, names
-from adlnmt.store.atomic import atomic_write, describe, file_sha256
+from adlnmt.store.atomic import atomic_write, describe, file_sha256, read_json_object
 
 SOURCE = "hf-marian"
 TOKENIZER_FILES = ("vocab.json", "source.spm", "target.spm")
@@ -52,18 +51,6 @@ class Imported:
     model: Seq2Seq
     vocabulary: MarianVocabulary
     mapping: dict[str, str]
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise UserError(f"{path}: missing")
-    try:
-        value = parse_json(path.read_bytes())
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: damaged ({describe(err)})") from None
-    if not isinstance(value, dict):
-        raise UserError(f"{path}: malformed (expected a JSON object)")
-    return value
 
 
 def read_weights(directory: Path) -> dict[str, Tensor]:
@@ -90,7 +77,7 @@ def read_weights(directory: Path) -> dict[str, Tensor]:
 def read_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[MarianVocabulary, dict[str, bytes]]:
     """The vocabulary and each side's renumbered sentencepiece model."""
     tokenizer_config = directory / "tokenizer_config.json"
-    if tokenizer_config.is_file() and read_json(tokenizer_config).get("separate_vocabs"):
+    if tokenizer_config.is_file() and read_json_object(tokenizer_config).get("separate_vocabs"):
         raise UserError(f"{tokenizer_config}: separate_vocabs (a target_vocab.json) is not supported yet")
     for name in TOKENIZER_FILES:
         if not (directory / name).is_file():
@@ -199,7 +186,7 @@ def rows(table: Tensor, vocabulary: MarianVocabulary) -> Tensor:
 def convert(directory: Path) -> tuple[Imported, dict[str, bytes], ModelConfig]:
     """The adlnmt model of the MarianMT checkpoint in ``directory``, its spm models per side and its configuration."""
     config_path = directory / "config.json"
-    config = read_json(config_path)
+    config = read_json_object(config_path)
     arch = read_architecture(config, str(config_path))
     vocabulary, spm_models = read_tokenizer(directory, config)
     weights = read_weights(directory)

@@ -70,6 +70,20 @@ def append_line(path: Path, text: str) -> None:
         raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in the file ``path``; a UserError naming the file when it is missing, damaged or not an
+    object."""
+    if not path.is_file():
+        raise UserError(f"{path}: missing")
+    try:
+        value = parse_json(path.read_bytes())
+    except (OSError, ValueError) as err:
+        raise UserError(f"{path}: damaged ({describe(err)})") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: malformed (expected a JSON object)")
+    return value
+
+
 def read_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     """The records of a JSON-lines file of checkpoint records (each an object with an integer ``update``) and a
     description of a partial last line (cut off by a crash or a full disk), None when there is none. A damaged line
