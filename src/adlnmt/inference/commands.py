@@ -38,8 +38,6 @@ def cmd_translate(args: argparse.Namespace) -> int:
     check_cpu_count("--workers", args.workers)
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
-    if args.constraints and args.sampling:
-        raise UserError("--constraints needs beam or greedy search, not --sampling")
     translator.check(options, bool(args.prefix), constraints=bool(args.constraints))  # before reading the input
     lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
     constraints = None
