@@ -33,9 +33,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import sacrebleu
 import sentencepiece as spm
+
+from adlnmt.data.data_dir import DataDir
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "data" / "multi30k"
@@ -77,11 +78,13 @@ def export_pieces(data: Path, files: dict[str, Path], text: Path) -> None:
     encoded with the same model, and a fairseq dictionary of every non-special piece in id order."""
     text.mkdir(parents=True, exist_ok=True)
     model = spm.SentencePieceProcessor(model_file=str(data / "spm.model"))
+    prepared = DataDir.load(data)
     for split in ("train", "valid"):
+        shards = [prepared.open_shard(split, i) for i in range(len(prepared.shards(split)))]
         for side, lang in (("src", "de"), ("tgt", "en")):
-            tokens = np.load(data / f"{split}.{side}.tokens.npy")
-            offsets = np.load(data / f"{split}.{side}.offsets.npy")
-            lines = (" ".join(model.id_to_piece(int(i)) for i in tokens[a:b]) for a, b in itertools.pairwise(offsets))
+            lines = (" ".join(model.id_to_piece(int(i)) for i in tokens[a:b])
+                     for tokens, offsets in (shard.arrays(side) for shard in shards)
+                     for a, b in itertools.pairwise(offsets))  # fmt: skip
             (text / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines))
     for lang in ("de", "en"):
         sentences = files[f"test_2016_flickr.{lang}"].read_text().splitlines()

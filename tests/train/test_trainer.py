@@ -180,3 +180,28 @@ def test_a_resumed_window_reports_its_throughput_over_both_sessions(
     assert main(train_args(demo_data / "data", resumed, *common)) == 0
     rate, expected = records(resumed)[-1]["tokens_per_s"], records(straight)[-1]["tokens_per_s"]
     assert records(resumed)[-1]["update"] == 20 and expected / 3 < rate < 3 * expected
+
+
+def test_compile_trains_through_torch_compile_as_eager_does(demo_data: Path, tmp_path: Path, monkeypatch) -> None:
+    """``--compile`` routes the training forward and backward through torch.compile (here with the aot_eager
+    backend, which compiles no kernels, so that the losses must match eager's); the stored model is the eager one."""
+    compiled = []
+    real_compile = torch.compile
+
+    def aot_eager(module, **options):
+        compiled.append(options)
+        return real_compile(module, backend="aot_eager", **options)
+
+    monkeypatch.setattr(torch, "compile", aot_eager)
+    common = ["--max-updates", "6", "--checkpoint-interval", "3", "--lr", "2e-3", "--no-valid-bleu"]
+    assert main(train_args(demo_data / "data", tmp_path / "eager", *common)) == 0
+    assert compiled == []
+    assert main(train_args(demo_data / "data", tmp_path / "compiled", *common, "--compile")) == 0
+    assert compiled == [{"dynamic": True}]
+    eager, through_compile = records(tmp_path / "eager"), records(tmp_path / "compiled")
+    assert [r["update"] for r in through_compile] == [3, 6]
+    for a, b in zip(eager, through_compile, strict=True):
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-4)
+        assert b["valid_ppl"] == pytest.approx(a["valid_ppl"], rel=1e-4)
+    weights = load_file(tmp_path / "compiled" / "best.safetensors")
+    assert not any(name.startswith("_orig_mod") for name in weights)

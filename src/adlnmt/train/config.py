@@ -111,6 +111,12 @@ class TrainConfig:
         "deterministic CUDA kernels (slower): reruns and resumes on a GPU give bit-identical weights",
         switch=True,
     )
+    compile: bool = option(
+        False,
+        "train through torch.compile(model, dynamic=True): fused kernels, the same arithmetic class (fp32 stays fp32, "
+        "autocast stays autocast), not bit-identical to eager; validation and decoding stay eager",
+        switch=True,
+    )
     on_nan: str = option("skip", "non-finite loss: skip the update or stop", choices=("skip", "stop"))
     progress: bool = option(True, "show a progress bar (when stderr is a terminal)", switch=True, negatable=True)
     log_interval: int = option(

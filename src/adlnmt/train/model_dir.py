@@ -32,6 +32,7 @@ RESUMABLE_CHANGES = frozenset(
         "device",
         "threads",
         "deterministic",
+        "compile",
         "progress",
         "patience",
         "keep_last",

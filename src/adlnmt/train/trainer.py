@@ -194,6 +194,8 @@ class Trainer:
             if self.distributed
             else self.model
         )
+        if config.compile:  # the training forward and backward only; self.model (validation, saving) stays eager
+            self.network = torch.compile(self.network, dynamic=True)
 
     def close(self) -> None:
         """Release the model directory (its lock) and the process group this trainer opened: a gloo group left
