@@ -49,6 +49,9 @@ def build(source: Path) -> None:
 
 if __name__ == "__main__":
     src, site = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+    plugins = site / "hydra/core/plugins.py"  # Python 3.12 dropped FileFinder.find_module; find_spec's loader does
+    old, new = "importer.find_module(modname)", "importer.find_spec(modname).loader"
+    plugins.write_text(plugins.read_text().replace(old, new))
     print("dataclass defaults patched: fairseq", patch(src / "fairseq"), "hydra", patch(site / "hydra"))
     import os
 

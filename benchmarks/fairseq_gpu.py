@@ -149,8 +149,8 @@ def rates(toolkit: str, log: str, warmup: int) -> list[float]:
             found.append((int(m.group(2)), float(m.group(1))))
         elif toolkit == "adlnmt" and (m := ADLNMT_INNER.match(line)):
             found.append((int(m.group(1)), float(m.group(2).replace(",", ""))))
-    ends = [u for u, _ in found]
-    return [rate for (update, rate), previous in zip(found, [0, *ends[:-1]], strict=True) if previous >= warmup]
+    starts = [0, *(update for update, _ in found)][: len(found)]  # the update each interval starts after
+    return [rate for (_, rate), start in zip(found, starts, strict=True) if start >= warmup]
 
 
 def valid_nll(toolkit: str, log: str, run_dir: Path, updates: int) -> float | None:

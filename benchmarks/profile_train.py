@@ -61,7 +61,8 @@ def main() -> None:
     tokens = sum(b.tgt_tokens for b in batches[args.warmup :])
     events = prof.key_averages()
     n = args.updates
-    busy = sum(e.self_device_time_total for e in events) / 1e3  # ms of kernels (one stream: they do not overlap)
+    # ms of the kernels themselves (operators' device time counts the same kernels again; one stream: no overlap)
+    busy = sum(e.self_device_time_total for e in events if e.device_type == torch.autograd.DeviceType.CUDA) / 1e3
     calls = Counter(e.key for e in events for _ in range(e.count))
     launches = sum(calls[k] for k in calls if k in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
     syncs = sum(calls[k] for k in calls if "Synchronize" in k)

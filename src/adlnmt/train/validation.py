@@ -32,7 +32,7 @@ def validate(model: Seq2Seq, data: DataDir, batch_tokens: int, bleu: bool, devic
         logits = model(batch.src, batch.tgt_in).float()  # [B, T, V]
         losses = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=PAD, reduction="none")  # [B, T]
         nll[indices] = losses.sum(1).cpu().numpy()
-        tokens[indices] = batch.tgt_lengths.numpy()
+        tokens[indices] = batch.tgt_lengths.cpu().numpy()
     metrics = {f"valid_ppl{key}": math.exp(min(nll[r].sum() / max(tokens[r].sum(), 1), 100.0))
                for key, r in parts.items()}  # fmt: skip
     if bleu:
