@@ -52,6 +52,12 @@ def test_learned_positions_are_served_without_a_500(
     for reply in replies:
         assert reply.status_code == 200, reply.text
         assert all(len(t["pieces"]) < TABLE for t in reply.json()["translations"])
+    prefix_pieces = len(translator.data.tgt_vocab.encode("Lo kane " * 80))
+    assert prefix_pieces > translator.max_target_len
+    assert (
+        f"prefix of line 1: {prefix_pieces} pieces truncated to {translator.max_target_len}"
+        in (replies[1].json()["warnings"])
+    )  # in the response, not only in the server's log
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

@@ -290,14 +290,21 @@ class Translator:
         ``max_output_len`` (None: no bound)."""
         return self.engine.max_output_len
 
-    def cut_target(self, ids: list[int], number: int, what: str = "target prefix") -> list[int]:
-        """Target pieces ``ids`` of line ``number`` cut to :attr:`max_target_len`, with a warning on stderr when
-        cut: the length rule of sources (:meth:`encode`) for the target side."""
+    def target_warning(self, ids: list[int], number: int, what: str = "target prefix") -> str | None:
+        """The warning for target pieces ``ids`` of line ``number`` longer than :attr:`max_target_len` (which
+        :meth:`cut_target` cuts them to), None when they fit."""
         limit = self.max_target_len
         if limit is None or len(ids) <= limit:
-            return ids
-        print(f"warning: {what} line {number}: {len(ids)} pieces truncated to {limit}", file=sys.stderr)
-        return ids[:limit]
+            return None
+        return f"{what} line {number}: {len(ids)} pieces truncated to {limit}"
+
+    def cut_target(self, ids: list[int], number: int, what: str = "target prefix") -> list[int]:
+        """Target pieces ``ids`` of line ``number`` cut to :attr:`max_target_len`, with :meth:`target_warning` on
+        stderr when cut: the length rule of sources (:meth:`encode`) for the target side."""
+        if warning := self.target_warning(ids, number, what):
+            print(f"warning: {warning}", file=sys.stderr)
+            return ids[: self.max_target_len]
+        return ids
 
     def encode(self, line: str, number: int) -> list[int]:
         """The encoder's ids of input line ``number``, with a warning on stderr when it is cut."""

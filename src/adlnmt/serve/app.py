@@ -137,8 +137,9 @@ class Service:
     def cut_prefixes(
         self, prefixes: list[str] | None, encoded: list[EncodedLine | None]
     ) -> tuple[list[str] | None, list[list[int]], list[str]]:
-        """The request's target prefixes cut to ``max_chars``, their pieces, and the warnings of their lines (cut;
-        the edge cases of :mod:`adlnmt.inference.prefixes`), in line order."""
+        """The request's target prefixes cut to ``max_chars``, their pieces, and the warnings of their lines (cut to
+        ``max_chars``, or to the model's output limit by the search; the edge cases of
+        :mod:`adlnmt.inference.prefixes`), in line order."""
         if prefixes is None:
             return None, [], []
         cut, cut_warnings = cut_long(prefixes, self.options.max_chars, "prefix of line")
@@ -148,6 +149,9 @@ class Service:
         notes = prefix_notes(vocab, sources, cut, ids, DEFAULT_OPTIONS)  # the server's length limit is the default
         warnings = [(number, warning) for number, warning in enumerate(cut_warnings, 1) if warning]
         warnings += [(note.line, note.line_warning()) for note in notes]
+        too_long = (self.translator.target_warning(piece_ids, number, "prefix of") for number, piece_ids in
+                    enumerate(ids, 1))  # fmt: skip
+        warnings += [(number, warning) for number, warning in enumerate(too_long, 1) if warning]
         return cut, ids, [warning for _, warning in sorted(warnings, key=lambda pair: pair[0])]
 
     def check_cost(
