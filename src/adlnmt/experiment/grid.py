@@ -23,11 +23,12 @@ from adlnmt.experiment.distill_step import DistillStep
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.schema import Reader, read_yaml
 from adlnmt.experiment.speed_spec import SpeedSpec, parse_speed
-from adlnmt.experiment.statistics import RESAMPLES
 from adlnmt.flags import bounds_of, flagged, kind_of
 from adlnmt.inference.options import SearchOptions
 from adlnmt.metrics import parse_metrics
 from adlnmt.train.config import TrainConfig, build_config
+from adlnmt.verdicts.claims import Claim
+from adlnmt.verdicts.statistics import RESAMPLES
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
@@ -99,44 +100,6 @@ class Variant:
     train: dict[str, Any]  # TrainConfig values without data, model and seed
     data: DataSpec
     paper: dict[str, float] = field(default_factory=dict)  # the paper's published scores of this row, by column
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A claim of the paper about two rows: ``first`` is better than ``second`` (kind ``better``), at most ``margin``
-    points worse (kind ``close``), within ``margin`` points either way (kind ``equivalent``) on ``metric`` of test set
-    ``test`` (of its sources of ``min_source_words`` to ``max_source_words`` words, 0: no bound), or decodes ``test``
-    at least ``ratio`` times as many sentences per second (kind ``faster``; ``metric`` is then "sentences_per_s"),
-    or the step from row ``first_from`` to ``first`` gains more than the step from ``second_from`` to ``second``
-    (kind ``larger_gain``, the paper's "the largest gains come from ...").
-    ``registered``: the commit that added the claim in this form and its date (ISO 8601), "" when not recorded;
-    ``out_of_scope``: why the paper's claim does not extend to this data (then it is shown, not judged)."""
-
-    quote: str
-    where: str  # e.g. "§4.4"
-    kind: str  # better | close | equivalent | faster
-    first: str
-    second: str
-    margin: float
-    metric: str
-    test: str
-    ratio: float = 1.0
-    min_source_words: int = 0
-    max_source_words: int = 0
-    out_of_scope: str = ""
-    registered: str = ""
-    registered_at: str = ""
-    first_from: str = ""  # larger_gain: the rows the two steps start from
-    second_from: str = ""
-
-    @property
-    def rows(self) -> tuple[str, ...]:
-        """Every row the claim reads: (A, B), or (A, A0, B, B0) for a larger gain."""
-        return (
-            (self.first, self.first_from, self.second, self.second_from)
-            if self.first_from
-            else (self.first, self.second)
-        )
 
 
 @dataclass(frozen=True)

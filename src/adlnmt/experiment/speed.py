@@ -310,7 +310,7 @@ def pareto_plot(grid: Any, found: list[Point], path: Path) -> Path:
 def judge_claims(grid: Any, found: list[Point]) -> list[dict[str, Any]]:
     """Each speed claim's judgement: per seed timed for both rows, log(speed A / speed B); seed-level bootstrap;
     ``faster`` at the 90 % interval against log(ratio); Holm over the section's tested claims."""
-    from adlnmt.experiment.statistics import MIN_SEEDS, MISSING, ONE_SEED, assess, holm, seed_level, verdict
+    from adlnmt.verdicts.statistics import MIN_SEEDS, MISSING, ONE_SEED, assess, holm, seed_level, verdict
 
     judged = []
     for claim in grid.speed.claims:

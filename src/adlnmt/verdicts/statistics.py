@@ -46,8 +46,6 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from adlnmt.experiment.results import RunResult
-
 RESAMPLES = 10_000  # the report's tables of differences
 CLAIM_RESAMPLES = 100_000  # the least a claim's verdict rests on
 MAX_RESAMPLES = 1_600_000  # a verdict still within MC_ERRORS Monte Carlo errors of flipping here says so
@@ -204,7 +202,7 @@ def seed_deviations(rows: Sequence[tuple[float, Sequence[float]]], resamples: in
     ddof 1, less the row's ``within`` part, floored at 0; a row of one seed adds nothing: its seed variance is
     unknown), drawn as Student's t with the Welch–Satterthwaite degrees of freedom, Σ(w²s²/n)² / Σ((w²s²/n)² /
     (n − 1)): with 3–5 seeds, resampling the seeds themselves gives too narrow an interval (a discrete draw whose
-    variance is (n − 1)/n of the seed mean's, and no t tails), which this corrects (tests/experiment/
+    variance is (n − 1)/n of the seed mean's, and no t tails), which this corrects (tests/verdicts/
     test_statistics.py measures the coverage of both)."""
     within = within or [0.0] * len(rows)
     parts = [(weight**2 * max(0.0, float(np.var(scores, ddof=1)) - own) / len(scores), len(scores) - 1)
@@ -478,26 +476,25 @@ class Scorer:
             self._lines[path] = tuple(read_lines(path))
         return self._lines[path]
 
-    def run(self, folder: Path, result: RunResult, test: str, metric: str, words: tuple[int, int] = (0, 0),
+    def run(self, hypotheses: Path | None, test: str, metric: str, words: tuple[int, int] = (0, 0),
             resamples: int | None = None) -> RunScores | None:  # fmt: skip
-        """The run's scores on ``test`` (its sources of words[0] to words[1] words, 0: no bound) with ``resamples``
-        replicates (default: the scorer's); None when the run was not evaluated on it."""
-        return self.runs([(folder, result)], test, metric, words, resamples)[0]
+        """The scores on ``test`` (its sources of words[0] to words[1] words, 0: no bound) of a run's ``hypotheses``
+        with ``resamples`` replicates (default: the scorer's); None when the run was not evaluated on it (None)."""
+        return self.runs([hypotheses], test, metric, words, resamples)[0]
 
-    def runs(self, found: Sequence[tuple[Path, RunResult]], test: str, metric: str, words: tuple[int, int] = (0, 0),
+    def runs(self, found: Sequence[Path | None], test: str, metric: str, words: tuple[int, int] = (0, 0),
              resamples: int | None = None) -> list[RunScores | None]:  # fmt: skip
-        """:meth:`run` of several runs; more replicates than computed before extend them, all runs at once."""
+        """:meth:`run` of several runs' hypotheses; more replicates than computed before extend them, all at once."""
         resamples = resamples or self.resamples
         short: dict[int, list[tuple[tuple, np.ndarray]]] = {}  # replicates so far → (key, statistics) to extend
         keys: list[tuple | None] = []
-        for folder, result in found:
-            entry = result.tests.get(test)
-            key = None if entry is None else (folder, test, metric, *words)
+        for hypotheses in found:
+            key = None if hypotheses is None else (hypotheses, test, metric, *words)
             keys.append(key)
             have = self._scores.get(key) if key else None
             if key and (have is None or len(have.replicates) < resamples):
                 source, reference = (self._read(path) for path in self.tests[test])
-                statistics = _sentence_statistics(metric, self._read(folder / entry.hypotheses), reference)
+                statistics = _sentence_statistics(metric, self._read(hypotheses), reference)
                 subset = None
                 if any(words):
                     lengths = np.array([len(line.split()) for line in source])
@@ -515,13 +512,12 @@ class Scorer:
         return [None if key is None else RunScores(self._scores[key].score, self._scores[key].replicates[:resamples])
                 for key in keys]  # fmt: skip
 
-    def length_ratio(self, folder: Path, result: RunResult, test: str) -> float | None:
-        """The run's output length on ``test``: sacreBLEU's tokens (13a) of its hypotheses over the references' (from
-        BLEU's statistics, as sacreBLEU's ``ratio``); None when the run was not evaluated on it."""
-        entry = result.tests.get(test)
-        if entry is None:
+    def length_ratio(self, hypotheses: Path | None, test: str) -> float | None:
+        """A run's output length on ``test``: sacreBLEU's tokens (13a) of its ``hypotheses`` over the references'
+        (from BLEU's statistics, as sacreBLEU's ``ratio``); None when the run was not evaluated on it (None)."""
+        if hypotheses is None:
             return None
         reference = self._read(self.tests[test][1])
-        statistics = _sentence_statistics("bleu", self._read(folder / entry.hypotheses), reference)
+        statistics = _sentence_statistics("bleu", self._read(hypotheses), reference)
         hypothesis_tokens, reference_tokens = statistics[:, 0].sum(), statistics[:, 1].sum()
         return float(hypothesis_tokens / reference_tokens) if reference_tokens else None
