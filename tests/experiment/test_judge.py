@@ -154,7 +154,7 @@ def test_speeds_timed_on_different_processors_are_not_compared(tmp_path: Path) -
     assert judged(same) == ((1, 2), (), HOLDS)  # 5x on both seed pairs
     assert judged(same, speed=12.0) == ((1, 2), (), FAILS)
     assert judged({**same, ("A", 2): "AVX512"}) == ((1,), (2,), ONE_SEED)  # seed 2 not compared: one pair left
-    assert judged({**same, ("A", 1): "AVX512", ("A", 2): "AVX512"})[1:] == ((1, 2), "not run yet")
+    assert judged({**same, ("A", 1): "AVX512", ("A", 2): "AVX512"})[1:] == ((1, 2), "not timed yet")
 
 
 def test_speeds_timed_hours_apart_are_not_compared(tmp_path: Path) -> None:

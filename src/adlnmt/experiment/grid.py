@@ -27,7 +27,7 @@ from adlnmt.flags import bounds_of, flagged, kind_of
 from adlnmt.inference.options import SearchOptions
 from adlnmt.metrics import parse_metrics
 from adlnmt.train.config import TrainConfig, build_config
-from adlnmt.verdicts.claims import Claim
+from adlnmt.verdicts.claims import Claim, registration_of
 from adlnmt.verdicts.statistics import RESAMPLES
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
@@ -39,7 +39,6 @@ CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "larg
 CLAIM_KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
 # claim metrics measured once per run, not per test set: their value in a run's result
 RUN_METRICS: dict[str, Callable[[RunResult], float]] = {"valid_ppl": lambda result: result.best_valid_ppl}
-REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d))")
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates", "variants")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper", "distilled")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
@@ -418,14 +417,12 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
     if min(words) < 0 or (words[1] and words[0] > words[1]) or (any(words) and metric in RUN_METRICS):
         reader.fail(where, "min_source_words/max_source_words: expected 0 ≤ min ≤ max (0: no bound), on a metric "
                     "scored per sentence")  # fmt: skip
-    registered = str(block.get("registered", ""))
-    found = REGISTERED.fullmatch(registered)
-    if registered and not found:
-        reader.fail(f"{where}.registered", f"expected 'COMMIT DATE' (e.g. 5499228 2026-11-23T16:57:09+00:00: the "
-                    f"commit that added the claim and its committer date), got {registered!r}")  # fmt: skip
+    try:
+        registered = registration_of(str(block.get("registered", "")))
+    except ValueError as err:
+        reader.fail(f"{where}.registered", str(err))
     return Claim(str(block["quote"]).strip(), str(block.get("where", "")), kind, pair[0], pair[1], margin, metric,
-                 test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(),
-                 found.group(1) if found else "", found.group(2) if found else "",
+                 test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(), *registered,
                  *(str(step[1]) for step in steps))  # fmt: skip
 
 

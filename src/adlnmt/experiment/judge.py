@@ -12,7 +12,7 @@ converged is :func:`adlnmt.experiment.convergence.judge`'s.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,8 @@ from adlnmt.experiment.grid import RUN_METRICS, Grid
 from adlnmt.experiment.report import mean_std, timed_beside_others, timed_together
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.runner import Run, write_json
+from adlnmt.experiment.speed import Measurement, SpeedRecord, run_record
+from adlnmt.experiment.speed_spec import ENGINES
 from adlnmt.store.atomic import write_text_atomic
 from adlnmt.verdicts.claims import Claim, Judgement, adjusted, contrast_weights, method, record, relation, table
 from adlnmt.verdicts.ranks import LEVEL, agreement
@@ -40,6 +42,7 @@ from adlnmt.verdicts.statistics import (
     Tested,
     assess,
     contrast,
+    repeat_scores,
     seed_level,
 )
 
@@ -59,6 +62,11 @@ class Judge:
             if (folder := run.finished_in()) is not None and (result := row_result(run)) is not None:
                 self.finished[(run.variant.name, run.seed)] = (folder, result)
         self.scorer = Scorer({t.name: (t.src, t.ref) for t in grid.tests}, self.resamples, seed)
+        self.claims = grid.claims + (grid.speed.claims if grid.speed else ())
+        self.timed: dict[tuple[str, int], SpeedRecord] = {}  # whole-command timings (the speed section's records)
+        for run in runs if grid.speed else ():
+            if (run.variant.name, run.seed) in self.finished and (record := run_record(run, grid.speed)) is not None:
+                self.timed[(run.variant.name, run.seed)] = record
 
     def _runs(self, variant: str, test: str, since: datetime | None = None) -> dict[int, tuple[Path, RunResult]]:
         """The row's finished runs evaluated on ``test`` (every finished run for a per-run metric), by seed; with
@@ -73,6 +81,8 @@ class Judge:
         unset)."""
         resamples = resamples or self.resamples
         rows = {name: self._runs(name, test, since) for name in claim.rows}
+        if claim.kind == "faster" and claim.engine:
+            return self._whole_command(claim, test, rows, resamples)
         if claim.kind == "faster":
             return self._speed(claim, test, rows[claim.first], rows[claim.second], resamples)
         lower = claim.metric in LOWER_IS_BETTER
@@ -128,6 +138,47 @@ class Judge:
         pairs = {claim.first: {s: first[s] for s in paired}, claim.second: {s: second[s] for s in paired}}
         return replace(self._judgement(claim, test, pairs, means, tested), apart=apart, beside=beside)
 
+    def _whole_command(self, claim: Claim, test: str, rows: dict[str, dict[int, tuple[Path, RunResult]]],
+                       resamples: int) -> Judgement:  # fmt: skip
+        """A speed claim of the grid's ``speed:`` section, from the whole-command timings of its engine and beam:
+        per seed timed for both rows on one processor within ``TIMED_TOGETHER_MINUTES`` and neither beside other
+        work, the log ratio of the two runs' speeds at their median repeats; its replicates draw each run's repeats
+        with replacement (:func:`~adlnmt.verdicts.statistics.repeat_scores`), and the seed level adds the pairs'
+        spread beyond that (:func:`~adlnmt.verdicts.statistics.contrast` of the pairs)."""
+        measured: dict[str, dict[int, tuple[SpeedRecord, Measurement]]] = {}
+        untimed = []
+        for name in (claim.first, claim.second):
+            measured[name] = {}
+            for seed in rows[name]:
+                record = self.timed.get((name, seed))
+                found = record.find(claim.engine, claim.beam) if record else None
+                if record and found and found.seconds:
+                    measured[name][seed] = (record, found)
+                else:
+                    untimed.append(f"{name} seed {seed}" + (f" ({found.skipped})" if found and found.skipped else ""))
+        first, second = measured[claim.first], measured[claim.second]
+        seeds = [s for s in first if s in second]
+        apart = tuple(s for s in seeds if not first[s][0].timed_with(second[s][0]))
+        beside = tuple(s for s in seeds if s not in apart and (first[s][1].beside_others or second[s][1].beside_others))
+        paired = [s for s in seeds if s not in apart and s not in beside]
+        pairs = []
+        for seed in paired:
+            a, b = (self._repeats(name, seed, runs[seed][1], claim, resamples)
+                    for name, runs in ((claim.first, first), (claim.second, second)))  # fmt: skip
+            pairs.append(RunScores(a.score - b.score, a.replicates - b.replicates))
+        tested = assess("faster", contrast([pairs], [1.0], seed=self.seed), ratio=claim.ratio) if pairs else None
+        means = tuple(mean_std([runs[s][1].sentences_per_s for s in paired])[0] for runs in (first, second))
+        compared = {name: {s: rows[name][s] for s in paired} for name in (claim.first, claim.second)}
+        judgement = self._judgement(claim, test, compared, means, tested)
+        return replace(judgement, apart=apart, beside=beside, untimed=tuple(untimed))
+
+    def _repeats(self, name: str, seed: int, timing: Measurement, claim: Claim, resamples: int) -> RunScores:
+        """The run's log speed and its timing-level replicates, drawn from a stream of its own (row, seed, engine,
+        beam), so that a run drawn for two claims is drawn alike."""
+        row = [v.name for v in self.grid.variants].index(name)
+        rng = np.random.default_rng([self.seed, row, seed, ENGINES.index(claim.engine), claim.beam])
+        return repeat_scores(timing.seconds, timing.sentences, resamples, rng)
+
     def _judgement(self, claim: Claim, test: str, rows: dict[str, dict[int, tuple[Path, RunResult]]],
                    means: tuple[float | None, ...], tested: Tested | None) -> Judgement:  # fmt: skip
         unconverged = tuple(
@@ -151,10 +202,10 @@ class Judge:
         error could still flip (doubling up to ``MAX_RESAMPLES``); then, for claims registered after some of their
         runs' results, the verdict on the later runs alone."""
         judged = []
-        for claim in self.grid.claims:
+        for claim in self.claims:
             primary = VALIDATION if claim.metric in RUN_METRICS else claim.test
             judged.append(self.judge(claim, primary))
-            if primary != VALIDATION and other_tests:
+            if primary != VALIDATION and other_tests and not claim.engine:  # whole commands time one test set
                 others = [t.name for t in self.grid.tests if t.name != primary]
                 judged += [j for test in others if (j := self.judge(claim, test)).tested is not None]
         judged = adjusted(judged)
@@ -219,7 +270,7 @@ def rank_agreement(grid: Grid, finished: dict[tuple[str, int], RunResult]) -> li
 def write_claims(grid: Grid, runs: list[Run], out: Path, seed: int = SEED) -> list[Judgement]:
     """Judge every claim of the grid, write ``claims.md`` and ``claims.json`` under ``out`` and return the primary
     judgements (nothing when the grid has no claims)."""
-    if not grid.claims:
+    if not grid.claims and not (grid.speed and grid.speed.claims):
         return []
     judge = Judge(grid, runs, seed)
     judged = judge.judge_all()
@@ -230,16 +281,16 @@ def write_claims(grid: Grid, runs: list[Run], out: Path, seed: int = SEED) -> li
         grid.description,
         "",
         *([grid.scale_description, ""] if grid.scale_description else []),
-        method(),
+        method(any(claim.engine for claim in judge.claims)),
         "",
         *([f"{SET_APART_NOTE}: {', '.join(apart)}.", ""] if (apart := set_apart(runs)) else []),
         *table(judged),
     ]
     write_text_atomic(out / "claims.md", "\n".join(lines) + "\n")
     claims = []
-    for claim in grid.claims:
+    for claim in judge.claims:
         mine = [j for j in judged if j.claim is claim]
-        claims.append({**asdict(claim), "tested_as": relation(claim), "planned_seeds": len(grid.seeds),
+        claims.append({**claim.fields(), "tested_as": relation(claim), "planned_seeds": len(grid.seeds),
                        **record(mine[0]), "other_tests": [record(j) for j in mine[1:]]})  # fmt: skip
     ranks = rank_agreement(grid, {key: result for key, (_, result) in judge.finished.items()})
     write_json(out / "claims.json", {"grid": grid.name, "scale": grid.scale, "error_rates": ERROR_RATES,

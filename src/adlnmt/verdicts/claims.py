@@ -5,7 +5,7 @@ A claim (:class:`Claim`) compares two rows A and B of a table. Its test, interva
 
 - **Holm families fixed at registration** (:func:`family`, :func:`adjusted`): the claims registered together (one
   commit) on one test set; a claim of the family not measured yet counts with p = 1, so later rows never grow it;
-- **marks** on the measured verdict (:func:`final_verdict`): a row measured on fewer than ``MIN_SEEDS`` seeds reads
+- **marks** on the measured verdict (:func:`adjusted`): a row measured on fewer than ``MIN_SEEDS`` seeds reads
   *inconclusive: one seed*, a claim reading a run that did not converge *inconclusive: not converged*, a claim the
   paper restricts to other data (``out_of_scope``) *out of scope at this data size* (measured, not judged, left
   out of the adjustment), a speed claim whose rows have no timing *not timed yet*;
@@ -18,7 +18,8 @@ results every time the report is written, never typed in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import re
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from adlnmt.verdicts.statistics import (
@@ -31,6 +32,7 @@ from adlnmt.verdicts.statistics import (
     MIN_SEEDS,
     MISSING,
     NOT_CONVERGED,
+    NOT_TIMED,
     ONE_SEED,
     OUT_OF_SCOPE,
     Tested,
@@ -42,6 +44,8 @@ from adlnmt.verdicts.statistics import (
 # Two decoding speeds compare as a ratio only when measured on one processor within this many minutes of each other:
 # this project's VM runs the same code up to 25 % faster or slower from hour to hour and from session to session.
 TIMED_TOGETHER_MINUTES = 60
+# a claim's registration: the commit that added it in this form and its committer date (ISO 8601)
+REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d))")
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,9 @@ class Claim:
     or the step from row ``first_from`` to ``first`` gains more than the step from ``second_from`` to ``second``
     (kind ``larger_gain``, the paper's "the largest gains come from ...").
     ``registered``: the commit that added the claim in this form and its date (ISO 8601), "" when not recorded;
-    ``out_of_scope``: why the paper's claim does not extend to this data (then it is shown, not judged)."""
+    ``out_of_scope``: why the paper's claim does not extend to this data (then it is shown, not judged). A ``faster``
+    claim with an ``engine`` (a grid's ``speed:`` section) reads the whole-command timings of that engine and
+    ``beam``; without one, the speeds the runs measured while translating their test sets."""
 
     quote: str
     where: str  # e.g. "§4.4"
@@ -71,6 +77,14 @@ class Claim:
     registered_at: str = ""
     first_from: str = ""  # larger_gain: the rows the two steps start from
     second_from: str = ""
+    engine: str = ""  # faster, timed as whole commands: the engine and beam timed
+    beam: int = 0
+
+    def fields(self) -> dict[str, Any]:
+        """The claim's keys for ``claims.json``; those of a whole-command timing only where set (archives written
+        before them lack them)."""
+        found = asdict(self)
+        return found if self.engine else {k: v for k, v in found.items() if k not in ("engine", "beam")}
 
     @property
     def rows(self) -> tuple[str, ...]:
@@ -102,6 +116,19 @@ class Judgement:
     family_size: int = 0
     unsettled: bool = False  # still within MC_ERRORS Monte Carlo errors of flipping at MAX_RESAMPLES
     post_registration: str = ""  # the verdict on the runs evaluated after the registration alone, where some were not
+    untimed: tuple[str, ...] = ()  # whole-command speed: "A seed 2 (why)", finished runs without a timing to compare
+
+
+def registration_of(text: str) -> tuple[str, str]:
+    """The commit and the date of a claim's ``registered`` ("COMMIT DATE"); ("", "") for ""; ValueError when it is
+    not of that form."""
+    if not text:
+        return "", ""
+    found = REGISTERED.fullmatch(text)
+    if not found:
+        raise ValueError(f"expected 'COMMIT DATE' (e.g. 5499228 2026-11-23T16:57:09+00:00: the commit that added the "
+                         f"claim and its committer date), got {text!r}")  # fmt: skip
+    return found.group(1), found.group(2)
 
 
 def relation(claim: Claim) -> str:
@@ -115,7 +142,8 @@ def relation(claim: Claim) -> str:
         return f"{a} = {b} ± {claim.margin:g}"
     if claim.kind == "larger_gain":
         return f"({a} − {claim.first_from}) > ({b} − {claim.second_from})"
-    return f"{a} ≥ {claim.ratio:g} × {b}"
+    timing = f" (whole command, {claim.engine}, beam {claim.beam})" if claim.engine else ""
+    return f"{a} ≥ {claim.ratio:g} × {b}{timing}"
 
 
 def source_range(claim: Claim) -> str:
@@ -162,8 +190,10 @@ def contrast_weights(claim: Claim) -> dict[str, float]:
 
 
 def _verdict(j: Judgement) -> Judgement:
+    """The judgement's measured verdict and its final one, with the marks of the module's docstring."""
     if j.tested is None:
-        return j
+        timed_none = j.untimed or j.apart or j.beside  # finished runs, but no speeds to compare
+        return replace(j, measured=NOT_TIMED, verdict=NOT_TIMED) if timed_none else j
     p = j.adjusted_p if j.adjusted_p is not None else j.tested.p_value
     measured = verdict(j.tested, p, max(j.family_size, 1))
     one_seed = j.fewest_seeds < MIN_SEEDS
@@ -248,6 +278,8 @@ def verdict_text(j: Judgement) -> str:
         text += f" ({j.claim.out_of_scope}; measured: {j.measured})"
     elif j.verdict == ONE_SEED:
         text += f" (the statistics alone: {j.measured})"
+    if j.untimed:
+        text += f" (no timing: {'; '.join(j.untimed)})"
     if j.apart:
         text += (f" (not compared: seed {', '.join(map(str, j.apart))}, A and B not timed on one processor within "
                  f"{TIMED_TOGETHER_MINUTES} minutes)")  # fmt: skip
@@ -305,14 +337,27 @@ def record(j: Judgement) -> dict[str, Any]:
         "unconverged": list(j.unconverged),
         "timed_apart": list(j.apart),
         "timed_beside_other_work": list(j.beside),
+        **({"untimed": list(j.untimed)} if j.untimed else {}),
         "after_results": list(j.after_results),
         "summary": effect(j),
         "seed_list": seed_list(j),
     }
 
 
-def method() -> str:
-    """The paragraph of ``claims.md`` that states the rules its verdicts follow."""
+def method(whole_command: bool = False) -> str:
+    """The paragraph of ``claims.md`` that states the rules its verdicts follow (``whole_command``: with those of
+    speed claims timed as whole commands)."""
+    timing = (
+        " Speed claims timed as whole commands (the grid's speed section; engine and beam in the hypothesis): each "
+        "run's sentences per second at the median of its timed repeats; the effect is the geometric mean of A / B "
+        f"over the seeds timed for both on one processor within {TIMED_TOGETHER_MINUTES} minutes, none beside other "
+        "work, and its interval has a timing level (each run's repeats drawn with replacement, their median) in "
+        "place of the sentences, then the seed level over those pairs; the test and the error rate are *faster*'s. "
+        "A claim "
+        f"whose rows have finished runs but no such timing reads *{NOT_TIMED}*."
+        if whole_command
+        else ""
+    )
     return (
         f"A vs B: the rows' mean scores over the seeds listed. Effect: A − B (B − A where lower is better; for speed "
         f"the geometric mean of A / B over the seed pairs timed on one processor within {TIMED_TOGETHER_MINUTES} "
@@ -333,8 +378,9 @@ def method() -> str:
         "smallest margin TOST would show). A run that did not converge makes the claim inconclusive, and so does a "
         "row measured on one seed (no seed variation to draw from); a claim the paper restricts to other data is "
         "out of scope (measured, not judged). Registered: the commit that added the claim in this form; where "
-        "runs had results before it, the verdict on the later runs alone is given where it differs. Rules and "
-        "references: docs/experiments.md, Significance."
+        "runs had results before it, the verdict on the later runs alone is given where it differs."
+        + timing
+        + " Rules and references: docs/experiments.md, Significance."
     )
 
 

@@ -11,7 +11,9 @@ to each replicate a draw of the rows' seed-mean error, Student's t scaled by the
 Welch–Satterthwaite degrees of freedom (:func:`seed_deviations`; resampling 3–5 seeds instead under-covers).
 METEOR and sentBLEU have no additive statistics beyond the sentence score: their corpus score is the mean of the
 sentence scores, and the bootstrap averages the drawn sentences' scores. Values measured once per run (decoding
-speed, validation perplexity) have the seed level alone.
+speed, validation perplexity) have the seed level alone. A speed timed as a whole command ``repeats`` times per run
+(a grid's ``speed:`` section) has a timing level in place of the sentences: each replicate draws the run's repeats
+with replacement and takes their median (:func:`repeat_scores`).
 
 **Tests.** With the observed effect d and the replicates d*, d* − d estimates the distribution of the estimate
 around the truth (the bootstrap is *centred* on d). The two-sided p of "no difference" is (1 + #{|d* − d| ≥ |d|}) /
@@ -61,6 +63,7 @@ KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
 HOLDS, FAILS, OPEN = "holds", "does not hold", "inconclusive"
 OUT_OF_SCOPE, NOT_CONVERGED, MISSING = "out of scope at this data size", "inconclusive: not converged", "not run yet"
 ONE_SEED = "inconclusive: one seed"
+NOT_TIMED = "not timed yet"  # a speed claim whose rows have finished runs, but no timing to compare
 MIN_SEEDS = 2  # per row, for a decided verdict (the seed level of the bootstrap needs variation to draw from)
 
 
@@ -186,6 +189,16 @@ def run_scores(metric: str, statistics: np.ndarray, resamples: int = RESAMPLES, 
     return RunScores(float(corpus_scores(metric, statistics.sum(axis=0))), replicates)
 
 
+def repeat_scores(seconds: Sequence[float], sentences: int, resamples: int, rng: np.random.Generator) -> RunScores:
+    """A run's decoding speed from the wall seconds of its repeated timings of ``sentences`` sentences: the log of
+    the sentences per second at the median repeat, and in each of ``resamples`` replicates at the median of the
+    repeats drawn with replacement (the timing level of a speed claim's bootstrap, as the sentences are of a
+    score's)."""
+    times = np.asarray(seconds, dtype=np.float64)
+    drawn = times[rng.integers(0, len(times), size=(resamples, len(times)))]
+    return RunScores(math.log(sentences / float(np.median(times))), np.log(sentences / np.median(drawn, axis=1)))
+
+
 @dataclass(frozen=True)
 class Estimate:
     """An effect (positive favours A) and its bootstrap replicates."""
@@ -234,9 +247,9 @@ def contrast(rows: Sequence[Sequence[RunScores]], weights: Sequence[float], lowe
     all runs (in their :class:`RunScores`; each row's replicate is the mean of its runs'), plus each replicate's
     :func:`seed_deviations` of the seed effect alone (each row's seed variance less its :func:`interaction`, which
     the sentence level draws already). Weights (1, −1) give A − B (:func:`two_level`); (1, −1, −1, 1) on rows (A,
-    A0, B, B0) the gain of the step A0 → A over that of B0 → B. Negated when lower is better. ``seeds`` counts the
-    runs of the first two rows."""
-    if len(rows) != len(weights) or len(rows) < 2 or any(not row for row in rows):
+    A0, B, B0) the gain of the step A0 → A over that of B0 → B; one row of weight 1 its mean (e.g. of paired
+    differences). Negated when lower is better. ``seeds`` counts the runs of the first two rows (of one row: twice)."""
+    if len(rows) != len(weights) or not rows or any(not row for row in rows):
         raise ValueError("each row needs at least one run, and a weight")
     rng = np.random.default_rng([seed, *(len(row) for row in rows)])
     weighted = list(zip(weights, rows, strict=True))
@@ -246,7 +259,7 @@ def contrast(rows: Sequence[Sequence[RunScores]], weights: Sequence[float], lowe
     replicates = sentences + seed_deviations(scores, len(sentences), rng, within)
     effect = float(sum(w * np.mean(row_scores) for w, row_scores in scores))
     sign = -1.0 if lower_is_better else 1.0
-    return Estimate(sign * effect, sign * replicates, (len(rows[0]), len(rows[1])))
+    return Estimate(sign * effect, sign * replicates, (len(rows[0]), len(rows[min(1, len(rows) - 1)])))
 
 
 def two_level(first: Sequence[RunScores], second: Sequence[RunScores], lower_is_better: bool = False,
