@@ -46,6 +46,8 @@ def _cells(claim: dict, title: str, link: str) -> str:
         verdict += f" ({claim['out_of_scope']}; measured: {claim['measured']})"
     elif claim["measured"] != claim["verdict"]:
         verdict += f" (measured: {claim['measured']})"
+    if claim.get("untimed"):
+        verdict += f" (no timing: {'; '.join(claim['untimed'])})"
     if claim.get("post_registration") and claim["post_registration"] != claim["verdict"]:
         verdict += f"; on the runs after its registration alone: {claim['post_registration']}"
     registered, mde = claim.get("registration") or "not recorded", claim.get("mde_text", "–")
