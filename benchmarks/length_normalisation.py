@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import sacrebleu
 
-from adlnmt.experiment.statistics import run_scores
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions, length_penalty
 from adlnmt.metrics import segment_statistics
+from adlnmt.verdicts.statistics import run_scores
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "data" / "multi30k"

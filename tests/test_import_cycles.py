@@ -95,7 +95,7 @@ LEVELS: tuple[set[str], ...] = (
     {"interop"},
     {"export"},
     {"train"},
-    {"average", "analysis", "distill", "publish"},
+    {"average", "analysis", "distill", "publish", "verdicts"},
     {"bench"},
     {"experiment"},
     {"serve"},

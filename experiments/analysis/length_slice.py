@@ -7,7 +7,7 @@ TEST.txt``). For every row: the slice's sentences, mean sentence BLEU (sacreBLEU
 ``sentbleu``), corpus BLEU and the hypothesis/reference length ratio in words, mean over the seeds; for every row
 but the first, its difference to the first (``--row`` order) in sentBLEU and BLEU with a 95 % interval and the
 centred two-sided p of the reports' two-level bootstrap (sentences of the slice drawn jointly for all runs, then
-each row's seeds: ``adlnmt.experiment.statistics``). Prints one Markdown table.
+each row's seeds: ``adlnmt.verdicts.statistics``). Prints one Markdown table.
 
     python experiments/analysis/length_slice.py --src ../shared/data/multi30k/val.de.gz \\
         --ref ../shared/data/multi30k/val.en.gz --max-words 7 \\
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from adlnmt.experiment.statistics import interval, p_two_sided, run_scores, two_level
 from adlnmt.metrics import read_lines, segment_statistics
+from adlnmt.verdicts.statistics import interval, p_two_sided, run_scores, two_level
 
 METRICS = ("sentbleu", "bleu")
 

@@ -28,8 +28,8 @@ import numpy as np
 
 from adlnmt.experiment.arithmetic import departure
 from adlnmt.experiment.results import RunResult
-from adlnmt.experiment.statistics import brevity_penalty, corpus_scores
 from adlnmt.metrics import read_lines, segment_statistics
+from adlnmt.verdicts.statistics import brevity_penalty, corpus_scores
 
 RESAMPLES = 10_000
 SEED = 20_261_126

@@ -4,7 +4,7 @@ seeds cannot (experiments/analysis/README.md, "Test sets pooled")?
 For each claim on a sentence-level metric (not the speed or validation-perplexity claims), each row's runs scored on
 every test set named, each run's sentences of those sets concatenated (its translations against the references, in
 the order given; a claim on a source-length range keeps the sentences of that range in each set), then the two-level
-bootstrap and the verdict rules of :mod:`adlnmt.experiment.statistics`, with Holm's adjustment over the table's
+bootstrap and the verdict rules of :mod:`adlnmt.verdicts.statistics`, with Holm's adjustment over the table's
 claims so judged (a claim the paper scopes elsewhere is shown, not adjusted). An analysis added on 2026-11-27, after
 the results: no claim was registered on the pooled sets, and none of its verdicts changes. As in the claims, a row
 measured on one run reads *inconclusive: one seed*. The sets differ (Flickr
@@ -21,12 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-from adlnmt.experiment.claims import Judge, Judgement, contrast_weights, relation, source_range
 from adlnmt.experiment.folders import output_folders
-from adlnmt.experiment.grid import RUN_METRICS, Claim, Grid, load_grid
+from adlnmt.experiment.grid import RUN_METRICS, Grid, load_grid
+from adlnmt.experiment.judge import Judge
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.runner import plan_runs
-from adlnmt.experiment.statistics import (
+from adlnmt.metrics import read_lines, segment_statistics
+from adlnmt.verdicts.claims import Claim, Judgement, contrast_weights, relation, source_range
+from adlnmt.verdicts.statistics import (
     LOWER_IS_BETTER,
     MIN_SEEDS,
     ONE_SEED,
@@ -38,7 +40,6 @@ from adlnmt.experiment.statistics import (
     run_scores,
     verdict,
 )
-from adlnmt.metrics import read_lines, segment_statistics
 
 
 class Pool:

@@ -1,8 +1,8 @@
 """How many seeds a row would decide each inconclusive claim, if its effect and variances stayed as measured? A
 planning aid for the scarce compute (experiments/analysis/README.md, "Seeds to decide a claim"), not evidence.
 
-A claim's effect is Σ w·(row mean) (adlnmt.experiment.claims.contrast_weights: A − B, or the difference of two steps'
-gains), and its bootstrap (adlnmt.experiment.statistics.contrast) adds two parts: the test sentences' replicates of
+A claim's effect is Σ w·(row mean) (adlnmt.verdicts.claims.contrast_weights: A − B, or the difference of two steps'
+gains), and its bootstrap (adlnmt.verdicts.statistics.contrast) adds two parts: the test sentences' replicates of
 Σ w·(mean of the row's runs' scores), and a seed-level draw, Student's t with Welch–Satterthwaite degrees of freedom
 scaled to Σ w²·s²/n (s² a row's seed variance, n its seeds). The projection keeps the effect, the sentence replicates
 and every s² as measured, gives every row n seeds, draws the seed level for that n as the bootstrap would, and asks
@@ -23,11 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from adlnmt.experiment.claims import Judge, Judgement, contrast_weights, relation, source_range
 from adlnmt.experiment.folders import output_folders
-from adlnmt.experiment.grid import RUN_METRICS, Claim, load_grid
+from adlnmt.experiment.grid import RUN_METRICS, load_grid
+from adlnmt.experiment.judge import Judge
 from adlnmt.experiment.runner import plan_runs
-from adlnmt.experiment.statistics import LOWER_IS_BETTER, OPEN, SEED, Estimate, RunScores, assess
+from adlnmt.verdicts.claims import Claim, Judgement, contrast_weights, relation, source_range
+from adlnmt.verdicts.statistics import LOWER_IS_BETTER, OPEN, SEED, Estimate, RunScores, assess
 
 MOST_SEEDS = 100  # the projection's search stops here
 

@@ -5,8 +5,8 @@ For every claim of the grid as it stands, three judgements side by side:
 
 1. the base commit's ``claims.json`` (at ``ec15689``, the two-seed verdicts that issue 38's audit read: the older
    rule, each seed pair's paired bootstrap p < 0.05 in one direction, *close* on the mean);
-2. today's statistics (``adlnmt.experiment.claims``: intervals over seeds and sentences, Holm) on the committed runs
-   of the base's seeds only;
+2. today's statistics (``adlnmt.experiment.judge`` and ``adlnmt.verdicts``: intervals over seeds and sentences,
+   Holm) on the committed runs of the base's seeds only;
 3. today's statistics on every committed seed: what ``claims.json`` holds now.
 
 What changed is then named from the three, not typed in: the claim restated (``tested as`` differs), a base run
@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.experiment.arithmetic import departure
-from adlnmt.experiment.claims import Judge, Judgement, effect, relation, seed_list
 from adlnmt.experiment.folders import output_folders
-from adlnmt.experiment.grid import Claim, Grid, load_grid
+from adlnmt.experiment.grid import Grid, load_grid
+from adlnmt.experiment.judge import Judge
 from adlnmt.experiment.runner import Run, plan_runs
+from adlnmt.verdicts.claims import Claim, Judgement, effect, relation, seed_list
 
 TESTED_AS = re.compile(r"^(?P<a>.+?) (?:≥|>|=|<) (?:[\d.]+ × )?(?P<b>.+?)(?: [−±] [\d.]+)?(?: \(.+\))?$")
 MOVED = 0.005  # a row's mean that moved more than this (score points or sentences/s) changed since the base

@@ -230,7 +230,7 @@ def paired_bootstrap(
     difference B − A, sacreBLEU's p-value and which system is better. sacreBLEU's p is the share of resamples whose
     absolute difference, less the mean absolute difference over the resamples, reaches the observed |B − A|: the
     resampled |Δ| are centred on their own mean, not on Δ, so it is not the two-sided test of B = A and behaves
-    as a one-sided one. The experiment reports use :mod:`adlnmt.experiment.statistics` (centred, two-sided, over
+    as a one-sided one. The experiment reports use :mod:`adlnmt.verdicts.statistics` (centred, two-sided, over
     seeds and sentences) instead.
     """
     names_checked = parse_metrics(metrics)

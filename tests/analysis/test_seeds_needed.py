@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from adlnmt.experiment.grid import Claim
-from adlnmt.experiment.statistics import RunScores
+from adlnmt.verdicts.statistics import RunScores
 
 from .scripts import analysis_script
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adlnmt.experiment.claims import Judgement
-from adlnmt.experiment.grid import Claim
+from adlnmt.verdicts.claims import Claim, Judgement
 from shared_data import MULTI30K
 
 from .scripts import analysis_script

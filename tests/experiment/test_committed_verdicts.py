@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from adlnmt.experiment.claims import Judge
 from adlnmt.experiment.folders import output_folders
 from adlnmt.experiment.grid import load_grid
+from adlnmt.experiment.judge import Judge
 from adlnmt.experiment.runner import plan_runs
-from adlnmt.experiment.statistics import HOLDS, SEED
+from adlnmt.verdicts.statistics import HOLDS, SEED
 from shared_data import needs_multi30k
 
 REPOSITORY = Path(__file__).resolve().parents[2]

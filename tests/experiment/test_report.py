@@ -26,7 +26,7 @@ from adlnmt.experiment.report import (
 )
 from adlnmt.experiment.results import Evaluation, FirstTiming, Retimed, RunResult
 from adlnmt.experiment.rows import Row
-from adlnmt.experiment.statistics import Scorer, brevity_penalty
+from adlnmt.verdicts.statistics import Scorer, brevity_penalty
 
 from .sample_results import CODE, machine, run_result, scored
 

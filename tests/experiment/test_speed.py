@@ -1,5 +1,6 @@
 """The grid's ``speed:`` section: whole-command timings of finished runs, their record, the report's section with
-the Pareto plot, speed claims, and the section's errors."""
+the Pareto plot, its speed claims judged with the grid's other claims (claims.md, claims.json, the verdict page),
+and the section's errors."""
 
 from __future__ import annotations
 
@@ -7,16 +8,22 @@ import contextlib
 import io
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from adlnmt.cli import main
 from adlnmt.errors import UserError
-from adlnmt.experiment.grid import load_grid
-from adlnmt.experiment.speed import SPEED_FILE, Measurement, Point, judge_claims, median_interval, pareto
-from adlnmt.experiment.speed_spec import SpeedClaim, SpeedSpec
+from adlnmt.experiment.grid import Grid, load_grid
+from adlnmt.experiment.judge import Judge, write_claims
+from adlnmt.experiment.runner import Run
+from adlnmt.experiment.speed import SPEED_FILE, Measurement, Point, SpeedRecord, median_interval, pareto
+from adlnmt.experiment.speed_spec import SpeedSpec
+from adlnmt.verdicts.claims import Claim, Judgement
+from adlnmt.verdicts.page import verdict_table
+from adlnmt.verdicts.statistics import FAILS, HOLDS, NOT_TIMED, ONE_SEED, OPEN
+
+from .test_judge import REFERENCES, write_runs
 
 TINY = {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 6, "checkpoint_interval": 3, "lr": 2e-3}
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
@@ -77,8 +84,11 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
     assert "## Decoding speed (whole commands)" in report and "plots/speed-pareto.png" in report
     assert (out / "plots" / "speed-pareto.png").stat().st_size > 0
     assert "| transformer | ctranslate2 | 2 |" in report and "Not timed: aan (ctranslate2:" in report
-    assert "| aan decodes faster | §5 | aan ≥ 1.5 × transformer (beam 2, torch) | 1 |" in report
-    assert "inconclusive: one seed" in report
+    assert "judged with the grid's other claims in [claims.md](claims.md)" in report
+    (claim,) = json.loads((out / "claims.json").read_text())["claims"]
+    assert claim["tested_as"] == "aan ≥ 1.5 × transformer (whole command, torch, beam 2)"
+    loaded = claim["timed_beside_other_work"]  # a repeat with other processes busy: not compared (a loaded machine)
+    assert claim["verdict"] == (NOT_TIMED if loaded else ONE_SEED) and claim["seed_list"] == ("–" if loaded else "1")
     lines = (out / "speed.csv").read_text().splitlines()
     assert lines[0].startswith("variant,engine,beam,seed") and len(lines) == 1 + 6
 
@@ -112,19 +122,122 @@ def test_the_pareto_frontier_keeps_the_undominated() -> None:
     assert [p.variant for p in pareto([fast, good, both_worse, unscored])] == ["fast", "good"]
 
 
-def test_speed_claims_are_judged_on_seed_pairs() -> None:
-    claims = (SpeedClaim("three times", "", "fast", "slow", 3.0, 5, "torch"),
-              SpeedClaim("ten times", "", "fast", "slow", 10.0, 5, "torch"),
-              SpeedClaim("one seed", "", "fast", "alone", 1.0, 5, "torch"),
-              SpeedClaim("untimed", "", "fast", "missing", 1.0, 5, "torch"))  # fmt: skip
-    grid = SimpleNamespace(speed=SpeedSpec("test", beams=(5,), claims=claims), bootstrap_resamples=2000)
-    found = [point("fast", {1: 40, 2: 44, 3: 42}), point("slow", {1: 8, 2: 8.5, 3: 8.2}), point("alone", {3: 1})]
-    judged = {j["claim"].quote: j for j in judge_claims(grid, found)}
-    assert judged["three times"]["verdict"] == "holds"
-    assert judged["three times"]["tested"].effect == pytest.approx(5.13, abs=0.05)
-    assert judged["ten times"]["verdict"] == "does not hold"
-    assert judged["one seed"]["verdict"] == "inconclusive: one seed"
-    assert judged["untimed"]["verdict"] == "not run yet"
+REGISTERED = "abc1234 2026-11-20T08:00:00+00:00"
+
+
+def timed_grid(tmp_path: Path, claims: list[dict], repeats: int = 3) -> Grid:
+    """A grid of four rows on three seeds whose ``speed:`` section times beam 5 with torch, with ``claims``."""
+    (tmp_path / "ref.txt").write_text("\n".join(REFERENCES) + "\n")
+    files = {f"{s}_{side}": "ref.txt" for s in ("train", "valid") for side in ("src", "tgt")}
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "timed", "seeds": [1, 2, 3], "data": files, "bootstrap_resamples": 500,
+        "test": [{"name": "t", "src": "ref.txt", "ref": "ref.txt"}],
+        "train": {"d_model": 32, "heads": 4, "patience": 3},
+        "variants": [{"name": name, "preset": "transformer-small"} for name in ("fast", "slow", "alone", "untimed")],
+        "speed": {"beams": [5], "repeats": repeats, "claims": claims},
+    }))  # fmt: skip
+    return load_grid(path)
+
+
+def time_runs(grid: Grid, out: Path, seconds: dict[tuple[str, int], tuple[float, ...]],
+              finished: tuple[tuple[str, int], ...] = ()) -> list[Run]:  # fmt: skip
+    """Finished runs of ``seconds``' (variant, seed) and of ``finished``, each with a ``speed.json`` of its repeats'
+    wall seconds for 100 sentences (``finished`` alone: none), timed on one processor within the hour."""
+    runs = write_runs(grid, out, {key: {"tests": {"t": REFERENCES}} for key in (*seconds, *finished)})
+    for run in runs:
+        if (times := seconds.get((run.variant.name, run.seed))) is not None:
+            result = run.result()
+            machine = {"cpu": "AMD EPYC", "cpu_capability": "AVX2", "date": "2026-11-28T12:00:00+00:00"}
+            timing = Measurement("torch", 5, 100, times, (0.5,) * len(times), (0.0,) * len(times))
+            run.archive.mkdir(parents=True, exist_ok=True)
+            SpeedRecord(result.fingerprint, result.checkpoint, grid.speed.settings(), machine, (timing,)).save(
+                run.archive / SPEED_FILE
+            )
+    return runs
+
+
+def faster(quote: str, first: str, second: str, ratio: float) -> dict:
+    return {"quote": quote, "faster": [first, second], "ratio": ratio, "beam": 5, "registered": REGISTERED}
+
+
+def test_speed_claims_are_judged_with_the_other_claims(tmp_path: Path) -> None:
+    """A speed claim of the section is judged by the claims' rules: the geometric mean speed ratio over the seeds
+    timed for both rows, its interval, one Holm family with the claims registered together, a verdict word; rows
+    with finished runs but no timing read "not timed yet", and are listed, not dropped."""
+    grid = timed_grid(
+        tmp_path,
+        [
+            faster("three times", "fast", "slow", 3.0),
+            faster("ten times", "fast", "slow", 10),
+            faster("one seed", "fast", "alone", 1.0),
+            faster("untimed", "fast", "untimed", 1.0),
+        ],
+    )
+    noise = (0.99, 1.0, 1.02)
+    seconds = {**{("fast", s): tuple(100 / v * n for n in noise) for s, v in ((1, 40), (2, 44), (3, 42))},
+               **{("slow", s): tuple(100 / v * n for n in noise) for s, v in ((1, 8), (2, 8.5), (3, 8.2))},
+               ("alone", 3): (100.0, 101.0, 99.0)}  # fmt: skip
+    untimed = (("alone", 1), ("alone", 2), ("untimed", 1), ("untimed", 2))
+    runs = time_runs(grid, tmp_path / "out", seconds, finished=untimed)
+    judged = {j.claim.quote: j for j in Judge(grid, runs).judge_all()}
+    three = judged["three times"]
+    assert three.verdict == HOLDS and three.seeds == ((1, 2, 3), (1, 2, 3))
+    speeds = [(40 / 8), (44 / 8.5), (42 / 8.2)]
+    assert three.tested.effect == pytest.approx((speeds[0] * speeds[1] * speeds[2]) ** (1 / 3))  # geometric mean
+    assert three.tested.interval[0] < three.tested.effect < three.tested.interval[1] and three.tested.level == 0.9
+    assert (three.family, three.family_size) == ("abc1234, primary", 4)
+    assert judged["ten times"].verdict == FAILS
+    alone = judged["one seed"]
+    assert (alone.verdict, alone.seeds, alone.untimed) == (ONE_SEED, ((3,), (3,)), ("alone seed 1", "alone seed 2"))
+    missing = judged["untimed"]
+    assert (missing.verdict, missing.tested, missing.untimed) == (NOT_TIMED, None, ("untimed seed 1", "untimed seed 2"))
+
+    out = tmp_path / "report"
+    out.mkdir()
+    write_claims(grid, runs, out)
+    claims = {c["quote"]: c for c in json.loads((out / "claims.json").read_text())["claims"]}
+    assert list(claims) == ["three times", "ten times", "one seed", "untimed"]  # every claim, none dropped
+    assert claims["untimed"]["verdict"] == NOT_TIMED and claims["untimed"]["untimed"] == [
+        "untimed seed 1",
+        "untimed seed 2",
+    ]
+    assert (claims["three times"]["engine"], claims["three times"]["beam"]) == ("torch", 5)
+    assert claims["three times"]["tested_as"] == "fast ≥ 3 × slow (whole command, torch, beam 5)"
+    assert claims["three times"]["summary"].startswith("×5.") and claims["three times"]["level"] == 0.9
+    text = (out / "claims.md").read_text()
+    assert "Speed claims timed as whole commands" in text and "**not timed yet** (no timing: untimed seed 1" in text
+    page = verdict_table([out], tmp_path)
+    assert "H1: fast ≥ 3 × slow (whole command, torch, beam 5)" in page
+    assert "| **not timed yet** (no timing: untimed seed 1; untimed seed 2) |" in page
+
+
+def test_a_speed_claims_interval_is_over_the_timing_repeats(tmp_path: Path) -> None:
+    """With one seed per row, the interval comes from the repeats alone: none when the repeats agree, wide when
+    they scatter (and the verdict then stays open); the claim reads one seed either way."""
+    grid = timed_grid(tmp_path, [faster("twice", "fast", "slow", 2.0)], repeats=5)
+
+    def judged(fast: tuple[float, ...], folder: str) -> Judgement:
+        runs = time_runs(grid, tmp_path / folder, {("fast", 1): fast, ("slow", 1): (10.0,) * 5})
+        (j,) = Judge(grid, runs).judge_all()
+        return j
+
+    steady = judged((4.0,) * 5, "steady")
+    assert steady.tested.interval == pytest.approx((2.5, 2.5)) and steady.measured == HOLDS
+    scattered = judged((2.0, 3.0, 4.0, 6.0, 9.0), "scattered")
+    low, high = scattered.tested.interval
+    assert scattered.tested.effect == pytest.approx(10 / 4.0) and low < 2.0 < high and scattered.measured == OPEN
+    assert steady.verdict == scattered.verdict == ONE_SEED
+
+
+def test_a_speed_claim_registers_like_the_grids_claims(demo_data: Path, tmp_path: Path) -> None:
+    claim = {"quote": "q", "faster": ["aan", "transformer"], "ratio": 2, "beam": 1, "registered": REGISTERED}
+    grid = load_grid(str(grid_file(tmp_path, demo_data / "corpus", {**SPEED, "claims": [claim]})), None)
+    assert grid.speed.claims == (Claim("q", "", "faster", "aan", "transformer", 0.0, "sentences_per_s", "test", 2.0,
+                                       registered="abc1234", registered_at="2026-11-20T08:00:00+00:00",
+                                       engine="torch", beam=1),)  # fmt: skip
+    with pytest.raises(UserError, match=r"speed\.claims\[0\]\.registered: expected 'COMMIT DATE'"):
+        load_grid(str(grid_file(tmp_path, demo_data / "corpus", {**SPEED, "claims": [{**claim, "registered": "x"}]})))
 
 
 @pytest.mark.parametrize(

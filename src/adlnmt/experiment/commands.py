@@ -74,9 +74,9 @@ def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None)
 def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment import slurm
     from adlnmt.experiment.checks import check_input_files, unreadable_results
-    from adlnmt.experiment.claims import write_claims
     from adlnmt.experiment.folders import claim, output_folders
     from adlnmt.experiment.grid import load_grid
+    from adlnmt.experiment.judge import write_claims
     from adlnmt.experiment.lock import lock_output
     from adlnmt.experiment.report import write_report
     from adlnmt.experiment.retime import retime
@@ -190,8 +190,8 @@ def exit_status(outcomes: list[Outcome]) -> int:
 
 
 def cmd_verdicts(args: argparse.Namespace) -> int:
-    from adlnmt.experiment.verdicts import default_archives, rebuild_page, verdict_table
     from adlnmt.store.atomic import write_text_atomic
+    from adlnmt.verdicts.page import default_archives, rebuild_page, verdict_table
 
     if args.check and args.readme is None:
         raise UserError("--check compares a page's tables with the archives: give the page, --page PAGE")

@@ -1,6 +1,6 @@
 """The report's contrastive section: each row's accuracy on the grid's contrastive suites (``contrastive:``), overall
 and by the distance the phenomenon spans, with 95 % intervals from a two-level bootstrap (the suite's items drawn
-with replacement, the same draw for every run, then the seed level of :mod:`adlnmt.experiment.statistics`), and a
+with replacement, the same draw for every run, then the seed level of :mod:`adlnmt.verdicts.statistics`), and a
 plot of accuracy against distance; then the question of Tang et al. (2018) as a test: does a row lose more agreement
 over distance than the baseline? Its drop (accuracy on adjacent items, d = 1, minus distant ones, d ≥ 3, over all
 suites pooled) minus the baseline's, with a paired interval (the items drawn within each group once for all rows,
@@ -20,7 +20,7 @@ import numpy as np
 from adlnmt.analysis.contrastive import DISTANCE_BUCKETS, bucket, read_suite
 from adlnmt.experiment.grid import ContrastiveSuite, Grid
 from adlnmt.experiment.rows import Row
-from adlnmt.experiment.statistics import seed_deviations
+from adlnmt.verdicts.statistics import seed_deviations
 
 RESAMPLES = 2000
 SEED = 20_261_126  # fixed: a rebuilt report gives the same intervals
@@ -30,7 +30,7 @@ NEAR, FAR = 1, 3  # adjacent (distance 1) against distant (distance 3 and more) 
 
 def accuracy_interval(correct: np.ndarray, rng: np.random.Generator) -> tuple[float, float, float]:
     """Mean accuracy of ``correct`` [seeds, items] and its 95 % two-level bootstrap interval (items drawn, then the
-    seed level, :func:`adlnmt.experiment.statistics.seed_deviations`)."""
+    seed level, :func:`adlnmt.verdicts.statistics.seed_deviations`)."""
     items = correct.shape[1]
     item_draws = rng.integers(0, items, size=(RESAMPLES, items))
     items_drawn = correct.mean(axis=0)[item_draws].mean(axis=1)  # the seed mean over the drawn items [RESAMPLES]

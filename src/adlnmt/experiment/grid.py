@@ -23,11 +23,12 @@ from adlnmt.experiment.distill_step import DistillStep
 from adlnmt.experiment.results import RunResult
 from adlnmt.experiment.schema import Reader, read_yaml
 from adlnmt.experiment.speed_spec import SpeedSpec, parse_speed
-from adlnmt.experiment.statistics import RESAMPLES
 from adlnmt.flags import bounds_of, flagged, kind_of
 from adlnmt.inference.options import SearchOptions
 from adlnmt.metrics import parse_metrics
 from adlnmt.train.config import TrainConfig, build_config
+from adlnmt.verdicts.claims import Claim, registration_of
+from adlnmt.verdicts.statistics import RESAMPLES
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
@@ -38,7 +39,6 @@ CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "larg
 CLAIM_KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
 # claim metrics measured once per run, not per test set: their value in a run's result
 RUN_METRICS: dict[str, Callable[[RunResult], float]] = {"valid_ppl": lambda result: result.best_valid_ppl}
-REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d))")
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates", "variants")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper", "distilled")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
@@ -99,44 +99,6 @@ class Variant:
     train: dict[str, Any]  # TrainConfig values without data, model and seed
     data: DataSpec
     paper: dict[str, float] = field(default_factory=dict)  # the paper's published scores of this row, by column
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A claim of the paper about two rows: ``first`` is better than ``second`` (kind ``better``), at most ``margin``
-    points worse (kind ``close``), within ``margin`` points either way (kind ``equivalent``) on ``metric`` of test set
-    ``test`` (of its sources of ``min_source_words`` to ``max_source_words`` words, 0: no bound), or decodes ``test``
-    at least ``ratio`` times as many sentences per second (kind ``faster``; ``metric`` is then "sentences_per_s"),
-    or the step from row ``first_from`` to ``first`` gains more than the step from ``second_from`` to ``second``
-    (kind ``larger_gain``, the paper's "the largest gains come from ...").
-    ``registered``: the commit that added the claim in this form and its date (ISO 8601), "" when not recorded;
-    ``out_of_scope``: why the paper's claim does not extend to this data (then it is shown, not judged)."""
-
-    quote: str
-    where: str  # e.g. "§4.4"
-    kind: str  # better | close | equivalent | faster
-    first: str
-    second: str
-    margin: float
-    metric: str
-    test: str
-    ratio: float = 1.0
-    min_source_words: int = 0
-    max_source_words: int = 0
-    out_of_scope: str = ""
-    registered: str = ""
-    registered_at: str = ""
-    first_from: str = ""  # larger_gain: the rows the two steps start from
-    second_from: str = ""
-
-    @property
-    def rows(self) -> tuple[str, ...]:
-        """Every row the claim reads: (A, B), or (A, A0, B, B0) for a larger gain."""
-        return (
-            (self.first, self.first_from, self.second, self.second_from)
-            if self.first_from
-            else (self.first, self.second)
-        )
 
 
 @dataclass(frozen=True)
@@ -455,14 +417,12 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
     if min(words) < 0 or (words[1] and words[0] > words[1]) or (any(words) and metric in RUN_METRICS):
         reader.fail(where, "min_source_words/max_source_words: expected 0 ≤ min ≤ max (0: no bound), on a metric "
                     "scored per sentence")  # fmt: skip
-    registered = str(block.get("registered", ""))
-    found = REGISTERED.fullmatch(registered)
-    if registered and not found:
-        reader.fail(f"{where}.registered", f"expected 'COMMIT DATE' (e.g. 5499228 2026-11-23T16:57:09+00:00: the "
-                    f"commit that added the claim and its committer date), got {registered!r}")  # fmt: skip
+    try:
+        registered = registration_of(str(block.get("registered", "")))
+    except ValueError as err:
+        reader.fail(f"{where}.registered", str(err))
     return Claim(str(block["quote"]).strip(), str(block.get("where", "")), kind, pair[0], pair[1], margin, metric,
-                 test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(),
-                 found.group(1) if found else "", found.group(2) if found else "",
+                 test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(), *registered,
                  *(str(step[1]) for step in steps))  # fmt: skip
 
 

@@ -4,7 +4,7 @@ with the table and the plots.
 
 Significance: every variant against the baseline, the difference of the means with its 95 % interval and centred
 two-sided p from the two-level bootstrap (test sentences, then a Student-t seed level) of
-:mod:`adlnmt.experiment.statistics`; a cell is marked † when the interval excludes 0 and p < 0.05 (one comparison at
+:mod:`adlnmt.verdicts.statistics`; a cell is marked † when the interval excludes 0 and p < 0.05 (one comparison at
 a time, unadjusted: the claims carry Holm's adjustment).
 """
 
@@ -28,7 +28,9 @@ from adlnmt.experiment.results import RunResult, Timing
 from adlnmt.experiment.rows import Row, collect
 from adlnmt.experiment.runner import Run, last_lines
 from adlnmt.experiment.speed import speed_section
-from adlnmt.experiment.statistics import (
+from adlnmt.store.atomic import write_text_atomic
+from adlnmt.verdicts.claims import TIMED_TOGETHER_MINUTES
+from adlnmt.verdicts.statistics import (
     ALPHA,
     LOWER_IS_BETTER,
     RunScores,
@@ -37,7 +39,6 @@ from adlnmt.experiment.statistics import (
     brevity_penalty,
     two_level,
 )
-from adlnmt.store.atomic import write_text_atomic
 
 
 def mean_std(values: list[float]) -> tuple[float | None, float | None]:
@@ -92,14 +93,15 @@ def finished_runs(runs: list[Run]) -> Finished:
 
 def add_significance(grid: Grid, rows: list[Row], finished: Finished, scorer: Scorer) -> None:
     """Every variant against the baseline on every test set and metric: the difference of the means with its 95 %
-    interval and centred two-sided p from the two-level bootstrap of :mod:`adlnmt.experiment.statistics`, over the
+    interval and centred two-sided p from the two-level bootstrap of :mod:`adlnmt.verdicts.statistics`, over the
     seeds of each row evaluated on the test set."""
     if grid.baseline is None:
         return
 
     def scores(variant: str, test: str, metric: str) -> list[RunScores]:
         found = (finished.get((variant, seed)) for seed in grid.seeds)
-        return [r for run in found if run and (r := scorer.run(*run, test, metric))]
+        return [r for folder, result in filter(None, found)
+                if (r := scorer.run(result.hypotheses(folder, test), test, metric))]  # fmt: skip
 
     for row in rows:
         if row.name == grid.baseline:
@@ -221,11 +223,6 @@ def timed_on(result: RunResult) -> str:
     return result.machine(timed=True).processor
 
 
-# Two decoding speeds compare as a ratio only when measured on one processor within this many minutes of each other:
-# this project's VM runs the same code up to 25 % faster or slower from hour to hour and from session to session.
-TIMED_TOGETHER_MINUTES = 60
-
-
 def timed_together(first: RunResult, second: RunResult) -> bool:
     """Whether the two runs' speeds, as they stand, were measured on one processor within TIMED_TOGETHER_MINUTES."""
     a, b = first.machine(timed=True), second.machine(timed=True)
@@ -329,7 +326,11 @@ def length_table(grid: Grid, rows: list[Row], finished: Finished, scorer: Scorer
         cells = [row.name]
         for test in grid.tests:
             runs = (finished.get((row.name, seed)) for seed in grid.seeds)
-            ratios = [ratio for run in runs if run and (ratio := scorer.length_ratio(*run, test.name)) is not None]
+            ratios = [
+                ratio
+                for folder, result in filter(None, runs)
+                if (ratio := scorer.length_ratio(result.hypotheses(folder, test.name), test.name)) is not None
+            ]
             if not ratios:
                 cells.append("–")
                 continue

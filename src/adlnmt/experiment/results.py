@@ -239,6 +239,12 @@ class RunResult(Record):
         found = self.tests.get(test)
         return found.scores.get(metric) if found else None
 
+    def hypotheses(self, folder: Path, test: str) -> Path | None:
+        """The file of the run's hypotheses on ``test`` (``folder``: the one holding this result.json); None when the
+        run was not evaluated on it."""
+        found = self.tests.get(test)
+        return folder / found.hypotheses if found else None
+
     def timing(self, test: str) -> Timing | None:
         found = self.tests.get(test)
         return found.timing if found else None

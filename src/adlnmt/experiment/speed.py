@@ -11,10 +11,9 @@ repeats with a distribution-free interval (order statistics; its coverage is sta
 
 ``speed.json`` (this module owns it) is kept beside the run's archived ``result.json``, with the settings, the
 run's fingerprint and the machine; a run whose record matches both is not timed again. The report gets a section:
-the table, BLEU (the grid's first metric) against sentences per second with the Pareto frontier per beam, and the
-section's own claims, ``faster: [A, B]`` with ``ratio``, ``beam`` and ``engine``, judged like the grid's speed
-claims: the log ratio of A's and B's speeds per seed timed for both, a seed-level bootstrap, a one-sided test at
-the 90 % interval, Holm-adjusted over the section's claims.
+the table and BLEU (the grid's first metric) against sentences per second with the Pareto frontier per beam. The
+section's own claims, ``faster: [A, B]`` with ``ratio``, ``beam`` and ``engine``, are judged with the grid's other
+claims into claims.md and claims.json (:mod:`adlnmt.experiment.judge`, from the records read here).
 """
 
 from __future__ import annotations
@@ -28,13 +27,16 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from adlnmt.bench.machine import BUSY_BESIDE_LIMIT
 from adlnmt.errors import UserError
 from adlnmt.experiment.speed_spec import PRECISIONS, SpeedSpec
 from adlnmt.jsontext import parse_json
 from adlnmt.store.atomic import atomic_write
+from adlnmt.verdicts.claims import TIMED_TOGETHER_MINUTES
 
 SPEED_FILE = "speed.json"
 FORMAT_VERSION = 1
@@ -71,6 +73,11 @@ class Measurement:
     def sentences_per_s(self) -> float | None:
         return self.sentences / statistics.median(self.seconds) if self.seconds else None
 
+    @property
+    def beside_others(self) -> bool:
+        """Whether a repeat ran with more than ``BUSY_BESIDE_LIMIT`` cores busy beside it: not a speed to compare."""
+        return any(busy is not None and busy > BUSY_BESIDE_LIMIT for busy in self.busy_beside)
+
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "beam": self.beam, "sentences": self.sentences, "seconds": list(self.seconds),
                 "load": list(self.load), "busy_beside": list(self.busy_beside), "skipped": self.skipped}  # fmt: skip
@@ -95,6 +102,13 @@ class SpeedRecord:
 
     def find(self, engine: str, beam: int) -> Measurement | None:
         return next((m for m in self.measurements if (m.engine, m.beam) == (engine, beam)), None)
+
+    def timed_with(self, other: SpeedRecord) -> bool:
+        """Whether the two records were timed on one processor within ``TIMED_TOGETHER_MINUTES`` of each other:
+        only then do their speeds compare as a ratio."""
+        processors = [f"{r.machine.get('cpu')} ({r.machine.get('cpu_capability')})" for r in (self, other)]
+        dates = [datetime.fromisoformat(str(r.machine.get("date"))) for r in (self, other)]
+        return processors[0] == processors[1] and abs(dates[0] - dates[1]) <= timedelta(minutes=TIMED_TOGETHER_MINUTES)
 
     def save(self, path: Path) -> None:
         record = {"format_version": FORMAT_VERSION, "fingerprint": self.fingerprint, "checkpoint": self.checkpoint,
@@ -307,48 +321,8 @@ def pareto_plot(grid: Any, found: list[Point], path: Path) -> Path:
     return save_figure(figure, path)
 
 
-def judge_claims(grid: Any, found: list[Point]) -> list[dict[str, Any]]:
-    """Each speed claim's judgement: per seed timed for both rows, log(speed A / speed B); seed-level bootstrap;
-    ``faster`` at the 90 % interval against log(ratio); Holm over the section's tested claims."""
-    from adlnmt.experiment.statistics import MIN_SEEDS, MISSING, ONE_SEED, assess, holm, seed_level, verdict
-
-    judged = []
-    for claim in grid.speed.claims:
-        at = {p.variant: p for p in found if (p.engine, p.beam) == (claim.engine, claim.beam)}
-        first, second = at.get(claim.first), at.get(claim.second)
-        seeds = sorted(set(first.by_seed) & set(second.by_seed)) if first and second else []
-        speeds = [(first.by_seed[s].sentences_per_s, second.by_seed[s].sentences_per_s) for s in seeds]  # type: ignore[union-attr]
-        tested = None
-        if len(seeds) >= MIN_SEEDS:
-            logs = [math.log(a / b) for a, b in speeds]  # type: ignore[operator]
-            tested = assess("faster", seed_level(logs, None, False, grid.bootstrap_resamples), ratio=claim.ratio)
-        judged.append({"claim": claim, "seeds": seeds, "speeds": speeds, "tested": tested,
-                       "verdict": MISSING if not seeds else ONE_SEED if tested is None else ""})  # fmt: skip
-    tested = [j for j in judged if j["tested"] is not None]
-    for j, adjusted in zip(tested, holm([j["tested"].p_value for j in tested]), strict=True):
-        j["adjusted_p"], j["verdict"] = adjusted, verdict(j["tested"], adjusted)
-    return judged
-
-
-def _claims_table(judged: list[dict[str, Any]]) -> str:
-    lines = ["| claim | where | A ≥ ratio × B | seeds | A sent/s | B sent/s | A / B (90 % interval) | p (Holm) "
-             "| verdict |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for j in judged:
-        c, t = j["claim"], j["tested"]
-        means = [statistics.mean(s[k] for s in j["speeds"]) if j["speeds"] else None for k in (0, 1)]
-        effect = f"×{t.effect:.2f} [×{t.interval[0]:.2f}, ×{t.interval[1]:.2f}]" if t else "–"
-        p = f"{j['adjusted_p']:.3g}" if t else "–"
-        speeds = " | ".join(f"{m:.1f}" if m is not None else "–" for m in means)
-        lines.append(f"| {c.quote} | {c.where or '–'} | {c.first} ≥ {c.ratio:g} × {c.second} (beam {c.beam}, "
-                     f"{c.engine}) | {', '.join(map(str, j['seeds'])) or '–'} | {speeds} | {effect} | {p} | "
-                     f"{j['verdict']} |")  # fmt: skip
-    return "\n".join(lines)
-
-
 def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
     """The report's speed section (Markdown parts; none without a ``speed:`` section), ``speed.csv`` and the plot."""
-    from adlnmt.bench.machine import BUSY_BESIDE_LIMIT
-
     spec = grid.speed
     if spec is None:
         return []
@@ -398,5 +372,6 @@ def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
     plot = pareto_plot(grid, found, out / "plots" / "speed-pareto.png")
     parts += ["\n".join(rows), " ".join(notes), f"![BLEU against speed](plots/{plot.name})"]
     if spec.claims:
-        parts += ["### Speed claims", _claims_table(judge_claims(grid, found))]
+        parts.append(f"The section's {len(spec.claims)} speed claim(s) are judged with the grid's other claims in "
+                     "[claims.md](claims.md).")  # fmt: skip
     return parts

@@ -1,5 +1,7 @@
 """The ``speed:`` section of a grid as written: its keys, claims and checks (:func:`parse_speed`); the grid reads
-it here, and :mod:`adlnmt.experiment.speed` times and reports what it asks for."""
+it here, :mod:`adlnmt.experiment.speed` times and reports what it asks for, and its claims (``faster`` claims
+with an engine and beam, :class:`adlnmt.verdicts.claims.Claim`) are judged with the grid's other claims
+(:mod:`adlnmt.experiment.judge`)."""
 
 from __future__ import annotations
 
@@ -8,24 +10,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from adlnmt.experiment.schema import Reader
+from adlnmt.verdicts.claims import Claim, registration_of
 
 SPEED_KEYS = ("test", "engines", "precision", "threads", "beams", "repeats", "lines", "claims")
-CLAIM_KEYS = ("quote", "where", "faster", "ratio", "beam", "engine")
+CLAIM_KEYS = ("quote", "where", "faster", "ratio", "beam", "engine", "registered")
 ENGINES = ("torch", "ctranslate2")
 PRECISIONS = {"fp32": "none", "int8": "int8"}  # → the ctranslate2 export's quantization
-
-
-@dataclass(frozen=True)
-class SpeedClaim:
-    """``first`` decodes at least ``ratio`` times as many sentences per second as ``second`` (beam, engine)."""
-
-    quote: str
-    where: str
-    first: str
-    second: str
-    ratio: float
-    beam: int
-    engine: str
 
 
 @dataclass(frozen=True)
@@ -39,7 +29,7 @@ class SpeedSpec:
     beams: tuple[int, ...] = (1, 5)
     repeats: int = 3
     lines: int = 0  # the first N lines of the test set; 0: all
-    claims: tuple[SpeedClaim, ...] = ()
+    claims: tuple[Claim, ...] = ()  # faster, with the engine and beam timed
 
     def of_rows(self, variants: tuple[str, ...]) -> SpeedSpec:
         """The section with only the claims on ``variants`` (a scale's rows)."""
@@ -75,13 +65,13 @@ def parse_speed(reader: Reader, value: Any, tests: tuple[str, ...], variants: tu
         if numbers[key] < low:
             reader.fail(f"speed.{key}", f"must be at least {low}, got {numbers[key]}")
     beams = reader.positive_ints(block.get("beams", [1, 5]), "speed.beams")
-    claims = tuple(_claim(reader, item, f"speed.claims[{i}]", variants, beams, tuple(engines))
+    claims = tuple(_claim(reader, item, f"speed.claims[{i}]", variants, test, beams, tuple(engines))
                    for i, item in enumerate(block.get("claims") or []))  # fmt: skip
     return SpeedSpec(test, tuple(engines), precision, beams=beams, claims=claims, **numbers)
 
 
-def _claim(reader: Reader, value: Any, where: str, variants: tuple[str, ...], beams: tuple[int, ...],
-           engines: tuple[str, ...]) -> SpeedClaim:  # fmt: skip
+def _claim(reader: Reader, value: Any, where: str, variants: tuple[str, ...], test: str, beams: tuple[int, ...],
+           engines: tuple[str, ...]) -> Claim:  # fmt: skip
     block = reader.mapping(value, where, CLAIM_KEYS)
     for key in ("quote", "faster", "ratio"):
         if key not in block:
@@ -101,7 +91,10 @@ def _claim(reader: Reader, value: Any, where: str, variants: tuple[str, ...], be
     engine = str(block.get("engine", engines[0]))
     if engine not in engines:
         reader.unknown(f"{where}.engine", engine, engines, "timed engine")
-    return SpeedClaim(str(block["quote"]).strip(), str(block.get("where", "")), pair[0], pair[1], ratio, beam, engine)
-
-
-# --- measuring ---------------------------------------------------------------------------------------------------
+    try:
+        registered = registration_of(str(block.get("registered", "")))
+    except ValueError as err:
+        reader.fail(f"{where}.registered", str(err))
+    return Claim(str(block["quote"]).strip(), str(block.get("where", "")), "faster", pair[0], pair[1], 0.0,
+                 "sentences_per_s", test, ratio, registered=registered[0], registered_at=registered[1], engine=engine,
+                 beam=beam)  # fmt: skip

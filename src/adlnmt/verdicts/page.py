@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from adlnmt.errors import UserError
-from adlnmt.experiment.runner import read_json
+from adlnmt.jsontext import parse_json
 
 START = (
     "<!-- verdicts: built by `adlnmt verdicts --page docs/reproductions.md` from experiments/results/*/claims.json -->"
@@ -46,6 +46,8 @@ def _cells(claim: dict, title: str, link: str) -> str:
         verdict += f" ({claim['out_of_scope']}; measured: {claim['measured']})"
     elif claim["measured"] != claim["verdict"]:
         verdict += f" (measured: {claim['measured']})"
+    if claim.get("untimed"):
+        verdict += f" (no timing: {'; '.join(claim['untimed'])})"
     if claim.get("post_registration") and claim["post_registration"] != claim["verdict"]:
         verdict += f"; on the runs after its registration alone: {claim['post_registration']}"
     registered, mde = claim.get("registration") or "not recorded", claim.get("mde_text", "–")
@@ -110,7 +112,10 @@ def verdict_table(archives: list[Path], base: Path) -> str:
 
 def _judged(archive: Path) -> dict:
     """The archive's claims.json, checked."""
-    judged = read_json(archive / "claims.json")
+    try:
+        judged = parse_json((archive / "claims.json").read_bytes())
+    except (OSError, ValueError):
+        judged = None
     if not isinstance(judged, dict) or not isinstance(judged.get("claims"), list):
         raise UserError(f"{archive / 'claims.json'}: missing or malformed (rebuild it with adlnmt experiment "
                         "GRID --report-only)")  # fmt: skip

@@ -1,6 +1,6 @@
-"""Claims judged on runs (claims.md, claims.json): which runs enter, per test set; the marks for runs that did not
-converge, claims out of scope and claims registered after results; and the registration of the shipped claims,
-checked against the repository's history."""
+"""Claims judged on runs (:mod:`adlnmt.experiment.judge`: claims.md, claims.json): which runs enter, per test set;
+the marks for runs that did not converge, claims out of scope and claims registered after results; and the
+registration of the shipped claims, checked against the repository's history."""
 
 from __future__ import annotations
 
@@ -13,17 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from adlnmt.experiment.claims import (
-    Judge,
-    detectable_effect,
-    relation,
-    seed_list,
-    write_claims,
-)
-from adlnmt.experiment.grid import CLAIM_KINDS, Claim, load_grid
+from adlnmt.experiment.grid import CLAIM_KINDS, load_grid
+from adlnmt.experiment.judge import Judge, write_claims
 from adlnmt.experiment.results import RESULT_FILE
 from adlnmt.experiment.runner import plan_runs
-from adlnmt.experiment.statistics import (
+from adlnmt.verdicts.claims import detectable_effect, relation, seed_list
+from adlnmt.verdicts.statistics import (
     CLAIM_RESAMPLES,
     FAILS,
     HOLDS,
@@ -42,18 +37,6 @@ REFERENCES = [f"a photo of {n} people walking along the {place}" for n in ("two"
 WORSE = [line.replace("people", "dogs").replace("along", "near") for line in REFERENCES]
 CONVERGED = (10.0, 11.0, 12.0, 13.0)  # validation perplexities, one per 100 updates
 IMPROVING = (20.0, 15.0, 10.0)
-
-
-def claim(kind: str, margin: float = 0.0, ratio: float = 1.0, metric: str = "bleu") -> Claim:
-    return Claim("q", "", kind, "A", "B", margin, metric, "test", ratio)
-
-
-def test_relations() -> None:
-    assert relation(claim("better")) == "A > B"
-    assert relation(claim("better", metric="valid_ppl")) == "A < B (valid_ppl, lower is better)"
-    assert relation(claim("close")) == "A ≥ B" and relation(claim("close", 0.5)) == "A ≥ B − 0.5"
-    assert relation(claim("equivalent", 0.5)) == "A = B ± 0.5"
-    assert relation(claim("faster", ratio=3.7)) == "A ≥ 3.7 × B"
 
 
 def make_grid(tmp_path: Path, claims: list[dict], tests: tuple[str, ...] = ("t",)) -> Any:
@@ -171,7 +154,7 @@ def test_speeds_timed_on_different_processors_are_not_compared(tmp_path: Path) -
     assert judged(same) == ((1, 2), (), HOLDS)  # 5x on both seed pairs
     assert judged(same, speed=12.0) == ((1, 2), (), FAILS)
     assert judged({**same, ("A", 2): "AVX512"}) == ((1,), (2,), ONE_SEED)  # seed 2 not compared: one pair left
-    assert judged({**same, ("A", 1): "AVX512", ("A", 2): "AVX512"})[1:] == ((1, 2), "not run yet")
+    assert judged({**same, ("A", 1): "AVX512", ("A", 2): "AVX512"})[1:] == ((1, 2), "not timed yet")
 
 
 def test_speeds_timed_hours_apart_are_not_compared(tmp_path: Path) -> None:

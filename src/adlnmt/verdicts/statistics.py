@@ -11,7 +11,9 @@ to each replicate a draw of the rows' seed-mean error, Student's t scaled by the
 Welch–Satterthwaite degrees of freedom (:func:`seed_deviations`; resampling 3–5 seeds instead under-covers).
 METEOR and sentBLEU have no additive statistics beyond the sentence score: their corpus score is the mean of the
 sentence scores, and the bootstrap averages the drawn sentences' scores. Values measured once per run (decoding
-speed, validation perplexity) have the seed level alone.
+speed, validation perplexity) have the seed level alone. A speed timed as a whole command ``repeats`` times per run
+(a grid's ``speed:`` section) has a timing level in place of the sentences: each replicate draws the run's repeats
+with replacement and takes their median (:func:`repeat_scores`).
 
 **Tests.** With the observed effect d and the replicates d*, d* − d estimates the distribution of the estimate
 around the truth (the bootstrap is *centred* on d). The two-sided p of "no difference" is (1 + #{|d* − d| ≥ |d|}) /
@@ -46,8 +48,6 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from adlnmt.experiment.results import RunResult
-
 RESAMPLES = 10_000  # the report's tables of differences
 CLAIM_RESAMPLES = 100_000  # the least a claim's verdict rests on
 MAX_RESAMPLES = 1_600_000  # a verdict still within MC_ERRORS Monte Carlo errors of flipping here says so
@@ -63,6 +63,7 @@ KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
 HOLDS, FAILS, OPEN = "holds", "does not hold", "inconclusive"
 OUT_OF_SCOPE, NOT_CONVERGED, MISSING = "out of scope at this data size", "inconclusive: not converged", "not run yet"
 ONE_SEED = "inconclusive: one seed"
+NOT_TIMED = "not timed yet"  # a speed claim whose rows have finished runs, but no timing to compare
 MIN_SEEDS = 2  # per row, for a decided verdict (the seed level of the bootstrap needs variation to draw from)
 
 
@@ -188,6 +189,16 @@ def run_scores(metric: str, statistics: np.ndarray, resamples: int = RESAMPLES, 
     return RunScores(float(corpus_scores(metric, statistics.sum(axis=0))), replicates)
 
 
+def repeat_scores(seconds: Sequence[float], sentences: int, resamples: int, rng: np.random.Generator) -> RunScores:
+    """A run's decoding speed from the wall seconds of its repeated timings of ``sentences`` sentences: the log of
+    the sentences per second at the median repeat, and in each of ``resamples`` replicates at the median of the
+    repeats drawn with replacement (the timing level of a speed claim's bootstrap, as the sentences are of a
+    score's)."""
+    times = np.asarray(seconds, dtype=np.float64)
+    drawn = times[rng.integers(0, len(times), size=(resamples, len(times)))]
+    return RunScores(math.log(sentences / float(np.median(times))), np.log(sentences / np.median(drawn, axis=1)))
+
+
 @dataclass(frozen=True)
 class Estimate:
     """An effect (positive favours A) and its bootstrap replicates."""
@@ -204,7 +215,7 @@ def seed_deviations(rows: Sequence[tuple[float, Sequence[float]]], resamples: in
     ddof 1, less the row's ``within`` part, floored at 0; a row of one seed adds nothing: its seed variance is
     unknown), drawn as Student's t with the Welch–Satterthwaite degrees of freedom, Σ(w²s²/n)² / Σ((w²s²/n)² /
     (n − 1)): with 3–5 seeds, resampling the seeds themselves gives too narrow an interval (a discrete draw whose
-    variance is (n − 1)/n of the seed mean's, and no t tails), which this corrects (tests/experiment/
+    variance is (n − 1)/n of the seed mean's, and no t tails), which this corrects (tests/verdicts/
     test_statistics.py measures the coverage of both)."""
     within = within or [0.0] * len(rows)
     parts = [(weight**2 * max(0.0, float(np.var(scores, ddof=1)) - own) / len(scores), len(scores) - 1)
@@ -236,9 +247,9 @@ def contrast(rows: Sequence[Sequence[RunScores]], weights: Sequence[float], lowe
     all runs (in their :class:`RunScores`; each row's replicate is the mean of its runs'), plus each replicate's
     :func:`seed_deviations` of the seed effect alone (each row's seed variance less its :func:`interaction`, which
     the sentence level draws already). Weights (1, −1) give A − B (:func:`two_level`); (1, −1, −1, 1) on rows (A,
-    A0, B, B0) the gain of the step A0 → A over that of B0 → B. Negated when lower is better. ``seeds`` counts the
-    runs of the first two rows."""
-    if len(rows) != len(weights) or len(rows) < 2 or any(not row for row in rows):
+    A0, B, B0) the gain of the step A0 → A over that of B0 → B; one row of weight 1 its mean (e.g. of paired
+    differences). Negated when lower is better. ``seeds`` counts the runs of the first two rows (of one row: twice)."""
+    if len(rows) != len(weights) or not rows or any(not row for row in rows):
         raise ValueError("each row needs at least one run, and a weight")
     rng = np.random.default_rng([seed, *(len(row) for row in rows)])
     weighted = list(zip(weights, rows, strict=True))
@@ -248,7 +259,7 @@ def contrast(rows: Sequence[Sequence[RunScores]], weights: Sequence[float], lowe
     replicates = sentences + seed_deviations(scores, len(sentences), rng, within)
     effect = float(sum(w * np.mean(row_scores) for w, row_scores in scores))
     sign = -1.0 if lower_is_better else 1.0
-    return Estimate(sign * effect, sign * replicates, (len(rows[0]), len(rows[1])))
+    return Estimate(sign * effect, sign * replicates, (len(rows[0]), len(rows[min(1, len(rows) - 1)])))
 
 
 def two_level(first: Sequence[RunScores], second: Sequence[RunScores], lower_is_better: bool = False,
@@ -478,26 +489,25 @@ class Scorer:
             self._lines[path] = tuple(read_lines(path))
         return self._lines[path]
 
-    def run(self, folder: Path, result: RunResult, test: str, metric: str, words: tuple[int, int] = (0, 0),
+    def run(self, hypotheses: Path | None, test: str, metric: str, words: tuple[int, int] = (0, 0),
             resamples: int | None = None) -> RunScores | None:  # fmt: skip
-        """The run's scores on ``test`` (its sources of words[0] to words[1] words, 0: no bound) with ``resamples``
-        replicates (default: the scorer's); None when the run was not evaluated on it."""
-        return self.runs([(folder, result)], test, metric, words, resamples)[0]
+        """The scores on ``test`` (its sources of words[0] to words[1] words, 0: no bound) of a run's ``hypotheses``
+        with ``resamples`` replicates (default: the scorer's); None when the run was not evaluated on it (None)."""
+        return self.runs([hypotheses], test, metric, words, resamples)[0]
 
-    def runs(self, found: Sequence[tuple[Path, RunResult]], test: str, metric: str, words: tuple[int, int] = (0, 0),
+    def runs(self, found: Sequence[Path | None], test: str, metric: str, words: tuple[int, int] = (0, 0),
              resamples: int | None = None) -> list[RunScores | None]:  # fmt: skip
-        """:meth:`run` of several runs; more replicates than computed before extend them, all runs at once."""
+        """:meth:`run` of several runs' hypotheses; more replicates than computed before extend them, all at once."""
         resamples = resamples or self.resamples
         short: dict[int, list[tuple[tuple, np.ndarray]]] = {}  # replicates so far → (key, statistics) to extend
         keys: list[tuple | None] = []
-        for folder, result in found:
-            entry = result.tests.get(test)
-            key = None if entry is None else (folder, test, metric, *words)
+        for hypotheses in found:
+            key = None if hypotheses is None else (hypotheses, test, metric, *words)
             keys.append(key)
             have = self._scores.get(key) if key else None
             if key and (have is None or len(have.replicates) < resamples):
                 source, reference = (self._read(path) for path in self.tests[test])
-                statistics = _sentence_statistics(metric, self._read(folder / entry.hypotheses), reference)
+                statistics = _sentence_statistics(metric, self._read(hypotheses), reference)
                 subset = None
                 if any(words):
                     lengths = np.array([len(line.split()) for line in source])
@@ -515,13 +525,12 @@ class Scorer:
         return [None if key is None else RunScores(self._scores[key].score, self._scores[key].replicates[:resamples])
                 for key in keys]  # fmt: skip
 
-    def length_ratio(self, folder: Path, result: RunResult, test: str) -> float | None:
-        """The run's output length on ``test``: sacreBLEU's tokens (13a) of its hypotheses over the references' (from
-        BLEU's statistics, as sacreBLEU's ``ratio``); None when the run was not evaluated on it."""
-        entry = result.tests.get(test)
-        if entry is None:
+    def length_ratio(self, hypotheses: Path | None, test: str) -> float | None:
+        """A run's output length on ``test``: sacreBLEU's tokens (13a) of its ``hypotheses`` over the references'
+        (from BLEU's statistics, as sacreBLEU's ``ratio``); None when the run was not evaluated on it (None)."""
+        if hypotheses is None:
             return None
         reference = self._read(self.tests[test][1])
-        statistics = _sentence_statistics("bleu", self._read(folder / entry.hypotheses), reference)
+        statistics = _sentence_statistics("bleu", self._read(hypotheses), reference)
         hypothesis_tokens, reference_tokens = statistics[:, 0].sum(), statistics[:, 1].sum()
         return float(hypothesis_tokens / reference_tokens) if reference_tokens else None

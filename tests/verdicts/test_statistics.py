@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from adlnmt import metrics
-from adlnmt.experiment.statistics import (
+from adlnmt.verdicts.statistics import (
     FAILS,
     HOLDS,
     OPEN,
@@ -191,7 +191,7 @@ def test_the_bootstrap_is_deterministic() -> None:
 _REPLICATES_BYTES = """
 import hashlib
 import numpy as np
-from adlnmt.experiment.statistics import run_scores
+from adlnmt.verdicts.statistics import run_scores
 scores = np.column_stack([np.random.default_rng(7).random(1014) * 100, np.ones(1014)])  # (sentence score, 1)
 print(hashlib.sha256(run_scores("sentbleu", scores).replicates.tobytes()).hexdigest())
 """

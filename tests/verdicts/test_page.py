@@ -10,7 +10,7 @@ import pytest
 
 from adlnmt.cli import main
 from adlnmt.errors import UserError
-from adlnmt.experiment.verdicts import END, PROGRESS_END, PROGRESS_START, START, replace_block
+from adlnmt.verdicts.page import END, PROGRESS_END, PROGRESS_START, START, replace_block
 from shared_data import needs_multi30k
 
 REPOSITORY = Path(__file__).resolve().parents[2]

@@ -1,38 +1,28 @@
-"""The paper's claims about a grid's rows, judged on the finished runs: ``claims.md`` and ``claims.json``.
+"""The rules that turn a claim's measurements into its verdict, and how ``claims.md`` and ``claims.json`` state them.
 
-Each claim (grid key ``claims``) compares two rows A and B. Its *primary* verdict is on its own test set over every
-seed of each row evaluated on it; the grid's other test sets give further verdicts over the seeds evaluated on them
-(seed counts shown in each cell). The statistics and the verdict rules are :mod:`adlnmt.experiment.statistics`'s;
-Holm's adjustment runs over the primary verdicts of the table, and separately over each other test set's. Marks:
+A claim (:class:`Claim`) compares two rows A and B of a table. Its test, interval, p and verdict words are
+:mod:`adlnmt.verdicts.statistics`'s; this module adds what holds across a table's claims:
 
-- a claim whose measured rows include a run that did not converge (:func:`adlnmt.experiment.convergence.judge`)
-  reads *inconclusive: not converged*, with what the runs would give;
-- a claim measured on one seed of a row (on a test set added later, say) reads *inconclusive: one seed*: the
-  interval then holds the sentences' variation only, not the seeds', which two-level bootstrapping needs;
-- a claim the paper restricts to data unlike this (``out_of_scope``: e.g. "except for IWSLT", its small corpus) reads
-  *out of scope at this data size*, measured but not judged, and left out of the adjustment;
-- each claim names the commit that registered it (``registered``); the seeds whose runs were evaluated before that
-  commit are named: for them the claim was written after the results.
+- **Holm families fixed at registration** (:func:`family`, :func:`adjusted`): the claims registered together (one
+  commit) on one test set; a claim of the family not measured yet counts with p = 1, so later rows never grow it;
+- **marks** on the measured verdict (:func:`adjusted`): a row measured on fewer than ``MIN_SEEDS`` seeds reads
+  *inconclusive: one seed*, a claim reading a run that did not converge *inconclusive: not converged*, a claim the
+  paper restricts to other data (``out_of_scope``) *out of scope at this data size* (measured, not judged, left
+  out of the adjustment), a speed claim whose rows have no timing *not timed yet*;
+- **registration**: each claim names the commit that registered it (``registered``); the seeds whose runs were
+  evaluated before that commit are named, and the verdict on the later runs alone is given where it differs.
 
-The verdicts are computed from the results every time the report is written, never typed in.
+Gathering the measurements of a grid's runs is :mod:`adlnmt.experiment.judge`'s; the verdicts are computed from the
+results every time the report is written, never typed in.
 """
 
 from __future__ import annotations
 
-import math
+import re
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from adlnmt.experiment.arithmetic import SET_APART_NOTE, row_result, set_apart
-from adlnmt.experiment.convergence import judge as convergence
-from adlnmt.experiment.grid import RUN_METRICS, Claim, Grid
-from adlnmt.experiment.ranks import rank_agreement
-from adlnmt.experiment.report import TIMED_TOGETHER_MINUTES, mean_std, timed_beside_others, timed_together
-from adlnmt.experiment.results import RunResult
-from adlnmt.experiment.runner import Run, write_json
-from adlnmt.experiment.statistics import (
+from adlnmt.verdicts.statistics import (
     ALPHA,
     CLAIM_RESAMPLES,
     ERROR_RATES,
@@ -42,23 +32,68 @@ from adlnmt.experiment.statistics import (
     MIN_SEEDS,
     MISSING,
     NOT_CONVERGED,
+    NOT_TIMED,
     ONE_SEED,
     OUT_OF_SCOPE,
-    SEED,
-    Estimate,
-    RunScores,
-    Scorer,
     Tested,
-    assess,
-    contrast,
     holm,
-    seed_level,
     unsettled,
     verdict,
 )
-from adlnmt.store.atomic import write_text_atomic
 
-VALIDATION = "validation"  # the "test set" of a claim on a per-run metric (valid_ppl)
+# Two decoding speeds compare as a ratio only when measured on one processor within this many minutes of each other:
+# this project's VM runs the same code up to 25 % faster or slower from hour to hour and from session to session.
+TIMED_TOGETHER_MINUTES = 60
+# a claim's registration: the commit that added it in this form and its committer date (ISO 8601)
+REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d))")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of the paper about two rows: ``first`` is better than ``second`` (kind ``better``), at most ``margin``
+    points worse (kind ``close``), within ``margin`` points either way (kind ``equivalent``) on ``metric`` of test set
+    ``test`` (of its sources of ``min_source_words`` to ``max_source_words`` words, 0: no bound), or decodes ``test``
+    at least ``ratio`` times as many sentences per second (kind ``faster``; ``metric`` is then "sentences_per_s"),
+    or the step from row ``first_from`` to ``first`` gains more than the step from ``second_from`` to ``second``
+    (kind ``larger_gain``, the paper's "the largest gains come from ...").
+    ``registered``: the commit that added the claim in this form and its date (ISO 8601), "" when not recorded;
+    ``out_of_scope``: why the paper's claim does not extend to this data (then it is shown, not judged). A ``faster``
+    claim with an ``engine`` (a grid's ``speed:`` section) reads the whole-command timings of that engine and
+    ``beam``; without one, the speeds the runs measured while translating their test sets."""
+
+    quote: str
+    where: str  # e.g. "§4.4"
+    kind: str  # better | close | equivalent | faster
+    first: str
+    second: str
+    margin: float
+    metric: str
+    test: str
+    ratio: float = 1.0
+    min_source_words: int = 0
+    max_source_words: int = 0
+    out_of_scope: str = ""
+    registered: str = ""
+    registered_at: str = ""
+    first_from: str = ""  # larger_gain: the rows the two steps start from
+    second_from: str = ""
+    engine: str = ""  # faster, timed as whole commands: the engine and beam timed
+    beam: int = 0
+
+    def fields(self) -> dict[str, Any]:
+        """The claim's keys for ``claims.json``; those of a whole-command timing only where set (archives written
+        before them lack them)."""
+        found = asdict(self)
+        return found if self.engine else {k: v for k, v in found.items() if k not in ("engine", "beam")}
+
+    @property
+    def rows(self) -> tuple[str, ...]:
+        """Every row the claim reads: (A, B), or (A, A0, B, B0) for a larger gain."""
+        return (
+            (self.first, self.first_from, self.second, self.second_from)
+            if self.first_from
+            else (self.first, self.second)
+        )
 
 
 @dataclass(frozen=True)
@@ -81,6 +116,19 @@ class Judgement:
     family_size: int = 0
     unsettled: bool = False  # still within MC_ERRORS Monte Carlo errors of flipping at MAX_RESAMPLES
     post_registration: str = ""  # the verdict on the runs evaluated after the registration alone, where some were not
+    untimed: tuple[str, ...] = ()  # whole-command speed: "A seed 2 (why)", finished runs without a timing to compare
+
+
+def registration_of(text: str) -> tuple[str, str]:
+    """The commit and the date of a claim's ``registered`` ("COMMIT DATE"); ("", "") for ""; ValueError when it is
+    not of that form."""
+    if not text:
+        return "", ""
+    found = REGISTERED.fullmatch(text)
+    if not found:
+        raise ValueError(f"expected 'COMMIT DATE' (e.g. 5499228 2026-11-23T16:57:09+00:00: the commit that added the "
+                         f"claim and its committer date), got {text!r}")  # fmt: skip
+    return found.group(1), found.group(2)
 
 
 def relation(claim: Claim) -> str:
@@ -94,7 +142,8 @@ def relation(claim: Claim) -> str:
         return f"{a} = {b} ± {claim.margin:g}"
     if claim.kind == "larger_gain":
         return f"({a} − {claim.first_from}) > ({b} − {claim.second_from})"
-    return f"{a} ≥ {claim.ratio:g} × {b}"
+    timing = f" (whole command, {claim.engine}, beam {claim.beam})" if claim.engine else ""
+    return f"{a} ≥ {claim.ratio:g} × {b}{timing}"
 
 
 def source_range(claim: Claim) -> str:
@@ -104,131 +153,6 @@ def source_range(claim: Claim) -> str:
         return ""
     return f", sources of {low}–{high} words" if low and high else f", sources of {low}+ words" if low else \
         f", sources of at most {high} words"  # fmt: skip
-
-
-class Judge:
-    """Judges a grid's claims on its finished runs."""
-
-    def __init__(self, grid: Grid, runs: list[Run], seed: int = SEED) -> None:
-        self.grid = grid
-        self.seed = seed  # of the bootstrap's random stream
-        self.resamples = max(grid.bootstrap_resamples, CLAIM_RESAMPLES)
-        self.finished: dict[tuple[str, int], tuple[Path, RunResult]] = {}
-        for run in runs:
-            if (folder := run.finished_in()) is not None and (result := row_result(run)) is not None:
-                self.finished[(run.variant.name, run.seed)] = (folder, result)
-        self.scorer = Scorer({t.name: (t.src, t.ref) for t in grid.tests}, self.resamples, seed)
-
-    def _runs(self, variant: str, test: str, since: datetime | None = None) -> dict[int, tuple[Path, RunResult]]:
-        """The row's finished runs evaluated on ``test`` (every finished run for a per-run metric), by seed; with
-        ``since``, those evaluated from then on alone."""
-        return {seed: found for seed in self.grid.seeds if (found := self.finished.get((variant, seed)))
-                and (test == VALIDATION or test in found[1].tests)
-                and (since is None or found[1].evaluated >= since)}  # fmt: skip
-
-    def judge(self, claim: Claim, test: str, resamples: int | None = None, since: datetime | None = None) -> Judgement:
-        """The claim on ``test`` with ``resamples`` replicates (default: the least, ``CLAIM_RESAMPLES``), on the runs
-        evaluated from ``since`` on (default: all), before the family's adjustment (``adjusted_p`` and the verdicts
-        unset)."""
-        resamples = resamples or self.resamples
-        rows = {name: self._runs(name, test, since) for name in claim.rows}
-        if claim.kind == "faster":
-            return self._speed(claim, test, rows[claim.first], rows[claim.second], resamples)
-        lower = claim.metric in LOWER_IS_BETTER
-        if claim.metric in RUN_METRICS:
-            a = [RUN_METRICS[claim.metric](result) for _, result in rows[claim.first].values()]
-            b = [RUN_METRICS[claim.metric](result) for _, result in rows[claim.second].values()]
-            estimate = seed_level(a, b, lower, resamples, self.seed) if a and b else None
-            means = (mean_std(a)[0], mean_std(b)[0])
-        else:
-            scored = self.scored(claim, test, resamples, since)
-            weights = contrast_weights(claim)
-            ready = all(scored[name] for name in claim.rows)
-            estimate = (contrast([scored[n] for n in weights], list(weights.values()), lower, self.seed)
-                        if ready else None)  # fmt: skip
-            mean = {name: mean_std([r.score for r in runs])[0] for name, runs in scored.items()}
-            means = (mean[claim.first], mean[claim.second])
-            if claim.first_from:  # the two steps' gains
-                means = tuple(
-                    None if None in (mean[to], mean[start]) else mean[to] - mean[start]
-                    for to, start in ((claim.first, claim.first_from), (claim.second, claim.second_from))
-                )
-        tested = assess(claim.kind, estimate, claim.margin) if estimate else None
-        return self._judgement(claim, test, rows, means, tested)
-
-    def scored(self, claim: Claim, test: str, resamples: int | None = None,
-               since: datetime | None = None) -> dict[str, list[RunScores]]:  # fmt: skip
-        """Each row of the claim: its runs' scores on ``test`` with their sentence-bootstrap replicates (on the
-        claim's source-length range), all rows' runs drawn together."""
-        words = (claim.min_source_words, claim.max_source_words)
-        found = {name: list(self._runs(name, test, since).values()) for name in claim.rows}
-        flat = [run for name in claim.rows for run in found[name]]
-        scores = iter(self.scorer.runs(flat, test, claim.metric, words, resamples or self.resamples))
-        return {name: [r for r in [next(scores) for _ in found[name]] if r] for name in claim.rows}
-
-    def _speed(self, claim: Claim, test: str, first: dict, second: dict, resamples: int) -> Judgement:
-        """A ``faster`` claim from the speed ratio of each seed pair timed on one processor, close together in time."""
-        seeds = [s for s in first if s in second]
-        apart = tuple(s for s in seeds if not timed_together(first[s][1], second[s][1]))
-        beside = tuple(
-            s
-            for s in seeds
-            if s not in apart and (timed_beside_others(first[s][1], test) or timed_beside_others(second[s][1], test))
-        )
-        paired = [s for s in seeds if s not in apart and s not in beside]
-        speeds = [(first[s][1].tests[test].timing.sentences_per_s, second[s][1].tests[test].timing.sentences_per_s)
-                  for s in paired]  # fmt: skip
-        estimate: Estimate | None = None
-        if speeds:
-            estimate = seed_level([math.log(a / b) for a, b in speeds], None, False, resamples, self.seed)
-        tested = assess("faster", estimate, ratio=claim.ratio) if estimate else None
-        means = (mean_std([a for a, _ in speeds])[0], mean_std([b for _, b in speeds])[0])
-        pairs = {claim.first: {s: first[s] for s in paired}, claim.second: {s: second[s] for s in paired}}
-        return replace(self._judgement(claim, test, pairs, means, tested), apart=apart, beside=beside)
-
-    def _judgement(self, claim: Claim, test: str, rows: dict[str, dict[int, tuple[Path, RunResult]]],
-                   means: tuple[float | None, ...], tested: Tested | None) -> Judgement:  # fmt: skip
-        unconverged = tuple(
-            f"{name} seed {seed}" for name, runs in rows.items() for seed, (_, result) in runs.items()
-            if not convergence(result, self.grid.variant(name).train).converged
-        )  # fmt: skip
-        after: list[str] = []
-        if claim.registered_at:
-            registered = datetime.fromisoformat(claim.registered_at)
-            for name, runs in rows.items():
-                if seeds := [seed for seed, (_, result) in runs.items() if result.evaluated < registered]:
-                    after.append(f"{name} seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, sorted(seeds)))}")
-        first, second = rows[claim.first], rows[claim.second]
-        return Judgement(claim, test, test == claim.test or test == VALIDATION, (tuple(first), tuple(second)),
-                         means, tested, unconverged=unconverged, after_results=tuple(after),
-                         fewest_seeds=min(len(runs) for runs in rows.values()))  # fmt: skip
-
-    def judge_all(self, other_tests: bool = True) -> list[Judgement]:
-        """Every claim on its own test set, then (``other_tests``) on each other test set of the grid; verdicts after
-        Holm's adjustment within each family (:func:`family`), with more replicates for any verdict that Monte Carlo
-        error could still flip (doubling up to ``MAX_RESAMPLES``); then, for claims registered after some of their
-        runs' results, the verdict on the later runs alone."""
-        judged = []
-        for claim in self.grid.claims:
-            primary = VALIDATION if claim.metric in RUN_METRICS else claim.test
-            judged.append(self.judge(claim, primary))
-            if primary != VALIDATION and other_tests:
-                others = [t.name for t in self.grid.tests if t.name != primary]
-                judged += [j for test in others if (j := self.judge(claim, test)).tested is not None]
-        judged = adjusted(judged)
-        while shaky := [i for i, j in enumerate(judged) if j.unsettled and j.tested.resamples < MAX_RESAMPLES]:
-            for i in shaky:
-                more = self.judge(judged[i].claim, judged[i].test, 2 * judged[i].tested.resamples)
-                judged[i] = replace(judged[i], tested=more.tested)
-            judged = adjusted(judged)
-        late = {i: self.judge(j.claim, j.test, since=datetime.fromisoformat(j.claim.registered_at))
-                for i, j in enumerate(judged) if j.primary and j.after_results and j.claim.registered_at}  # fmt: skip
-        if late:
-            alone = adjusted([replace(late.get(i, j), adjusted_p=None) for i, j in enumerate(judged)])
-            for i in late:
-                found = alone[i].verdict if alone[i].tested else "no run evaluated after it"
-                judged[i] = replace(judged[i], post_registration=found)
-        return judged
 
 
 def family(j: Judgement) -> str | None:
@@ -266,8 +190,10 @@ def contrast_weights(claim: Claim) -> dict[str, float]:
 
 
 def _verdict(j: Judgement) -> Judgement:
+    """The judgement's measured verdict and its final one, with the marks of the module's docstring."""
     if j.tested is None:
-        return j
+        timed_none = j.untimed or j.apart or j.beside  # finished runs, but no speeds to compare
+        return replace(j, measured=NOT_TIMED, verdict=NOT_TIMED) if timed_none else j
     p = j.adjusted_p if j.adjusted_p is not None else j.tested.p_value
     measured = verdict(j.tested, p, max(j.family_size, 1))
     one_seed = j.fewest_seeds < MIN_SEEDS
@@ -352,6 +278,8 @@ def verdict_text(j: Judgement) -> str:
         text += f" ({j.claim.out_of_scope}; measured: {j.measured})"
     elif j.verdict == ONE_SEED:
         text += f" (the statistics alone: {j.measured})"
+    if j.untimed:
+        text += f" (no timing: {'; '.join(j.untimed)})"
     if j.apart:
         text += (f" (not compared: seed {', '.join(map(str, j.apart))}, A and B not timed on one processor within "
                  f"{TIMED_TOGETHER_MINUTES} minutes)")  # fmt: skip
@@ -409,26 +337,28 @@ def record(j: Judgement) -> dict[str, Any]:
         "unconverged": list(j.unconverged),
         "timed_apart": list(j.apart),
         "timed_beside_other_work": list(j.beside),
+        **({"untimed": list(j.untimed)} if j.untimed else {}),
         "after_results": list(j.after_results),
         "summary": effect(j),
         "seed_list": seed_list(j),
     }
 
 
-def write_claims(grid: Grid, runs: list[Run], out: Path, seed: int = SEED) -> list[Judgement]:
-    """Judge every claim of the grid, write ``claims.md`` and ``claims.json`` under ``out`` and return the primary
-    judgements (nothing when the grid has no claims)."""
-    if not grid.claims:
-        return []
-    judge = Judge(grid, runs, seed)
-    judged = judge.judge_all()
-    title = grid.name + (f" (scale {grid.scale})" if grid.scale else "")
-    lines = [
-        f"# {'Claims of the paper' if any(v.paper for v in grid.variants) else 'Claims'}, judged on {title}",
-        "",
-        grid.description,
-        "",
-        *([grid.scale_description, ""] if grid.scale_description else []),
+def method(whole_command: bool = False) -> str:
+    """The paragraph of ``claims.md`` that states the rules its verdicts follow (``whole_command``: with those of
+    speed claims timed as whole commands)."""
+    timing = (
+        " Speed claims timed as whole commands (the grid's speed section; engine and beam in the hypothesis): each "
+        "run's sentences per second at the median of its timed repeats; the effect is the geometric mean of A / B "
+        f"over the seeds timed for both on one processor within {TIMED_TOGETHER_MINUTES} minutes, none beside other "
+        "work, and its interval has a timing level (each run's repeats drawn with replacement, their median) in "
+        "place of the sentences, then the seed level over those pairs; the test and the error rate are *faster*'s. "
+        "A claim "
+        f"whose rows have finished runs but no such timing reads *{NOT_TIMED}*."
+        if whole_command
+        else ""
+    )
+    return (
         f"A vs B: the rows' mean scores over the seeds listed. Effect: A − B (B − A where lower is better; for speed "
         f"the geometric mean of A / B over the seed pairs timed on one processor within {TIMED_TOGETHER_MINUTES} "
         "minutes of each other) with its bootstrap interval (two-level: sentences of the test set drawn jointly for "
@@ -448,22 +378,17 @@ def write_claims(grid: Grid, runs: list[Run], out: Path, seed: int = SEED) -> li
         "smallest margin TOST would show). A run that did not converge makes the claim inconclusive, and so does a "
         "row measured on one seed (no seed variation to draw from); a claim the paper restricts to other data is "
         "out of scope (measured, not judged). Registered: the commit that added the claim in this form; where "
-        "runs had results before it, the verdict on the later runs alone is given where it differs. Rules and "
-        "references: docs/experiments.md, Significance.",
-        "",
-        *([f"{SET_APART_NOTE}: {', '.join(apart)}.", ""] if (apart := set_apart(runs)) else []),
+        "runs had results before it, the verdict on the later runs alone is given where it differs."
+        + timing
+        + " Rules and references: docs/experiments.md, Significance."
+    )
+
+
+def table(judged: list[Judgement]) -> list[str]:
+    """The lines of ``claims.md``'s table: one per judgement."""
+    return [
         "| claim | hypothesis (A vs B) | metric, test set | seeds | A vs B | effect [interval] | p ± MC error (Holm) "
         "| MDE | verdict | registered |",
         "|---|---|---|---|---|---:|---|---|---|---|",
         *(_line(j) for j in judged),
     ]
-    write_text_atomic(out / "claims.md", "\n".join(lines) + "\n")
-    claims = []
-    for claim in grid.claims:
-        mine = [j for j in judged if j.claim is claim]
-        claims.append({**asdict(claim), "tested_as": relation(claim), "planned_seeds": len(grid.seeds),
-                       **record(mine[0]), "other_tests": [record(j) for j in mine[1:]]})  # fmt: skip
-    ranks = rank_agreement(grid, {key: result for key, (_, result) in judge.finished.items()})
-    write_json(out / "claims.json", {"grid": grid.name, "scale": grid.scale, "error_rates": ERROR_RATES,
-                                     "rank_agreement": ranks, "claims": claims})  # fmt: skip
-    return [j for j in judged if j.primary]
