@@ -108,16 +108,16 @@ def test_shards_do_not_depend_on_the_blocks_read(demo: Path, tmp_path: Path, sma
 def test_worker_errors_come_in_the_order_of_the_lines(demo: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Invalid UTF-8 that a worker finds comes before a line-count mismatch found later by the reader."""
-    monkeypatch.setattr(prepare_module, "BLOCK_LINES", 100)
+    monkeypatch.setattr(prepare_module, "BLOCK_LINES", 20)  # 4 blocks: all in flight when the reader ends
     raw = (demo / "valid.src").read_bytes().splitlines(keepends=True)
-    raw[250] = b"\xff" + raw[250]
+    raw[25] = b"\xff" + raw[25]
     bad = tmp_path / "valid.src"
     bad.write_bytes(b"".join(raw) + b"one more\n")
     with pytest.raises(DataError) as info:
         prepare(**{**files_of(demo), "valid_src": bad}, out_dir=tmp_path / "d", vocab_size=200, workers=2)
     assert (info.value.path, info.value.line, info.value.message) == (
         str(bad),
-        251,
+        26,
         "invalid UTF-8 (byte 1 of the line)",
     )
 
