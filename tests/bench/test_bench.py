@@ -139,22 +139,40 @@ def test_train_synthetic_and_prepared_data(demo_data: Path, tmp_path: Path, caps
     assert_positive(rows, ("updates_per_s", "tokens_per_s", "peak_mb"))
 
 
-def test_train_on_a_sharded_directory_reads_its_first_shard(
+def test_train_reads_a_sharded_directory_as_training_does(
     demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
+    """Every shard, in training's batches and order; collated in the timed loop (shards) or before it (memory): the
+    same batches, so the same tokens and loss."""
     import adlnmt.data.prepare as prepare_module
+    from adlnmt.bench.train import training_batches
+    from adlnmt.data.data_dir import DataDir
     from adlnmt.data.prepare import prepare
+    from adlnmt.data.stream import EpochBatches, EpochPlan
+    from adlnmt.train.config import TrainConfig
 
     corpus = demo_data / "corpus"
     monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 300)  # shard boundaries come at chunk ends
     prepare(corpus / "train.src", corpus / "train.tgt", corpus / "valid.src", corpus / "valid.tgt",
             tmp_path / "sharded", shard_size=300, vocab_size=100)  # fmt: skip
-    argv = ["bench", "train", "--preset", "transformer", "--batch-tokens", "400", "--updates", "2", "--warmup-updates",
-            "1", "--data", str(tmp_path / "sharded"), "--out", str(tmp_path / "out"), *TINY]  # fmt: skip
-    assert main(argv) == 0
-    assert "batches of the first of its 4 training shards (300 pairs)" in capsys.readouterr().err
-    (row,) = read_csv(tmp_path / "out" / "train.csv")
-    assert row["updates"] == "2" and float(row["tokens_per_s"]) > 0
+    data = DataDir.load(tmp_path / "sharded")
+    train, ids = training_batches(data, 400, 7, seed=3)
+    config = TrainConfig()
+    plan = EpochPlan(train, 400, 3, config.shuffle_buffer, config.temperature)
+    assert [b.tolist() for b in ids] == [b.tolist() for b in EpochBatches(plan, 0).take(7)]
+    assert len(data.shards("train")) == 4 and max(int(b.max()) for b in ids) >= 300  # beyond the first shard
+    rows = {}
+    for source in ("shards", "memory"):
+        argv = ["bench", "train", "--preset", "transformer", "--batch-tokens", "400", "--updates", "2",
+                "--warmup-updates", "1", "--data", str(tmp_path / "sharded"), "--batches-from", source,
+                "--out", str(tmp_path / source), *TINY]  # fmt: skip
+        assert main(argv) == 0
+        (rows[source],) = read_csv(tmp_path / source / "train.csv")
+    assert rows["shards"]["batches_from"] == "shards" and rows["memory"]["batches_from"] == "memory"
+    for key in ("updates", "target_tokens", "sentences", "loss"):
+        assert rows["shards"][key] == rows["memory"][key], key
+    assert main(["bench", "train", "--preset", "transformer", "--batches-from", "memory", *TINY]) == 2
+    assert "--batches-from needs --data" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

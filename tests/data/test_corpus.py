@@ -5,9 +5,19 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from adlnmt.data.corpus import RATIO_MIN_LEN, PairCounts, count_lines, length_filter, read_lines, read_parallel
+from adlnmt.data import corpus as corpus_module
+from adlnmt.data.corpus import (
+    RATIO_MIN_LEN,
+    PairCounts,
+    count_lines,
+    length_faults,
+    read_line_blocks,
+    read_lines,
+    read_parallel,
+)
 from adlnmt.errors import DataError
 
 
@@ -100,16 +110,83 @@ def test_empty_lines_are_dropped_as_pairs_and_alignment_kept(tmp_path: Path) -> 
     assert (counts.read, counts.empty) == (6, 3)
 
 
-def test_length_filter() -> None:
-    assert length_filter(10, 12, max_len=250, max_ratio=3.0) is None
-    assert length_filter(251, 100, max_len=250, max_ratio=3.0) == "too_long"
-    assert length_filter(100, 251, max_len=250, max_ratio=3.0) == "too_long"
-    assert length_filter(250, 250, max_len=250, max_ratio=3.0) is None
-    assert length_filter(4, 40, max_len=250, max_ratio=3.0) == "bad_ratio"
-    assert length_filter(40, 4, max_len=250, max_ratio=3.0) == "bad_ratio"
-    assert length_filter(10, 30, max_len=250, max_ratio=3.0) is None  # exactly the ratio is allowed
-    assert length_filter(1, RATIO_MIN_LEN - 1, max_len=250, max_ratio=3.0) is None  # short pairs are exempt
-    assert length_filter(1, RATIO_MIN_LEN, max_len=250, max_ratio=3.0) == "bad_ratio"
+def test_length_faults() -> None:
+    cases = [  # source and target pieces, and the fault
+        (10, 12, None), (251, 100, "too_long"), (100, 251, "too_long"), (250, 250, None), (4, 40, "bad_ratio"),
+        (40, 4, "bad_ratio"), (10, 30, None),  # exactly the ratio is allowed
+        (1, RATIO_MIN_LEN - 1, None),  # short pairs are exempt
+        (1, RATIO_MIN_LEN, "bad_ratio"), (0, 300, "too_long"), (0, RATIO_MIN_LEN, "bad_ratio"),
+    ]  # fmt: skip
+    src, tgt = (np.array([case[i] for case in cases]) for i in (0, 1))
+    too_long, bad_ratio = length_faults(src, tgt, max_len=250, max_ratio=3.0)
+    assert [case[2] for case in cases] == [
+        "too_long" if long else "bad_ratio" if ratio else None for long, ratio in zip(too_long, bad_ratio, strict=True)
+    ]
+
+
+def reference_pairs(src: Path, tgt: Path, counts: PairCounts) -> list[tuple[str, str]]:
+    """Line by line, as read_parallel read before it read blocks (the oracle of the test below)."""
+    src_lines, tgt_lines, pairs, number = read_lines(src), read_lines(tgt), [], 0
+    while True:
+        s, t = next(src_lines, None), next(tgt_lines, None)
+        if s is None or t is None:
+            if s is None and t is None:
+                return pairs
+            src_count = number + (0 if s is None else 1 + sum(1 for _ in src_lines))
+            tgt_count = number + (0 if t is None else 1 + sum(1 for _ in tgt_lines))
+            raise DataError(f"line counts differ: source {src} has {src_count} lines, target {tgt} has {tgt_count}",
+                            tgt if s is None else src, number + 1)  # fmt: skip
+        number += 1
+        counts.read += 1
+        if not s.strip() or not t.strip():
+            counts.empty += 1
+            continue
+        pairs.append((s, t))
+
+
+def outcome(read, src: Path, tgt: Path) -> tuple[object, ...]:
+    counts = PairCounts()
+    try:
+        return ("pairs", read(src, tgt, counts), counts.read, counts.empty)
+    except DataError as err:
+        return ("error", str(err), err.path, err.line)
+
+
+GOOD = [f"line {i} \u00e4" for i in range(23)]
+FILES = {  # name: source bytes, target bytes (.gz names are compressed)
+    "plain": ("\n".join(GOOD) + "\n", "\n".join(GOOD) + "\n"),
+    "bom, CRs, blanks, no final newline": ("\ufeffa\r\n \n" + "\n".join(GOOD), "b\r\r\n\u3000\n" + "\n".join(GOOD)),
+    "bad source byte": (b"a\n" * 9 + b"\xff\n" + b"a\n" * 9, b"b\n" * 9 + b"\xfe\n" + b"b\n" * 9),
+    "bad target byte first": (b"a\n" * 12 + b"\xff\n", b"b\n" * 11 + b"\xfe\n" + b"b\n"),
+    "source longer": ("\n".join(GOOD) + "\nx\ny\n", "\n".join(GOOD) + "\n"),
+    "target longer": ("\n".join(GOOD), "\n".join(GOOD) + "\nx\n"),
+    "source longer, bad byte in its extra lines": (b"a\n" * 16 + b"\xff\n", b"b\n" * 15),
+    "corrupt source.gz": ("\n".join(GOOD) + "\n", "\n".join(GOOD) + "\n"),
+    "corrupt target.gz, bad source byte after": ("\n".join(GOOD[:5]) + "\n\udcff\n", "\n".join(GOOD) + "\n"),
+}
+
+
+@pytest.mark.parametrize("size", [1, 4, 7, 64])
+@pytest.mark.parametrize("case", sorted(FILES))
+def test_block_reading_gives_the_pairs_counts_and_first_error_of_line_by_line_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, size: int
+) -> None:
+    raw = [side.encode("utf-8", "surrogateescape") if isinstance(side, str) else side for side in FILES[case]]
+    names = ["a.src", "a.tgt"]
+    if "corrupt" in case:
+        index = 0 if "corrupt source" in case else 1
+        names[index] += ".gz"
+        compressed = gzip.compress(raw[index])
+        raw[index] = compressed[: len(compressed) // 2 + 20]  # a truncated stream
+    src, tgt = (tmp_path / name for name in names)
+    for path, data in zip((src, tgt), raw, strict=True):
+        path.write_bytes(data)
+    monkeypatch.setattr(corpus_module, "BLOCK_LINES", size)
+    got = outcome(lambda s, t, c: list(read_parallel(s, t, c)), src, tgt)
+    assert got == outcome(reference_pairs, src, tgt)
+    if got[0] == "pairs":  # the blocks after a skipped start are the lines after it
+        tail = [line for block in read_line_blocks(src, tgt, size, skip=5) for line in block.tgt]
+        assert [line.decode().rstrip("\r\n") for line in tail] == list(read_lines(tgt))[5:]
 
 
 def test_a_pipe_is_read_as_a_stream_and_prepare_refuses_it(tmp_path: Path) -> None:

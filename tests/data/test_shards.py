@@ -86,6 +86,42 @@ def test_two_workers_write_the_same_bytes_as_one(demo: Path, tmp_path: Path, sma
             assert (tmp_path / "w1" / name).read_bytes() == (tmp_path / "w2" / name).read_bytes(), name
 
 
+def test_shards_do_not_depend_on_the_blocks_read(demo: Path, tmp_path: Path, small_chunks: None,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Shards end at multiples of CHUNK_PAIRS non-blank pairs, whatever the blocks of lines the workers encode (here
+    smaller than a chunk and straddling chunk ends), with blank, too long and badly proportioned pairs among them."""
+    src, tgt = lines(demo / "train.src"), lines(demo / "train.tgt")
+    for i in range(0, len(src), 37):
+        src[i] = " " if i % 2 else " ".join([src[i]] * 5)  # blank, or a ratio above 3
+    files = {**files_of(demo), "train_src": write_lines(tmp_path / "t.src", src),
+             "train_tgt": write_lines(tmp_path / "t.tgt", tgt)}  # fmt: skip
+    common = {**files, "vocab_size": 200, "shard_size": 300, "max_len": 60}
+    big = prepare(**common, out_dir=tmp_path / "big")
+    assert big["splits"]["train"]["bad_ratio"] > 0 and big["splits"]["train"]["empty"] > 0
+    monkeypatch.setattr(prepare_module, "BLOCK_LINES", 64)
+    small = prepare(**common, out_dir=tmp_path / "small")
+    assert small["splits"] == big["splits"] and len(big["shards"]["train"]) > 2
+    assert [s["sha256"] for s in small["shards"]["train"]] == [s["sha256"] for s in big["shards"]["train"]]
+
+
+@pytest.mark.slow
+def test_worker_errors_come_in_the_order_of_the_lines(demo: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Invalid UTF-8 that a worker finds comes before a line-count mismatch found later by the reader."""
+    monkeypatch.setattr(prepare_module, "BLOCK_LINES", 20)  # 4 blocks: all in flight when the reader ends
+    raw = (demo / "valid.src").read_bytes().splitlines(keepends=True)
+    raw[25] = b"\xff" + raw[25]
+    bad = tmp_path / "valid.src"
+    bad.write_bytes(b"".join(raw) + b"one more\n")
+    with pytest.raises(DataError) as info:
+        prepare(**{**files_of(demo), "valid_src": bad}, out_dir=tmp_path / "d", vocab_size=200, workers=2)
+    assert (info.value.path, info.value.line, info.value.message) == (
+        str(bad),
+        26,
+        "invalid UTF-8 (byte 1 of the line)",
+    )
+
+
 def test_the_reservoir_is_all_in_order_or_a_seeded_uniform_sample(demo: Path) -> None:
     corpus = [Corpus("train", demo / "train.src", demo / "train.tgt")]
     every = list(zip(lines(demo / "train.src"), lines(demo / "train.tgt"), strict=True))

@@ -15,7 +15,7 @@ from adlnmt.data.data_dir import DataDir
 from adlnmt.data.dataset import bucket, collate, make_batches
 from adlnmt.data.demo import write_demo_corpus
 from adlnmt.data.prepare import Corpus, prepare
-from adlnmt.data.stream import EpochBatches, EpochPlan, ShardedTrainData, epoch_counts
+from adlnmt.data.stream import EpochBatches, EpochPlan, ShardedTrainData, dealt_after, epoch_counts
 from adlnmt.errors import DataError
 
 
@@ -135,10 +135,38 @@ def test_every_position_resumes_to_the_same_batches(corpora: dict[str, Path], bu
     while not straight.done:
         positions.append(straight.position)
         batches.append(straight.take(1)[0])
-    for k, (window, batch) in enumerate(positions):
+    for k, (window, dealt, batch) in enumerate(positions):
+        assert dealt == 0
         resumed = list(EpochBatches(EpochPlan(train_data(corpora["many"]), 300, 5, buffer, 2.0), 2, window, batch))
         assert len(resumed) == len(batches) - k
         assert all(np.array_equal(a, b) for a, b in zip(resumed, batches[k:], strict=True))
+
+
+@pytest.mark.parametrize("worlds", [(3, 2, 3), (2, 3, 1), (1, 2, 2)])
+def test_a_resume_with_another_number_of_ranks_deals_the_rest_of_the_window(
+    corpora: dict[str, Path], worlds: tuple[int, ...]
+) -> None:
+    """Ranks of one number take 2 batches each, then (resumed) ranks of another number take 1 each, then ranks of a
+    third number the rest of the window: no batch twice, none skipped but the < world left at the window's end."""
+    train = train_data(corpora["many"])
+    everything = EpochPlan(train, 300, 1, 1500, 1.0).window_batches(0, 0)  # one window: every batch, in order
+    taken: list[list[np.ndarray]] = []
+    dealt = 0
+    for world, count in zip(worlds, (2, 1, None), strict=True):
+        ranks = [EpochBatches(EpochPlan(train, 300, 1, 1500, 1.0, rank=r, world=world), 0, 0, 0, dealt)
+                 for r in range(world)]  # fmt: skip
+        parts = [ranks[r].take(count) if count else list(ranks[r]) for r in range(world)]
+        assert len({len(part) for part in parts}) == 1  # every rank makes the same number of updates
+        taken += parts
+        dealt = dealt_after(dealt, len(parts[0]), world) if count else dealt
+    seen = Counter(i for part in taken for i in flat(part))
+    assert max(seen.values()) == 1
+    last = worlds[-1]
+    expected = everything[:dealt] + everything[dealt:][: (len(everything) - dealt) // last * last]
+    assert sorted(seen) == sorted(flat(expected)) and len(expected) > len(everything) - last
+    few = [list(EpochBatches(EpochPlan(train, 300, 1, 1500, 1.0, rank=r, world=2), 0, 0, 0, len(everything) - 1))
+           for r in range(2)]  # fmt: skip
+    assert few == [[], []]  # one batch left for two ranks: left out, as at the end of any window
 
 
 def test_a_position_the_data_cannot_have_is_refused(corpora: dict[str, Path]) -> None:

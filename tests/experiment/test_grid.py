@@ -61,6 +61,22 @@ def test_a_valid_grid_resolves_scales_and_paths(tmp_path: Path) -> None:
     assert full.translate["beam"] == 5 and full.metrics == ("bleu", "chrf") and full.seeds == (1,)
 
 
+def test_a_variant_may_name_its_own_prepared_directory(tmp_path: Path) -> None:
+    """Issue 65's multilingual example: bilingual rows beside a multilingual one, each on its own prepared data."""
+    from adlnmt.experiment.runner import fingerprints
+
+    grid = base_grid()
+    grid["variants"].append({"name": "c", "preset": "transformer", "data": "other"})
+    loaded = load_grid(write(tmp_path, grid))
+    a, b, c = loaded.variants
+    assert a.data == b.data and a.data.prepared == (tmp_path / "data").resolve()
+    assert c.data.prepared == (tmp_path / "other").resolve() and c.data.key != a.data.key  # one data dir each
+    same_model = [fingerprints(loaded, variant, 1)[0] for variant in (b, c)]  # b and c differ only in their data
+    assert same_model[0] != same_model[1]
+    grid["variants"][2]["data"] = ""
+    assert "variants[2] ('c').data: expected a file path" in error(tmp_path, grid)
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

@@ -107,3 +107,29 @@ def test_two_ranks_stopped_and_resumed_equal_an_uninterrupted_pair(sharded: Path
     a, b = (load_file(tmp_path / run / "model" / "checkpoints" / "update-0000020.safetensors")
             for run in ("straight", "stopped"))  # fmt: skip
     assert a.keys() == b.keys() and all(a[name].equal(b[name]) for name in a)
+
+
+@pytest.mark.slow
+def test_two_ranks_resumed_by_one_process_deal_it_the_rest_of_the_window(sharded: Path, tmp_path: Path,
+                                                                          capsys) -> None:  # fmt: skip
+    """A state saved by 2 ranks mid-window, resumed by 1 process: its batches of that window start after the 2 × b
+    the ranks took (adlnmt.data.stream.dealt_after), said in the log."""
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or "torchrun"
+    flags = ["--checkpoint-interval", "5", "--shuffle-buffer", "300", "--temperature", "1.5"]
+    train_two_ranks([torchrun, "--standalone", "--nproc_per_node", "2"], tmp_path, sharded, *flags,
+                    "--max-updates", "5")  # fmt: skip
+    model = tmp_path / "model"
+    saved = load_state(model / "states" / "update-0000005.state.pt")["progress"]
+    assert saved["dealt_in_shuffle_window"] == 0 and saved["batch_in_shuffle_window"] > 0
+    argv = ["train", "--data", str(sharded), "--model", str(model), *TINY_MODEL, "--lr", "2e-3", "--no-valid-bleu",
+            "--device", "cpu", *flags, "--max-updates", "6", "--checkpoint-interval", "1"]  # fmt: skip
+    assert main(argv) == 0
+    window, batch = saved["shuffle_window"], saved["batch_in_shuffle_window"]
+    assert f"was saved by 2 ranks, this run has 1: the batches of window {window + 1} after its first {2 * batch} "\
+        in capsys.readouterr().err  # fmt: skip
+    resumed = load_state(model / "states" / "update-0000006.state.pt")["progress"]
+    assert (resumed["shuffle_window"], resumed["dealt_in_shuffle_window"], resumed["batch_in_shuffle_window"]) == (
+        window,
+        2 * batch,
+        1,
+    )

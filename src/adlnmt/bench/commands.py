@@ -237,29 +237,38 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from adlnmt.bench.models import expand_presets, preset_configs, preset_model
     from adlnmt.bench.report import TRAIN_COLUMNS, write_csv, write_json
-    from adlnmt.bench.train import measure_training, prepared_batches, random_pairs
+    from adlnmt.bench.train import measure_training, prepared_batches, random_pairs, training_batches
+    from adlnmt.data.dataset import Batch, collate
 
     options = {**_sizes(args), "batch_tokens": args.batch_tokens, "precision": args.precision, "seed": args.seed}
     configs = preset_configs(expand_presets(args.preset), options)
+    if args.batches_from and not args.data:
+        raise UserError("--batches-from needs --data (random pairs are always batched before timing)")
+    count = args.warmup_updates + args.updates
+    device, machine, out = _setup(args)
     if args.data:
         from adlnmt.data.data_dir import DataDir
 
         data = DataDir.load(args.data)
-        split, src_vocab, tgt_vocab = data.open_shard("train", 0), data.src_vocab.size, data.tgt_vocab.size
-        if (shards := len(data.shards("train"))) > 1:  # the updates timed are a sample of the data anyway
-            print(f"{args.data}: batches of the first of its {shards} training shards ({len(split):,} pairs)",
-                  file=sys.stderr)  # fmt: skip
+        train, ids = training_batches(data, args.batch_tokens, count, args.seed)
+        src_vocab, tgt_vocab, source = data.src_vocab.size, data.tgt_vocab.size, args.batches_from or "shards"
+        if source == "shards":
+
+            def batch(i: int) -> Batch:  # as adlnmt train collates, at the update
+                return collate(train, ids[i]).to(device)
+
+        else:
+            batch = [collate(train, ix).to(device) for ix in ids].__getitem__
     else:
-        split = random_pairs(args.warmup_updates + args.updates, args.batch_tokens, args.vocab, args.seed)
+        split = random_pairs(count, args.batch_tokens, args.vocab, args.seed)
         src_vocab = tgt_vocab = args.vocab
-    device, machine, out = _setup(args)
-    batches = prepared_batches(split, args.batch_tokens, args.warmup_updates + args.updates, args.seed, device)
+        batch, source = prepared_batches(split, args.batch_tokens, count, args.seed, device).__getitem__, "memory"
     rows: list[dict[str, Any]] = []
     for name, config in configs.items():
         model = preset_model(config, src_vocab, tgt_vocab, args.seed, device)
         print(f"{name}: {model.parameter_count():,} parameters", file=sys.stderr)
-        rows.append({**measure_training(name, config, model, batches, args.warmup_updates, device),
-                     "data": args.data or "synthetic"})  # fmt: skip
+        rows.append({**measure_training(name, config, model, batch, count, args.warmup_updates, device),
+                     "data": args.data or "synthetic", "batches_from": source})  # fmt: skip
         del model
         write_csv(out / "train.csv", rows)
         write_json(out / "train.json", {"machine": machine, "settings": _settings(args), "train": rows})
@@ -321,8 +330,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     train = kinds.add_parser("train", help="training speed per preset: updates/s, target tokens/s, peak memory")
     train.add_argument("--preset", nargs="+", metavar="NAME", required=True, help="presets or @groups")
-    train.add_argument("--data", help="prepared data directory; batches of its first training shard "
-                       "(default: random sentence pairs of 6-20 words)")  # fmt: skip
+    train.add_argument("--data", help="prepared data directory, read as adlnmt train reads it: every shard, in "
+                       "training's batches and order (default: random sentence pairs of 6-20 words)")  # fmt: skip
+    train.add_argument("--batches-from", choices=("shards", "memory"),
+                       help="with --data: shards (default) collates each batch from the memory-mapped shards at its "
+                       "update, inside the timed loop, as training does; memory collates the same batches before "
+                       "timing (the data path left out)")  # fmt: skip
     train.add_argument("--batch-tokens", type=_positive_int, default=4000, help="padded tokens per batch (4000)")
     train.add_argument("--updates", type=_positive_int, default=20, help="timed updates (default 20)")
     train.add_argument("--warmup-updates", type=_int_at_least(0), default=3, help="untimed updates first (default 3)")

@@ -1,9 +1,12 @@
 """Training speed: real optimizer updates (forward, label-smoothed loss, backward, gradient clipping, AdamW step:
 the trainer's own ``_update``) on batches of a prepared data directory or of random sentence pairs.
 
-Batches come from ``make_batches`` + ``collate`` (the trainer's batching) and are built and moved to the device
-before timing. After ``warmup`` untimed updates, ``updates`` updates are timed; the target tokens are the
-non-padding ``tgt_out`` tokens (what the loss is computed on).
+A prepared directory is read as ``adlnmt train`` reads it (:func:`training_batches`: every shard of every corpus,
+memory-mapped, in the epoch plan's windows and order) and each batch is collated at its update, inside the timed
+loop, as training does; or (``memory``) the same batches are collated into memory before timing, which leaves the
+data path out: the ratio of the two rates is what reading from shards costs. Random pairs are batched by
+``make_batches`` + ``collate`` before timing. After ``warmup`` untimed updates, ``updates`` updates are timed; the
+target tokens are the non-padding ``tgt_out`` tokens (what the loss is computed on).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,8 +23,11 @@ import torch
 from adlnmt.bench.machine import busy_note
 from adlnmt.bench.measure import timed
 from adlnmt.bench.models import FIRST_WORD_ID, SYNTHETIC_LENGTHS, synthetic_lengths
-from adlnmt.data.dataset import Batch, Split, collate, make_batches
+from adlnmt.data.data_dir import DataDir
+from adlnmt.data.dataset import Batch, collate, make_batches
+from adlnmt.data.stream import EpochBatches, EpochPlan, ShardedTrainData
 from adlnmt.data.vocab import EOS
+from adlnmt.errors import DataError
 from adlnmt.model import Seq2Seq
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.device import precision_setup
@@ -79,40 +86,67 @@ def random_pairs(batches: int, batch_tokens: int, vocab: int, seed: int) -> Rand
     return RandomPairs(synthetic_lengths(count, rng), vocab, rng)
 
 
-def prepared_batches(
-    split: Split | RandomPairs, batch_tokens: int, count: int, seed: int, device: torch.device
-) -> list[Batch]:
-    """The first ``count`` batches of the split's first shuffled epoch (cycled when it has fewer), on ``device``."""
+def prepared_batches(split: RandomPairs, batch_tokens: int, count: int, seed: int, device: torch.device) -> list[Batch]:
+    """The first ``count`` batches of the pairs' first shuffled epoch (cycled when it has fewer), on ``device``."""
     order = make_batches(split, batch_tokens, seed, 0)
     return [collate(split, indices).to(device) for indices in itertools.islice(itertools.cycle(order), count)]
 
 
+def training_batches(
+    data: DataDir, batch_tokens: int, count: int, seed: int
+) -> tuple[ShardedTrainData, list[np.ndarray]]:
+    """The training pairs of ``data`` as ``adlnmt train`` reads them and the ids of the first ``count`` batches it
+    trains on with this batch size and seed (training's default shuffle buffer, temperature and batching; epoch
+    after epoch when one has fewer)."""
+    train, defaults = ShardedTrainData(data), TrainConfig()
+    plan = EpochPlan(train, batch_tokens, seed, defaults.shuffle_buffer, defaults.temperature)
+    batches: list[np.ndarray] = []
+    epoch = 0
+    while len(batches) < count:
+        taken = EpochBatches(plan, epoch).take(count - len(batches))
+        if not taken:
+            raise DataError("an epoch of its training data holds no batch", data.path)
+        batches += taken
+        epoch += 1
+    return train, batches
+
+
 def measure_training(
-    label: str, config: TrainConfig, model: Seq2Seq, batches: list[Batch], warmup: int, device: torch.device
-) -> dict[str, Any]:
-    """``warmup`` untimed updates, then one update per remaining batch, timed."""
+    label: str, config: TrainConfig, model: Seq2Seq, batch: Callable[[int], Batch], count: int, warmup: int,
+    device: torch.device,
+) -> dict[str, Any]:  # fmt: skip
+    """``warmup`` untimed updates, then one update per remaining batch up to ``count``, timed; ``batch(i)`` gives
+    batch i on ``device`` (inside the timed loop)."""
     updater = Updater(config, model, device)
-    for batch in batches[:warmup]:
-        updater.update(batch)
-    timed_batches = batches[warmup:]
-    timing = timed(lambda: [updater.update(batch) for batch in timed_batches][-1], device)
-    tokens = sum(batch.tgt_tokens for batch in timed_batches)
-    sentences = sum(len(batch) for batch in timed_batches)
+    for i in range(warmup):
+        updater.update(batch(i))
+
+    def run() -> tuple[float, int, int]:
+        loss, tokens, sentences = math.nan, 0, 0
+        for i in range(warmup, count):
+            current = batch(i)
+            loss = updater.update(current)
+            tokens, sentences = tokens + current.tgt_tokens, sentences + len(current)
+        return loss, tokens, sentences
+
+    timing = timed(run, device)
+    loss, tokens, sentences = timing.result
+    updates = count - warmup
     row = {
         "preset": label,
         "parameters": model.parameter_count(),
         "batch_tokens": config.batch_tokens,
-        "updates": len(timed_batches),
+        "updates": updates,
         "sentences": sentences,
         "target_tokens": tokens,
         "seconds": timing.seconds,
-        "updates_per_s": len(timed_batches) / timing.seconds,
+        "updates_per_s": updates / timing.seconds,
         "tokens_per_s": tokens / timing.seconds,
         "sentences_per_s": sentences / timing.seconds,
         "peak_mb": timing.peak_mb,
         "added_mb": timing.added_mb,
         "busy_beside": timing.busy_beside,
-        "loss": timing.result,
+        "loss": loss,
     }
     print(f"  {label}: {row['updates_per_s']:.2f} updates/s, {row['tokens_per_s']:.0f} target tokens/s "
           f"({row['seconds']:.1f} s{busy_note(timing.busy_beside)})", file=sys.stderr)  # fmt: skip

@@ -28,13 +28,24 @@ import random
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from itertools import chain, compress
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from adlnmt.atomic import atomic_write
-from adlnmt.data.corpus import RATIO_MIN_LEN, PairCounts, length_filter, read_parallel, require_regular_file
+from adlnmt.data.corpus import (
+    BLOCK_LINES,
+    RATIO_MIN_LEN,
+    LineBlock,
+    blank,
+    decode_block,
+    length_faults,
+    read_line_blocks,
+    read_parallel,
+    require_regular_file,
+)
 from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SIDES
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.shards import ShardBuilder, shard_stem, token_dtype
@@ -43,7 +54,7 @@ from adlnmt.data.vocab_from import copy_vocabularies
 from adlnmt.errors import DataError
 from adlnmt.jsontext import JsonError, parse_json
 
-CHUNK_PAIRS = 8192  # pairs per encoding task (and the granularity of shard boundaries)
+CHUNK_PAIRS = 8192  # shards end after a multiple of this many non-blank pairs of their corpus
 STATE = "prepare.state.json"
 DEFAULT_SPM_SAMPLE = 1_000_000
 DEFAULT_SHARD_SIZE = 1_000_000
@@ -117,68 +128,99 @@ def _init_worker(models: dict[str, bytes], max_len: int, max_ratio: float) -> No
     _ENCODER = Encoder({side: Vocab.from_bytes(data) for side, data in models.items()}, max_len, max_ratio)
 
 
+FATES = ("kept", "empty", "too_long", "bad_ratio")  # what becomes of a non-blank pair (Encoded.fates)
+KEPT, EMPTY, TOO_LONG, BAD_RATIO = range(len(FATES))
+
+
 @dataclass
 class Encoded:
-    """One encoded chunk: per side the ids of the kept pairs back to back and their lengths; the drop counts; and,
-    for a split that keeps references, the kept raw text."""
+    """One encoded block of lines, or a part of one: per non-blank pair its line number and its fate (an index into
+    FATES); per side the ids of the kept pairs back to back and their lengths; the lines read and the kept pairs
+    truncated (for a split that keeps references, which also keeps their raw text); the number of its last line."""
 
+    lines: np.ndarray
+    fates: np.ndarray
     ids: dict[str, np.ndarray]
     lengths: dict[str, np.ndarray]
-    counts: dict[str, int]
+    read: int = 0
+    truncated: int = 0
     text: dict[str, list[str]] = field(default_factory=dict)
+    end: int = 0
+
+    def part(self, start: int, stop: int) -> Encoded:
+        """The non-blank pairs ``start:stop`` (of a split without references)."""
+        kept_before = np.count_nonzero(self.fates[:start] == KEPT), np.count_nonzero(self.fates[:stop] == KEPT)
+        ids, lengths = {}, {}
+        for side in SIDES:
+            ends = np.cumsum(self.lengths[side])
+            first, last = (int(ends[k - 1]) if k else 0 for k in kept_before)
+            ids[side] = self.ids[side][first:last]
+            lengths[side] = self.lengths[side][kept_before[0] : kept_before[1]]
+        return Encoded(self.lines[start:stop], self.fates[start:stop], ids, lengths)
 
 
-def encode_chunk(pairs: Sequence[tuple[str, str]], tag: int | None, keeps_references: bool) -> Encoded:
-    """Encode pairs, drop (train) or truncate (valid) them by length, prepend the source tag id ``tag``.
+def encode_block(block: LineBlock, names: tuple[Path, Path], tag: int | None, keeps_references: bool) -> Encoded:
+    """Decode a block of lines (``names``: its files, for errors), drop blank pairs, encode the rest, drop (train) or
+    truncate (valid) them by length, prepend the source tag id ``tag``; DataError for invalid UTF-8.
 
     Text that normalizes to nothing counts as empty. The tag is not counted by the length filter.
     """
-    assert _ENCODER is not None, "encode_chunk runs after _init_worker"
+    assert _ENCODER is not None, "encode_block runs after _init_worker"
     enc = _ENCODER
-    encoded = {side: enc.vocabs[side].encode_batch([pair[i] for pair in pairs]) for i, side in enumerate(SIDES)}
-    kept: dict[str, list[list[int]]] = {side: [] for side in SIDES}
-    text: dict[str, list[str]] = {side: [] for side in SIDES}
-    counts = {"empty": 0, "too_long": 0, "bad_ratio": 0, "truncated": 0}
-    head = [] if tag is None else [tag]
-    for pair, src, tgt in zip(pairs, encoded["src"], encoded["tgt"], strict=True):
-        if not src or not tgt:
-            counts["empty"] += 1
-            continue
-        if keeps_references:
-            if len(src) > enc.max_len or len(tgt) > enc.max_len:
-                counts["truncated"] += 1
-            src, tgt = src[: enc.max_len], tgt[: enc.max_len]
-            text["src"].append(pair[0])
-            text["tgt"].append(pair[1])
-        elif reason := length_filter(len(src), len(tgt), enc.max_len, enc.max_ratio):
-            counts[reason] += 1
-            continue
-        kept["src"].append(head + src)
-        kept["tgt"].append(tgt)
-    ids, lengths = {}, {}
+    src, tgt, error = decode_block(block, *names)
+    if error is not None:
+        raise error
+    keep = [i for i, pair in enumerate(zip(src, tgt, strict=True)) if not blank(*pair)]
+    texts = {"src": [src[i] for i in keep], "tgt": [tgt[i] for i in keep]}
+    encoded = {side: enc.vocabs[side].encode_batch(texts[side]) for side in SIDES}
+    lengths = {side: np.fromiter(map(len, encoded[side]), np.int64, count=len(keep)) for side in SIDES}
+    empty = (lengths["src"] == 0) | (lengths["tgt"] == 0)
+    fates = np.full(len(keep), KEPT, dtype=np.int8)
+    truncated = 0
+    if keeps_references:
+        truncated = int(np.count_nonzero(~empty & ((lengths["src"] > enc.max_len) | (lengths["tgt"] > enc.max_len))))
+        encoded = {side: [ids[: enc.max_len] for ids in encoded[side]] for side in SIDES}
+        lengths = {side: np.minimum(lengths[side], enc.max_len) for side in SIDES}
+    else:
+        too_long, bad_ratio = length_faults(lengths["src"], lengths["tgt"], enc.max_len, enc.max_ratio)
+        fates[too_long] = TOO_LONG
+        fates[bad_ratio] = BAD_RATIO
+    fates[empty] = EMPTY
+    kept = fates == KEPT
+    ids = {}
     for side in SIDES:
-        lengths[side] = np.fromiter((len(s) for s in kept[side]), dtype=np.int64, count=len(kept[side]))
-        ids[side] = np.fromiter((i for s in kept[side] for i in s), dtype=np.int32, count=int(lengths[side].sum()))
-    return Encoded(ids, lengths, counts, text if keeps_references else {})
+        lengths[side] = lengths[side][kept]
+        chosen = encoded[side] if kept.all() else compress(encoded[side], kept)
+        ids[side] = np.fromiter(chain.from_iterable(chosen), np.int32, count=int(lengths[side].sum()))
+    if tag is not None:
+        ids["src"] = np.insert(ids["src"], np.cumsum(lengths["src"]) - lengths["src"], tag)
+        lengths["src"] = lengths["src"] + 1
+    text = {side: list(compress(texts[side], kept)) for side in SIDES} if keeps_references else {}
+    return Encoded(
+        np.asarray(keep, np.int64) + block.first,
+        fates,
+        ids,
+        lengths,
+        len(block.src),
+        truncated,
+        text,
+        block.first + len(block.src) - 1,
+    )
 
 
-Mark = tuple[int, int]  # lines read and blank pairs among them, up to the end of a chunk
+class _Ready:
+    """A result computed in this process, read like a pool's pending result."""
 
+    def __init__(self, value: Encoded) -> None:
+        self.value = value
 
-def _chunks(pairs: Iterator[tuple[str, str]], counts: PairCounts) -> Iterator[tuple[list[tuple[str, str]], Mark]]:
-    """Chunks of CHUNK_PAIRS pairs, each with the mark of its end."""
-    chunk: list[tuple[str, str]] = []
-    for pair in pairs:
-        chunk.append(pair)
-        if len(chunk) == CHUNK_PAIRS:
-            yield chunk, (counts.read, counts.empty)
-            chunk = []
-    if chunk:
-        yield chunk, (counts.read, counts.empty)
+    def get(self) -> Encoded:
+        return self.value
 
 
 class EncoderPool:
-    """Encodes chunks in order, in ``workers`` processes (or in this one with 1), at most 2 × workers in flight."""
+    """Encodes blocks of lines in order, in ``workers`` processes (or in this one with 1), at most 2 × workers in
+    flight."""
 
     def __init__(self, vocabs: dict[str, Vocab], options: PrepareOptions, workers: int) -> None:
         models = {side: vocab.to_bytes() for side, vocab in vocabs.items()}
@@ -191,22 +233,31 @@ class EncoderPool:
         else:
             _init_worker(models, options.max_len, options.max_ratio)
 
-    def map(self, chunks: Iterator[tuple[list[tuple[str, str]], Mark]], tag: int | None, keeps_references: bool
-            ) -> Iterator[tuple[Encoded, Mark]]:  # fmt: skip
-        """The encoded chunks in input order, each with its mark."""
-        if self.pool is None:
-            for chunk, mark in chunks:
-                yield encode_chunk(chunk, tag, keeps_references), mark
-            return
-        pending: deque[tuple[Any, Mark]] = deque()
-        for chunk, mark in chunks:
-            pending.append((self.pool.apply_async(encode_chunk, (chunk, tag, keeps_references)), mark))
+    def map(self, corpus: Corpus, tag: int | None, keeps_references: bool, skip: int = 0) -> Iterator[Encoded]:
+        """The encoded blocks of a corpus's lines after the first ``skip``, in order. Errors come in the order of the
+        lines: one found at the end of the files is raised once every block before it is encoded."""
+        names = (corpus.src, corpus.tgt)
+        blocks = read_line_blocks(corpus.src, corpus.tgt, BLOCK_LINES, skip)
+        pending: deque[Any] = deque()
+        at_end: DataError | None = None
+        while True:
+            try:
+                block = next(blocks)
+            except StopIteration:
+                break
+            except DataError as err:
+                at_end = err
+                break
+            task = (block, names, tag, keeps_references)
+            pending.append(
+                _Ready(encode_block(*task)) if self.pool is None else self.pool.apply_async(encode_block, task)
+            )
             if len(pending) >= self.depth:
-                result, done = pending.popleft()
-                yield result.get(), done
+                yield pending.popleft().get()
         while pending:
-            result, done = pending.popleft()
-            yield result.get(), done
+            yield pending.popleft().get()
+        if at_end is not None:
+            raise at_end
 
     def close(self) -> None:
         if self.pool is not None:
@@ -332,14 +383,15 @@ class Tally:
     unk: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
     longest: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
 
-    def add(self, chunk: Encoded) -> None:
-        for key, value in chunk.counts.items():
-            self.counts[key] += value
-        self.counts["kept"] += len(chunk.lengths["src"])
+    def add(self, block: Encoded) -> None:
+        """Count the non-blank pairs of a block (the caller counts the lines read and blank)."""
+        for fate, count in zip(FATES, np.bincount(block.fates, minlength=len(FATES)).tolist(), strict=True):
+            self.counts[fate] += count
+        self.counts["truncated"] += block.truncated
         for side in SIDES:
-            self.pieces[side] += len(chunk.ids[side])
-            self.unk[side] += int(np.count_nonzero(chunk.ids[side] == UNK))
-            self.longest[side] = max(self.longest[side], int(chunk.lengths[side].max(initial=0)))
+            self.pieces[side] += len(block.ids[side])
+            self.unk[side] += int(np.count_nonzero(block.ids[side] == UNK))
+            self.longest[side] = max(self.longest[side], int(block.lengths[side].max(initial=0)))
 
     def merge(self, other: Tally) -> None:
         for key in self.counts:
@@ -559,16 +611,14 @@ def _encode_valid(out: Path, valid: Sequence[Corpus], pool: EncoderPool, tag_ids
     builder, tally, ranges = ShardBuilder(dtype), Tally(), {}
     lines: dict[str, list[str]] = {side: [] for side in SIDES}
     for corpus in valid:
-        counts = PairCounts()
         start = builder.pairs
-        for chunk, _ in pool.map(_chunks(read_parallel(corpus.src, corpus.tgt, counts), counts),
-                                 tag_ids.get(corpus.name), keeps_references=True):  # fmt: skip
-            builder.add(chunk.ids, chunk.lengths)
-            tally.add(chunk)
+        for block in pool.map(corpus, tag_ids.get(corpus.name), keeps_references=True):
+            builder.add(block.ids, block.lengths)
+            tally.add(block)
+            tally.counts["read"] += block.read
+            tally.counts["empty"] += block.read - len(block.fates)
             for side in SIDES:
-                lines[side] += chunk.text[side]
-        tally.counts["read"] += counts.read
-        tally.counts["empty"] += counts.empty
+                lines[side] += block.text[side]
         if builder.pairs == start:
             raise DataError(_NOTHING_LEFT["valid"], corpus.src)
         ranges[corpus.name] = [start, builder.pairs]
@@ -583,35 +633,39 @@ def _encode_valid(out: Path, valid: Sequence[Corpus], pool: EncoderPool, tag_ids
 def _encode_corpus(out: Path, corpus: Corpus, pool: EncoderPool, tag: int | None, dtype: np.dtype, shard_size: int,
                    state: dict[str, Any]) -> None:  # fmt: skip
     """Encode one training corpus into shards, continuing after the shards ``state`` records; each shard written is
-    committed to the state file with the counts and the lines (and blank pairs) read up to its last pair."""
+    committed to the state file with the counts and the lines (and blank pairs) read up to its last pair. A shard
+    ends at the first multiple of CHUNK_PAIRS non-blank pairs (counted from the start of the corpus) by which it
+    holds ``shard_size`` kept pairs."""
     record = state["corpora"].setdefault(
         corpus.name, {"shards": [], "lines": 0, "blank": 0, "done": False, "tally": asdict(Tally())}
     )
     if record["done"]:
         return
-    counts = PairCounts()
-    pairs = read_parallel(corpus.src, corpus.tgt, counts)
-    if record["lines"]:  # continue: skip (and still check) the lines already in shards
-        for _ in pairs:
-            if counts.read >= record["lines"]:
-                break
     tally, builder = Tally(**record["tally"]), ShardBuilder(dtype)
+    lines, pairs = record["lines"], record["lines"] - record["blank"]  # read, and non-blank among them
 
-    def commit(lines: int, blank: int, done: bool) -> None:
+    def commit(lines: int, pairs: int, done: bool) -> None:
         nonlocal builder
         if builder.pairs:
             entry = builder.write(out, shard_stem("train", corpus.name, len(record["shards"])))
             record["shards"].append({"corpus": corpus.name, **entry})
-        record.update(lines=lines, blank=blank, done=done, tally=asdict(tally))
+        record.update(lines=lines, blank=lines - pairs, done=done, tally=asdict(tally))
         _write_json(out / STATE, state)
         builder = ShardBuilder(dtype)
 
-    for chunk, (lines, blank) in pool.map(_chunks(pairs, counts), tag, keeps_references=False):
-        builder.add(chunk.ids, chunk.lengths)
-        tally.add(chunk)
-        if builder.pairs >= shard_size:
-            commit(lines, blank, done=False)
-    commit(counts.read, counts.empty, done=True)
+    for block in pool.map(corpus, tag, keeps_references=False, skip=lines):
+        start = 0
+        while start < len(block.fates):
+            stop = min(len(block.fates), start + CHUNK_PAIRS - pairs % CHUNK_PAIRS)
+            part = block.part(start, stop)
+            builder.add(part.ids, part.lengths)
+            tally.add(part)
+            pairs += stop - start
+            if pairs % CHUNK_PAIRS == 0 and builder.pairs >= shard_size:
+                commit(int(block.lines[stop - 1]), pairs, done=False)
+            start = stop
+        lines = block.end
+    commit(lines, pairs, done=True)
 
 
 def _corpus_tally(record: dict[str, Any]) -> Tally:

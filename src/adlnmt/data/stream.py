@@ -172,24 +172,35 @@ class EpochPlan:
             parts.append(self._stream(epoch, corpus, start, stop))
         return np.sort(np.concatenate(parts), kind="stable")
 
-    def window_batches(self, epoch: int, window: int) -> list[np.ndarray]:
-        """This rank's batches (global ids) of one window."""
+    def window_batches(self, epoch: int, window: int, dealt: int = 0) -> list[np.ndarray]:
+        """This rank's batches (global ids) of one window, after its first ``dealt`` batches (taken by the ranks of
+        another number of them: :func:`dealt_after`); none when fewer than one per rank are left after those."""
         ids = self.window_ids(epoch, window)
         src_len, tgt_len = self.train.lengths(ids)
         rng = np.random.default_rng((self.seed, epoch) if window == 0 else (self.seed, epoch, window))
-        return shard(bucket(ids, src_len, tgt_len, self.batch_tokens, rng, self.mixed_lengths), self.rank, self.world)
+        rest = bucket(ids, src_len, tgt_len, self.batch_tokens, rng, self.mixed_lengths)[dealt:]
+        return [] if dealt and len(rest) < self.world else shard(rest, self.rank, self.world)
+
+
+def dealt_after(dealt: int, batch: int, world: int) -> int:
+    """The batches of a window taken once ``world`` ranks have each taken ``batch`` of those left after its first
+    ``dealt``: rank r takes batches r, r + world, ... of them, so together the first ``batch × world``. A run resumed
+    with another number of ranks deals the window's batches after these among its own: none taken twice or skipped
+    (beyond the < world left over at the end of a window, as always)."""
+    return dealt + batch * world
 
 
 class EpochBatches:
-    """One rank's batches of one epoch from a position (window, batch in window); ``position`` is that of the next
-    batch, ``done`` says the epoch has none left. Computes a window when it reaches it."""
+    """One rank's batches of one epoch from a position (window, batches of it dealt to ranks of another number,
+    batch of this rank after those); ``position`` is that of the next batch, ``done`` says the epoch has none left.
+    Computes a window when it reaches it."""
 
-    def __init__(self, plan: EpochPlan, epoch: int, window: int = 0, batch: int = 0) -> None:
+    def __init__(self, plan: EpochPlan, epoch: int, window: int = 0, batch: int = 0, dealt: int = 0) -> None:
         if not 0 <= window < plan.windows:
             raise DataError(f"the saved data position (window {window}) lies outside this epoch's {plan.windows} "
                             "windows: the data or the shuffle buffer changed since the checkpoint")  # fmt: skip
-        self.plan, self.epoch, self.window, self.batch = plan, epoch, window, batch
-        self._batches = plan.window_batches(epoch, window)
+        self.plan, self.epoch, self.window, self.batch, self.dealt = plan, epoch, window, batch, dealt
+        self._batches = plan.window_batches(epoch, window, dealt)
         if batch > len(self._batches):
             raise DataError(f"the saved data position (batch {batch} of window {window}) lies beyond its "
                             f"{len(self._batches)} batches: the data or the batch size changed since the "
@@ -199,7 +210,7 @@ class EpochBatches:
     def _settle(self) -> None:
         """Move past finished windows, so that ``done`` and ``position`` are current."""
         while self.batch >= len(self._batches) and self.window + 1 < self.plan.windows:
-            self.window, self.batch = self.window + 1, 0
+            self.window, self.batch, self.dealt = self.window + 1, 0, 0
             self._batches = self.plan.window_batches(self.epoch, self.window)
 
     @property
@@ -207,8 +218,9 @@ class EpochBatches:
         return self.batch >= len(self._batches)
 
     @property
-    def position(self) -> tuple[int, int]:
-        return self.window, self.batch
+    def position(self) -> tuple[int, int, int]:
+        """(window, batches of it dealt before this rank's, batch of this rank)."""
+        return self.window, self.dealt, self.batch
 
     def take(self, count: int) -> list[np.ndarray]:
         """Up to ``count`` next batches (fewer only at the end of the epoch)."""

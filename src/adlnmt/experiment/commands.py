@@ -43,7 +43,7 @@ def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, 
     print(f"  tests {tests}; metrics {', '.join(grid.metrics)}; translate {grid.translate}")
     for variant in grid.variants:
         states = ", ".join(f"seed {r.seed} {status(r, shared)}" for r in runs if r.variant is variant)
-        print(f"  {variant.name} [runs/{variant.slug}, data {variant.data.key or variant.data.prepared}]: {states}")
+        print(f"  {variant.name} [runs/{variant.slug}, data {variant.data.prepared or variant.data.key}]: {states}")
         print("    " + ", ".join(f"{key}={value}" for key, value in variant.train.items()))
 
 

@@ -67,7 +67,7 @@ class DataSpec:
     """Where a variant's training data comes from: an existing prepared directory, or ``prepare`` arguments; or, with
     ``distill``, a teacher's translations of the training source of its data (prepared from the same arguments)."""
 
-    key: str  # directory name under <out>/data ("" for an existing prepared directory)
+    key: str  # directory name under <out>/data (the path of an existing prepared directory)
     prepared: Path | None = None
     prepare: tuple[tuple[str, Any], ...] = ()  # sorted (name, value) pairs: prepare()'s arguments
     distill: DistillStep | None = None  # the grid's distillation step, for its students (experiment.distill_step)
@@ -312,7 +312,9 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
         at = f"{where}.scales.{scale}"
         train.update(_train_options(reader, reader.mapping(scales[scale], at, ("train",)).get("train"), f"{at}.train"))
     data = context["data"]
-    if block.get("data") is not None:
+    if isinstance(block.get("data"), str):  # a prepared directory of its own
+        data = _prepared_dir(reader, block["data"], f"{where}.data")
+    elif block.get("data") is not None:
         if data.prepared is not None:
             reader.fail(f"{where}.data", "per-variant prepare options need the grid's 'data' to be a prepare block")
         overrides = _prepare_options(reader, block["data"], f"{where}.data", with_paths=False)
@@ -451,13 +453,19 @@ def _pick_scale(reader: Reader, raw: dict[str, Any], scale: str | None) -> tuple
     return scale, chosen
 
 
+def _prepared_dir(reader: Reader, value: Any, where: str) -> DataSpec:
+    """An existing prepared directory (keyed by its path: variants may name different ones)."""
+    path = reader.path_value(value, where)
+    return DataSpec(str(path), path)
+
+
 def _data(reader: Reader, raw: dict[str, Any], chosen: dict[str, Any], scale: str | None) -> DataSpec:
     if "data" not in raw:
         reader.fail("", "missing 'data' (a prepared directory, or train_src/train_tgt/valid_src/valid_tgt to prepare)")
     if isinstance(raw["data"], str):
         if chosen.get("data") is not None:
             reader.fail(f"scales.{scale}.data", "prepare options need the grid's 'data' to be a prepare block")
-        return DataSpec("", reader.path_value(raw["data"], "data"))
+        return _prepared_dir(reader, raw["data"], "data")
     options = _prepare_options(reader, raw["data"], "data", with_paths=True)
     if chosen.get("data") is not None:
         options.update(_prepare_options(reader, chosen["data"], f"scales.{scale}.data", with_paths=False))

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from adlnmt.data.data_dir import DataDir
 from adlnmt.data.dataset import Batch, collate
-from adlnmt.data.stream import EpochBatches, EpochPlan, ShardedTrainData
+from adlnmt.data.stream import EpochBatches, EpochPlan, ShardedTrainData, dealt_after
 from adlnmt.data.vocab import PAD
 from adlnmt.devices import check_cpu_count
 from adlnmt.errors import UserError
@@ -69,7 +69,8 @@ class Progress:
     epoch: int = 0
     batch_in_epoch: int = 0  # batches of this epoch already consumed (this rank's shard)
     shuffle_window: int = 0  # the window of this epoch (adlnmt.data.stream) that holds the next batch ...
-    batch_in_shuffle_window: int = 0  # ... and the next batch's place in it (this rank's batches)
+    batch_in_shuffle_window: int = 0  # ... and the next batch's place in it (this rank's batches ...
+    dealt_in_shuffle_window: int = 0  # ... after those of it dealt before a resume with another number of ranks)
     best: float | None = None  # best validation score (ppl: lower; bleu: higher)
     best_update: int = 0
     bad_checkpoints: int = 0  # checkpoints since the best one
@@ -268,6 +269,15 @@ class Trainer:
                 progress = {**progress, "shuffle_window": 0, "batch_in_shuffle_window": progress["batch_in_epoch"]}
             self.progress = Progress(**progress)
             ranks = state.get("rng_ranks") or [state["rng_cpu"]]
+            if len(ranks) != self.world:  # another number of ranks: deal the rest of the window among these
+                p = self.progress
+                p.dealt_in_shuffle_window = dealt_after(
+                    p.dealt_in_shuffle_window, p.batch_in_shuffle_window, len(ranks)
+                )
+                p.batch_in_shuffle_window = 0
+                self.log(f"{path} was saved by {len(ranks)} ranks, this run has {self.world}: the batches of window "
+                         f"{p.shuffle_window + 1} after its first {p.dealt_in_shuffle_window} are dealt among these "
+                         "(dropout's random streams continue from rank 0's)")  # fmt: skip
             torch.set_rng_state(ranks[self.rank] if len(ranks) == self.world else state["rng_cpu"])
             if "rng_cuda" in state and torch.cuda.is_available():
                 torch.cuda.set_rng_state_all(state["rng_cuda"])
@@ -547,13 +557,14 @@ class Trainer:
             if c.max_epochs and p.epoch >= c.max_epochs:
                 reason = f"reached {c.max_epochs} epochs"
                 break
-            batches = EpochBatches(plan, p.epoch, p.shuffle_window, p.batch_in_shuffle_window)
+            batches = EpochBatches(plan, p.epoch, p.shuffle_window, p.batch_in_shuffle_window,
+                                   p.dealt_in_shuffle_window)  # fmt: skip
             epoch_over = batches.done
             while not (epoch_over or reason):
                 group = batches.take(c.accumulate)
                 loss, tokens = self._update([collate(self.train_data, ix).to(self.device) for ix in group])
                 p.batch_in_epoch += len(group)
-                p.shuffle_window, p.batch_in_shuffle_window = batches.position
+                p.shuffle_window, p.dealt_in_shuffle_window, p.batch_in_shuffle_window = batches.position
                 p.update += 1
                 p.train_seconds = session_base + time.monotonic() - session_start
                 p.window_seconds = time.monotonic() - window_start
@@ -569,6 +580,7 @@ class Trainer:
                 bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", epoch=p.epoch + 1)
                 if batches.done:  # the saved position always points at the next batch
                     p.epoch, p.batch_in_epoch, p.shuffle_window, p.batch_in_shuffle_window = p.epoch + 1, 0, 0, 0
+                    p.dealt_in_shuffle_window = 0
                     epoch_over = True
                 if c.max_updates and p.update >= c.max_updates:
                     reason = f"reached {c.max_updates} updates"
