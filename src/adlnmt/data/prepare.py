@@ -558,6 +558,7 @@ def prepare(
             "spm_sample": spm_sample,
             "shard_size": shard_size,
             "target_tags": target_tags,
+            "vocab_from": settings["vocab_from"],  # the model vocabulary copied (a grid checks it is the one asked)
         },
         "inputs": _inputs(corpora, valid),
         "corpora": corpus_summaries,

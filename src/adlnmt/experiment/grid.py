@@ -17,6 +17,7 @@ from typing import Any
 
 from adlnmt.adl.errors import ADLError
 from adlnmt.data.options import MODEL_TYPES, PREPARE_DEFAULTS, PrepareOptions
+from adlnmt.data.vocab_from import MODEL_VOCAB_DIR
 from adlnmt.errors import UserError
 from adlnmt.experiment import distill_step
 from adlnmt.experiment.distill_step import DistillStep
@@ -42,6 +43,8 @@ RUN_METRICS: dict[str, Callable[[RunResult], float]] = {"valid_ppl": lambda resu
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates", "variants")
 VARIANT_KEYS = ("name", "preset", "encoder", "decoder", "data", "train", "scales", "paper", "distilled")
 PATH_KEYS = ("train_src", "train_tgt", "valid_src", "valid_tgt")
+VOCAB_FROM = "vocab_from"  # data: a model directory whose sentencepiece models encode the data (adlnmt prepare)
+VOCAB_OPTIONS = ("vocab_size", "joint", "model_type")  # the vocabulary vocab_from's model brings
 PREPARE_OPTIONS = {f.name: kind_of(f) for f in fields(PrepareOptions)}
 GRID_SEARCH = ("beam", "batch_size", "length_penalty", "max_len_ratio")  # the SearchOptions a grid's translate sets
 SEARCH_FIELDS = {f.name: f for f in flagged(SearchOptions) if f.name in GRID_SEARCH}
@@ -181,6 +184,8 @@ def _train_options(reader: Reader, value: Any, where: str) -> dict[str, Any]:
                 reader.fail(at, f"{item!r} is not one of {', '.join(choices)}")
         if name in FOLDER_OPTIONS and item not in FOLDER_OPTIONS[name]:
             item = str(reader.path_value(item, at))  # relative to the grid file, as every path of a grid
+        if name == "init_from" and item is not None:
+            item = str(_pretrained(reader, item, at))
         options[name] = item
     return options
 
@@ -188,13 +193,36 @@ def _train_options(reader: Reader, value: Any, where: str) -> dict[str, Any]:
 # --- data, tests, decoding -------------------------------------------------------------------------------------
 
 
+def _pretrained(reader: Reader, value: Any, where: str) -> Path:
+    """A pretrained model directory (``train.init_from``, ``data.vocab_from``), relative to the grid file."""
+    from adlnmt.train.init_from import check_pretrained
+
+    path = reader.path_value(value, where)
+    try:
+        check_pretrained(path)
+    except UserError as err:
+        reader.fail(where, str(err))
+    return path
+
+
+def _vocab_from(reader: Reader, options: dict[str, Any], where: str) -> None:
+    """One vocabulary: with ``vocab_from`` (its model's), no vocabulary options of the grid's own."""
+    if VOCAB_FROM in options and (given := [key for key in VOCAB_OPTIONS if key in options]):
+        reader.fail(where, f"{', '.join(given)} with vocab_from: the data is encoded with that model's vocabulary")
+
+
 def _prepare_options(reader: Reader, value: Any, where: str, with_paths: bool) -> dict[str, Any]:
-    allowed = (*PATH_KEYS, *PREPARE_OPTIONS) if with_paths else tuple(PREPARE_OPTIONS)
+    allowed = (*PATH_KEYS, *PREPARE_OPTIONS, VOCAB_FROM) if with_paths else (*PREPARE_OPTIONS, VOCAB_FROM)
     block = reader.mapping(value, where, allowed)
     options: dict[str, Any] = {}
     for key, item in block.items():
         at = f"{where}.{key}"
-        options[key] = reader.path_value(item, at) if key in PATH_KEYS else reader.typed(item, PREPARE_OPTIONS[key], at)
+        if key == VOCAB_FROM:  # prepare() reads the model's vocab/
+            options[key] = _pretrained(reader, item, at) / MODEL_VOCAB_DIR
+        elif key in PATH_KEYS:
+            options[key] = reader.path_value(item, at)
+        else:
+            options[key] = reader.typed(item, PREPARE_OPTIONS[key], at)
     if with_paths and (missing := [key for key in PATH_KEYS if key not in block]):
         reader.fail(where, f"missing {', '.join(missing)} (raw training and validation files to prepare)")
     if options.get("model_type", PREPARE_DEFAULTS.model_type) not in MODEL_TYPES:
@@ -301,16 +329,14 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
     if "name" not in block:
         reader.fail(where, "missing 'name' (the row label in the results table)")
     name = reader.name(block["name"], f"{where}.name")
-    has_pair = "encoder" in block or "decoder" in block
-    if ("preset" in block) == has_pair or (has_pair and not ("encoder" in block and "decoder" in block)):
-        reader.fail(where, "give either 'preset' or both 'encoder' and 'decoder' (ADL chains)")
-    model = {key: reader.name(block[key], f"{where}.{key}") for key in MODEL_KEYS if key in block}
     train = {**context["train"], **_train_options(reader, block.get("train"), f"{where}.train")}
     scale = context["scale"]
     scales = reader.mapping(block.get("scales") or {}, f"{where}.scales", context["scales"])
     if scale in scales:
         at = f"{where}.scales.{scale}"
         train.update(_train_options(reader, reader.mapping(scales[scale], at, ("train",)).get("train"), f"{at}.train"))
+    _architecture(reader, block, where, bool(train.get("init_from")))
+    model = {key: reader.name(block[key], f"{where}.{key}") for key in MODEL_KEYS if key in block}
     data = context["data"]
     if isinstance(block.get("data"), str):  # a prepared directory of its own
         data = _prepared_dir(reader, block["data"], f"{where}.data")
@@ -322,6 +348,9 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
         changed = {k: v for k, v in overrides.items() if data.arguments().get(k) != v}
         key = "-".join(f"{k}-{str(v).lower()}" for k, v in sorted(changed.items())) or data.key
         data = DataSpec(key, None, tuple(sorted(merged.items())))
+    _vocab_from(reader, data.arguments(), f"{where}.data")
+    if train.get("init_from") and data.prepared is None and VOCAB_FROM not in data.arguments():
+        reader.fail(where, "train.init_from needs data encoded with the model's vocabulary: set data.vocab_from")
     values = {**train, **model}
     if context["repeat_scale"] != 1.0:
         values = _shallower(reader, where, values, context["repeat_scale"])
@@ -331,13 +360,29 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
     return Variant(name, slugify(name), values, data, paper)
 
 
+def _architecture(reader: Reader, block: dict[str, Any], where: str, pretrained: bool) -> None:
+    """A variant's architecture: a preset or an encoder/decoder ADL pair; starting from a pretrained model
+    (``train.init_from``), its own architecture unless the variant changes it (a preset, or one side or both)."""
+    has_side = "encoder" in block or "decoder" in block
+    if "preset" in block and has_side:
+        reader.fail(where, "give either 'preset' or 'encoder' and 'decoder' (ADL chains), not both")
+    if not pretrained and ("preset" not in block and not ("encoder" in block and "decoder" in block)):
+        reader.fail(where, "give either 'preset' or both 'encoder' and 'decoder' (ADL chains), or train.init_from "
+                    "(a pretrained model directory, whose architecture the variant then keeps or changes)")  # fmt: skip
+
+
 def _shallower(reader: Reader, where: str, values: dict[str, Any], factor: float) -> dict[str, Any]:
-    """``values`` with the encoder and decoder ADL (a preset's resolved into its options) scaled by ``factor`` in
-    every ``repeat(n, …)`` count: a scale's shallower version of the published architectures."""
+    """``values`` with the encoder and decoder ADL (a preset's resolved into its options, a side a variant of a
+    pretrained model leaves out taken from that model) scaled by ``factor`` in every ``repeat(n, …)`` count: a
+    scale's shallower version of the published architectures."""
     from adlnmt.adl.parser import parse
     from adlnmt.adl.syntax import scale_repeats, to_text
     from adlnmt.presets import get_preset
+    from adlnmt.store import ModelDir
 
+    if values.get("init_from") and not values.get("preset"):
+        own = ModelDir(values["init_from"]).config()["model"]
+        values = {**values, **{side: values.get(side) or own[side] for side in ("encoder", "decoder")}}
     if values.get("preset"):
         try:
             preset = get_preset(values["preset"])
@@ -358,12 +403,14 @@ def _check_model(reader: Reader, where: str, values: dict[str, Any], data: DataS
     import torch
 
     from adlnmt.model import Seq2Seq
+    from adlnmt.train.init_from import pretrained_model_config
 
     vocab = int(data.arguments().get("vocab_size", PREPARE_DEFAULTS.vocab_size))
     try:
         config = build_config({**values, "data": "", "model": ""})
+        model = pretrained_model_config(config) if config.init_from else config.model_config(vocab, vocab)
         with torch.device("meta"):
-            Seq2Seq(config.model_config(vocab, vocab))
+            Seq2Seq(model)
     except ADLError as err:
         reader.fail(where, err.render().rstrip())
     except UserError as err:
@@ -469,6 +516,7 @@ def _data(reader: Reader, raw: dict[str, Any], chosen: dict[str, Any], scale: st
     options = _prepare_options(reader, raw["data"], "data", with_paths=True)
     if chosen.get("data") is not None:
         options.update(_prepare_options(reader, chosen["data"], f"scales.{scale}.data", with_paths=False))
+    _vocab_from(reader, options, f"scales.{scale}.data" if chosen.get("data") is not None else "data")
     return DataSpec("default", None, tuple(sorted(options.items())))
 
 

@@ -32,6 +32,7 @@ data, seed and evaluation, e.g. the baseline that ADL Tables 2-5 share): it is c
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -59,7 +60,7 @@ from adlnmt.experiment.quiet import DecodeAlone
 from adlnmt.experiment.results import RESULT_FILE, RunResult, read_result
 from adlnmt.jsontext import parse_json
 from adlnmt.store import ModelDir
-from adlnmt.store.atomic import atomic_write
+from adlnmt.store.atomic import atomic_write, file_sha256
 
 # Exit statuses of a worker stopped by a signal after checkpointing its training (128 + the signal's number), and
 # of one the signal ended outside training (translation and scoring are redone by the next attempt).
@@ -170,15 +171,33 @@ def check_inputs(grid: Grid) -> None:
                             f"{test.ref} has {counts[1]}")  # fmt: skip
 
 
-def _manifest_differences(manifest: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+def _vocabulary_digest(folder: Path) -> str:
+    """The SHA-256 of the sentencepiece model(s) of a prepared data directory or a model's ``vocab/``."""
+    from adlnmt.data.data_dir import MANIFEST, SIDES
+
+    manifest = read_json(folder / MANIFEST) or {}
+    spm = manifest.get("spm") if isinstance(manifest.get("spm"), dict) else {}
+    if not all(isinstance(spm.get(side), str) for side in SIDES):
+        raise UserError(f"{folder / MANIFEST}: missing or damaged (no sentencepiece models named)")
+    return fingerprint([file_sha256(folder / spm[side]) for side in SIDES])
+
+
+def _manifest_differences(target: Path, manifest: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
     stored = {**manifest.get("options", {}), **manifest.get("inputs", {}), "joint": manifest.get("joint"),
               "model_type": manifest.get("model_type")}  # fmt: skip
     # the manifest records the files prepare() read, links followed
     wanted = {
         **asdict(PREPARE_DEFAULTS),
+        "vocab_from": None,
         **{k: str(v.resolve()) if isinstance(v, Path) else v for k, v in arguments.items()},
     }
-    return [key for key, value in wanted.items() if stored.get(key) != value]
+    if (vocab_from := arguments.get("vocab_from")) is not None:
+        del wanted["joint"]  # the model's
+    differences = [key for key, value in wanted.items() if stored.get(key) != value]
+    same_path = vocab_from is not None and "vocab_from" not in differences
+    if same_path and _vocabulary_digest(target) != _vocabulary_digest(vocab_from):
+        differences.append("vocab_from (its vocabulary changed since)")
+    return differences
 
 
 def prepare_data(grid: Grid, out: Path, log: Callable[[str], None] = print) -> dict[str, Path]:
@@ -201,7 +220,7 @@ def prepare_data(grid: Grid, out: Path, log: Callable[[str], None] = print) -> d
         if manifest is None:
             log(f"preparing {target} ...")
             prepare(out_dir=target, **spec.arguments())
-        elif differences := _manifest_differences(manifest, spec.arguments()):
+        elif differences := _manifest_differences(target, manifest, spec.arguments()):
             raise UserError(
                 f"{target} was prepared with other {', '.join(differences)} than {grid.path} asks for; "
                 "the runs trained on it would not match: choose another --out, or delete that directory"
@@ -232,17 +251,40 @@ def _evaluation(grid: Grid) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=16)
+def _model_digest(path: Path, stamps: tuple[tuple[int, int, int], ...]) -> str:
+    """The SHA-256 of a model directory's config.json and best checkpoint (``stamps``: their inode, size and
+    modification time, so that a file replaced is read again)."""
+    model_dir = ModelDir(path)
+    return fingerprint([file_sha256(model_dir.config_file), file_sha256(model_dir.best_weights)])
+
+
+def _pretrained(path: str, grid: Grid) -> dict[str, str]:
+    """A pretrained model (``init_from``) as fingerprints see it: where it lies (portably) and what it holds."""
+    files = (ModelDir(path).config_file, ModelDir(path).best_weights)
+    try:
+        stamps = tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in (file.stat() for file in files))
+    except OSError as err:
+        raise UserError(f"{path}: cannot read the pretrained model ({err.strerror or err})") from None
+    return {"path": _portable(Path(path), grid), "sha256": _model_digest(Path(path), stamps)}
+
+
 def fingerprints(grid: Grid, variant: Variant, seed: int, **override: Any) -> tuple[str, str]:
-    """(training, whole-run) fingerprints: the options (``override`` replacing some), the data it is prepared from,
-    the seed, the evaluation."""
+    """(training, whole-run) fingerprints: the options (``override`` replacing some; a pretrained model by its
+    content too), the data it is prepared from (a model's vocabulary by its content too), the seed, the
+    evaluation."""
     data = variant.data
     source = {k: _portable(v, grid) if isinstance(v, Path) else v for k, v in data.arguments().items()}
+    if (vocab_from := data.arguments().get("vocab_from")) is not None:
+        source["vocab_from"] = {"path": source["vocab_from"], "sha256": _vocabulary_digest(vocab_from)}
     if data.prepared is not None:
         source = {"prepared": _portable(data.prepared, grid)}
     if (step := data.distill) is not None:  # a student: the teacher's translations of that data
         teacher = fingerprints(grid, grid.variant(step.teacher), step.seed)[0]
         source = {**source, "distilled": step.identity(), "teacher": teacher}
     train = {k: v for k, v in {**variant.train, **override}.items() if k not in NOT_FINGERPRINTED}
+    if train.get("init_from"):
+        train["init_from"] = _pretrained(train["init_from"], grid)
     train_print = fingerprint({**train, "data": source, "seed": seed})
     return train_print, fingerprint([train_print, _evaluation(grid)])
 

@@ -3,11 +3,12 @@ model, or any trained one), and architecture surgery.
 
 The new model is MODEL's configuration (width, heads, ties, variables), with the encoder/decoder ADL of
 ``--encoder``/``--decoder`` or ``--preset`` when given (surgery: e.g. the decoder's self-attention replaced by ``aan``,
-or one block fewer). The data must be encoded with MODEL's sentencepiece models (``adlnmt prepare --vocab-from
-MODEL``); other data is refused. At update 0 every tensor whose path (its name in the state dict, i.e. its place in
-the layer tree) and shape match is copied from MODEL's checkpoint and the rest keeps its fresh initialisation; which is
-which is printed and written to ``init_from.json`` in the new model directory. A resumed run continues from its own
-checkpoints and never reads MODEL's weights again.
+or one block fewer; one side given alone keeps MODEL's other side). The data must be encoded with MODEL's
+sentencepiece models (``adlnmt prepare --vocab-from MODEL``); other data is refused. At update 0 every tensor whose
+path (its name in the state dict, i.e. its place in the layer tree) and shape match is copied from MODEL's checkpoint
+and the rest keeps its fresh initialisation; which is which is printed and written to ``init_from.json`` in the new
+model directory. A resumed run continues from its own checkpoints and never reads MODEL's weights again. A grid's
+variants start from one pretrained model the same way (``train.init_from``: :mod:`adlnmt.experiment.grid`).
 """
 
 from __future__ import annotations
@@ -43,16 +44,33 @@ def check_vocabulary(init_dir: Path, data: DataDir) -> None:
             )
 
 
-def init_model_config(config: TrainConfig, data: DataDir) -> ModelConfig:
-    """The configuration of the model ``--init-from`` starts: MODEL's, with the ADL of the flags when given."""
+def check_pretrained(init_dir: Path) -> None:
+    """Refuse ``init_dir`` unless it is a model directory with a best checkpoint (what ``--init-from`` reads)."""
+    model_dir = ModelDir(init_dir)
+    model_dir.config()  # a clear error when it is no model directory, or a damaged one
+    if not model_dir.best_weights.is_file():
+        raise UserError(f"{init_dir}: no {model_dir.best_weights.name} (the best checkpoint --init-from starts from)")
+
+
+def pretrained_model_config(config: TrainConfig) -> ModelConfig:
+    """The configuration of the model ``--init-from`` starts: MODEL's, with the ADL of the options when given
+    (``--encoder`` or ``--decoder`` alone keeps MODEL's other side)."""
     assert config.init_from is not None
-    init_dir = Path(config.init_from)
-    base = ModelConfig(**ModelDir(init_dir).config()["model"])
-    check_vocabulary(init_dir, data)
+    base = ModelConfig(**ModelDir(config.init_from).config()["model"])
     if not (config.preset or config.encoder or config.decoder):
         return base
+    if not config.preset:
+        config = replace(config, encoder=config.encoder or base.encoder, decoder=config.decoder or base.decoder)
     given = config.model_config(base.src_vocab_size, base.tgt_vocab_size)
     return replace(base, encoder=given.encoder, decoder=given.decoder)
+
+
+def init_model_config(config: TrainConfig, data: DataDir) -> ModelConfig:
+    """:func:`pretrained_model_config`, once ``data`` is known to be encoded with MODEL's vocabulary."""
+    assert config.init_from is not None
+    base = pretrained_model_config(config)
+    check_vocabulary(Path(config.init_from), data)
+    return base
 
 
 @torch.no_grad()
