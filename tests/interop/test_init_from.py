@@ -44,6 +44,12 @@ def test_prepare_vocab_from_copies_the_models_vocabulary(pretrained: Path) -> No
     for side in ("src", "tgt"):
         theirs = (pretrained / "data" / manifest["spm"][side]).read_bytes()
         assert theirs == (model_vocab.path / model_vocab.manifest["spm"][side]).read_bytes()
+    # the manifest describes the copied models (an import's say "marian"), not prepare's defaults ("bpe")
+    assert (manifest["model_type"], manifest["joint"]) == (
+        model_vocab.manifest["model_type"],
+        model_vocab.manifest["joint"],
+    )
+    assert manifest["model_type"] == "marian"
 
 
 def test_init_from_starts_from_the_models_weights(pretrained: Path) -> None:

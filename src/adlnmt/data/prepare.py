@@ -507,8 +507,8 @@ def prepare(
     state = _resume_state(out, fingerprint)
 
     if vocab_from is not None:
-        state["spm"], _, joint = copy_vocabularies(Path(vocab_from), out)
-        options = replace(options, joint=joint)
+        state["spm"], _, joint, model_type = copy_vocabularies(Path(vocab_from), out)
+        options = replace(options, joint=joint, model_type=model_type)  # the model's, as the manifest then says
     elif "spm" not in state:
         sample = reservoir_sample(corpora, spm_sample)
         state["spm"] = _train_vocabs(sample, corpora[0].src, out, options, sorted(set(tags.values())))

@@ -12,9 +12,9 @@ from adlnmt.errors import DataError
 MODEL_VOCAB_DIR = "vocab"  # a model directory's vocabulary folder (adlnmt.store.names.VOCAB_DIR, which data is below)
 
 
-def copy_vocabularies(vocab_dir: Path, out: Path) -> tuple[dict[str, str], dict[str, Vocab], bool]:
+def copy_vocabularies(vocab_dir: Path, out: Path) -> tuple[dict[str, str], dict[str, Vocab], bool, str]:
     """Copy the sentencepiece model(s) of ``vocab_dir`` (a model's ``vocab/``) into ``out``: their file names per side,
-    the vocabularies and whether they are one joint model."""
+    the vocabularies, whether they are one joint model, and their sentencepiece model type."""
     import shutil
 
     if not (vocab_dir / "manifest.json").is_file():
@@ -24,4 +24,4 @@ def copy_vocabularies(vocab_dir: Path, out: Path) -> tuple[dict[str, str], dict[
     for name in set(files.values()):
         shutil.copyfile(vocab_dir / name, out / name)
     vocabs = {side: Vocab.load(out / files[side]) for side in SIDES}
-    return files, vocabs, bool(source.manifest["joint"])
+    return files, vocabs, bool(source.manifest["joint"]), str(source.manifest["model_type"])
