@@ -154,3 +154,17 @@ def test_bad_pretrained_settings_are_named(pretrained: Path, tmp_path: Path) -> 
     assert "variants[0] ('as imported'): train.init_from needs data encoded with the model's vocabulary" in (
         grid_error(tmp_path, pretrained, data=data)
     )
+
+
+def test_a_shallower_scale_takes_the_pretrained_architecture_shallower(pretrained: Path, tmp_path: Path) -> None:
+    deeper = tmp_path / "deeper"
+    shutil.copytree(pretrained, deeper)
+    stored = json.loads((deeper / "config.json").read_text())
+    stored["model"]["encoder"] = ENCODER.replace("repeat(1,", "repeat(4,")
+    (deeper / "config.json").write_text(json.dumps(stored))
+    path = write_grid(tmp_path, "corpus", "deeper", scales={"full": {}, "half": {"repeat_scale": 0.5}})
+    assert "encoder" not in load_grid(path, "full").variant("as imported").train  # the model's own, as it is
+    half = load_grid(path, "half")
+    own, changed = half.variant("as imported").train, half.variant("AAN decoder").train
+    assert own["encoder"] == changed["encoder"] == ENCODER.replace("repeat(1,", "repeat(2,")
+    assert own["decoder"] == stored["model"]["decoder"] and "aan" in changed["decoder"]
