@@ -17,6 +17,7 @@ from adlnmt.errors import UserError
 from adlnmt.experiment.grid import load_grid
 from adlnmt.experiment.runner import plan_runs, prepare_data
 from adlnmt.store import ModelDir
+from adlnmt.train.init_from import pretrained_digest
 
 from .test_experiment import experiment, read_csv, run_dir
 
@@ -85,6 +86,17 @@ def test_variants_start_from_the_pretrained_model_as_it_is_and_changed(
 
     status, stdout = experiment(str(grid), "--out", str(out), "--threads", "1")  # the data is reused, runs done
     assert status == 0 and "2 finished (skipped), 0 to run" in stdout, stdout
+
+    best = tmp_path / "model" / "best.safetensors"
+    weights = load_file(best)
+    save_file({name: tensor * 0.5 for name, tensor in weights.items()}, best)  # the pretrained model changed
+    status, stdout = experiment(str(grid), "--out", str(out), "--threads", "1", "--variants", "as imported")
+    assert status == 1 and "0 finished (skipped), 1 to run" in stdout, stdout
+    assert "started from another version of" in (run_dir(out, "as-imported", 1) / "log.txt").read_text()
+    status, stdout = experiment(str(grid), "--out", str(out), "--threads", "1", "--variants", "as imported", "--rerun")
+    assert status == 0, stdout
+    record = json.loads((same / "init_from.json").read_text())
+    assert record["initialised"] == {} and record["sha256"] == pretrained_digest(tmp_path / "model")
     spm = model_vocab.path / model_vocab.manifest["spm"]["src"]
     spm.write_bytes(spm.read_bytes() + b"\0")  # the model's vocabulary changed: its data is stale
     with pytest.raises(UserError, match=r"data/default was prepared with other vocab_from \(its vocabulary changed"):
