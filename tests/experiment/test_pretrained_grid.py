@@ -160,6 +160,9 @@ def test_bad_pretrained_settings_are_named(pretrained: Path, tmp_path: Path) -> 
     )
     data = {**data, "vocab_from": str(pretrained), "vocab_size": 100}
     assert "grid.yaml: data: vocab_size with vocab_from: " in grid_error(tmp_path, pretrained, data=data)
+    scales = {"s": {"data": {"model_type": "unigram"}}}
+    message = grid_error(tmp_path, pretrained, scales=scales, default_scale="s")
+    assert "grid.yaml: scales.s.data: model_type with vocab_from: " in message
     variants = [{"name": "v", "data": {"joint": False}}]
     assert "variants[0] ('v').data: joint with vocab_from" in grid_error(tmp_path, pretrained, variants=variants)
     data = {key: value for key, value in data.items() if key not in ("vocab_from", "vocab_size")}

@@ -2,7 +2,8 @@
 path, e.g. ``grid.yaml: variants[2] ('RNN/RNN').train.d_modle: unknown training option``) and resolve one scale.
 
 A grid names the data (a prepared directory, or raw files the experiment prepares once), shared training options,
-the variants (a preset or an encoder/decoder ADL pair, with overrides), the seeds, the test sets, the metrics and
+the variants (a preset or an encoder/decoder ADL pair, with overrides; or, starting from a pretrained model,
+``train.init_from``, its own architecture or one changed), the seeds, the test sets, the metrics and
 the decoding options; ``scales`` hold named sets of overrides (``small`` for a CPU, ``full`` for the papers' sizes).
 Paths are relative to the grid file; ``~`` and ``$VARS`` are expanded. docs/experiments.md documents the format.
 """
@@ -546,9 +547,10 @@ def _data(reader: Reader, raw: dict[str, Any], chosen: dict[str, Any], scale: st
             reader.fail(f"scales.{scale}.data", "prepare options need the grid's 'data' to be a prepare block")
         return DataSpec("", reader.path_value(raw["data"], "data"))
     options = _prepare_options(reader, raw["data"], "data", with_paths=True)
+    _vocab_from(reader, options, "data")
     if chosen.get("data") is not None:
         options.update(_prepare_options(reader, chosen["data"], f"scales.{scale}.data", with_paths=False))
-    _vocab_from(reader, options, f"scales.{scale}.data" if chosen.get("data") is not None else "data")
+        _vocab_from(reader, options, f"scales.{scale}.data")
     return DataSpec("default", None, tuple(sorted(options.items())))
 
 
