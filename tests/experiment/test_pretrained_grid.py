@@ -117,6 +117,8 @@ def test_the_fingerprints_follow_the_pretrained_models_content_not_where_it_lies
         return [(run.train_fingerprint, run.fingerprint) for run in runs]
 
     first = prints("first")
+    status, stdout = experiment(str(tmp_path / "first" / "grid.yaml"), "--dry-run", "--out", str(tmp_path / "out"))
+    assert status == 0 and stdout.count("seed 1 new") == 2, stdout
     assert prints("second/deeper") == first
     best = tmp_path / "second" / "deeper" / "model" / "best.safetensors"
     weights = load_file(best)
