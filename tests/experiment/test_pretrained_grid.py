@@ -165,6 +165,11 @@ def test_bad_pretrained_settings_are_named(pretrained: Path, tmp_path: Path) -> 
     scales = {"s": {"data": {"model_type": "unigram"}}}
     message = grid_error(tmp_path, pretrained, scales=scales, default_scale="s")
     assert "grid.yaml: scales.s.data: model_type with vocab_from: " in message
+    shutil.copytree(pretrained, tmp_path / "other")
+    variants = [{"name": "v", "data": {"vocab_from": "other"}}]
+    assert "variants[0] ('v').data.vocab_from: one model vocabulary per grid" in grid_error(
+        tmp_path, pretrained, variants=variants
+    )
     variants = [{"name": "v", "data": {"joint": False}}]
     assert "variants[0] ('v').data: joint with vocab_from" in grid_error(tmp_path, pretrained, variants=variants)
     data = {key: value for key, value in data.items() if key not in ("vocab_from", "vocab_size")}

@@ -385,6 +385,8 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
         changed = {k: v for k, v in overrides.items() if data.arguments().get(k) != v}
         key = "-".join(f"{k}-{str(v).lower()}" for k, v in sorted(changed.items())) or data.key
         data = DataSpec(key, None, tuple(sorted(merged.items())))
+    if data.arguments().get(VOCAB_FROM) != context["data"].arguments().get(VOCAB_FROM):
+        reader.fail(f"{where}.data.vocab_from", "one model vocabulary per grid: give it in the grid's data")
     _vocab_from(reader, data.arguments(), f"{where}.data")
     if train.get("init_from") and data.prepared is None and VOCAB_FROM not in data.arguments():
         reader.fail(where, "train.init_from needs data encoded with the model's vocabulary: set data.vocab_from")
