@@ -68,6 +68,7 @@ def test_variants_start_from_the_pretrained_model_as_it_is_and_changed(
     assert [(row["variant"], row["seeds_finished"]) for row in read_csv(out / "results.csv")] == [
         ("as imported", "1"), ("AAN decoder", "1")]  # fmt: skip
     data = json.loads((out / "data" / "default" / "manifest.json").read_text())
+    assert data["inputs"]["vocab_from"] == str((tmp_path / "model" / "vocab").resolve())
     model_vocab = ModelDir(tmp_path / "model").vocabularies()
     assert (out / "data" / "default" / data["spm"]["tgt"]).read_bytes() == (
         model_vocab.path / model_vocab.manifest["spm"]["tgt"]
