@@ -17,6 +17,7 @@ from adlnmt.errors import UserError
 from adlnmt.experiment.grid import load_grid
 from adlnmt.experiment.runner import plan_runs, prepare_data
 from adlnmt.store import ModelDir
+from adlnmt.train.init_from import pretrained_digest
 
 from .test_experiment import experiment, read_csv, run_dir
 
@@ -67,6 +68,7 @@ def test_variants_start_from_the_pretrained_model_as_it_is_and_changed(
     assert [(row["variant"], row["seeds_finished"]) for row in read_csv(out / "results.csv")] == [
         ("as imported", "1"), ("AAN decoder", "1")]  # fmt: skip
     data = json.loads((out / "data" / "default" / "manifest.json").read_text())
+    assert data["inputs"]["vocab_from"] == str((tmp_path / "model" / "vocab").resolve())
     model_vocab = ModelDir(tmp_path / "model").vocabularies()
     assert (out / "data" / "default" / data["spm"]["tgt"]).read_bytes() == (
         model_vocab.path / model_vocab.manifest["spm"]["tgt"]
@@ -85,6 +87,17 @@ def test_variants_start_from_the_pretrained_model_as_it_is_and_changed(
 
     status, stdout = experiment(str(grid), "--out", str(out), "--threads", "1")  # the data is reused, runs done
     assert status == 0 and "2 finished (skipped), 0 to run" in stdout, stdout
+
+    best = tmp_path / "model" / "best.safetensors"
+    weights = load_file(best)
+    save_file({name: tensor * 0.5 for name, tensor in weights.items()}, best)  # the pretrained model changed
+    status, stdout = experiment(str(grid), "--out", str(out), "--threads", "1", "--variants", "as imported")
+    assert status == 1 and "0 finished (skipped), 1 to run" in stdout, stdout
+    assert "started from another version of" in (run_dir(out, "as-imported", 1) / "log.txt").read_text()
+    status, stdout = experiment(str(grid), "--out", str(out), "--threads", "1", "--variants", "as imported", "--rerun")
+    assert status == 0, stdout
+    record = json.loads((same / "init_from.json").read_text())
+    assert record["initialised"] == {} and record["sha256"] == pretrained_digest(tmp_path / "model")
     spm = model_vocab.path / model_vocab.manifest["spm"]["src"]
     spm.write_bytes(spm.read_bytes() + b"\0")  # the model's vocabulary changed: its data is stale
     with pytest.raises(UserError, match=r"data/default was prepared with other vocab_from \(its vocabulary changed"):
@@ -105,6 +118,8 @@ def test_the_fingerprints_follow_the_pretrained_models_content_not_where_it_lies
         return [(run.train_fingerprint, run.fingerprint) for run in runs]
 
     first = prints("first")
+    status, stdout = experiment(str(tmp_path / "first" / "grid.yaml"), "--dry-run", "--out", str(tmp_path / "out"))
+    assert status == 0 and stdout.count("seed 1 new") == 2, stdout
     assert prints("second/deeper") == first
     best = tmp_path / "second" / "deeper" / "model" / "best.safetensors"
     weights = load_file(best)
@@ -148,9 +163,31 @@ def test_bad_pretrained_settings_are_named(pretrained: Path, tmp_path: Path) -> 
     )
     data = {**data, "vocab_from": str(pretrained), "vocab_size": 100}
     assert "grid.yaml: data: vocab_size with vocab_from: " in grid_error(tmp_path, pretrained, data=data)
+    scales = {"s": {"data": {"model_type": "unigram"}}}
+    message = grid_error(tmp_path, pretrained, scales=scales, default_scale="s")
+    assert "grid.yaml: scales.s.data: model_type with vocab_from: " in message
+    shutil.copytree(pretrained, tmp_path / "other")
+    variants = [{"name": "v", "data": {"vocab_from": "other"}}]
+    assert "variants[0] ('v').data.vocab_from: one model vocabulary per grid" in grid_error(
+        tmp_path, pretrained, variants=variants
+    )
     variants = [{"name": "v", "data": {"joint": False}}]
     assert "variants[0] ('v').data: joint with vocab_from" in grid_error(tmp_path, pretrained, variants=variants)
     data = {key: value for key, value in data.items() if key not in ("vocab_from", "vocab_size")}
     assert "variants[0] ('as imported'): train.init_from needs data encoded with the model's vocabulary" in (
         grid_error(tmp_path, pretrained, data=data)
     )
+
+
+def test_a_shallower_scale_takes_the_pretrained_architecture_shallower(pretrained: Path, tmp_path: Path) -> None:
+    deeper = tmp_path / "deeper"
+    shutil.copytree(pretrained, deeper)
+    stored = json.loads((deeper / "config.json").read_text())
+    stored["model"]["encoder"] = ENCODER.replace("repeat(1,", "repeat(4,")
+    (deeper / "config.json").write_text(json.dumps(stored))
+    path = write_grid(tmp_path, "corpus", "deeper", scales={"full": {}, "half": {"repeat_scale": 0.5}})
+    assert "encoder" not in load_grid(path, "full").variant("as imported").train  # the model's own, as it is
+    half = load_grid(path, "half")
+    own, changed = half.variant("as imported").train, half.variant("AAN decoder").train
+    assert own["encoder"] == changed["encoder"] == ENCODER.replace("repeat(1,", "repeat(2,")
+    assert own["decoder"] == stored["model"]["decoder"] and "aan" in changed["decoder"]

@@ -558,9 +558,8 @@ def prepare(
             "spm_sample": spm_sample,
             "shard_size": shard_size,
             "target_tags": target_tags,
-            "vocab_from": settings["vocab_from"],  # the model vocabulary copied (a grid checks it is the one asked)
         },
-        "inputs": _inputs(corpora, valid),
+        "inputs": _inputs(corpora, valid, settings["vocab_from"]),
         "corpora": corpus_summaries,
         "splits": {
             "train": train_tally.summary(options.source_markers, False),
@@ -577,15 +576,17 @@ def prepare(
     return manifest
 
 
-def _inputs(corpora: Sequence[Corpus], valid: Sequence[Corpus]) -> dict[str, str]:
-    """The files read, links followed: ``train_src`` ... for one corpus given as four files, else per corpus."""
+def _inputs(corpora: Sequence[Corpus], valid: Sequence[Corpus], vocab_from: str | None) -> dict[str, str]:
+    """The files read, links followed: ``train_src`` ... for one corpus given as four files, else per corpus; and
+    ``vocab_from``, the model vocabulary copied, when one was."""
+    copied = {} if vocab_from is None else {"vocab_from": vocab_from}
     if len(corpora) == 1 and corpora[0].name == LEGACY_CORPUS and len(valid) == 1:
         files = (corpora[0].src, corpora[0].tgt, valid[0].src, valid[0].tgt)
-        return {key: str(p.resolve()) for key, p in zip(("train_src", "train_tgt", "valid_src", "valid_tgt"), files,
-                                                         strict=True)}  # fmt: skip
+        return {**{key: str(p.resolve()) for key, p in zip(("train_src", "train_tgt", "valid_src", "valid_tgt"),
+                                                           files, strict=True)}, **copied}  # fmt: skip
     named = {f"train.{c.name}.{side}": getattr(c, side) for c in corpora for side in SIDES}
     named |= {f"valid.{v.name}.{side}": getattr(v, side) for v in valid for side in SIDES}
-    return {key: str(path.resolve()) for key, path in named.items()}
+    return {**{key: str(path.resolve()) for key, path in named.items()}, **copied}
 
 
 def _resume_state(out: Path, fingerprint: str) -> dict[str, Any]:

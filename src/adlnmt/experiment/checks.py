@@ -8,21 +8,22 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from adlnmt.errors import UserError
-from adlnmt.experiment.grid import Grid
+from adlnmt.experiment.grid import VOCAB_FROM, Grid
 from adlnmt.experiment.results import RESULT_FILE, ResultError, RunResult
 from adlnmt.experiment.runner import Run
 
 
 def input_problems(grid: Grid) -> list[str]:
     """What is wrong with the files the grid reads: its test sets, the corpora its data is prepared from, the
-    prepared data directories it names (one line each, naming the file)."""
+    prepared data directories it names (one line each, naming the file; the model a vocabulary comes from is checked
+    when the grid is read)."""
     from adlnmt.data.data_dir import DataDir
 
     problems: list[str] = []
     files = [path for test in grid.tests for path in (test.src, test.ref)]
     for spec in dict.fromkeys(variant.data for variant in grid.variants):
         if spec.prepared is None:
-            files += [value for value in spec.arguments().values() if isinstance(value, Path)]
+            files += [value for key, value in spec.arguments().items() if isinstance(value, Path) and key != VOCAB_FROM]
             continue
         try:
             DataDir.load(spec.prepared)

@@ -2,7 +2,8 @@
 path, e.g. ``grid.yaml: variants[2] ('RNN/RNN').train.d_modle: unknown training option``) and resolve one scale.
 
 A grid names the data (a prepared directory, or raw files the experiment prepares once), shared training options,
-the variants (a preset or an encoder/decoder ADL pair, with overrides), the seeds, the test sets, the metrics and
+the variants (a preset or an encoder/decoder ADL pair, with overrides; or, starting from a pretrained model,
+``train.init_from``, its own architecture or one changed), the seeds, the test sets, the metrics and
 the decoding options; ``scales`` hold named sets of overrides (``small`` for a CPU, ``full`` for the papers' sizes).
 Paths are relative to the grid file; ``~`` and ``$VARS`` are expanded. docs/experiments.md documents the format.
 """
@@ -348,6 +349,8 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
         changed = {k: v for k, v in overrides.items() if data.arguments().get(k) != v}
         key = "-".join(f"{k}-{str(v).lower()}" for k, v in sorted(changed.items())) or data.key
         data = DataSpec(key, None, tuple(sorted(merged.items())))
+    if data.arguments().get(VOCAB_FROM) != context["data"].arguments().get(VOCAB_FROM):
+        reader.fail(f"{where}.data.vocab_from", "one model vocabulary per grid: give it in the grid's data")
     _vocab_from(reader, data.arguments(), f"{where}.data")
     if train.get("init_from") and data.prepared is None and VOCAB_FROM not in data.arguments():
         reader.fail(where, "train.init_from needs data encoded with the model's vocabulary: set data.vocab_from")
@@ -514,9 +517,10 @@ def _data(reader: Reader, raw: dict[str, Any], chosen: dict[str, Any], scale: st
             reader.fail(f"scales.{scale}.data", "prepare options need the grid's 'data' to be a prepare block")
         return _prepared_dir(reader, raw["data"], "data")
     options = _prepare_options(reader, raw["data"], "data", with_paths=True)
+    _vocab_from(reader, options, "data")
     if chosen.get("data") is not None:
         options.update(_prepare_options(reader, chosen["data"], f"scales.{scale}.data", with_paths=False))
-    _vocab_from(reader, options, f"scales.{scale}.data" if chosen.get("data") is not None else "data")
+        _vocab_from(reader, options, f"scales.{scale}.data")
     return DataSpec("default", None, tuple(sorted(options.items())))
 
 

@@ -255,8 +255,9 @@ def _evaluation(grid: Grid) -> dict[str, Any]:
 def _model_digest(path: Path, stamps: tuple[tuple[int, int, int], ...]) -> str:
     """The SHA-256 of a model directory's config.json and best checkpoint (``stamps``: their inode, size and
     modification time, so that a file replaced is read again)."""
-    model_dir = ModelDir(path)
-    return fingerprint([file_sha256(model_dir.config_file), file_sha256(model_dir.best_weights)])
+    from adlnmt.train.init_from import pretrained_digest
+
+    return pretrained_digest(path)
 
 
 def _pretrained(path: str, grid: Grid) -> dict[str, str]:

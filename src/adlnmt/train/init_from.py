@@ -7,12 +7,15 @@ or one block fewer; one side given alone keeps MODEL's other side). The data mus
 sentencepiece models (``adlnmt prepare --vocab-from MODEL``); other data is refused. At update 0 every tensor whose
 path (its name in the state dict, i.e. its place in the layer tree) and shape match is copied from MODEL's checkpoint
 and the rest keeps its fresh initialisation; which is which is printed and written to ``init_from.json`` in the new
-model directory. A resumed run continues from its own checkpoints and never reads MODEL's weights again. A grid's
-variants start from one pretrained model the same way (``train.init_from``: :mod:`adlnmt.experiment.grid`).
+model directory, with the digest of MODEL's version. A resumed run continues from its own checkpoints and never reads
+MODEL's weights again, but refuses to go on when MODEL changed since (it would no longer be the run its settings
+name). A grid's variants start from one pretrained model the same way (``train.init_from``:
+:mod:`adlnmt.experiment.grid`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,7 +29,7 @@ from adlnmt.errors import UserError
 from adlnmt.model import Seq2Seq
 from adlnmt.model_config import ModelConfig
 from adlnmt.store import ModelDir
-from adlnmt.store.atomic import atomic_write, file_sha256
+from adlnmt.store.atomic import atomic_write, file_sha256, read_json_object
 from adlnmt.store.names import INIT_FROM
 from adlnmt.train.config import TrainConfig
 
@@ -65,6 +68,25 @@ def pretrained_model_config(config: TrainConfig) -> ModelConfig:
     return replace(base, encoder=given.encoder, decoder=given.decoder)
 
 
+def pretrained_digest(init_dir: Path) -> str:
+    """The SHA-256 of MODEL's ``config.json`` and best checkpoint: which version of it a run starts from."""
+    model_dir = ModelDir(init_dir)
+    files = (model_dir.config_file, model_dir.best_weights)
+    return hashlib.sha256("".join(file_sha256(path) for path in files).encode()).hexdigest()
+
+
+def check_same_source(init_dir: Path, model_dir: Path) -> None:
+    """Refuse to resume the run in ``model_dir`` when MODEL changed since the run started from it (its digest in
+    ``init_from.json``; runs recorded without one are not checked)."""
+    path = model_dir / INIT_FROM
+    recorded = read_json_object(path).get("sha256") if path.is_file() else None
+    if recorded is not None and recorded != pretrained_digest(init_dir):
+        raise UserError(
+            f"{model_dir} started from another version of {init_dir} (its weights or config.json changed since: "
+            f"{INIT_FROM}); choose a new --model directory to start from it as it is now"
+        )
+
+
 def init_model_config(config: TrainConfig, data: DataDir) -> ModelConfig:
     """:func:`pretrained_model_config`, once ``data`` is known to be encoded with MODEL's vocabulary."""
     assert config.init_from is not None
@@ -79,7 +101,7 @@ def initialise_from(
 ) -> dict[str, Any]:
     """Copy into ``model`` every tensor of ``init_dir``'s best checkpoint whose name and shape match; print (``log``)
     and write (``model_dir``/init_from.json, unless None) which tensors were copied, initialised afresh, or left
-    unused."""
+    unused, and the digest of the version of MODEL they came from."""
     source, _, _ = ModelDir(init_dir).load_model("best")
     theirs = source.state_dict()
     copied, initialised = [], {}
@@ -91,8 +113,8 @@ def initialise_from(
         else:
             initialised[name] = "absent" if found is None else f"shape {list(found.shape)} ≠ {list(tensor.shape)}"
     unused = sorted(set(theirs) - set(copied))
-    record = {"from": str(init_dir.resolve()), "checkpoint": "best", "copied": copied, "initialised": initialised,
-              "unused": unused}  # fmt: skip
+    record = {"from": str(init_dir.resolve()), "sha256": pretrained_digest(init_dir), "checkpoint": "best",
+              "copied": copied, "initialised": initialised, "unused": unused}  # fmt: skip
     if model_dir is not None:
         text = json.dumps(record, indent=2) + "\n"
         atomic_write(model_dir / INIT_FROM, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -37,7 +37,7 @@ from adlnmt.store.names import VOCAB_HASHES
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.device import pick_device, precision_setup, use_deterministic_kernels
-from adlnmt.train.init_from import init_model_config, initialise_from
+from adlnmt.train.init_from import check_same_source, init_model_config, initialise_from
 from adlnmt.train.launch import adopt_slurm_environment
 from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
@@ -187,6 +187,8 @@ class Trainer:
         self._resume()
         if config.init_from and self.progress.update == 0:
             initialise_from(self.model, Path(config.init_from), self.dir if self.main else None, self.log)
+        elif config.init_from:
+            check_same_source(Path(config.init_from), self.dir)
         board_dir = tensorboard_dir(config.tensorboard, self.dir)
         if board_dir is not None and self.main:
             self.board = Board(board_dir, self.progress.update)
