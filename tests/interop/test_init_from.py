@@ -125,3 +125,13 @@ def test_prepare_finds_the_vocabulary_where_model_directories_keep_it() -> None:
     from adlnmt.store.names import VOCAB_DIR
 
     assert MODEL_VOCAB_DIR == VOCAB_DIR
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--d-model", "64"), ("--heads", "4"), ("--d-ff", "64"), ("--dropout", "0.3")]
+)
+def test_a_size_init_from_would_ignore_is_refused(pretrained: Path, flag: str, value: str, capsys) -> None:
+    """MODEL's sizes are kept; a size option set to something else is an error naming it, never ignored."""
+    assert train(pretrained, f"size{flag}", flag, value, "--max-updates", "1") == 2
+    assert f"{flag} {value}: --init-from" in capsys.readouterr().err
+    assert not (pretrained / f"size{flag}" / "config.json").exists()  # nothing started

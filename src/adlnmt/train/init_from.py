@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +60,26 @@ def pretrained_model_config(config: TrainConfig) -> ModelConfig:
     (``--encoder`` or ``--decoder`` alone keeps MODEL's other side)."""
     assert config.init_from is not None
     base = ModelConfig(**ModelDir(config.init_from).config()["model"])
+    check_sizes(config, base)
     if not (config.preset or config.encoder or config.decoder):
         return base
     if not config.preset:
         config = replace(config, encoder=config.encoder or base.encoder, decoder=config.decoder or base.decoder)
     given = config.model_config(base.src_vocab_size, base.tgt_vocab_size)
     return replace(base, encoder=given.encoder, decoder=given.decoder)
+
+
+def check_sizes(config: TrainConfig, base: ModelConfig) -> None:
+    """Refuse a size option set to other than its default and other than MODEL's: ``--init-from`` keeps MODEL's
+    width, heads, feed-forward width and dropout, and would otherwise ignore it without a word."""
+    defaults = {f.name: f.default for f in fields(TrainConfig)} | {"d_ff": 4 * config.d_model}  # d_ff's, resolved
+    theirs = {"d_model": base.d_model, "heads": base.heads, "d_ff": base.ff_factor * base.d_model,
+              "dropout": base.dropout}  # fmt: skip
+    for name, value in theirs.items():
+        given = getattr(config, name)
+        if given != defaults[name] and given != value:
+            raise UserError(f"--{name.replace('_', '-')} {given}: --init-from {config.init_from} keeps the model's "
+                            f"{name} ({value}); leave the option out")  # fmt: skip
 
 
 def pretrained_digest(init_dir: Path) -> str:
