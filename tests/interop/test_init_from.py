@@ -128,7 +128,7 @@ def test_prepare_finds_the_vocabulary_where_model_directories_keep_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("flag", "value"), [("--d-model", "64"), ("--heads", "4"), ("--d-ff", "64"), ("--dropout", "0.3")]
+    ("flag", "value"), [("--d-model", "64"), ("--heads", "4"), ("--d-ff", "1024"), ("--dropout", "0.3")]
 )
 def test_a_size_init_from_would_ignore_is_refused(pretrained: Path, flag: str, value: str, capsys) -> None:
     """MODEL's sizes are kept; a size option set to something else is an error naming it, never ignored."""
