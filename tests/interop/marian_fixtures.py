@@ -34,9 +34,9 @@ def tokenizer(corpus: Path, out: Path, size: int = 60, drop: tuple[str, ...] = (
               codes: tuple[str, ...] = ()) -> dict[str, int]:  # fmt: skip
     """source.spm, target.spm and vocab.json in ``out``; ``drop``: pieces left out of vocab.json (Marian: <unk>);
     ``separate``: vocab.json of the source pieces and target_vocab.json of the target pieces, of one size (as
-    Marian's converter requires: the shorter is filled up with pieces segmentation never produces); ``codes``: multilingual
-    target-language codes (``>>fra<<``) put first in vocab.json, as in OPUS-MT multi-target models. Returns the
-    (source) vocab.json."""
+    Marian's converter requires: the shorter is filled up with pieces segmentation never produces); ``codes``:
+    multilingual target-language codes (``>>fra<<``) put first in vocab.json, as in OPUS-MT multi-target models.
+    Returns the (source) vocab.json."""
     out.mkdir(parents=True, exist_ok=True)
     sides = {}
     for side, name in (("src", "source"), ("tgt", "target")):

@@ -66,8 +66,19 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
                            "target.spm: not a sentencepiece"),
     "damaged vocab.json": (lambda d: (d / "vocab.json").write_text("[1, 2]"), "vocab.json: malformed"),
     "vocab.json of another model": (edit_json("vocab.json", lambda v: v.pop("</s>")), "vocab.json: its"),
-    "separate vocabularies": (edit_json("tokenizer_config.json", lambda c: c.update(separate_vocabs=True)),
-                              "separate_vocabs (a target_vocab.json) is not supported"),
+    "separate_vocabs without target_vocab.json": (
+        edit_json("tokenizer_config.json", lambda c: c.update(separate_vocabs=True)),
+        "target_vocab.json: missing (a MarianMT tokenizer needs vocab.json, source.spm, target.spm and, with "
+        "separate_vocabs, target_vocab.json)"),
+    "separate_vocabs with shared embeddings": (
+        lambda d: (edit_json("tokenizer_config.json", lambda c: c.update(separate_vocabs=True))(d),
+                   (d / "target_vocab.json").write_text((d / "vocab.json").read_text())),
+        "share_encoder_decoder_embeddings is true, but the tokenizer has separate vocabularies"),
+    "decoder_vocab_size of one vocab.json": (edit_json("config.json", lambda c: c.update(decoder_vocab_size=99)),
+                                             "decoder_vocab_size 99 differs from vocab_size"),
+    "pad id outside vocab.json": (edit_json("config.json", lambda c: c.update(pad_token_id=500,
+                                                                               decoder_start_token_id=500)),
+                                  "pad (500) ids must be ids of its"),
 }  # fmt: skip
 
 
