@@ -63,10 +63,12 @@ def tokenizer(corpus: Path, out: Path, size: int = 60, drop: tuple[str, ...] = (
 
 
 def end_most_outputs(model, sources: list[list[int]]) -> None:
-    """Raise the </s> bias of a random model until most greedy outputs of ``sources`` end before 1.5 · |source| + 5
-    tokens (a random model otherwise tends to repeat one piece to the length limit, which tests little)."""
+    """Raise the </s> bias of a random model from -8 until most greedy outputs of ``sources`` end after one token
+    or more and before 1.5 · |source| + 5 tokens, or else to the bias that ends the most so (a random model
+    otherwise tends to repeat one piece to the length limit, or to end at once, which tests little)."""
     pad = model.config.pad_token_id
-    for bias in torch.arange(0.0, 12.0, 0.5):
+    best = (-1, 0.0)  # (outputs ended, bias): the bias that ends the most when none ends two thirds
+    for bias in torch.arange(-8.0, 12.0, 0.5).tolist():
         with torch.no_grad():
             model.final_logits_bias[0, 0] = bias
         ended = 0
@@ -77,6 +79,9 @@ def end_most_outputs(model, sources: list[list[int]]) -> None:
             ended += 1 <= output.index(0) < limit if 0 in output else 0
         if ended * 3 >= 2 * len(sources):
             return
+        best = max(best, (ended, -bias))
+    with torch.no_grad():
+        model.final_logits_bias[0, 0] = -best[1]
 
 
 def marian_model(out: Path, vocab_size: int, seed: int = 0, calibrate: list[list[int]] | None = None,
@@ -110,10 +115,12 @@ def marian_model(out: Path, vocab_size: int, seed: int = 0, calibrate: list[list
         for name in ("shared", "encoder.embed_tokens", "decoder.embed_tokens"):
             if hasattr(model.model, name.split(".")[0]):
                 model.get_submodule(f"model.{name}").weight[vocab_size - 1] = 0.0  # the converter's zero start row
-    if calibrate:
-        end_most_outputs(model, calibrate)
     model.save_pretrained(out)
-    return MarianMTModel.from_pretrained(out).eval()  # as a user loads it (positions rebuilt on load)
+    model = MarianMTModel.from_pretrained(out).eval()  # as a user loads it (positions rebuilt on load)
+    if calibrate:  # on the loaded model: before saving, transformers 5 holds other position tables
+        end_most_outputs(model, calibrate)
+        model.save_pretrained(out)
+    return model
 
 
 def marian_dir(corpus: Path, out: Path, seed: int = 0, drop: tuple[str, ...] = (), separate: bool = False,

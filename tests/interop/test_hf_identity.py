@@ -2,7 +2,8 @@
 (within 1e-5), greedy and beam-5 outputs (token-identical to ``generate``), for several configurations.
 
 Matched settings: ``generate`` with ``bad_words_ids=[[pad]]`` (OPUS-MT's generation config), ``do_sample=False``,
-``max_new_tokens`` = adlnmt's length limit + 1 (adlnmt's limit counts tokens before EOS), and for beam search
+``max_new_tokens`` = adlnmt's length limit + 1 (adlnmt's limit counts tokens before EOS) with adlnmt's rule at the
+limit (:class:`EndAtLimit`, in place of ``forced_eos_token_id``), and for beam search
 ``length_penalty=0`` with ``early_stopping=True`` (adlnmt's --length-penalty 0: both stop a sentence at k ended
 hypotheses ranked by log-probability). MarianMT's pad token carries probability mass in ``transformers``' softmax
 (a zero row, logit = its bias) although it can never be emitted; Marian's own softmax has no such class, and the import
@@ -52,6 +53,22 @@ def pair(request, corpus: Path, tmp_path_factory: pytest.TempPathFactory):
     imported = import_marian(root / "hf", root / "model")
     model, data, _ = ModelDir(root / "model").load_model("best")
     return hf, model.eval(), data, imported.vocabularies, root
+
+
+class EndAtLimit(transformers.LogitsProcessor):
+    """adlnmt's rule at the length limit (a hypothesis of ``limit`` tokens may only end, </s> keeping its own
+    log-probability) in place of ``forced_eos_token_id`` (which gives the forced </s> log-probability 0 in beam
+    search, and so ranks hypotheses cut at the limit otherwise)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if input_ids.size(1) <= self.limit:  # the start token and fewer than ``limit`` tokens
+            return scores
+        forced = torch.full_like(scores, float("-inf"))
+        forced[:, 0] = scores[:, 0]
+        return forced
 
 
 def sources(corpus: Path) -> list[str]:
@@ -108,7 +125,8 @@ def test_search_equals_generate(pair, corpus: Path, beam: int) -> None:
         limit = length_limit(len(src), options)
         output = hf.generate(torch.tensor([marian_ids(vocabularies["src"], src)]), num_beams=beam, do_sample=False,
                              max_new_tokens=limit + 1, bad_words_ids=[[pad]], length_penalty=0.0,
-                             early_stopping=True)[0, 1:].tolist()  # fmt: skip
+                             early_stopping=True, forced_eos_token_id=None,
+                             logits_processor=[EndAtLimit(limit)])[0, 1:].tolist()  # fmt: skip
         output = output[: output.index(0)] if 0 in output else output
         assert marian_ids(vocabularies["tgt"], hyps[0].tokens) == output
         ended += len(hyps[0].tokens) < limit
