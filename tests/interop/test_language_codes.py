@@ -105,3 +105,15 @@ def test_serve_reads_a_code_as_one_source_piece(multilingual, demo_data: Path) -
     expected = translator.search(lines, SearchOptions(beam=2))
     for result, hyps in zip(reply.json()["translations"], expected, strict=True):
         assert result["source_pieces"][0] == ">>fra<<" and result["translation"] == hyps[0].text
+
+
+def test_codes_survive_the_export(multilingual, demo_data: Path) -> None:
+    """Exported back to MarianMT, the codes are entries of vocab.json again: MarianTokenizer reads them as before."""
+    from adlnmt.cli import main
+
+    _, _, _, root = multilingual
+    assert main(["export", "--model", str(root / "model"), "--format", "hf-marian", "--out", str(root / "out")]) == 0
+    original, exported = (transformers.MarianTokenizer.from_pretrained(root / name) for name in ("hf", "out"))
+    assert set(exported.supported_language_codes) == set(CODES)
+    for text in texts(demo_data):
+        assert exported(text)["input_ids"] == original(text)["input_ids"]
