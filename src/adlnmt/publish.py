@@ -23,6 +23,7 @@ from adlnmt.store.atomic import read_json_object
 
 RESULT = "result.json"  # beside a grid run's model directory (adlnmt experiment): its test scores
 CLAIMS = "claims.json"  # in the grid's results folder: the claims and their verdicts
+ONNX_DIR = "onnx"  # the ONNX export's folder in the published folder (--onnx)
 MODEL_SETTINGS = ("d_model", "heads", "ff_factor", "dropout", "tie_source", "tie_output", "max_len")
 TRAINING_SETTINGS = ("label_smoothing", "batch_tokens", "accumulate", "lr", "lr_schedule", "warmup", "max_updates",
                      "max_epochs", "patience", "seed", "precision", "init_from")  # fmt: skip
@@ -59,9 +60,11 @@ def validation_summary(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: str | None, missing: str) -> str:
+def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: str | None, missing: str,
+         onnx: bool = False) -> str:  # fmt: skip
     """README.md: the model card (``refusal``: why the architecture is not MarianMT's, None when it is;
-    ``diagram``: the image's file name, or None and ``missing`` says why)."""
+    ``diagram``: the image's file name, or None and ``missing`` says why; ``onnx``: the folder holds the ONNX
+    export)."""
     marian = refusal is None
     files = ModelDir(model_dir)
     manifest = read_json_object(files.vocab_dir / "manifest.json")
@@ -132,6 +135,9 @@ def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: 
     else:
         body += [f"adlnmt's own format ({refusal}): copy `config.json`, `vocab/` and `model.safetensors` (as "
                  "`best.safetensors`) into a model directory, then `adlnmt translate --model MODEL`."]  # fmt: skip
+    if onnx:
+        body += ["", f"The ONNX export is in `{ONNX_DIR}/`: `adlnmt translate --model {ONNX_DIR} --engine onnxruntime` "
+                 "(no PyTorch needed)."]  # fmt: skip
     body += ["", "## Upload", "", "Nothing was uploaded. To publish: `huggingface-cli upload USER/NAME .` in this "
              "folder (after `huggingface-cli login`).", ""]  # fmt: skip
     return "\n".join([*front, "", *body])
@@ -170,8 +176,8 @@ def publish(model_dir: Path, out: Path, checkpoint: str = "best", onnx: bool = F
             from adlnmt.export.directory import Source
             from adlnmt.export.formats import export_model
 
-            export_model(Source(model.eval(), data, max_len, model_dir), directory / "onnx", "onnx", "none")
-        text = card(model_dir, stored, refusal, diagram, missing)
+            export_model(Source(model.eval(), data, max_len, model_dir), directory / ONNX_DIR, "onnx", "none")
+        text = card(model_dir, stored, refusal, diagram, missing, onnx)
         (directory / "README.md").write_text(text, encoding="utf-8")
 
     write_new_directory(out, fill, "publish")

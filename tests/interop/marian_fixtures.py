@@ -24,8 +24,19 @@ def train_spm(lines: list[str], prefix: Path, size: int) -> Path:
     return prefix.with_name(prefix.name + ".model")
 
 
-def tokenizer(corpus: Path, out: Path, size: int = 60, drop: tuple[str, ...] = ()) -> dict[str, int]:
-    """source.spm, target.spm and vocab.json in ``out``; ``drop``: pieces left out of vocab.json (Marian: <unk>)."""
+def marian_json(pieces: list[str]) -> dict[str, int]:
+    """A Marian vocabulary of ``pieces``: ``</s>`` 0, ``<unk>`` 1, the pieces, ``<pad>`` last."""
+    table = {"</s>": 0, "<unk>": 1} | {p: i + 2 for i, p in enumerate(pieces)}
+    return table | {"<pad>": len(table)}
+
+
+def tokenizer(corpus: Path, out: Path, size: int = 60, drop: tuple[str, ...] = (), separate: bool = False,
+              codes: tuple[str, ...] = ()) -> dict[str, int]:  # fmt: skip
+    """source.spm, target.spm and vocab.json in ``out``; ``drop``: pieces left out of vocab.json (Marian: <unk>);
+    ``separate``: vocab.json of the source pieces and target_vocab.json of the target pieces, of one size (as
+    Marian's converter requires: the shorter is filled up with pieces segmentation never produces); ``codes``:
+    multilingual target-language codes (``>>fra<<``) put first in vocab.json, as in OPUS-MT multi-target models.
+    Returns the (source) vocab.json."""
     out.mkdir(parents=True, exist_ok=True)
     sides = {}
     for side, name in (("src", "source"), ("tgt", "target")):
@@ -37,20 +48,27 @@ def tokenizer(corpus: Path, out: Path, size: int = 60, drop: tuple[str, ...] = (
         processor = spm.SentencePieceProcessor(model_file=str(out / f"{name}.spm"))
         sides[side] = [processor.id_to_piece(i) for i in range(processor.get_piece_size())
                        if not (processor.is_control(i) or processor.is_unknown(i))]  # fmt: skip
-    pieces = list(dict.fromkeys(p for p in sides["src"] + sides["tgt"] if p not in drop))
-    table = {"</s>": 0, "<unk>": 1} | {p: i + 2 for i, p in enumerate(pieces)}
-    table["<pad>"] = len(table)
+    if separate:
+        lists = {"src": [*codes, *sides["src"]], "tgt": sides["tgt"]}
+        count = max(map(len, lists.values()))
+        table, target = (marian_json(pieces + [f"<filler{i}>" for i in range(count - len(pieces))])
+                         for pieces in lists.values())  # fmt: skip
+        (out / "target_vocab.json").write_text(json.dumps(target), encoding="utf-8")
+    else:
+        table = marian_json([*codes, *dict.fromkeys(p for p in sides["src"] + sides["tgt"] if p not in drop)])
     (out / "vocab.json").write_text(json.dumps(table), encoding="utf-8")
     (out / "tokenizer_config.json").write_text(json.dumps({"source_lang": "src", "target_lang": "tgt",
-                                                           "separate_vocabs": False}))  # fmt: skip
+                                                           "separate_vocabs": separate}))  # fmt: skip
     return table
 
 
 def end_most_outputs(model, sources: list[list[int]]) -> None:
-    """Raise the </s> bias of a random model until most greedy outputs of ``sources`` end before 1.5 · |source| + 5
-    tokens (a random model otherwise tends to repeat one piece to the length limit, which tests little)."""
+    """Raise the </s> bias of a random model from -8 until most greedy outputs of ``sources`` end after one token
+    or more and before 1.5 · |source| + 5 tokens, or else to the bias that ends the most so (a random model
+    otherwise tends to repeat one piece to the length limit, or to end at once, which tests little)."""
     pad = model.config.pad_token_id
-    for bias in torch.arange(0.0, 12.0, 0.5):
+    best = (-1, 0.0)  # (outputs ended, bias): the bias that ends the most when none ends two thirds
+    for bias in torch.arange(-8.0, 12.0, 0.5).tolist():
         with torch.no_grad():
             model.final_logits_bias[0, 0] = bias
         ended = 0
@@ -61,6 +79,9 @@ def end_most_outputs(model, sources: list[list[int]]) -> None:
             ended += 1 <= output.index(0) < limit if 0 in output else 0
         if ended * 3 >= 2 * len(sources):
             return
+        best = max(best, (ended, -bias))
+    with torch.no_grad():
+        model.final_logits_bias[0, 0] = -best[1]
 
 
 def marian_model(out: Path, vocab_size: int, seed: int = 0, calibrate: list[list[int]] | None = None,
@@ -94,18 +115,22 @@ def marian_model(out: Path, vocab_size: int, seed: int = 0, calibrate: list[list
         for name in ("shared", "encoder.embed_tokens", "decoder.embed_tokens"):
             if hasattr(model.model, name.split(".")[0]):
                 model.get_submodule(f"model.{name}").weight[vocab_size - 1] = 0.0  # the converter's zero start row
-    if calibrate:
-        end_most_outputs(model, calibrate)
     model.save_pretrained(out)
-    return MarianMTModel.from_pretrained(out).eval()  # as a user loads it (positions rebuilt on load)
+    model = MarianMTModel.from_pretrained(out).eval()  # as a user loads it (positions rebuilt on load)
+    if calibrate:  # on the loaded model: before saving, transformers 5 holds other position tables
+        end_most_outputs(model, calibrate)
+        model.save_pretrained(out)
+    return model
 
 
-def marian_dir(corpus: Path, out: Path, seed: int = 0, drop: tuple[str, ...] = (), **settings: Any):
-    """A MarianMT directory whose model ends most greedy outputs of the first valid sentences (see
-    :func:`end_most_outputs`)."""
+def marian_dir(corpus: Path, out: Path, seed: int = 0, drop: tuple[str, ...] = (), separate: bool = False,
+               codes: tuple[str, ...] = (), **settings: Any):  # fmt: skip
+    """A MarianMT directory (tokenizer: :func:`tokenizer`) whose model ends most greedy outputs of the first valid
+    sentences (see :func:`end_most_outputs`)."""
     from transformers import MarianTokenizer
 
-    table = tokenizer(corpus, out, drop=drop)
+    table = tokenizer(corpus, out, drop=drop, separate=separate, codes=codes)
     sentences = (corpus / "valid.src").read_text(encoding="utf-8").splitlines()[:SAMPLE]
-    encode = MarianTokenizer(str(out / "source.spm"), str(out / "target.spm"), str(out / "vocab.json"))
+    encode = MarianTokenizer.from_pretrained(out)
+    settings = {"share_encoder_decoder_embeddings": False, **settings} if separate else settings
     return marian_model(out, len(table), seed, [encode(text)["input_ids"] for text in sentences], **settings)

@@ -3,6 +3,7 @@ adlnmt model computes and round-trips an imported checkpoint tensor for tensor; 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from safetensors.torch import load_file
 
 from adlnmt.cli import main
 from adlnmt.errors import UserError
+from adlnmt.inference.batching import length_limit
 from adlnmt.inference.options import SearchOptions
 from adlnmt.inference.search import translate_ids
 from adlnmt.interop.marian_shape import match_model
@@ -23,10 +25,11 @@ from interop.marian_fixtures import SAMPLE, marian_dir
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(scope="module")
-def exported(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("export")
-    marian_dir(demo_data / "corpus", root / "hf", seed=5, encoder_layers=1, decoder_layers=2)
+@pytest.fixture(scope="module", params=["one-vocab", "separate-vocabs"])
+def exported(request, demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp(request.param)
+    separate = request.param == "separate-vocabs"
+    marian_dir(demo_data / "corpus", root / "hf", seed=5, separate=separate, encoder_layers=1, decoder_layers=2)
     assert main(["import", str(root / "hf"), "--from", "hf-marian", "--out", str(root / "model")]) == 0
     argv = ["export", "--model", str(root / "model"), "--format", "hf-marian", "--out", str(root / "out")]
     assert main(argv) == 0
@@ -39,6 +42,10 @@ def test_export_round_trips_the_imported_checkpoint(exported: Path) -> None:
         load_file(exported / "out" / "model.safetensors"),
     )
     assert original.keys() == written.keys()
+    for name in ("vocab.json", "target_vocab.json"):
+        assert (exported / "out" / name).is_file() is (exported / "hf" / name).is_file()
+        if (exported / "hf" / name).is_file():
+            assert json.loads((exported / "out" / name).read_text()) == json.loads((exported / "hf" / name).read_text())
     pad = original["final_logits_bias"].size(1) - 1
     for name, tensor in original.items():
         if name == "final_logits_bias":  # the pad class: -100 (never emitted), MarianMT's converter wrote 0
@@ -54,12 +61,17 @@ def test_transformers_load_and_generate_the_same_tokens(exported: Path, demo_dat
     model, data, _ = ModelDir(exported / "model").load_model("best")
     texts = (demo_data / "corpus" / "valid.src").read_text(encoding="utf-8").splitlines()[:SAMPLE]
     encoded = [data.encode_source(text) for text in texts]
-    found = translate_ids(model, encoded, SearchOptions(beam=1, max_len_ratio=1.5, max_len_extra=5))
-    table = tokenizer.get_vocab()
-    for text, hyps in zip(texts, found, strict=True):
+    options = SearchOptions(beam=1, max_len_ratio=1.5, max_len_extra=5)
+    found = translate_ids(model, encoded, options)
+    target = (
+        exported / "out" / ("target_vocab.json" if (exported / "out" / "target_vocab.json").is_file() else "vocab.json")
+    )
+    table = json.loads(target.read_text())
+    for text, src, hyps in zip(texts, encoded, found, strict=True):
         ids = tokenizer(text)["input_ids"]
         assert ids == original(text)["input_ids"]
-        output = hf.generate(torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=200)[0, 1:].tolist()
+        limit = length_limit(len(src), options) + 1
+        output = hf.generate(torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=limit)[0, 1:].tolist()
         ours = [table[piece] for piece in data.tgt_vocab.pieces(hyps[0].tokens)]
         assert output[: output.index(0) if 0 in output else None] == ours
 
@@ -105,3 +117,51 @@ def test_an_imported_model_exports_to_onnx_and_translates_alike(exported: Path, 
         assert main(["translate", *argv, "--input", str(source), "--beam", "1"]) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 5
+
+
+def test_separate_vocabularies_of_different_sizes_export_with_fillers(demo_data: Path, tmp_path: Path) -> None:
+    """A native model with separate vocabularies of different sizes: the smaller side's vocab.json is filled up to
+    MarianMT's one size with pieces segmentation never produces (zero rows, never predicted); every real id's
+    logit equals adlnmt's."""
+    from adlnmt.data.data_dir import DataDir
+    from adlnmt.data.vocab import Vocab, train_sentencepiece
+    from adlnmt.interop.hf_export import marian_writer
+    from adlnmt.interop.marian_vocab import FILLER
+    from adlnmt.interop.staging import write_new_directory
+
+    corpus = demo_data / "corpus"
+    vocabs = {side: Vocab.load(train_sentencepiece([corpus / f"train.{side}"], tmp_path / side, size))
+              for side, size in (("src", 70), ("tgt", 90))}  # fmt: skip
+    assert vocabs["src"].size < vocabs["tgt"].size
+    encoder = "pos(layout=halves) -> repeat(1, res_d(mh_dot_self_att) -> norm -> res_d(ffl(act=relu)) -> norm)"
+    decoder = ("pos(layout=halves) -> repeat(2, res_d(mh_dot_self_att) -> norm -> res_d(mh_dot_src_att) -> norm "
+               "-> res_d(ffl(act=relu)) -> norm)")  # fmt: skip
+    torch.manual_seed(0)
+    config = ModelConfig(encoder, decoder, vocabs["src"].size, vocabs["tgt"].size, d_model=16, heads=2)
+    model = Seq2Seq(config).eval()
+    with torch.no_grad():
+        model.output.bias.normal_()
+    write_new_directory(tmp_path / "out", marian_writer(model, DataDir(tmp_path, {}, vocabs["src"], vocabs["tgt"])),
+                        "the export")  # fmt: skip
+    tables = {side: json.loads((tmp_path / "out" / name).read_text())
+              for side, name in (("src", "vocab.json"), ("tgt", "target_vocab.json"))}  # fmt: skip
+    assert len(tables["src"]) == len(tables["tgt"]) == vocabs["tgt"].size - 1
+    fillers = [tables["src"][FILLER.format(k)] for k in range(vocabs["tgt"].size - vocabs["src"].size)]
+    hf = transformers.MarianMTModel.from_pretrained(tmp_path / "out").eval()
+    tokenizer = transformers.MarianTokenizer.from_pretrained(tmp_path / "out")
+    lines = [(corpus / f"valid.{side}").read_text().splitlines()[:4] for side in ("src", "tgt")]
+    for source, target in zip(*lines, strict=True):
+        src, tgt = [*vocabs["src"].encode(source), 3], vocabs["tgt"].encode(target)
+        assert tokenizer(source)["input_ids"] == [tables["src"][p] for p in vocabs["src"].pieces(src)[:-1]] + [0]
+        marian_tgt = [tables["tgt"][p] for p in vocabs["tgt"].pieces(tgt)]
+        pad = hf.config.pad_token_id
+        with torch.no_grad():
+            ours = model(torch.tensor([src]), torch.tensor([[2, *tgt]]))[0]
+            theirs = hf(input_ids=torch.tensor([tokenizer(source)["input_ids"]]),
+                        decoder_input_ids=torch.tensor([[pad, *marian_tgt]])).logits[0]  # fmt: skip
+        real = list(range(4, vocabs["tgt"].size))
+        assert torch.allclose(ours[:, [1, 3, *real]], theirs[:, [1, 0, *(tables["tgt"][p]
+                              for p in vocabs["tgt"].pieces(real))]], atol=1e-5)  # fmt: skip
+        assert (
+            hf(input_ids=torch.tensor([[*fillers, 0]]), decoder_input_ids=torch.tensor([[pad]])).logits.isfinite().all()
+        )

@@ -66,8 +66,19 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
                            "target.spm: not a sentencepiece"),
     "damaged vocab.json": (lambda d: (d / "vocab.json").write_text("[1, 2]"), "vocab.json: malformed"),
     "vocab.json of another model": (edit_json("vocab.json", lambda v: v.pop("</s>")), "vocab.json: its"),
-    "separate vocabularies": (edit_json("tokenizer_config.json", lambda c: c.update(separate_vocabs=True)),
-                              "separate_vocabs (a target_vocab.json) is not supported"),
+    "separate_vocabs without target_vocab.json": (
+        edit_json("tokenizer_config.json", lambda c: c.update(separate_vocabs=True)),
+        "target_vocab.json: missing (a MarianMT tokenizer needs vocab.json, source.spm, target.spm and, with "
+        "separate_vocabs, target_vocab.json)"),
+    "separate_vocabs with shared embeddings": (
+        lambda d: (edit_json("tokenizer_config.json", lambda c: c.update(separate_vocabs=True))(d),
+                   (d / "target_vocab.json").write_text((d / "vocab.json").read_text())),
+        "share_encoder_decoder_embeddings is true, but the tokenizer has separate vocabularies"),
+    "decoder_vocab_size of one vocab.json": (edit_json("config.json", lambda c: c.update(decoder_vocab_size=99)),
+                                             "decoder_vocab_size 99 differs from vocab_size"),
+    "pad id outside vocab.json": (edit_json("config.json", lambda c: c.update(pad_token_id=500,
+                                                                               decoder_start_token_id=500)),
+                                  "pad (500) ids must be ids of its"),
 }  # fmt: skip
 
 
@@ -107,3 +118,29 @@ def test_pieces_missing_from_vocab_json_read_as_unk(demo_data: Path, tmp_path: P
     unk = tokenizer.get_vocab()["<unk>"]
     assert unk in tokenizer(text)["input_ids"]
     assert len(ours) == len(tokenizer(text)["input_ids"])
+
+
+def test_a_pytorch_model_bin_imports_as_its_safetensors(marian: Path, tmp_path: Path) -> None:
+    """Older checkpoints store ``pytorch_model.bin`` (a pickle, read with ``weights_only``): the same model."""
+    source = tmp_path / "hf"
+    shutil.copytree(marian, source)
+    torch.save(load_file(source / "model.safetensors"), source / "pytorch_model.bin")
+    (source / "model.safetensors").unlink()
+    for name, directory in (("bin", source), ("safetensors", marian)):
+        assert main(["import", str(directory), "--from", "hf-marian", "--out", str(tmp_path / name)]) == 0
+    ours, theirs = (load_file(tmp_path / name / "best.safetensors") for name in ("bin", "safetensors"))
+    assert ours.keys() == theirs.keys() and all(ours[key].equal(theirs[key]) for key in ours)
+
+
+def test_a_pickle_with_code_is_refused(marian: Path, tmp_path: Path, capsys) -> None:
+    """``weights_only``: a pytorch_model.bin that would run code when unpickled is an error, not executed."""
+    source = tmp_path / "hf"
+    shutil.copytree(marian, source)
+    (source / "model.safetensors").unlink()
+    torch.save(
+        {"weights": load_file(marian / "model.safetensors"), "hook": shutil.rmtree}, source / "pytorch_model.bin"
+    )
+    assert main(["import", str(source), "--from", "hf-marian", "--out", str(tmp_path / "model")]) == 2
+    err = capsys.readouterr().err
+    assert "pytorch_model.bin: damaged" in err and "Traceback" not in err
+    assert not (tmp_path / "model").exists()

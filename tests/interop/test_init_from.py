@@ -135,3 +135,26 @@ def test_a_size_init_from_would_ignore_is_refused(pretrained: Path, flag: str, v
     assert train(pretrained, f"size{flag}", flag, value, "--max-updates", "1") == 2
     assert f"{flag} {value}: --init-from" in capsys.readouterr().err
     assert not (pretrained / f"size{flag}" / "config.json").exists()  # nothing started
+
+
+def test_separate_vocabularies_prepare_and_fine_tune(demo_data: Path, tmp_path: Path) -> None:
+    """An import with separate vocabularies (target_vocab.json): prepare --vocab-from copies both sides'
+    sentencepiece models (not joint) and train --init-from starts from its weights."""
+    marian_dir(demo_data / "corpus", tmp_path / "hf", seed=8, separate=True)
+    assert main(["import", str(tmp_path / "hf"), "--from", "hf-marian", "--out", str(tmp_path / "model")]) == 0
+    corpus = demo_data / "corpus"
+    argv = ["prepare", "--train-src", str(corpus / "train.src"), "--train-tgt", str(corpus / "train.tgt"),
+            "--valid-src", str(corpus / "valid.src"), "--valid-tgt", str(corpus / "valid.tgt"),
+            "--out", str(tmp_path / "data"), "--vocab-from", str(tmp_path / "model")]  # fmt: skip
+    assert main(argv) == 0
+    manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
+    settings = ModelDir(tmp_path / "model").config()["model"]
+    assert manifest["joint"] is False and settings["src_vocab_size"] == manifest["src_vocab_size"]
+    assert settings["tgt_vocab_size"] == manifest["tgt_vocab_size"]
+    assert manifest["spm"]["src"] != manifest["spm"]["tgt"]
+    assert train(tmp_path, "tuned", "--max-updates", "1", "--checkpoint-interval", "1", "--lr", "0") == 0
+    before, after = (
+        load_file(tmp_path / "model" / "best.safetensors"),
+        load_file(tmp_path / "tuned" / "best.safetensors"),
+    )
+    assert before.keys() == after.keys() and all(before[name].equal(after[name]) for name in before)

@@ -66,3 +66,23 @@ def test_publish_a_grid_run_with_scores_and_verdicts(demo_data: Path, tmp_path: 
     assert "{type: bleu, value: 12.50}" in text and "| test_2016 | bleu | 12.50 | `nrefs:1|tok:13a` |" in text
     assert "AAN > self-att (bleu, test_2016): **inconclusive**" in text and "CNN > self-att" not in text
     assert "1 validated checkpoints, updates 2 to 2." in text
+
+
+def test_publish_with_onnx_translates_as_the_model(demo_data: Path, tmp_path: Path, capsys) -> None:
+    """``--onnx``: the folder also holds the ONNX export (named in the card), which translates as the model does;
+    here an import with separate vocabularies (vocab.json and target_vocab.json)."""
+    pytest.importorskip("onnxruntime")
+    marian_dir(demo_data / "corpus", tmp_path / "hf", seed=7, separate=True)
+    assert main(["import", str(tmp_path / "hf"), "--from", "hf-marian", "--out", str(tmp_path / "model")]) == 0
+    assert main(["publish", str(tmp_path / "model"), "--out", str(tmp_path / "card"), "--onnx"]) == 0
+    card = tmp_path / "card"
+    assert {"onnx", "vocab.json", "target_vocab.json", "README.md"} <= {p.name for p in card.iterdir()}
+    assert "`adlnmt translate --model onnx --engine onnxruntime`" in (card / "README.md").read_text()
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join((demo_data / "corpus" / "valid.src").read_text().splitlines()[:5]) + "\n")
+    outputs = []
+    for argv in (["--model", str(tmp_path / "model")], ["--model", str(card / "onnx"), "--engine", "onnxruntime"]):
+        capsys.readouterr()
+        assert main(["translate", *argv, "--input", str(source), "--beam", "2"]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 5

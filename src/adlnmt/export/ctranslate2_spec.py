@@ -1,13 +1,14 @@
 """CTranslate2 export (PyTorch): models whose ADL is a Transformer, built with CTranslate2's specification API.
 
-What CTranslate2's ``TransformerSpec`` expresses, per side: ``pos`` or ``learn_pos`` (√d-scaled embeddings plus a
-position table, which is stored explicitly), one top-level ``repeat`` of a block, and a final ``norm``. Blocks:
+What CTranslate2's ``TransformerSpec`` expresses, per side: ``pos`` or ``learn_pos`` (embeddings √d-scaled, unless
+``pos(scale=false)``, plus a position table, which is stored explicitly, so ``pos(layout=halves)`` too), one
+top-level ``repeat`` of a block, and a final ``norm``. Blocks:
 
 - pre-norm: ``res_nd(mh_dot_self_att) [-> res_nd(mh_dot_src_att)] -> res_nd(ffl)`` (the final norm required);
 - post-norm: ``res(mh_dot_self_att) -> norm [-> res(mh_dot_src_att) -> norm] -> res(ffl) -> norm`` (``res_d``
   too; no final norm);
 
-with one head count per side, the default scale 1/√(d/h), ``source=top``, ``ffl(act=relu|gelu)``, any FFN width,
+with one head count per side, the default scale 1/√(d/h), ``source=top``, ``ffl(act=relu|gelu|swish)``, any FFN width,
 tied or untied embeddings, and no input feeding. Anything else is refused, naming the first layer that breaks
 the pattern (the match is :mod:`adlnmt.inference.ctranslate2_shape`: what the ctranslate2 engine runs). The weights
 are set from the model's parameters (fused q/k/v and k/v projections map directly).
@@ -100,6 +101,8 @@ def build_spec(source: Source) -> tuple[Any, int]:
     max_positions = positions_of(model, (encoder, decoder))
     encoder_spec = specs.TransformerEncoderSpec(**side_options(encoder))
     decoder_spec = specs.TransformerDecoderSpec(**side_options(decoder))
+    encoder_spec.scale_embeddings = encoder.position.scale != 1.0  # pos(scale=false): no √d
+    decoder_spec.scale_embeddings = decoder.position.scale != 1.0
     encoder_spec.embeddings[0].weight = model.src_embed.weight.detach().numpy().copy()
     decoder_spec.embeddings.weight = model.tgt_embed.weight.detach().numpy().copy()
     set_linear(decoder_spec.projection, model.output)

@@ -71,6 +71,7 @@ class CTranslate2Engine(Engine):
         results = self.translator_for(options).translate_batch(
             [self.src_vocab.pieces(s) for s in sources], beam_size=options.beam,
             num_hypotheses=options.beam, length_penalty=LENGTH_PENALTY, max_decoding_length=max(limits),
+            min_decoding_length=0,
             suppress_sequences=self.barred, return_scores=True, use_vmap=options.shortlist is not None,
         )  # fmt: skip
         found = []

@@ -19,7 +19,7 @@ from adlnmt.model import Seq2Seq
 
 POSITIONS = ("pos", "learn_pos")
 RESIDUALS = {"res_nd": True, "res": False, "res_d": False}  # wrapper → pre-norm
-ACTIVATION_NAMES = {"relu": "RELU", "gelu": "GELU"}  # ffl's act → ctranslate2.specs.Activation
+ACTIVATION_NAMES = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}  # ffl's act → ctranslate2.specs.Activation
 SUBLAYERS = {  # per side: the sublayers of a block, in order
     "encoder": ("mh_dot_self_att", "ffl"),
     "decoder": ("mh_dot_self_att", "mh_dot_src_att", "ffl"),
@@ -134,7 +134,7 @@ def check_attention(side: str, blocks: list[list[Sublayer]]) -> int:
             raise refuse(side, layer, f"{heads} heads, the default scale and source=top on every attention")
     for layer in (sub.layer for block in blocks for sub in block if name_of(sub.layer) == "ffl"):
         if activation(layer) not in ACTIVATION_NAMES:
-            raise refuse(side, layer, "ffl with act=relu or act=gelu")
+            raise refuse(side, layer, "ffl with act=relu, gelu or swish")
     return heads
 
 

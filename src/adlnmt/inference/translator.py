@@ -17,6 +17,7 @@ from adlnmt.devices import check_cpu_count, checked_device
 from adlnmt.errors import UserError
 from adlnmt.inference.constraints import Constraints, EncodedConstraints, encode_constraints, unmet
 from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
+from adlnmt.inference.language_codes import SourceEncoder
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
 from adlnmt.memory import available_memory
 from adlnmt.store import ExportDir, ModelDir, is_export_dir
@@ -134,6 +135,7 @@ class Translator:
         self.model = None if model is None else model.eval()
         self.model_dir = model_dir
         self.data = data
+        self.source_encoder = SourceEncoder(data.src_vocab)
         self.max_input_len = max_input_len
         self.device = device
         if engine is None:
@@ -231,8 +233,9 @@ class Translator:
         return [self.data.src_vocab.piece(i) for i in ids]
 
     def encode_line(self, line: str) -> EncodedLine:
-        """``line`` as the encoder reads it (subword-encoded once), with its length before the cut."""
-        pieces = self.data.src_vocab.encode(line)
+        """``line`` as the encoder reads it (subword-encoded once; a multilingual MarianMT model's leading
+        target-language code one piece: :mod:`adlnmt.inference.language_codes`), with its length before the cut."""
+        pieces = self.source_encoder(line)
         return EncodedLine(self.data.source_ids(pieces, self.max_input_len), len(pieces))
 
     def input_warning(self, line: EncodedLine, number: int) -> str | None:

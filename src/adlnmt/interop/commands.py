@@ -31,10 +31,13 @@ def cmd_import(args: argparse.Namespace) -> int:
 
         write_diagram(model, args.diagram)
         print(f"diagram written to {args.diagram}", file=sys.stderr)
-    missing = imported.vocabulary.missing
-    note = f"; {len(missing)} sentencepiece pieces absent from vocab.json read as <unk>" if missing else ""
+    vocabularies = imported.vocabularies
+    missing = {*vocabularies["src"].missing, *vocabularies["tgt"].missing}
+    note = f"; {len(missing)} sentencepiece pieces absent from the vocabulary read as <unk>" if missing else ""
+    sizes = (f"vocabularies {vocabularies['src'].size} (source) and {vocabularies['tgt'].size} (target)"
+             if imported.separate else f"vocabulary {vocabularies['src'].size}")  # fmt: skip
     print(f"encoder: {model.canonical_encoder}\ndecoder: {model.canonical_decoder}\n"
-          f"{model.parameter_count():,} parameters, vocabulary {imported.vocabulary.size}\n"
+          f"{model.parameter_count():,} parameters, {sizes}\n"
           f"imported {args.source} ({len(imported.mapping)} tensors mapped{note}) as the model directory {args.out}; "
           f"translate with --model {args.out}, fine-tune with adlnmt train --init-from {args.out}\n"
           f"layer tree: {describe_command(model.config)}")  # fmt: skip

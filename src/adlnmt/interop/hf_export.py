@@ -3,9 +3,10 @@ Hugging Face MarianMT directory that ``MarianMTModel.from_pretrained`` and ``Mar
 
 Written: ``model.safetensors`` (tied tensors once, as ``transformers`` 5 saves them), ``config.json``,
 ``generation_config.json`` (pad barred with ``bad_words_ids``), ``vocab.json`` (Marian's id order:
-:func:`adlnmt.interop.marian_vocab.marian_table`), ``source.spm``/``target.spm`` (the model's own sentencepiece
-models: MarianTokenizer looks their pieces up in vocab.json) and ``tokenizer_config.json``. Any other architecture is
-refused with the first layer that has no MarianMT counterpart; nothing is written then.
+:func:`adlnmt.interop.marian_vocab.marian_table`; with separate source and target vocabularies the source's, and
+``target_vocab.json`` with ``separate_vocabs`` in ``tokenizer_config.json``), ``source.spm``/``target.spm`` (the
+model's own sentencepiece models: MarianTokenizer looks their pieces up in vocab.json) and ``tokenizer_config.json``.
+Any other architecture is refused with the first layer that has no MarianMT counterpart; nothing is written then.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from torch import Tensor
 from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
 from adlnmt.interop.marian_shape import MARIAN_ACTIVATION, SideMatch, ffl_activation, marian_links, match_model
-from adlnmt.interop.marian_vocab import marian_table
+from adlnmt.interop.marian_vocab import NEVER_PREDICTED, TARGET_VOCAB, marian_table, select_rows
 from adlnmt.interop.staging import write_new_directory
 from adlnmt.model import Seq2Seq
 from adlnmt.store import ModelDir
@@ -73,33 +74,38 @@ def marian_config(model: Seq2Seq, sides: tuple[SideMatch, SideMatch], vocab_size
     }
 
 
-def shared_pieces(data: DataDir) -> list[str]:
-    """The pieces of the model's ids, which both sides must share (MarianMT's one vocab.json)."""
-    src, tgt = data.src_vocab, data.tgt_vocab
-    pieces = src.pieces(list(range(src.size)))
-    if src.size != tgt.size or tgt.pieces(list(range(tgt.size))) != pieces:
-        raise UserError("MarianMT export needs one list of pieces for both sides (a joint vocabulary, or one made by "
-                        "adlnmt import); this model's source and target vocabularies differ")  # fmt: skip
-    return pieces
+def marian_tables(data: DataDir, tie_source: bool) -> dict[str, tuple[dict[str, int], list[int | None]]]:
+    """Per side the Marian table and row order (:func:`marian_table`): one table for both sides when they list the
+    same pieces (a joint vocabulary, or one import's), else one per side of equal size (separate vocabularies)."""
+    pieces = {side: vocab.pieces(list(range(vocab.size))) for side, vocab in (("src", data.src_vocab),
+                                                                              ("tgt", data.tgt_vocab))}  # fmt: skip
+    if pieces["src"] == pieces["tgt"]:
+        table = marian_table(pieces["src"])
+        return {"src": table, "tgt": table}
+    if tie_source:
+        raise UserError("this model ties its source embeddings to the target's, but its source and target "
+                        "vocabularies differ: MarianMT cannot share one embedding table between them")  # fmt: skip
+    size = max(len(side) - 1 for side in pieces.values())
+    return {side: marian_table(side_pieces, size) for side, side_pieces in pieces.items()}
 
 
 @torch.no_grad()
-def marian_tensors(model: Seq2Seq, order: list[int], config: dict[str, Any]) -> dict[str, Tensor]:
-    """The safetensors content: block tensors by name, embeddings and output rows in Marian id order."""
+def marian_tensors(model: Seq2Seq, orders: dict[str, list[int | None]], config: dict[str, Any]) -> dict[str, Tensor]:
+    """The safetensors content: block tensors by name, embeddings and output rows in each side's Marian id order."""
     tensors = {name: view.detach().clone().contiguous() for name, view in marian_links(model).items()}
-    index = torch.tensor(order)
-    source, target = model.src_embed.weight[index], model.tgt_embed.weight[index]
+    source, target = select_rows(model.src_embed.weight, orders["src"]), select_rows(model.tgt_embed.weight,
+                                                                                      orders["tgt"])  # fmt: skip
     shared, tied = config["share_encoder_decoder_embeddings"], config["tie_word_embeddings"]
     if shared and tied:  # transformers 5 ties shared, both embed_tokens and lm_head: stored once
-        tensors["model.shared.weight"] = target.clone()
+        tensors["model.shared.weight"] = target
     else:
-        tensors["model.encoder.embed_tokens.weight"] = source.clone()
-        tensors["model.decoder.embed_tokens.weight"] = target.clone()
+        tensors["model.encoder.embed_tokens.weight"] = source
+        tensors["model.decoder.embed_tokens.weight"] = target
         if shared:
             tensors["model.shared.weight"] = source.clone()  # untied by tie_word_embeddings=false, kept, unread
         if not tied:
-            tensors["lm_head.weight"] = model.output.weight[index].clone()
-    tensors["final_logits_bias"] = model.output.bias[index].unsqueeze(0).clone()
+            tensors["lm_head.weight"] = select_rows(model.output.weight, orders["tgt"])
+    tensors["final_logits_bias"] = select_rows(model.output.bias, orders["tgt"], NEVER_PREDICTED).unsqueeze(0)
     return tensors
 
 
@@ -109,16 +115,20 @@ def marian_writer(model: Seq2Seq, data: DataDir) -> Callable[[Path], None]:
     from safetensors.torch import save_file
 
     sides = match_model(model.eval())
-    table, order = marian_table(shared_pieces(data))
-    config = marian_config(model, sides, len(table))
-    tensors = marian_tensors(model, order, config)
-    pad = len(table) - 1
+    tables = marian_tables(data, model.config.tie_source)
+    separate = tables["src"] is not tables["tgt"]
+    size = len(tables["src"][0])
+    config = marian_config(model, sides, size)
+    tensors = marian_tensors(model, {side: order for side, (_, order) in tables.items()}, config)
+    pad = size - 1
     generation = {"decoder_start_token_id": pad, "eos_token_id": 0, "forced_eos_token_id": 0, "pad_token_id": pad,
                   "bad_words_ids": [[pad]], "num_beams": 5, "max_length": MAX_LENGTH}  # fmt: skip
-    tokenizer = {"tokenizer_class": "MarianTokenizer", "separate_vocabs": False, "model_max_length": MAX_LENGTH,
+    tokenizer = {"tokenizer_class": "MarianTokenizer", "separate_vocabs": separate, "model_max_length": MAX_LENGTH,
                  "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}  # fmt: skip
-    files = {"config.json": config, "generation_config.json": generation, "vocab.json": table,
+    files = {"config.json": config, "generation_config.json": generation, "vocab.json": tables["src"][0],
              "tokenizer_config.json": tokenizer}  # fmt: skip
+    if separate:
+        files[TARGET_VOCAB] = tables["tgt"][0]
 
     def fill(directory: Path) -> None:
         save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})

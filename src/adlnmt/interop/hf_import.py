@@ -25,9 +25,11 @@ from adlnmt.errors import UserError
 from adlnmt.interop.marian_shape import MarianArchitecture, marian_adl, marian_links, read_architecture
 from adlnmt.interop.marian_vocab import (
     NEVER_PREDICTED,
+    TARGET_VOCAB,
     MarianVocabulary,
     marian_vocabulary,
     read_vocab_json,
+    select_rows,
     side_model,
 )
 from adlnmt.interop.staging import write_new_directory
@@ -46,11 +48,16 @@ SPM_FILES = {"src": "spm.src.model", "tgt": "spm.tgt.model"}
 
 @dataclass
 class Imported:
-    """What an import did: the model, its vocabulary and the tensors read (name → adlnmt place)."""
+    """What an import did: the model, each side's vocabulary (one object for both when shared) and the tensors
+    read (name → adlnmt place)."""
 
     model: Seq2Seq
-    vocabulary: MarianVocabulary
+    vocabularies: dict[str, MarianVocabulary]
     mapping: dict[str, str]
+
+    @property
+    def separate(self) -> bool:
+        return self.vocabularies["src"] is not self.vocabularies["tgt"]
 
 
 def read_weights(directory: Path) -> dict[str, Tensor]:
@@ -74,40 +81,69 @@ def read_weights(directory: Path) -> dict[str, Tensor]:
     raise UserError(f"{directory}: no weights ({' or '.join(WEIGHT_FILES)})")
 
 
-def read_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[MarianVocabulary, dict[str, bytes]]:
-    """The vocabulary and each side's renumbered sentencepiece model."""
-    tokenizer_config = directory / "tokenizer_config.json"
-    if tokenizer_config.is_file() and read_json_object(tokenizer_config).get("separate_vocabs"):
-        raise UserError(f"{tokenizer_config}: separate_vocabs (a target_vocab.json) is not supported yet")
-    for name in TOKENIZER_FILES:
+def separate_vocabs(directory: Path) -> bool:
+    """Whether the tokenizer has a vocabulary per side (``tokenizer_config.json``'s ``separate_vocabs``, as
+    MarianTokenizer reads it: ``target_vocab.json`` is read only then)."""
+    path = directory / "tokenizer_config.json"
+    return path.is_file() and bool(read_json_object(path).get("separate_vocabs"))
+
+
+def vocab_size(config: dict[str, Any], key: str, path: Path) -> int:
+    size = config.get(key)
+    if not isinstance(size, int) or isinstance(size, bool) or size < 4:
+        raise UserError(f"{path}: {key} must be an integer ≥ 4, got {size!r}")
+    return size
+
+
+def read_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[dict[str, MarianVocabulary], dict[str, bytes]]:
+    """Each side's vocabulary (one shared, or with ``separate_vocabs`` the source's from ``vocab.json`` and the
+    target's from ``target_vocab.json``) and each side's renumbered sentencepiece model."""
+    separate = separate_vocabs(directory)
+    for name in TOKENIZER_FILES + ((TARGET_VOCAB,) if separate else ()):
         if not (directory / name).is_file():
-            raise UserError(f"{directory / name}: missing (a MarianMT tokenizer needs {', '.join(TOKENIZER_FILES)})")
-    size = config.get("vocab_size")
-    if config.get("decoder_vocab_size", size) != size:
-        raise UserError(f"{directory / 'config.json'}: decoder_vocab_size differs from vocab_size (separate "
-                        "vocabularies are not supported yet)")  # fmt: skip
-    if not isinstance(size, int) or size < 4:
-        raise UserError(f"{directory / 'config.json'}: vocab_size must be an integer ≥ 4, got {size!r}")
-    table = read_vocab_json(directory / "vocab.json", size)
+            needs = ", ".join(TOKENIZER_FILES) + (f" and, with separate_vocabs, {TARGET_VOCAB}" if separate else "")
+            raise UserError(f"{directory / name}: missing (a MarianMT tokenizer needs {needs})")
+    config_path = directory / "config.json"
+    target_key = "vocab_size" if config.get("decoder_vocab_size") is None else "decoder_vocab_size"
+    keys = {"src": "vocab_size", "tgt": target_key}
+    sizes = {side: vocab_size(config, key, config_path) for side, key in keys.items()}
+    if not separate and sizes["src"] != sizes["tgt"]:
+        raise UserError(f"{config_path}: decoder_vocab_size {sizes['tgt']} differs from vocab_size {sizes['src']}, "
+                        "but the tokenizer has one vocab.json for both sides (tokenizer_config.json has no "
+                        "separate_vocabs)")  # fmt: skip
+    if separate and config.get("share_encoder_decoder_embeddings", True):
+        raise UserError(f"{config_path}: share_encoder_decoder_embeddings is true, but the tokenizer has separate "
+                        "vocabularies (separate_vocabs): one embedding table cannot hold two vocabularies")  # fmt: skip
     files = {"src": directory / "source.spm", "tgt": directory / "target.spm"}
     models = {side: path.read_bytes() for side, path in files.items()}
-    eos, pad = config.get("eos_token_id", 0), config.get("pad_token_id", size - 1)
+    eos, pad = config.get("eos_token_id", 0), config.get("pad_token_id", sizes["tgt"] - 1)
     if config.get("decoder_start_token_id", pad) != pad:
-        raise UserError(f"{directory / 'config.json'}: decoder_start_token_id must be the pad token {pad} (its zero "
+        raise UserError(f"{config_path}: decoder_start_token_id must be the pad token {pad} (its zero "
                         "embedding starts decoding)")  # fmt: skip
-    by_file = {files[side]: models[side] for side in files}
-    vocabulary = marian_vocabulary(table, by_file, eos, pad, directory / "vocab.json")
-    spm_models = {side: side_model(models[side], vocabulary.pieces, files[side]) for side in files}
-    return vocabulary, spm_models
+    if separate:
+        tables = {"src": directory / "vocab.json", "tgt": directory / TARGET_VOCAB}
+        vocabularies = {
+            side: marian_vocabulary(
+                read_vocab_json(path, sizes[side], keys[side]), {files[side]: models[side]}, eos, pad, path
+            )
+            for side, path in tables.items()
+        }
+    else:
+        path = directory / "vocab.json"
+        by_file = {files[side]: models[side] for side in files}
+        shared = marian_vocabulary(read_vocab_json(path, sizes["src"]), by_file, eos, pad, path)
+        vocabularies = {"src": shared, "tgt": shared}
+    spm_models = {side: side_model(models[side], vocabularies[side].pieces, files[side]) for side in files}
+    return vocabularies, spm_models
 
 
-def model_config(arch: MarianArchitecture, config: dict[str, Any], size: int) -> ModelConfig:
+def model_config(arch: MarianArchitecture, config: dict[str, Any], sizes: dict[str, int]) -> ModelConfig:
     encoder, decoder, heads, factor = marian_adl(arch)
     return ModelConfig(
         encoder=encoder,
         decoder=decoder,
-        src_vocab_size=size,
-        tgt_vocab_size=size,
+        src_vocab_size=sizes["src"],
+        tgt_vocab_size=sizes["tgt"],
         d_model=arch.d_model,
         heads=heads,
         dropout=arch.dropout,
@@ -155,31 +191,31 @@ EMBEDDINGS = {"src": "model.encoder.embed_tokens.weight", "tgt": "model.decoder.
 SHARED = "model.shared.weight"
 
 
-def embedding_tables(reader: TensorReader, settings: ModelConfig, shape: tuple[int, int]) -> dict[str, Tensor]:
-    """The source and target embedding tables in Marian ids. ``transformers`` 5 ties ``shared``, both sides'
-    ``embed_tokens`` and ``lm_head`` when ``tie_word_embeddings`` (then only ``shared`` is stored; older versions
-    store equal copies) and unties all four otherwise (``shared`` is then stored but read by nothing)."""
-    shared = reader.take(SHARED, shape, optional=True)
+def embedding_tables(reader: TensorReader, settings: ModelConfig, shapes: dict[str, tuple[int, int]]
+                     ) -> dict[str, Tensor]:  # fmt: skip
+    """The source and target embedding tables in Marian ids (``shapes``: per side). ``transformers`` 5 ties
+    ``shared``, both sides' ``embed_tokens`` and ``lm_head`` when ``tie_word_embeddings`` and
+    ``share_encoder_decoder_embeddings`` (then only ``shared`` is stored; older versions store equal copies) and
+    unties all four otherwise (``shared``, when shared, is then stored but read by nothing; without
+    ``share_encoder_decoder_embeddings`` there is none)."""
+    shared = reader.take(SHARED, shapes["src"], optional=True)
     if settings.tie_source:
-        table = shared if shared is not None else reader.take(EMBEDDINGS["src"], shape)
+        table = shared if shared is not None else reader.take(EMBEDDINGS["src"], shapes["src"])
         for name in EMBEDDINGS.values():
             reader.copy(name, table)
         return {"src": table, "tgt": table}
     tables = {}
     for side, name in EMBEDDINGS.items():
-        stored = reader.take(name, shape, optional=True)
-        if stored is None and shared is None:
-            reader.take(name, shape)  # the error naming it
+        stored = reader.take(name, shapes[side], optional=True)
+        if stored is None and (shared is None or shapes[side] != shapes["src"]):
+            reader.take(name, shapes[side])  # the error naming it
         tables[side] = stored if stored is not None else shared
     return tables
 
 
 def rows(table: Tensor, vocabulary: MarianVocabulary) -> Tensor:
     """Marian ``table`` [V, …] renumbered to adlnmt ids [V', …] (a zero row where no Marian row belongs)."""
-    index = torch.tensor([0 if row is None else row for row in vocabulary.rows])
-    result = table.index_select(0, index).clone()
-    result[[i for i, row in enumerate(vocabulary.rows) if row is None]] = 0.0
-    return result
+    return select_rows(table, vocabulary.rows)
 
 
 @torch.no_grad()
@@ -188,11 +224,11 @@ def convert(directory: Path) -> tuple[Imported, dict[str, bytes], ModelConfig]:
     config_path = directory / "config.json"
     config = read_json_object(config_path)
     arch = read_architecture(config, str(config_path))
-    vocabulary, spm_models = read_tokenizer(directory, config)
+    vocabularies, spm_models = read_tokenizer(directory, config)
     weights = read_weights(directory)
     path = next(directory / name for name in WEIGHT_FILES if (directory / name).is_file())
     reader = TensorReader(weights, path)
-    settings = model_config(arch, config, vocabulary.size)
+    settings = model_config(arch, config, {side: vocabulary.size for side, vocabulary in vocabularies.items()})
     model = Seq2Seq(settings).eval()
     mapping: dict[str, str] = {}
     names_of = {id(p): n for n, p in model.named_parameters()}
@@ -200,19 +236,21 @@ def convert(directory: Path) -> tuple[Imported, dict[str, bytes], ModelConfig]:
         view.copy_(reader.take(name, tuple(view.shape)))
         base = view._base if view._base is not None else view
         mapping[name] = names_of.get(id(base), "?")
-    size, d = int(config["vocab_size"]), arch.d_model
-    tables = embedding_tables(reader, settings, (size, d))
-    model.src_embed.weight.copy_(rows(tables["src"], vocabulary))
-    model.tgt_embed.weight.copy_(rows(tables["tgt"], vocabulary))
+    d = arch.d_model
+    shapes = {side: (vocabulary.marian_size, d) for side, vocabulary in vocabularies.items()}
+    size, target = shapes["tgt"][0], vocabularies["tgt"]
+    tables = embedding_tables(reader, settings, shapes)
+    model.src_embed.weight.copy_(rows(tables["src"], vocabularies["src"]))
+    model.tgt_embed.weight.copy_(rows(tables["tgt"], target))
     mapping |= {EMBEDDINGS["src"]: "src_embed.weight", EMBEDDINGS["tgt"]: "tgt_embed.weight"}
     if settings.tie_output:
         reader.copy("lm_head.weight", tables["tgt"])
     else:
-        model.output.weight.copy_(rows(reader.take("lm_head.weight", (size, d)), vocabulary))
+        model.output.weight.copy_(rows(reader.take("lm_head.weight", (size, d)), target))
         mapping["lm_head.weight"] = "output.weight"
     bias = reader.take("final_logits_bias", (1, size), optional=True)
-    model.output.bias.copy_(rows(torch.zeros(size) if bias is None else bias[0], vocabulary))
-    model.output.bias[torch.tensor(vocabulary.never)] = NEVER_PREDICTED
+    model.output.bias.copy_(rows(torch.zeros(size) if bias is None else bias[0], target))
+    model.output.bias[torch.tensor(target.never)] = NEVER_PREDICTED
     mapping["final_logits_bias"] = "output.bias" if bias is not None else "output.bias (absent: zeros, as MarianMT)"
     for side in ("encoder", "decoder"):
         name = f"model.{side}.embed_positions.weight"
@@ -224,19 +262,20 @@ def convert(directory: Path) -> tuple[Imported, dict[str, bytes], ModelConfig]:
     if leftover:
         raise UserError(f"{path}: {len(leftover)} tensors have no place in a MarianMT model as configured: "
                         f"{', '.join(leftover[:5])}{' …' if len(leftover) > 5 else ''}")  # fmt: skip
-    return Imported(model, vocabulary, mapping), spm_models, settings
+    return Imported(model, vocabularies, mapping), spm_models, settings
 
 
-def vocabulary_manifest(vocabulary: MarianVocabulary, joint: bool, max_len: int) -> dict[str, Any]:
-    """The ``vocab/manifest.json`` of an imported model (a data manifest without splits)."""
+def vocabulary_manifest(vocabularies: dict[str, MarianVocabulary], joint: bool, max_len: int) -> dict[str, Any]:
+    """The ``vocab/manifest.json`` of an imported model (a data manifest without splits; ``joint``: one
+    sentencepiece model for both sides)."""
     return {
         "format_version": FORMAT_VERSION,
         "joint": joint,
         "model_type": "marian",
         "source_markers": False,
         "special_ids": dict(SPECIAL_IDS),
-        "src_vocab_size": vocabulary.size,
-        "tgt_vocab_size": vocabulary.size,
+        "src_vocab_size": vocabularies["src"].size,
+        "tgt_vocab_size": vocabularies["tgt"].size,
         "spm": {side: SPM_FILES["src"] if joint else SPM_FILES[side] for side in SPM_FILES},
         "options": {"max_len": max_len, "source_markers": False},
         SPLIT_FILES[FORMAT_VERSION]: {},
@@ -251,7 +290,7 @@ def write_model_dir(directory: Path, imported: Imported, spm_models: dict[str, b
 
     files = ModelDir(directory)
     joint = spm_models["src"] == spm_models["tgt"]
-    manifest = vocabulary_manifest(imported.vocabulary, joint, settings.max_len - 1)
+    manifest = vocabulary_manifest(imported.vocabularies, joint, settings.max_len - 1)
     for side in ("src", "tgt") if not joint else ("src",):
         data = spm_models[side]
         atomic_write(files.vocab_dir / manifest["spm"][side], lambda tmp, data=data: tmp.write_bytes(data))
@@ -283,13 +322,17 @@ def import_marian(source: str | Path, out: str | Path) -> Imported:
     if not source.is_dir():
         raise UserError(f"{source}: not a directory (expected a MarianMT model: config.json, weights, tokenizer)")
     imported, spm_models, settings = convert(source)
+    vocabularies = imported.vocabularies
     record = {
         "from": SOURCE,
         "path": str(source.resolve()),
         "files": {p.name: file_sha256(p) for p in sorted(source.iterdir()) if p.is_file()},
         "tensors": imported.mapping,
-        "pieces_missing_from_vocab_json": imported.vocabulary.missing,
+        "separate_vocabs": imported.separate,
+        "pieces_missing_from_vocab_json": vocabularies["src"].missing,
     }
+    if imported.separate:
+        record[f"pieces_missing_from_{TARGET_VOCAB.replace('.', '_')}"] = vocabularies["tgt"].missing
     write_new_directory(out, lambda directory: write_model_dir(directory, imported, spm_models, settings, record),
                         "an import")  # fmt: skip
     return imported

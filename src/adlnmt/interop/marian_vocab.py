@@ -14,16 +14,20 @@ therefore writes, per side, a new sentencepiece model whose id i is adlnmt id i:
     then        pieces of a side's .spm missing from vocab.json: Marian reads them as <unk>; never predicted
 
 A piece gets the type and score it has in the side's ``.spm`` (so segmentation is unchanged); a piece of vocab.json
-the side's ``.spm`` lacks is UNUSED there (kept for its id, never produced by segmentation). Both sides list the same
-pieces, so a joint vocab.json gives equal sizes and tied embeddings stay possible. The export inverts the table
-(adlnmt id 0 dropped, BOS back to ``<pad>`` at the end)."""
+the side's ``.spm`` lacks is UNUSED there (kept for its id, never produced by segmentation). With one vocab.json both
+sides list the same pieces (equal sizes; tied embeddings stay possible); with ``separate_vocabs`` the source's table
+is ``vocab.json`` and the target's ``target_vocab.json``, each renumbered on its own (adlnmt's separate
+vocabularies). The export inverts the table (adlnmt id 0 dropped, BOS back to ``<pad>`` at the end)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import sentencepiece as spm
+import torch
+from torch import Tensor
 
 from adlnmt.data.vocab import BOS, EOS, PAD, SPECIAL_IDS, UNK
 from adlnmt.errors import UserError
@@ -31,6 +35,7 @@ from adlnmt.jsontext import parse_json
 
 SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")  # adlnmt ids 0 … 3
 MARIAN_EOS, MARIAN_UNK, MARIAN_PAD = "</s>", "<unk>", "<pad>"
+TARGET_VOCAB = "target_vocab.json"  # the target side's vocabulary when tokenizer_config.json has separate_vocabs
 NEVER_PREDICTED = -100.0  # output bias of ids MarianMT cannot emit: no mass in float32 sums, small in label smoothing
 
 
@@ -51,14 +56,16 @@ class MarianVocabulary:
     rows: list[int | None]
     never: list[bool]
     missing: list[str]  # pieces of the .spm models that vocab.json lacks (Marian: <unk>)
+    marian_size: int  # the Marian ids (vocab.json's entries)
 
     @property
     def size(self) -> int:
         return len(self.pieces)
 
 
-def read_vocab_json(path: Path, size: int) -> dict[str, int]:
-    """``vocab.json`` checked: a mapping of piece → id covering 0 … size − 1 once each."""
+def read_vocab_json(path: Path, size: int, key: str = "vocab_size") -> dict[str, int]:
+    """``vocab.json`` (or ``target_vocab.json``) checked: a mapping of piece → id covering 0 … size − 1 once each
+    (``size``: config.json's ``key``)."""
     try:
         table = parse_json(path.read_bytes())
     except (OSError, ValueError) as err:
@@ -67,7 +74,7 @@ def read_vocab_json(path: Path, size: int) -> dict[str, int]:
         raise UserError(f"{path}: malformed (expected a JSON object of piece: integer id)")
     ids = sorted(table.values())
     if ids != list(range(size)):
-        raise UserError(f"{path}: its {len(table)} ids are not 0 … {size - 1} once each (config.json vocab_size "
+        raise UserError(f"{path}: its {len(table)} ids are not 0 … {size - 1} once each (config.json {key} "
                         f"{size}); the tokenizer does not belong to this model")  # fmt: skip
     return table
 
@@ -83,6 +90,9 @@ def marian_vocabulary(
     unk = table[MARIAN_UNK]
     if len({eos, pad, unk}) < 3:
         raise UserError(f"{path}: eos ({eos}), pad ({pad}) and {MARIAN_UNK} ({unk}) must be three different ids")
+    if not (isinstance(eos, int) and isinstance(pad, int) and 0 <= eos < len(table) and 0 <= pad < len(table)):
+        raise UserError(f"{path}: config.json's eos ({eos!r}) and pad ({pad!r}) ids must be ids of its "
+                        f"{len(table)} entries")  # fmt: skip
     clashes = [piece for piece in SPECIAL_PIECES if piece in table and table[piece] not in (eos, pad, unk)]
     if clashes:
         raise UserError(f"{path}: the piece {clashes[0]!r} is an ordinary entry here but a special token in adlnmt")
@@ -101,7 +111,7 @@ def marian_vocabulary(
     pieces += missing
     rows += [unk] * len(missing)
     never = [i in (PAD, BOS) or i >= len(table) + 1 for i in range(len(pieces))]
-    return MarianVocabulary(pieces, rows, never, missing)
+    return MarianVocabulary(pieces, rows, never, missing, len(table))
 
 
 _NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE = 1, 2, 3, 4, 5, 6
@@ -147,9 +157,22 @@ def side_model(data: bytes, pieces: list[str], path: Path) -> bytes:
     return result
 
 
-def marian_table(pieces: list[str]) -> tuple[dict[str, int], list[int]]:
-    """The export's ``vocab.json`` for adlnmt ``pieces`` and, per Marian id, the adlnmt id whose rows it takes:
-    ``</s>`` 0, ``<unk>`` 1, adlnmt ids 4 … in order, ``<pad>`` (adlnmt BOS, the start token) last; PAD dropped."""
-    order = [EOS, UNK, *range(4, len(pieces)), BOS]
-    names = [MARIAN_EOS, MARIAN_UNK, *pieces[4:], MARIAN_PAD]
+FILLER = "<adlnmt-filler-{}>"  # vocab.json entries that bring a side up to the other side's size (never produced)
+
+
+def marian_table(pieces: list[str], size: int | None = None) -> tuple[dict[str, int], list[int | None]]:
+    """The export's ``vocab.json`` (or ``target_vocab.json``) for adlnmt ``pieces`` and, per Marian id, the adlnmt
+    id whose rows it takes: ``</s>`` 0, ``<unk>`` 1, adlnmt ids 4 … in order, up to ``size`` entries filler pieces
+    (None: zero rows, never predicted; MarianMT has one pad id for both sides, so separate vocabularies have one
+    size), ``<pad>`` (adlnmt BOS, the start token) last; PAD dropped."""
+    fillers = (size or 0) - (len(pieces) - 1)
+    order: list[int | None] = [EOS, UNK, *range(4, len(pieces)), *[None] * fillers, BOS]
+    names = [MARIAN_EOS, MARIAN_UNK, *pieces[4:], *(FILLER.format(k) for k in range(fillers)), MARIAN_PAD]
     return {name: index for index, name in enumerate(names)}, order
+
+
+def select_rows(table: Tensor, index: Sequence[int | None], fill: float = 0.0) -> Tensor:
+    """Rows ``index`` of ``table`` [V, …] as a new tensor [len(index), …]; ``fill`` where the index is None."""
+    result = table.index_select(0, torch.tensor([0 if row is None else row for row in index])).clone()
+    result[[i for i, row in enumerate(index) if row is None]] = fill
+    return result
