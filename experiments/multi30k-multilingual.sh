@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 65's multilingual example end to end: prepare the four data directories that
 # experiments/multi30k-multilingual.yaml names (under experiments/data/, each skipped when it holds a prepared data
-# set already), then run the grid at SCALE (default smoke; further arguments go to adlnmt experiment).
+# set already), then run the grid at SCALE (default small, a smoke test; further arguments go to adlnmt experiment).
 #
 #   experiments/multi30k-multilingual.sh [SCALE [adlnmt experiment options ...]]
 #
@@ -9,7 +9,7 @@
 # holds Multi30k's gzip files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scale=${1:-smoke}
+scale=${1:-small}
 [ $# -gt 0 ] && shift
 M=${M:-../shared/data/multi30k}
 read -r -a adlnmt <<< "${ADLNMT:-python3 -m adlnmt}"
