@@ -67,7 +67,7 @@ def end_most_outputs(model, sources: list[list[int]]) -> None:
     or more and before 1.5 · |source| + 5 tokens, or else to the bias that ends the most so (a random model
     otherwise tends to repeat one piece to the length limit, or to end at once, which tests little)."""
     pad = model.config.pad_token_id
-    best = (-1, 0.0)  # (outputs ended, bias): the bias that ends the most when none ends two thirds
+    best = (-1, 0.0)  # (outputs ended, -bias): the lowest bias that ends the most, when none ends two thirds
     for bias in torch.arange(-8.0, 12.0, 0.5).tolist():
         with torch.no_grad():
             model.final_logits_bias[0, 0] = bias
