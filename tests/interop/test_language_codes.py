@@ -1,5 +1,5 @@
 """Multilingual MarianMT target-language codes (``>>fra<< text``): translate, serve and score read a leading code as
-one token, as MarianTokenizer does (:mod:`adlnmt.inference.language_codes`); the ids, the greedy output and the
+one token, as MarianTokenizer does (:mod:`adlnmt.data.language_codes`); the ids, the greedy output and the
 forced scores equal ``transformers``' on a tiny random multi-target model."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from adlnmt.analysis.forced import PairScorer
+from adlnmt.data.language_codes import SourceEncoder, split_language_code
 from adlnmt.inference.batching import length_limit
-from adlnmt.inference.language_codes import SourceEncoder, split_language_code
 from adlnmt.inference.options import SearchOptions
 from adlnmt.inference.translator import Translator
 from adlnmt.interop.hf_import import import_marian
@@ -117,3 +117,22 @@ def test_codes_survive_the_export(multilingual, demo_data: Path) -> None:
     assert set(exported.supported_language_codes) == set(CODES)
     for text in texts(demo_data):
         assert exported(text)["input_ids"] == original(text)["input_ids"]
+
+
+def test_prepare_vocab_from_keeps_a_code_one_piece(multilingual, demo_data: Path, tmp_path: Path) -> None:
+    """Fine-tuning data of a multi-target model: ``prepare --vocab-from`` encodes its sources as translate does."""
+    from adlnmt.cli import main
+    from adlnmt.data.data_dir import DataDir
+
+    _, _, translator, root = multilingual
+    targets = (demo_data / "corpus" / "valid.tgt").read_text(encoding="utf-8").splitlines()[:4]
+    sources = texts(demo_data)[: len(targets)]
+    for side, lines in (("src", sources), ("tgt", targets)):
+        (tmp_path / f"train.{side}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = ["prepare", "--train-src", str(tmp_path / "train.src"), "--train-tgt", str(tmp_path / "train.tgt"),
+            "--valid-src", str(tmp_path / "train.src"), "--valid-tgt", str(tmp_path / "train.tgt"),
+            "--out", str(tmp_path / "data"), "--vocab-from", str(root / "model")]  # fmt: skip
+    assert main(argv) == 0
+    train = DataDir.load(tmp_path / "data").open_shard("train", 0)
+    prepared = [translator.data.source_ids(train.src_pieces(i).tolist()) for i in range(len(sources))]
+    assert prepared == [translator.encode_line(text).ids for text in sources]  # the code one id, as translate reads it

@@ -47,6 +47,7 @@ from adlnmt.data.corpus import (
     require_regular_file,
 )
 from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SIDES
+from adlnmt.data.language_codes import SourceEncoder
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.shards import ShardBuilder, shard_stem, token_dtype
 from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, language_tag, train_sentencepiece
@@ -119,6 +120,9 @@ class Encoder:
     max_len: int
     max_ratio: float
 
+    def __post_init__(self) -> None:  # an imported multi-target model's codes (>>fra<<) stay one source piece
+        self.encode = {"src": SourceEncoder(self.vocabs["src"]).batch, "tgt": self.vocabs["tgt"].encode_batch}
+
 
 _ENCODER: Encoder | None = None
 
@@ -172,7 +176,7 @@ def encode_block(block: LineBlock, names: tuple[Path, Path], tag: int | None, ke
         raise error
     keep = [i for i, pair in enumerate(zip(src, tgt, strict=True)) if not blank(*pair)]
     texts = {"src": [src[i] for i in keep], "tgt": [tgt[i] for i in keep]}
-    encoded = {side: enc.vocabs[side].encode_batch(texts[side]) for side in SIDES}
+    encoded = {side: enc.encode[side](texts[side]) for side in SIDES}
     lengths = {side: np.fromiter(map(len, encoded[side]), np.int64, count=len(keep)) for side in SIDES}
     empty = (lengths["src"] == 0) | (lengths["tgt"] == 0)
     fates = np.full(len(keep), KEPT, dtype=np.int8)

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from adlnmt.data.language_codes import SourceEncoder
 from adlnmt.devices import check_cpu_count, checked_device
 from adlnmt.errors import UserError
 from adlnmt.inference.constraints import Constraints, EncodedConstraints, encode_constraints, unmet
 from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
-from adlnmt.inference.language_codes import SourceEncoder
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
 from adlnmt.memory import available_memory
 from adlnmt.store import ExportDir, ModelDir, is_export_dir
@@ -234,7 +234,7 @@ class Translator:
 
     def encode_line(self, line: str) -> EncodedLine:
         """``line`` as the encoder reads it (subword-encoded once; a multilingual MarianMT model's leading
-        target-language code one piece: :mod:`adlnmt.inference.language_codes`), with its length before the cut."""
+        target-language code one piece: :mod:`adlnmt.data.language_codes`), with its length before the cut."""
         pieces = self.source_encoder(line)
         return EncodedLine(self.data.source_ids(pieces, self.max_input_len), len(pieces))
 

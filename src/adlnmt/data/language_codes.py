@@ -44,3 +44,8 @@ class SourceEncoder:
         if code is None:
             return self.vocab.encode(text)
         return [*self.vocab.ids([code]), *self.vocab.encode(rest)]
+
+    def batch(self, texts: list[str]) -> list[list[int]]:
+        """The ids of many source lines: one sentencepiece call when the vocabulary holds no codes (``prepare``'s
+        workers, :meth:`Vocab.encode_batch`), else line by line as :meth:`__call__`."""
+        return [self(text) for text in texts] if self.codes else self.vocab.encode_batch(texts)
