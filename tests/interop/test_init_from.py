@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from safetensors.torch import load_file
@@ -19,10 +20,10 @@ pytest.importorskip("transformers")
 TRAIN = ["--batch-tokens", "600", "--no-progress", "--threads", "1", "--no-valid-bleu", "--tensorboard", "off"]
 
 
-@pytest.fixture(scope="module")
-def pretrained(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("pretrained")
-    marian_dir(demo_data / "corpus", root / "hf", seed=2)
+def import_and_prepare(demo_data: Path, root: Path, **marian: Any) -> Path:
+    """A tiny MarianMT directory (``marian``: its settings) imported as ROOT/model, and the demo corpus prepared
+    with its vocabulary as ROOT/data."""
+    marian_dir(demo_data / "corpus", root / "hf", **marian)
     assert main(["import", str(root / "hf"), "--from", "hf-marian", "--out", str(root / "model")]) == 0
     corpus = demo_data / "corpus"
     argv = ["prepare", "--train-src", str(corpus / "train.src"), "--train-tgt", str(corpus / "train.tgt"),
@@ -30,6 +31,11 @@ def pretrained(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
             "--out", str(root / "data"), "--vocab-from", str(root / "model")]  # fmt: skip
     assert main(argv) == 0
     return root
+
+
+@pytest.fixture(scope="module")
+def pretrained(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return import_and_prepare(demo_data, tmp_path_factory.mktemp("pretrained"), seed=2)
 
 
 def train(root: Path, model: str, *flags: str) -> int:
@@ -140,13 +146,7 @@ def test_a_size_init_from_would_ignore_is_refused(pretrained: Path, flag: str, v
 def test_separate_vocabularies_prepare_and_fine_tune(demo_data: Path, tmp_path: Path) -> None:
     """An import with separate vocabularies (target_vocab.json): prepare --vocab-from copies both sides'
     sentencepiece models (not joint) and train --init-from starts from its weights."""
-    marian_dir(demo_data / "corpus", tmp_path / "hf", seed=8, separate=True)
-    assert main(["import", str(tmp_path / "hf"), "--from", "hf-marian", "--out", str(tmp_path / "model")]) == 0
-    corpus = demo_data / "corpus"
-    argv = ["prepare", "--train-src", str(corpus / "train.src"), "--train-tgt", str(corpus / "train.tgt"),
-            "--valid-src", str(corpus / "valid.src"), "--valid-tgt", str(corpus / "valid.tgt"),
-            "--out", str(tmp_path / "data"), "--vocab-from", str(tmp_path / "model")]  # fmt: skip
-    assert main(argv) == 0
+    import_and_prepare(demo_data, tmp_path, seed=8, separate=True)
     manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
     settings = ModelDir(tmp_path / "model").config()["model"]
     assert manifest["joint"] is False and settings["src_vocab_size"] == manifest["src_vocab_size"]
