@@ -1,7 +1,8 @@
 """Benchmark: decoding with lexical shortlists (``--shortlist``) against the full softmax, same model, same batches.
 
     .venv/bin/python benchmarks/shortlist_speed.py --model MODEL_DIR --shortlist LEX.safetensors [LEX2 ...]
-        [--ct2 EXPORT_DIR] [--threads 2] [--repeat 3] [--lines 0] [--batch-size 64] [--exact-lengths]
+        [--checkpoint best] [--length-penalty 1.0] [--ct2 EXPORT_DIR] [--threads 2] [--repeat 3] [--lines 0]
+        [--batch-size 64] [--exact-lengths]
 
 Translates Multi30k test_2016_flickr (de→en) in this process, model loaded first (not timed), greedy and beam 5,
 batches of ``--batch-size`` (64): the full softmax and each shortlist, with the torch engine (fp32) and, with
@@ -40,7 +41,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--shortlist", nargs="+", required=True)
-    parser.add_argument("--ct2", help="a CTranslate2 export of the same model")
+    parser.add_argument("--checkpoint", default="best", help="best, last or averaged (default best)")
+    parser.add_argument("--length-penalty", type=float, default=1.0, help="GNMT alpha (default 1.0)")
+    parser.add_argument("--ct2", help="a CTranslate2 export of the same model (and checkpoint)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lines", type=int, default=0, help="the first N test lines (0: all)")
@@ -51,7 +54,7 @@ def main() -> None:
     reference = gzip.decompress((CORPUS / "test_2016_flickr.en.gz").read_bytes()).decode().splitlines()
     if args.lines:
         source, reference = source[: args.lines], reference[: args.lines]
-    engines = {"torch": Translator.load(args.model, threads=args.threads)}
+    engines = {"torch": Translator.load(args.model, args.checkpoint, threads=args.threads)}
     if args.ct2:
         engines["ctranslate2"] = Translator.load(args.ct2, engine="ctranslate2", threads=args.threads)
     encoded = [engines["torch"].encode(line, i) for i, line in enumerate(source, 1)]
@@ -74,7 +77,8 @@ def main() -> None:
     for _ in range(args.repeat):
         for setting in settings:
             engine, beam, lex = setting
-            options = replace(SearchOptions(beam=beam, batch_size=args.batch_size), shortlist=lex)
+            options = replace(SearchOptions(beam=beam, batch_size=args.batch_size, length_penalty=args.length_penalty),
+                              shortlist=lex)  # fmt: skip
             search(engine, options, encoded[:8])  # warm: the CT2 map is loaded on first use
             loads[setting].append(os.getloadavg()[0])
             beside, started, processor = BusyBeside(), time.perf_counter(), time.process_time()
