@@ -136,7 +136,7 @@ def test_the_command_exits_2_with_the_message(tmp_path: Path, capsys: pytest.Cap
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_every_shipped_grid_parses_at_every_scale(path: Path) -> None:
     scales = scale_names(path)
-    assert {"small", "cpu", "full"} <= set(scales) <= {"small", "cpu", "cpu6", "cpu-mixed", "full"}
+    assert {"small", "cpu", "full"} <= set(scales) <= {"small", "mid", "cpu", "cpu6", "cpu-mixed", "full"}
     small, full = load_grid(path, "small"), load_grid(path)  # full is the default scale
     assert full.scale == "full" and full.baseline is not None and len(full.seeds) >= 2
     for variant in small.variants:  # small runs are capped by updates, never by minutes
@@ -145,7 +145,7 @@ def test_every_shipped_grid_parses_at_every_scale(path: Path) -> None:
     for variant in full.variants:
         assert "max_minutes" not in variant.train
         assert variant.train.get("d_model", 512) >= 256
-    cpu_scales = [load_grid(path, name) for name in scales if name.startswith("cpu")]
+    cpu_scales = [load_grid(path, name) for name in scales if name.startswith("cpu") or name == "mid"]
     for variant in (v for grid in cpu_scales for v in grid.variants):  # they stop when validation ppl converged
         assert variant.train["patience"] > 0 and variant.train.get("early_stop_metric", "ppl") == "ppl"
         assert variant.train["max_updates"] > 0 and variant.train["precision"] == "fp32"  # same on any CPU

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from adlnmt.experiment.grid import CLAIM_KINDS, load_grid
+from adlnmt.experiment.grid import load_grid
 from adlnmt.experiment.judge import Judge, write_claims
 from adlnmt.experiment.results import RESULT_FILE
 from adlnmt.experiment.runner import plan_runs
@@ -22,6 +22,7 @@ from adlnmt.verdicts.statistics import (
     CLAIM_RESAMPLES,
     FAILS,
     HOLDS,
+    KINDS,
     NOT_CONVERGED,
     ONE_SEED,
     OPEN,
@@ -185,7 +186,7 @@ def test_a_metric_measured_once_per_run(tmp_path: Path) -> None:
 
 def _identity(item: dict[str, Any]) -> tuple:
     """A claim as registered: what it compares and how, not its provenance (``registered``, ``where``)."""
-    kind = next(k for k in CLAIM_KINDS if k in item)
+    kind = next(k for k in KINDS if k in item)
     rows = tuple(tuple(row) if isinstance(row, list) else row for row in item[kind])  # larger_gain: two steps
     return (str(item["quote"]).strip(), kind, rows, float(item.get("margin", item.get("tolerance", 0))),
             float(item.get("ratio", 1.0)), item.get("metric"), item.get("test"), int(item.get("min_source_words", 0)),

@@ -30,15 +30,14 @@ from adlnmt.inference.options import SearchOptions
 from adlnmt.metrics import parse_metrics
 from adlnmt.train.config import TrainConfig, build_config
 from adlnmt.verdicts.claims import Claim, registration_of
-from adlnmt.verdicts.statistics import RESAMPLES
+from adlnmt.verdicts.statistics import KINDS, RESAMPLES
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
             "baseline", "bootstrap_resamples", "scales", "default_scale", "variants", "claims",
             "added_evaluation", "slurm", "contrastive", "distill", "speed")  # fmt: skip
 ADDED_KEYS = ("since", "test", "metrics")
-CLAIM_KEYS = ("quote", "where", "better", "close", "equivalent", "faster", "larger_gain", "margin", "ratio", "metric",
-              "test", "min_source_words", "max_source_words", "out_of_scope", "registered")  # fmt: skip
-CLAIM_KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
+CLAIM_KEYS = ("quote", "where", *KINDS, "margin", "ratio", "metric", "test", "min_source_words", "max_source_words",
+              "out_of_scope", "registered")  # fmt: skip
 # claim metrics measured once per run, not per test set: their value in a run's result
 RUN_METRICS: dict[str, Callable[[RunResult], float]] = {"valid_ppl": lambda result: result.best_valid_ppl}
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates", "variants")
@@ -433,7 +432,7 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
            tests: tuple[TestSet, ...]) -> Claim:  # fmt: skip
     names = [v.name for v in variants]
     block = reader.mapping(item, where, CLAIM_KEYS)
-    kinds = [kind for kind in CLAIM_KINDS if kind in block]
+    kinds = [kind for kind in KINDS if kind in block]
     if len(kinds) != 1 or "quote" not in block:
         reader.fail(where, "give 'quote' and one of 'better: [A, B]', 'close: [A, B]' or 'equivalent: [A, B]' (with "
                     "'margin'), 'faster: [A, B]' (with 'ratio') or 'larger_gain: [[A, A0], [B, B0]]'")  # fmt: skip
