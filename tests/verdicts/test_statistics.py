@@ -15,16 +15,19 @@ from adlnmt import metrics
 from adlnmt.verdicts.statistics import (
     FAILS,
     HOLDS,
+    KINDS,
     OPEN,
     RunScores,
     assess,
     contrast,
     corpus_scores,
+    detectable,
     holm,
     interval,
     p_above,
     p_below,
     p_two_sided,
+    planned_detectable,
     run_scores,
     seed_deviations,
     seed_level,
@@ -327,3 +330,40 @@ def test_the_interval_keeps_its_coverage_under_the_committed_runs_variance_struc
     assert 0.925 <= np.mean(covered) <= 0.975, np.mean(covered)
     assert np.mean(doubled) > np.mean(covered) and np.median(widths) > 1.05, (np.mean(doubled), np.median(widths))
     print(f"coverage {np.mean(covered):.3f}, counted twice {np.mean(doubled):.3f}, x{np.median(widths):.3f} wide")
+
+
+def pilot_rows(runs: int, seed_sd: float, rng: np.random.Generator) -> tuple[list[RunScores], list[RunScores]]:
+    """Two rows of ``runs`` runs drawn on the same sentences: a shared sentence part (sd 0.5 for the difference), a
+    seed × sentence part of each run (sd 0.3) and a seed effect (sd ``seed_sd``) in each run's score."""
+    shared = rng.normal(0.0, 0.5, 20_000)
+
+    def row(mean: float, sign: float) -> list[RunScores]:
+        scores = mean + rng.normal(0.0, seed_sd, runs)
+        return [RunScores(float(s), s + sign * shared / 2 + rng.normal(0.0, 0.3, 20_000)) for s in scores]
+
+    return row(30.0, 1.0), row(29.0, -1.0)
+
+
+def test_a_planned_detectable_effect_matches_the_one_measured_at_the_pilots_size() -> None:
+    """Planned with the pilot's own seeds, the detectable effect is the one the two-level bootstrap measures on the
+    pilot (the same variance, split and put back together); more seeds detect less, one seed plans nothing."""
+    rng = np.random.default_rng(5)
+    first, second = pilot_rows(5, 0.4, rng)
+    measured = detectable("better", two_level(first, second).replicates)
+    planned = planned_detectable("better", first, second, (5, 5), resamples=20_000)
+    assert planned == pytest.approx(measured, rel=0.1)
+    by_seeds = [planned_detectable("better", first, second, (n, n), resamples=20_000) for n in (2, 3, 5, 10)]
+    assert by_seeds == sorted(by_seeds, reverse=True) and by_seeds[0] > 1.5 * by_seeds[-1]  # t tails at 2 seeds
+    assert planned_detectable("better", first, second, (1, 3)) is None
+    assert planned_detectable("better", first[:1], second, (3, 3)) is None
+    kinds = {kind: planned_detectable(kind, first, second, (3, 3), resamples=20_000) for kind in KINDS[:3]}
+    assert kinds["close"] < min(kinds["better"], kinds["equivalent"])  # one-sided 5 % at 80 % power: the least
+
+
+def test_no_seed_effect_leaves_the_sentence_level_alone() -> None:
+    """Rows whose seeds differ only by their own sentences: more seeds shrink the interaction, never the shared
+    part, so the detectable effect falls towards (z.975 + z.8) × 0.5 and no further."""
+    rng = np.random.default_rng(6)
+    first, second = pilot_rows(4, 0.0, rng)
+    many = planned_detectable("better", first, second, (400, 400), resamples=20_000)
+    assert many == pytest.approx((1.959964 + 0.841621) * 0.5, rel=0.06)

@@ -93,6 +93,11 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     selected = select(grid, runs, args.variants, args.seeds)
     retrained = selected if args.rerun and not args.report_only else []
     shared = [found for found in shared_runs(grid, runs, results) if found[0] not in retrained]
+    if args.power:
+        from adlnmt.experiment.power import power_table
+
+        print(power_table(grid, args.pilot))
+        return 0
     if args.dry_run:
         print_plan(grid, runs, folders, {run.fingerprint: name for run, _, name in shared})
         check_input_files(grid)
@@ -261,6 +266,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--variants", help="run only these variants (comma-separated names); the report has all")
     parser.add_argument("--seeds", help="run only these seeds (comma-separated), e.g. 1")
     parser.add_argument("--dry-run", action="store_true", help="check the grid, list the runs and their state")
+    parser.add_argument(
+        "--power",
+        action="store_true",
+        help="before the runs: each claim's minimum detectable effect with the grid's seeds, planned from pilot rows "
+        "(other grids' finished runs on the same test set), and whether a margin claim is decidable at this size",
+    )
+    parser.add_argument(
+        "--pilot",
+        action="append",
+        metavar="GRID[@SCALE]",
+        help="with --power: a grid whose finished runs are the pilot (repeatable; default: every other grid file "
+        "next to GRID, at every scale)",
+    )
     parser.add_argument(
         "--decode-beside-training",
         action="store_true",

@@ -365,6 +365,31 @@ def detectable(kind: str, replicates: np.ndarray) -> float:
     return float(high - low) / 2 + float(power_high - power_low) / 2
 
 
+def planned_detectable(kind: str, first: Sequence[RunScores], second: Sequence[RunScores], seeds: tuple[int, int],
+                       resamples: int = RESAMPLES, seed: int = SEED) -> float | None:  # fmt: skip
+    """The minimum detectable effect (:func:`detectable`) of a claim of ``kind`` planned with ``seeds`` runs of each
+    row, were its rows like the pilot rows ``first`` and ``second`` (each at least two runs on the claim's test set,
+    drawn on the same sentences): the pilot's difference of row means split into its shared sentence part, each
+    row's seed × sentence :func:`interaction` and each row's seed effect; the planned replicates draw the shared part
+    as it is, the other two divided by the planned seeds (normal sentence level, Student's t seed level with the
+    Welch–Satterthwaite degrees of freedom, as :func:`seed_deviations`). None when a planned row has one seed (its
+    seed variance is unknown: such a claim reads *inconclusive: one seed*) or a pilot row has fewer than two runs."""
+    if min(seeds) < 2 or len(first) < 2 or len(second) < 2:
+        return None
+    means = np.mean([run.replicates for run in first], axis=0) - np.mean([run.replicates for run in second], axis=0)
+    within = [interaction(first), interaction(second)]
+    shared = max(0.0, float(np.var(means, ddof=1)) - within[0] / len(first) - within[1] / len(second))
+    seed_parts = [(max(0.0, float(np.var([r.score for r in row], ddof=1)) - own) / n, n - 1)
+                  for row, own, n in zip((first, second), within, seeds, strict=True)]  # fmt: skip
+    rng = np.random.default_rng([seed, *seeds])
+    sentences = math.sqrt(shared + within[0] / seeds[0] + within[1] / seeds[1])
+    replicates = sentences * rng.standard_normal(resamples)
+    if (variance := sum(part for part, _ in seed_parts)) > 0:
+        freedom = variance**2 / sum(part**2 / df for part, df in seed_parts if part > 0)
+        replicates += math.sqrt(variance) * rng.standard_t(freedom, size=resamples)
+    return detectable(kind, replicates)
+
+
 @dataclass(frozen=True)
 class Tested:
     """A claim's test before the family's adjustment: the effect, its interval, the p of its registered test (the
