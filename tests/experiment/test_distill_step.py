@@ -86,7 +86,7 @@ def test_a_students_fingerprint_covers_its_teacher_and_the_step(demo_data: Path,
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"distill": {"teacher": "teachr"}}, r"distill.teacher: unknown variant \(did you mean 'teacher'"),
+        ({"distill": {"teacher": "teachr"}}, r"distill.teacher: unknown variant 'teachr' \(did you mean 'teacher'"),
         ({"distill": {"teacher": "teacher", "seed": 7}}, r"distill.seed: 7 is not one of the grid's seeds \[1\]"),
         ({"distill": {"teacher": "teacher", "beam": 0}}, r"distill.beam: must be >= 1, got 0"),
         ({"distill": {"teacher": "teacher", "checkpoint": "worst"}}, r"distill.checkpoint: expected one of best"),

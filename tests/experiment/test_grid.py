@@ -199,7 +199,7 @@ def test_a_scale_may_train_some_rows_and_keeps_the_claims_on_them(
     assert main(["experiment", str(path), "--scale", "some", "--variants", "b", "--dry-run"]) == 2
     assert f"--variants: b not in {path} at scale some (variants: a, c)" in capsys.readouterr().err
     grid["scales"]["some"] = {"variants": ["a", "d"]}
-    assert "scales.some.variants[1]: unknown variant; expected one of: a, b, c" in error(tmp_path, grid, "some")
+    assert "scales.some.variants[1]: unknown variant 'd'; expected one of: a, b, c" in error(tmp_path, grid, "some")
     grid["scales"]["some"] = {"variants": ["b"]}
     assert "scales.some.variants: keep the grid's baseline 'a'" in error(tmp_path, grid, "some")
     grid["scales"]["some"] = {"variants": []}
@@ -238,6 +238,14 @@ def test_claims_are_checked(tmp_path: Path) -> None:
     (claim,) = load_grid(write(tmp_path, grid)).claims
     assert (claim.registered, claim.registered_at, claim.out_of_scope) == ("5499228", "2026-11-23T16:57:42+00:00",
                                                                           "not IWSLT")  # fmt: skip
+    grid["test"].append({"name": "test2", "src": "t.src", "ref": "t.tgt"})
+    grid["claims"] = [{"quote": "q", "close": ["a", "b"], "margin": 1.0, "test": ["test", "test2"]}]
+    assert load_grid(write(tmp_path, grid)).claims[0].test == "test + test2"  # the two pooled into one corpus
+    for pooled, kind in ((["test"], "close"), (["test", "test"], "close"), (["test", "test2"], "faster")):
+        grid["claims"] = [{"quote": "q", kind: ["a", "b"], "margin": 1.0, "test": pooled}]
+        assert "claims[0].test: a pooled claim names two or more different test sets" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": "q", "close": ["a", "b"], "margin": 1.0, "test": ["test", "test3"]}]
+    assert "claims[0].test: unknown test set 'test3'" in error(tmp_path, grid)
     grid["claims"] = [{"quote": "q", "faster": ["a", "b"], "ratio": 0}]
     assert "claims[0].ratio: expected a positive speed ratio" in error(tmp_path, grid)
     grid["claims"][0]["ratio"] = 4

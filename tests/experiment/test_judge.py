@@ -321,3 +321,28 @@ def test_the_p_carries_its_monte_carlo_error_and_the_minimum_detectable_effect(t
     assert better.tested.p_error == pytest.approx((better.tested.p_value * (1 - better.tested.p_value)
                                                    / better.tested.resamples) ** 0.5)  # fmt: skip
     assert better.tested.mde > 0 and "not decidable at this size" in detectable_effect(same)
+
+
+def test_a_pooled_claim_scores_the_test_sets_as_one_corpus(tmp_path: Path) -> None:
+    """A claim on two test sets pooled: the corpus BLEU of the concatenation (not the mean of the two), the sentences
+    of both drawn together; each test set also gets its own verdict, as any other test set of the grid."""
+    import sacrebleu
+
+    grid = make_grid(tmp_path, [{"quote": "A beats B on both", "better": ["A", "B"], "test": ["t", "u"]}],
+                     tests=("t", "u"))  # fmt: skip
+    half = len(REFERENCES) // 2
+    few = REFERENCES[:half] + WORSE[half : half + 4] + REFERENCES[half + 4 :]  # B worse on 4 lines of u, 15 of t
+    runs = {(row, seed): {"tests": {"t": lines[:half] + REFERENCES[half:], "u": few if row == "B" else REFERENCES}}
+            for row, lines in (("A", REFERENCES), ("B", WORSE)) for seed in (1, 2)}  # fmt: skip
+    judged = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
+    pooled, *single = judged
+    assert (pooled.test, pooled.primary, [j.test for j in single]) == ("t + u", True, ["t", "u"])
+    b_pooled = WORSE[:half] + REFERENCES[half:] + few
+    expected = 100.0 - sacrebleu.corpus_bleu(b_pooled, [REFERENCES + REFERENCES]).score
+    assert pooled.tested.effect == pytest.approx(expected) and pooled.verdict == HOLDS
+    on_u, on_t = sorted(j.tested.effect for j in single)
+    assert on_u < expected < on_t  # the pooled corpus lies between its parts
+    del runs[("A", 2)]["tests"]["u"]  # a run not evaluated on one of the pooled sets does not enter the pooled claim
+    (tmp_path / "out2").mkdir()
+    pooled = Judge(grid, write_runs(grid, tmp_path / "out2", runs)).judge_all()[0]
+    assert pooled.seeds == ((1,), (1, 2))

@@ -23,12 +23,12 @@ def varied(lines: list[str], seed: int) -> list[str]:
     return [line.rsplit(" ", 1)[0] if i % (seed + 2) == 0 else line for i, line in enumerate(lines)]
 
 
-def pilot(root: Path) -> Path:
-    """A grid with two finished runs of each of its rows A and B on test set ``t``; its grid file."""
+def pilot(root: Path, tests: tuple[str, ...] = ("t",)) -> Path:
+    """A grid with two finished runs of each of its rows A and B on its test sets (``t``); its grid file."""
     root.mkdir(parents=True, exist_ok=True)
-    grid = make_grid(root, [])
-    runs = {(row, seed): {"tests": {"t": varied(lines, seed)}} for row, lines in (("A", REFERENCES), ("B", WORSE))
-            for seed in (1, 2)}  # fmt: skip
+    grid = make_grid(root, [], tests)
+    runs = {(row, seed): {"tests": {test: varied(lines, seed) for test in tests}}
+            for row, lines in (("A", REFERENCES), ("B", WORSE)) for seed in (1, 2)}  # fmt: skip
     write_runs(grid, output_folders(grid).work, runs)
     return Path(grid.path)
 
@@ -91,3 +91,17 @@ def test_the_default_pilots_are_the_other_grid_files_next_to_it(tmp_path: Path) 
     with pytest.raises(UserError, match=r"--pilot .*missing\.yaml: no such grid file"):
         power_table(load_grid(tmp_path / "new.yaml"), [str(tmp_path / "missing.yaml")])
     assert "1 pairs of 1 grids" in power_table(load_grid(tmp_path / "new.yaml"))
+
+
+def test_a_pooled_claim_is_planned_on_as_many_pilot_test_sets(tmp_path: Path) -> None:
+    """Pooled test sets (here two with the same references) need as many test sets of the pilot's, each used once:
+    a pilot with one test set plans nothing, one with two plans a smaller effect than on one set alone."""
+    claims = [{"quote": "A beats B", "better": ["A", "B"], "test": ["t", "u"]},
+              {"quote": "A beats B on t", "better": ["A", "B"], "test": "t"}]  # fmt: skip
+    (tmp_path / "new").mkdir()
+    grid_file = make_grid(tmp_path / "new", claims, tests=("t", "u")).path
+    one = power(str(grid_file), "--pilot", str(pilot(tmp_path / "one")))
+    assert "“A beats B” | better | bleu t + u | 2 + 2 | – | no pilot" in one
+    two = power(str(grid_file), "--pilot", str(pilot(tmp_path / "two", ("t", "u"))))
+    pooled, alone = (float(line.split("|")[5].split()[0]) for line in two.splitlines() if line.startswith("| “"))
+    assert pooled < alone

@@ -29,7 +29,7 @@ from adlnmt.flags import bounds_of, flagged, kind_of
 from adlnmt.inference.options import SearchOptions
 from adlnmt.metrics import parse_metrics
 from adlnmt.train.config import TrainConfig, build_config
-from adlnmt.verdicts.claims import Claim, registration_of
+from adlnmt.verdicts.claims import POOL, Claim, registration_of
 from adlnmt.verdicts.statistics import KINDS, RESAMPLES
 
 TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", "translate", "length_buckets",
@@ -454,9 +454,16 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
         reader.unknown(f"{where}.metric", metric, [*metrics, *RUN_METRICS], "metric")
     if kind == "larger_gain" and metric in RUN_METRICS:
         reader.fail(f"{where}.metric", f"larger_gain compares test-set metrics ({', '.join(metrics)}), not {metric}")
-    test = str(block.get("test", tests[0].name))
-    if test not in {t.name for t in tests}:
-        reader.unknown(f"{where}.test", test, [t.name for t in tests], "test set")
+    given = block.get("test", tests[0].name)
+    parts = [str(name) for name in given] if isinstance(given, list) else [str(given)]
+    for part in parts:
+        if part not in {t.name for t in tests}:
+            reader.unknown(f"{where}.test", part, [t.name for t in tests], "test set")
+    if isinstance(given, list) and (len(set(parts)) != len(parts) or len(parts) < 2 or kind == "faster"
+                                    or metric in RUN_METRICS or any(POOL in part for part in parts)):  # fmt: skip
+        reader.fail(f"{where}.test", f"a pooled claim names two or more different test sets (names without "
+                    f"{POOL.strip()!r}) on a test-set metric, and is no speed claim; got {given!r}")  # fmt: skip
+    test = POOL.join(parts)
     margin = reader.typed(block.get("margin", 0.0), float, f"{where}.margin")
     if margin < 0 or (kind == "equivalent" and margin == 0):
         reader.fail(f"{where}.margin", f"expected a {'positive' if kind == 'equivalent' else 'non-negative'} "

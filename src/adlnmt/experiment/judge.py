@@ -28,7 +28,17 @@ from adlnmt.experiment.runner import Run, write_json
 from adlnmt.experiment.speed import Measurement, SpeedRecord, run_record
 from adlnmt.experiment.speed_spec import ENGINES
 from adlnmt.store.atomic import write_text_atomic
-from adlnmt.verdicts.claims import Claim, Judgement, adjusted, contrast_weights, method, record, relation, table
+from adlnmt.verdicts.claims import (
+    Claim,
+    Judgement,
+    adjusted,
+    contrast_weights,
+    method,
+    record,
+    relation,
+    table,
+    test_parts,
+)
 from adlnmt.verdicts.ranks import LEVEL, agreement
 from adlnmt.verdicts.statistics import (
     CLAIM_RESAMPLES,
@@ -61,8 +71,11 @@ class Judge:
         for run in runs:
             if (folder := run.finished_in()) is not None and (result := row_result(run)) is not None:
                 self.finished[(run.variant.name, run.seed)] = (folder, result)
-        self.scorer = Scorer({t.name: (t.src, t.ref) for t in grid.tests}, self.resamples, seed)
         self.claims = grid.claims + (grid.speed.claims if grid.speed else ())
+        files = {t.name: (t.src, t.ref) for t in grid.tests}
+        for pooled in {claim.test for claim in self.claims if len(test_parts(claim.test)) > 1}:
+            files[pooled] = tuple(tuple(files[part][side] for part in test_parts(pooled)) for side in (0, 1))
+        self.scorer = Scorer(files, self.resamples, seed)
         self.timed: dict[tuple[str, int], SpeedRecord] = {}  # whole-command timings (the speed section's records)
         for run in runs if grid.speed else ():
             if (run.variant.name, run.seed) in self.finished and (record := run_record(run, grid.speed)) is not None:
@@ -72,7 +85,7 @@ class Judge:
         """The row's finished runs evaluated on ``test`` (every finished run for a per-run metric), by seed; with
         ``since``, those evaluated from then on alone."""
         return {seed: found for seed in self.grid.seeds if (found := self.finished.get((variant, seed)))
-                and (test == VALIDATION or test in found[1].tests)
+                and (test == VALIDATION or all(part in found[1].tests for part in test_parts(test)))
                 and (since is None or found[1].evaluated >= since)}  # fmt: skip
 
     def judge(self, claim: Claim, test: str, resamples: int | None = None, since: datetime | None = None) -> Judgement:
@@ -114,7 +127,7 @@ class Judge:
         words = (claim.min_source_words, claim.max_source_words)
         found = {name: list(self._runs(name, test, since).values()) for name in claim.rows}
         flat = [run for name in claim.rows for run in found[name]]
-        hypotheses = [result.hypotheses(folder, test) for folder, result in flat]
+        hypotheses = [pooled_hypotheses(result, folder, test) for folder, result in flat]
         scores = iter(self.scorer.runs(hypotheses, test, claim.metric, words, resamples or self.resamples))
         return {name: [r for r in [next(scores) for _ in found[name]] if r] for name in claim.rows}
 
@@ -222,6 +235,13 @@ class Judge:
                 found = alone[i].verdict if alone[i].tested else "no run evaluated after it"
                 judged[i] = replace(judged[i], post_registration=found)
         return judged
+
+
+def pooled_hypotheses(result: RunResult, folder: Path, test: str) -> Path | tuple[Path, ...] | None:
+    """A run's hypotheses file on ``test``, or its files on each pooled test set in order (None where one is
+    missing)."""
+    found = tuple(result.hypotheses(folder, part) for part in test_parts(test))
+    return None if None in found else found[0] if len(found) == 1 else found  # type: ignore[return-value]
 
 
 def _column(grid: Grid, column: str) -> tuple[str, str] | None:

@@ -3,15 +3,17 @@
 claim can be decided at this data size at all (``adlnmt experiment GRID --power``).
 
 The spread a claim's test will see is not known before its rows have results, so it is borrowed from *pilot rows*:
-the finished runs of other grids scored on the same test set (the same reference file, by content) with the same
-metric, each pilot grid's baseline against each of its other rows with at least two runs apiece. The figure is the
-median over those pilot pairs, with their range: rows that differ as much as the pilots' do. A claim about rows far
-more alike (or unlike) than any pilot pair is planned less well than that; the verdict after the runs reports the
-detectable effect measured on its own rows (claims.md, "detectable").
+the finished runs of other grids scored on the same test set (the same reference file, by content; for a claim on
+pooled test sets, on each of them, pooled alike) with the same metric, each pilot grid's baseline against each of
+its other rows with at least two runs apiece. The figure is the median over those pilot pairs, with their range:
+rows that differ as much as the pilots' do. A claim about rows far more alike (or unlike) than any pilot pair is
+planned less well than that; the verdict after the runs reports the detectable effect measured on its own rows
+(claims.md, "detectable").
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import statistics
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from adlnmt.errors import UserError
 from adlnmt.experiment.arithmetic import row_result
 from adlnmt.experiment.grid import RUN_METRICS, Grid, TestSet, load_grid, scale_names
 from adlnmt.experiment.runner import Run, plan_runs
-from adlnmt.verdicts.claims import Claim
+from adlnmt.verdicts.claims import Claim, test_parts
 from adlnmt.verdicts.statistics import SEED, RunScores, Scorer, planned_detectable
 
 PILOT_RESAMPLES = 4_000  # a planning figure: its Monte Carlo error is far below the pilots' spread
@@ -44,6 +46,7 @@ class PilotGrid:
     runs: list[Run]
 
 
+@functools.cache
 def _digest(path: Path) -> str:
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -73,32 +76,41 @@ def pilot_grids(grid: Grid, given: list[str] | None) -> list[PilotGrid]:
     return found
 
 
-def pilots(claim: Claim, test: TestSet, candidates: list[PilotGrid]) -> list[Pilot]:
-    """The pilot pairs for ``claim`` on ``test``: each candidate's baseline (its first row without one) against each
-    other row, both with at least two finished runs scored on a test set with ``test``'s references."""
-    reference = _digest(test.ref)
+def pilots(claim: Claim, parts: list[TestSet], candidates: list[PilotGrid]) -> list[Pilot]:
+    """The pilot pairs for ``claim`` on the test sets ``parts`` (one, or those it pools): each candidate's baseline
+    (its first row without one) against each other row, both with at least two finished runs scored on test sets
+    with the references of every part, pooled alike."""
     words = (claim.min_source_words, claim.max_source_words)
     found = []
     for candidate in candidates:
         grid = candidate.grid
-        same = next((t for t in grid.tests if _digest(t.ref) == reference), None)
-        if same is None:
+        same: list[TestSet] = []  # a test set of the pilot's for each part, each used once
+        for part in parts:
+            reference = _digest(part.ref)
+            same += [t for t in grid.tests if t not in same and _digest(t.ref) == reference][:1]
+        if len(same) < len(parts):
             continue
-        hypotheses: dict[str, list[Path]] = {}
+        name = " + ".join(t.name for t in same)
+        hypotheses: dict[str, list[tuple[Path, ...]]] = {}
         for run in candidate.runs:
-            if (folder := run.finished_in()) and (result := row_result(run)) and same.name in result.tests:
-                hypotheses.setdefault(run.variant.name, []).append(result.hypotheses(folder, same.name))
+            if (
+                (folder := run.finished_in())
+                and (result := row_result(run))
+                and all(t.name in result.tests for t in same)
+            ):
+                files = tuple(result.hypotheses(folder, t.name) for t in same)
+                hypotheses.setdefault(run.variant.name, []).append(files)
         baseline = grid.baseline or grid.variants[0].name
         if len(hypotheses.get(baseline, [])) < 2:
             continue
-        scorer = Scorer({same.name: (same.src, same.ref)}, PILOT_RESAMPLES, SEED)
-        base = [s for s in scorer.runs(hypotheses[baseline], same.name, claim.metric, words) if s]
-        for name, paths in hypotheses.items():
-            if name != baseline and len(paths) >= 2:
-                other = [s for s in scorer.runs(paths, same.name, claim.metric, words) if s]
+        scorer = Scorer({name: (tuple(t.src for t in same), tuple(t.ref for t in same))}, PILOT_RESAMPLES, SEED)
+        base = [s for s in scorer.runs(hypotheses[baseline], name, claim.metric, words) if s]
+        for row, files in hypotheses.items():
+            if row != baseline and len(files) >= 2:
+                other = [s for s in scorer.runs(files, name, claim.metric, words) if s]
                 where = f"{grid.name} ({grid.scale or '-'})"
                 found.append(
-                    Pilot(where, f"{where}: {baseline} vs {name}, {len(base)} + {len(other)} runs", base, other)
+                    Pilot(where, f"{where}: {baseline} vs {row}, {len(base)} + {len(other)} runs", base, other)
                 )
     return found
 
@@ -142,10 +154,7 @@ def power_table(grid: Grid, given: list[str] | None = None) -> str:
         if (why := _why_not(claim)) or min(seeds) < 2:
             lines.append(f"{head} – | {why or 'one seed a row decides nothing'} | – |")
             continue
-        if claim.test not in tests:
-            lines.append(f"{head} – | no pilot: {claim.test} is not among the grid's tests | – |")
-            continue
-        found = pilots(claim, tests[claim.test], candidates)
+        found = pilots(claim, [tests[part] for part in test_parts(claim.test)], candidates)
         planned = [(pilot, planned_detectable(claim.kind, pilot.first, pilot.second, seeds)) for pilot in found]
         values = sorted(mde for _, mde in planned if mde is not None)
         if not values:

@@ -55,7 +55,8 @@ class Reader:
     def unknown(self, where: str, key: str, allowed: Any, what: str = "key") -> NoReturn:
         close = difflib.get_close_matches(key, list(allowed), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else f"; expected one of: {', '.join(allowed)}"
-        self.fail(where, f"unknown {what}{hint}")
+        named = "" if where.endswith(key) else f" {key!r}"  # a value, not a key of the mapping at ``where``
+        self.fail(where, f"unknown {what}{named}{hint}")
 
     def typed(self, value: Any, kind: type | tuple[type, ...], where: str) -> Any:
         """``value`` as ``kind`` (or the first of several kinds it fits), see ``convert``."""

@@ -44,6 +44,14 @@ from adlnmt.verdicts.statistics import (
 # Two decoding speeds compare as a ratio only when measured on one processor within this many minutes of each other:
 # this project's VM runs the same code up to 25 % faster or slower from hour to hour and from session to session.
 TIMED_TOGETHER_MINUTES = 60
+POOL = " + "  # a claim on several test sets pooled into one corpus: their names joined
+
+
+def test_parts(test: str) -> tuple[str, ...]:
+    """The test sets of a claim's ``test``: one, or the pooled ones ("test_a + test_b")."""
+    return tuple(test.split(POOL))
+
+
 # a claim's registration: the commit that added it in this form and its committer date (ISO 8601)
 REGISTERED = re.compile(r"([0-9a-f]{7,40}) (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d))")
 
@@ -56,6 +64,8 @@ class Claim:
     at least ``ratio`` times as many sentences per second (kind ``faster``; ``metric`` is then "sentences_per_s"),
     or the step from row ``first_from`` to ``first`` gains more than the step from ``second_from`` to ``second``
     (kind ``larger_gain``, the paper's "the largest gains come from ...").
+    ``test`` may pool several test sets into one corpus (their names joined by ``POOL``: the corpus metric of their
+    concatenation, the sentences of all drawn together).
     ``registered``: the commit that added the claim in this form and its date (ISO 8601), "" when not recorded;
     ``out_of_scope``: why the paper's claim does not extend to this data (then it is shown, not judged). A ``faster``
     claim with an ``engine`` (a grid's ``speed:`` section) reads the whole-command timings of that engine and

@@ -44,6 +44,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -500,16 +501,19 @@ class Scorer:
     (so a metric the run was not scored on when it finished is computed here alike); computed once per run, test
     set, metric and source-length range."""
 
-    def __init__(self, tests: dict[str, tuple[Path, Path]], resamples: int = RESAMPLES, seed: int = SEED) -> None:
-        self.tests = tests  # name → (source, reference)
+    def __init__(self, tests: dict[str, tuple[Any, Any]], resamples: int = RESAMPLES, seed: int = SEED) -> None:
+        self.tests = tests  # name → (source, reference): paths, or tuples of paths for a pooled test set
         self.resamples = resamples
         self.seed = seed
         self._lines: dict[Path, tuple[str, ...]] = {}
         self._scores: dict[tuple[Path, str, str, int, int], RunScores] = {}
 
-    def _read(self, path: Path) -> tuple[str, ...]:
+    def _read(self, path: Path | tuple[Path, ...]) -> tuple[str, ...]:
+        """The lines of ``path``, or of several files one after another (a pooled test set)."""
         from adlnmt.metrics import read_lines
 
+        if isinstance(path, tuple):
+            return tuple(line for part in path for line in self._read(part))
         if path not in self._lines:
             self._lines[path] = tuple(read_lines(path))
         return self._lines[path]
@@ -520,8 +524,8 @@ class Scorer:
         with ``resamples`` replicates (default: the scorer's); None when the run was not evaluated on it (None)."""
         return self.runs([hypotheses], test, metric, words, resamples)[0]
 
-    def runs(self, found: Sequence[Path | None], test: str, metric: str, words: tuple[int, int] = (0, 0),
-             resamples: int | None = None) -> list[RunScores | None]:  # fmt: skip
+    def runs(self, found: Sequence[Path | tuple[Path, ...] | None], test: str, metric: str,
+             words: tuple[int, int] = (0, 0), resamples: int | None = None) -> list[RunScores | None]:  # fmt: skip
         """:meth:`run` of several runs' hypotheses; more replicates than computed before extend them, all at once."""
         resamples = resamples or self.resamples
         short: dict[int, list[tuple[tuple, np.ndarray]]] = {}  # replicates so far → (key, statistics) to extend
