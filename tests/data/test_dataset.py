@@ -238,7 +238,7 @@ def resign(copy: Path, name: str) -> None:
     [
         (lambda n: np.concatenate([n[:-2], [n[-2] + n[-1]]]), "holds 1499 sentences, the manifest says 1500"),
         (lambda n: np.concatenate([n[:-1], [n[-1] + 1]]), r"the lengths sum to \d+ tokens, .*src.tokens.npy holds"),
-        (lambda n: n.astype(np.int64), "expected a 1-d array of uint8, uint16 or uint32 lengths, found int64"),
+        (lambda n: n.astype(np.int64), "expected a 1-d array of unsigned integer lengths, found int64"),
     ],
 )
 def test_lengths_that_do_not_describe_the_tokens(data_path: Path, tmp_path: Path, damage, message: str) -> None:

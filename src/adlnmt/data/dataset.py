@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from adlnmt.data.shards import LENGTH_DTYPES
 from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import DataError
 
@@ -36,9 +35,9 @@ def _offsets(directory: Path, names: dict[str, str], tokens: np.ndarray, tokens_
     if "lengths" in names:
         path = directory / names["lengths"]
         lengths = _load_array(path)
-        if lengths.ndim != 1 or lengths.dtype not in LENGTH_DTYPES:
-            raise DataError(f"expected a 1-d array of uint8, uint16 or uint32 lengths, found {lengths.dtype} "
-                            f"{lengths.shape}", path)  # fmt: skip
+        if lengths.ndim != 1 or lengths.dtype.kind != "u":  # the writer picks the width (adlnmt.data.shards)
+            raise DataError(f"expected a 1-d array of unsigned integer lengths, found {lengths.dtype} {lengths.shape}",
+                            path)  # fmt: skip
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, dtype=np.int64, out=offsets[1:])
         offsets.flags.writeable = False
