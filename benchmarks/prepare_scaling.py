@@ -9,7 +9,9 @@ from its start to the progress line of its first update, with its peak memory.
 
 ``--before``: a ``src`` directory of an older adlnmt (e.g. ``git archive REV src | tar -x``) run the same way with
 its own flags (one process, no sampling), for the before/after row. Results: ``WORK/prepare_scaling.json`` and a
-Markdown table on stdout. Linux only (/proc).
+Markdown table on stdout. Bytes per training token: the id arrays, the training shards (ids and their index: lengths
+from data format 3, int64 offsets before) and every file of the directory (validation, vocabularies, manifest).
+Linux only (/proc).
 """
 
 from __future__ import annotations
@@ -164,20 +166,23 @@ def main() -> None:
             before_load = load()
             seconds, peak, _ = run_measured(command, run_env)
             token_bytes = sum(f.stat().st_size for f in out.glob("train*.tokens.npy"))
-            all_bytes = sum(f.stat().st_size for f in out.glob("train*.npy"))
+            all_bytes = sum(f.stat().st_size for f in out.glob("train*.npy"))  # ids + lengths (offsets before format 3)
+            directory_bytes = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
             pieces = json.loads((out / "manifest.json").read_text())["splits"]["train"]
             tokens = pieces["src_pieces"] + pieces["tgt_pieces"]
             row = {"pairs": size, "run": label, "seconds": round(seconds, 1), "pairs_per_s": round(size / seconds),
                    "peak_rss_mb": round(peak / 2**20), "token_bytes_per_token": round(token_bytes / max(tokens, 1), 3),
                    "bytes_per_token": round(all_bytes / max(tokens, 1), 3),
+                   "directory_bytes_per_token": round(directory_bytes / max(tokens, 1), 3),
                    "load_before": before_load, "load_after": load()}  # fmt: skip
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
             (args.work / "prepare_scaling.json").write_text(json.dumps(rows, indent=2) + "\n")
-    print("| pairs | run | seconds | pairs/s | peak RSS (MB) | bytes/token: ids, ids + offsets | load before → after |")
+    print("| pairs | run | seconds | pairs/s | peak RSS (MB) | bytes/token: ids, ids + index, directory "
+          "| load before → after |")  # fmt: skip
     print("|---:|---|---:|---:|---:|---|---|")
     for r in rows:
-        sizes = f"{r['token_bytes_per_token']}, {r['bytes_per_token']}"
+        sizes = f"{r['token_bytes_per_token']}, {r['bytes_per_token']}, {r['directory_bytes_per_token']}"
         print(f"| {r['pairs']:,} | {r['run']} | {r['seconds']} | {r['pairs_per_s']:,} | {r['peak_rss_mb']} | "
               f"{sizes} | {r['load_before']} → {r['load_after']} |")  # fmt: skip
 

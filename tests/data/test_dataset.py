@@ -13,6 +13,7 @@ import torch
 from adlnmt.data.data_dir import MANIFEST, DataDir
 from adlnmt.data.dataset import Batch, Split, collate, make_batches, shard
 from adlnmt.data.demo import write_demo_corpus
+from adlnmt.data.digests import file_digest
 from adlnmt.data.prepare import prepare
 from adlnmt.data.vocab import BOS, EOS, PAD
 from adlnmt.errors import DataError
@@ -99,10 +100,37 @@ def broken_copy(data_path: Path, tmp_path: Path) -> Path:
     return copy
 
 
+def with_offsets(directory: Path, entry: dict) -> None:
+    """Replace the ``lengths`` files of a shard by the ``int64`` offsets files of formats 1 and 2 (``entry``, its
+    manifest entry, updated in place)."""
+    for names in entry["files"].values():
+        lengths_name = names.pop("lengths")
+        name = lengths_name.replace(".lengths.", ".offsets.")
+        lengths = np.load(directory / lengths_name)
+        np.save(directory / name, np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]))
+        (directory / lengths_name).unlink()
+        names["offsets"] = name
+        for record in (entry["bytes"], entry["sha256"]):
+            del record[lengths_name]
+        entry["bytes"][name] = (directory / name).stat().st_size
+        entry["sha256"][name] = file_digest(directory / name)
+
+
+def format_2_copy(data_path: Path, tmp_path: Path) -> Path:
+    """A copy laid out as ``prepare`` wrote it in format 2: shards with ``int64`` offsets instead of lengths."""
+    copy = broken_copy(data_path, tmp_path)
+    manifest = json.loads((copy / MANIFEST).read_text())
+    for entries in manifest["shards"].values():
+        for entry in entries:
+            with_offsets(copy, entry)
+    (copy / MANIFEST).write_text(json.dumps({**manifest, "format_version": 2}))
+    return copy
+
+
 def format_1_copy(data_path: Path, tmp_path: Path) -> Path:
     """A copy laid out as ``prepare`` wrote directories before shards (format 1: one array pair per split and side,
     no digests), to test the checks of the arrays themselves and that such directories still load."""
-    copy = broken_copy(data_path, tmp_path)
+    copy = format_2_copy(data_path, tmp_path)
     manifest = json.loads((copy / MANIFEST).read_text())
     files = {}
     for split, shards in manifest.pop("shards").items():
@@ -129,6 +157,16 @@ def test_a_format_1_directory_reads_as_one_shard(data_path: Path, tmp_path: Path
         assert len(a) == len(b) and all(np.array_equal(a.src(i), b.src(i)) for i in (0, 9, len(a) - 1))
 
 
+def test_a_format_2_directory_reads_as_it_is(data_path: Path, tmp_path: Path) -> None:
+    old, new = DataDir.load(format_2_copy(data_path, tmp_path)), DataDir.load(data_path)
+    assert old.manifest["format_version"] == 2 and new.manifest["format_version"] == 3
+    for split in ("train", "valid"):
+        a, b = old.split(split), new.split(split)
+        for side in ("src", "tgt"):
+            assert all(np.array_equal(x, y) for x, y in zip(a.arrays(side), b.arrays(side), strict=True))
+        assert np.array_equal(a.src_lengths, b.src_lengths) and np.array_equal(a.tgt(9), b.tgt(9))
+
+
 def test_missing_and_corrupt_directories(data_path: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="not found") as info:
         DataDir.load(tmp_path / "absent")
@@ -146,7 +184,7 @@ def test_missing_and_corrupt_directories(data_path: Path, tmp_path: Path) -> Non
 
     manifest = json.loads((data_path / MANIFEST).read_text())
     (copy / MANIFEST).write_text(json.dumps({**manifest, "format_version": 99}))
-    with pytest.raises(DataError, match="format version 99"):
+    with pytest.raises(DataError, match="format version 99 \\(expected one of 1, 2, 3\\)"):
         DataDir.load(copy)
 
     (copy / MANIFEST).write_text(json.dumps(manifest))
@@ -183,6 +221,35 @@ def test_inconsistent_offsets(data_path: Path, tmp_path: Path) -> None:
     np.save(copy / "train.src.tokens.npy", tokens[: offsets[-2]])
     with pytest.raises(DataError, match="the manifest says 1500"):
         DataDir.load(copy).split("train")
+
+
+def resign(copy: Path, name: str) -> None:
+    """Record the size and digest of the file ``name`` in the manifest of ``copy``, as though prepare wrote it."""
+    manifest = json.loads((copy / MANIFEST).read_text())
+    for entries in manifest["shards"].values():
+        for entry in entries:
+            if name in entry["bytes"]:
+                entry["bytes"][name], entry["sha256"][name] = (copy / name).stat().st_size, file_digest(copy / name)
+    (copy / MANIFEST).write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda n: np.concatenate([n[:-2], [n[-2] + n[-1]]]), "holds 1499 sentences, the manifest says 1500"),
+        (lambda n: np.concatenate([n[:-1], [n[-1] + 1]]), r"the lengths sum to \d+ tokens, .*src.tokens.npy holds"),
+        (lambda n: n.astype(np.int64), "expected a 1-d array of unsigned integer lengths, found int64"),
+    ],
+)
+def test_lengths_that_do_not_describe_the_tokens(data_path: Path, tmp_path: Path, damage, message: str) -> None:
+    """Lengths that pass the digest check (written as prepare would) but do not fit the tokens: named errors."""
+    copy = broken_copy(data_path, tmp_path)
+    name = "train.train.00000.src.lengths.npy"
+    np.save(copy / name, damage(np.load(copy / name)))
+    resign(copy, name)
+    with pytest.raises(DataError, match=message) as info:
+        DataDir.load(copy).split("train")
+    assert info.value.path == str(copy / name)
 
 
 def test_every_sentence_once_and_budget_respected(train: Split) -> None:

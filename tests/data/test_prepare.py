@@ -44,14 +44,15 @@ def stem(split: str) -> str:
 
 def decoded(out: Path, vocab: Vocab, split: str, side: str, i: int) -> str:
     tokens = np.load(out / f"{stem(split)}.{side}.tokens.npy", mmap_mode="r")
-    offsets = np.load(out / f"{stem(split)}.{side}.offsets.npy", mmap_mode="r")
-    return vocab.decode(tokens[offsets[i] : offsets[i + 1]].tolist())
+    lengths = np.load(out / f"{stem(split)}.{side}.lengths.npy", mmap_mode="r")
+    start = int(lengths[:i].sum())
+    return vocab.decode(tokens[start : start + int(lengths[i])].tolist())
 
 
 def test_manifest(prepared: tuple[Path, dict]) -> None:
     out, manifest = prepared
     assert json.loads((out / MANIFEST).read_text()) == manifest
-    assert manifest["format_version"] == 2
+    assert manifest["format_version"] == 3
     assert manifest["joint"] is True and manifest["model_type"] == "bpe"
     assert manifest["src_vocab_size"] == manifest["tgt_vocab_size"] == 300
     assert manifest["spm"] == {"src": "spm.model", "tgt": "spm.model"}
@@ -87,14 +88,23 @@ def test_binary_format(prepared: tuple[Path, dict]) -> None:
     for split in ("train", "valid"):
         for side in ("src", "tgt"):
             tokens = np.load(out / f"{stem(split)}.{side}.tokens.npy", mmap_mode="r")
-            offsets = np.load(out / f"{stem(split)}.{side}.offsets.npy", mmap_mode="r")
-            assert isinstance(tokens, np.memmap) and isinstance(offsets, np.memmap)
-            assert tokens.dtype == np.uint16 and offsets.dtype == np.int64
-            assert tokens.ndim == offsets.ndim == 1
-            assert len(offsets) == manifest["splits"][split]["kept"] + 1
-            assert offsets[0] == 0 and offsets[-1] == len(tokens) == manifest["splits"][split][f"{side}_pieces"]
-            assert np.all(np.diff(offsets) > 0)
+            lengths = np.load(out / f"{stem(split)}.{side}.lengths.npy", mmap_mode="r")
+            assert isinstance(tokens, np.memmap) and isinstance(lengths, np.memmap)
+            assert tokens.dtype == np.uint16 and lengths.dtype == np.uint8  # every sentence < 256 pieces
+            assert tokens.ndim == lengths.ndim == 1
+            assert len(lengths) == manifest["splits"][split]["kept"]
+            assert lengths.sum() == len(tokens) == manifest["splits"][split][f"{side}_pieces"]
+            assert lengths.min() > 0
             assert tokens.max() < 300 and tokens.min() > 3  # pieces only: no PAD/UNK/BOS/EOS stored
+
+
+def test_shards_take_at_most_2_2_bytes_per_token(prepared: tuple[Path, dict]) -> None:
+    """Issue 65's disk target: ids and lengths (with their .npy headers) of the training split, per subword token
+    (the demo's ~10 pieces a sentence and side; int64 offsets took 2.81)."""
+    _, manifest = prepared
+    (entry,) = manifest["shards"]["train"]
+    tokens = manifest["splits"]["train"]["src_pieces"] + manifest["splits"]["train"]["tgt_pieces"]
+    assert 2.0 < sum(entry["bytes"].values()) / tokens <= 2.2
 
 
 def test_valid_text_is_copied(prepared: tuple[Path, dict], demo: Path) -> None:
@@ -137,8 +147,8 @@ def test_filters_empty_pairs_and_truncation_are_counted(demo: Path, tmp_path: Pa
     assert decoded(out, vocab, "train", "src", 19) == marker_src
     assert decoded(out, vocab, "train", "tgt", 19) == marker_tgt
     assert decoded(out, vocab, "train", "src", 36) == "Yes."
-    offsets = np.load(out / "valid.src.offsets.npy")
-    assert np.diff(offsets).max() == 80 == manifest["splits"]["valid"]["max_src_len"] - 1
+    lengths = np.load(out / "valid.src.lengths.npy")
+    assert lengths.max() == 80 == manifest["splits"]["valid"]["max_src_len"] - 1
     kept_valid = [s for s in v_src if s.strip()]
     assert raw(out / "valid.src.txt") == kept_valid
     assert raw(out / "valid.tgt.txt") == [t for s, t in zip(v_src, v_tgt, strict=True) if s.strip()]
@@ -159,7 +169,7 @@ def test_separate_vocabularies_and_options(demo: Path, tmp_path: Path) -> None:
 def test_deterministic(demo: Path, prepared: tuple[Path, dict], tmp_path: Path) -> None:
     out, _ = prepared
     prepare(*inputs(demo), tmp_path, vocab_size=300)
-    for name in ("train.train.00000.src.tokens.npy", "train.train.00000.tgt.offsets.npy", "valid.tgt.tokens.npy"):
+    for name in ("train.train.00000.src.tokens.npy", "train.train.00000.tgt.lengths.npy", "valid.tgt.tokens.npy"):
         assert (tmp_path / name).read_bytes() == (out / name).read_bytes()
 
 
@@ -226,5 +236,5 @@ def test_multi30k(tmp_path: Path) -> None:
     assert train["kept"] == 29000 - train["bad_ratio"] >= 28990
     assert valid["read"] == valid["kept"] == 1014
     assert manifest["src_vocab_size"] == 8000
-    assert len(np.load(tmp_path / "valid.src.offsets.npy", mmap_mode="r")) == 1015
+    assert len(np.load(tmp_path / "valid.src.lengths.npy", mmap_mode="r")) == 1014
     assert len((tmp_path / "valid.tgt.txt").read_text(encoding="utf-8").splitlines()) == 1014

@@ -18,6 +18,7 @@ from adlnmt.cli import main
 from adlnmt.data import prepare as prepare_module
 from adlnmt.data import shards as shards_module
 from adlnmt.data.data_dir import MANIFEST, DataDir
+from adlnmt.data.dataset import Split
 from adlnmt.data.demo import write_demo_corpus
 from adlnmt.data.prepare import STATE, Corpus, parse_corpus, prepare, reservoir_sample
 from adlnmt.data.vocab import Vocab, train_sentencepiece
@@ -68,10 +69,34 @@ def test_shards_hold_what_one_shard_holds(demo: Path, tmp_path: Path, small_chun
     assert one["splits"] == many["splits"]
     assert shard_pairs(DataDir.load(tmp_path / "one")) == shard_pairs(DataDir.load(tmp_path / "many"))
     for entry in many["shards"]["train"]:
-        offsets = np.load(tmp_path / "many" / entry["files"]["src"]["offsets"])
+        lengths = np.load(tmp_path / "many" / entry["files"]["src"]["lengths"])
         tokens = np.load(tmp_path / "many" / entry["files"]["src"]["tokens"])
-        assert offsets[0] == 0 and offsets[-1] == len(tokens) == entry["src_pieces"] and np.all(np.diff(offsets) > 0)
-        assert tokens.dtype == np.uint16 and offsets.dtype == np.int64
+        assert len(lengths) == entry["pairs"] and lengths.sum() == len(tokens) == entry["src_pieces"]
+        assert tokens.dtype == np.uint16 and lengths.dtype == np.uint8 and lengths.min() > 0
+
+
+@pytest.mark.parametrize(("longest", "dtype"), [(255, np.uint8), (256, np.uint16), (65_535, np.uint16),
+                                                (65_536, np.uint32)])  # fmt: skip
+def test_lengths_take_the_narrowest_type_and_read_back(tmp_path: Path, longest: int, dtype: type) -> None:
+    assert shards_module.length_dtype(longest) == np.dtype(dtype)
+    lengths = np.array([3, longest, 1], np.int64)
+    ids = np.arange(int(lengths.sum())) % 50 + 4
+    builder = shards_module.ShardBuilder(np.dtype(np.uint16))
+    builder.add({"src": ids, "tgt": ids[::-1].copy()}, {"src": lengths, "tgt": lengths})
+    entry = builder.write(tmp_path, "train.x.00000")
+    assert entry["files"]["src"] == {
+        "tokens": "train.x.00000.src.tokens.npy",
+        "lengths": "train.x.00000.src.lengths.npy",
+    }
+    assert np.load(tmp_path / entry["files"]["tgt"]["lengths"]).dtype == dtype
+    split = Split("train", tmp_path, entry["files"], False, 3, {"src": 60, "tgt": 60})
+    assert split.src_pieces(1).tolist() == ids[3 : 3 + longest].tolist() and split.tgt_pieces(2).tolist() == [ids[0]]
+    assert split.src_lengths.tolist() == [4, longest + 1, 2] and split.arrays("src")[1].tolist() == [
+        0,
+        3,
+        longest + 3,
+        longest + 4,
+    ]
 
 
 @pytest.mark.slow
@@ -214,6 +239,22 @@ def test_an_interrupted_prepare_with_other_options_starts_clean(demo: Path, tmp_
         "train.train.00000.src.tokens.npy", "train.train.00001.src.tokens.npy"]  # fmt: skip
 
 
+def test_an_interrupted_prepare_of_another_format_starts_clean(demo: Path, tmp_path: Path, small_chunks: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Shards written by an older adlnmt (format 2: offsets) are never continued with shards of this format."""
+    out = tmp_path / "out"
+    monkeypatch.setattr(prepare_module, "FORMAT_VERSION", 2)
+    full_disk_at(monkeypatch, "train.train.00002.src.tokens.npy")
+    with pytest.raises(UserError, match="No space left on device"):
+        prepare(**files_of(demo), out_dir=out, vocab_size=200, shard_size=400)
+    monkeypatch.undo()
+    monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 150)
+    written, save = [], shards_module._save
+    monkeypatch.setattr(shards_module, "_save", lambda path, values: (written.append(path.name), save(path, values)))
+    prepare(**files_of(demo), out_dir=out, vocab_size=200, shard_size=400)
+    assert any(name.startswith(".train.train.00000.src.tokens.npy") for name in written)  # written again
+
+
 def test_a_full_disk_writing_shards_is_one_error_and_no_manifest(demo: Path, tmp_path: Path, capsys,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     full_disk_at(monkeypatch, ".tokens.npy")
@@ -245,31 +286,34 @@ def damaged(sharded: Path, tmp_path: Path) -> Path:
     return copy
 
 
-def test_a_missing_shard_is_named(sharded: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["tokens", "lengths"])
+def test_a_missing_shard_is_named(sharded: Path, tmp_path: Path, kind: str) -> None:
     copy = damaged(sharded, tmp_path)
-    (copy / "train.train.00001.tgt.offsets.npy").unlink()
+    (copy / f"train.train.00001.tgt.{kind}.npy").unlink()
     data = DataDir.load(copy)
     data.open_shard("train", 0)
     with pytest.raises(DataError, match="shard file missing") as info:
         data.open_shard("train", 1)
-    assert info.value.path == str(copy / "train.train.00001.tgt.offsets.npy")
+    assert info.value.path == str(copy / f"train.train.00001.tgt.{kind}.npy")
 
 
-def test_a_truncated_shard_is_named(sharded: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["tokens", "lengths"])
+def test_a_truncated_shard_is_named(sharded: Path, tmp_path: Path, kind: str) -> None:
     copy = damaged(sharded, tmp_path)
-    path = copy / "train.train.00000.src.tokens.npy"
+    path = copy / f"train.train.00000.src.{kind}.npy"
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(DataError, match="truncated") as info:
         DataDir.load(copy).open_shard("train", 0)
     assert info.value.path == str(path)
 
 
-def test_a_foreign_shard_is_named(sharded: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["tokens", "lengths"])
+def test_a_foreign_shard_is_named(sharded: Path, tmp_path: Path, kind: str) -> None:
     copy = damaged(sharded, tmp_path)
-    a, b = copy / "train.train.00000.tgt.tokens.npy", copy / "train.train.00001.tgt.tokens.npy"
-    tokens = np.load(b)
-    tokens[: len(np.load(a))] = 7
-    np.save(a, tokens[: len(np.load(a))])  # same size, other content
+    a, b = copy / f"train.train.00000.tgt.{kind}.npy", copy / f"train.train.00001.tgt.{kind}.npy"
+    values = np.load(b)
+    values[: len(np.load(a))] = 7
+    np.save(a, values[: len(np.load(a))])  # same size, other content
     with pytest.raises(DataError, match="digest") as info:
         DataDir.load(copy).open_shard("train", 0)
     assert info.value.path == str(a)

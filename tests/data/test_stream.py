@@ -246,3 +246,20 @@ def test_each_shard_is_opened_once_however_many_a_window_mixes(corpora: dict[str
     for batch in EpochBatches(plan, 0):
         collate(train, batch)
     assert opened == dict.fromkeys(range(5), 1)
+
+
+def test_only_the_shards_of_the_current_window_stay_open(corpora: dict[str, Path]) -> None:
+    """An open shard holds its offsets in memory (computed from its lengths), so the shards kept open follow the
+    window: those of earlier windows are closed, and reopened (with the same pairs) when read again."""
+    train = train_data(corpora["many"])
+    plan = EpochPlan(train, 300, seed=1, buffer=170, temperature=1.0)  # 9 windows over 5 shards
+    held = set()
+    for window in range(plan.windows):
+        for batch in plan.window_batches(0, window):
+            collate(train, batch)
+        window_shards = set(np.searchsorted(train.bases, plan.window_ids(0, window), side="right") - 1)
+        assert set(train._open) == window_shards
+        held |= window_shards
+    assert held == set(range(5)) and len(train._open) < 5
+    first = plan.window_batches(0, 0)[0]
+    assert collate(train, first).src.tolist() == collate(train_data(corpora["many"]), first).src.tolist()

@@ -14,12 +14,13 @@ from adlnmt.jsontext import JsonError, parse_json
 if TYPE_CHECKING:
     from adlnmt.data.dataset import Split
 
-FORMAT_VERSION = 2  # token shards with digests, several corpora; format 1 (one array per split and side) still reads
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3  # shards of token ids and sentence lengths; formats 1 (one array pair per split and side) and 2
+READABLE_VERSIONS = (1, 2, 3)  # (shards with int64 offsets instead of lengths) still read, as they are
 MANIFEST = "manifest.json"
 SIDES = ("src", "tgt")
 MANIFEST_ENTRIES: dict[str, type] = {"spm": dict, "joint": bool, "splits": dict}
-SPLIT_FILES = {1: "files", 2: "shards"}  # the manifest entry that names the arrays of each split, by format
+SPLIT_FILES = {1: "files", 2: "shards", 3: "shards"}  # the manifest entry that names the arrays of each split
+INDEX_FILES = {1: "offsets", 2: "offsets", 3: "lengths"}  # the file beside each side's tokens that delimits sentences
 
 
 def _check_manifest(manifest: dict[str, Any], path: Path) -> None:
@@ -56,7 +57,8 @@ class DataDir:
             raise DataError(f"invalid JSON: {err.reason}", manifest_path, err.line) from None
         if not isinstance(manifest, dict) or manifest.get("format_version") not in READABLE_VERSIONS:
             found = manifest.get("format_version") if isinstance(manifest, dict) else None
-            raise DataError(f"unsupported format version {found!r} (expected 1 or {FORMAT_VERSION})", manifest_path)
+            readable = ", ".join(map(str, READABLE_VERSIONS))
+            raise DataError(f"unsupported format version {found!r} (expected one of {readable})", manifest_path)
         _check_manifest(manifest, manifest_path)
         try:
             spm_files = manifest["spm"]
@@ -73,7 +75,8 @@ class DataDir:
 
     def shards(self, split: str) -> list[dict[str, Any]]:
         """The shards of ``split`` as manifest entries: ``corpus``, ``pairs``, ``files`` (per side ``tokens`` and
-        ``offsets``) and, from format 2 on, ``bytes`` and ``sha256`` per file. A format-1 split is one shard."""
+        ``lengths``; ``offsets`` before format 3) and, from format 2 on, ``bytes`` and ``sha256`` per file. A format-1
+        split is one shard."""
         manifest_path = self.path / MANIFEST
         if self.manifest["format_version"] == 1:
             files = self.manifest["files"]
@@ -110,7 +113,8 @@ class DataDir:
         try:
             entry = shards[index]
             expected = entry["pairs"]
-            names = {side: {kind: str(entry["files"][side][kind]) for kind in ("tokens", "offsets")} for side in SIDES}
+            kinds = ("tokens", INDEX_FILES[self.manifest["format_version"]])
+            names = {side: {kind: str(entry["files"][side][kind]) for kind in kinds} for side in SIDES}
         except (KeyError, TypeError, AttributeError, IndexError) as err:
             raise DataError(f"malformed entry for shard {index} of {split!r} ({err!r})", self.path / MANIFEST) from None
         from adlnmt.data.dataset import Split  # numpy: only where the arrays are read

@@ -28,6 +28,31 @@ def _load_array(path: Path) -> np.ndarray:
         raise DataError(f"corrupt array file ({err})", path) from None
 
 
+def _offsets(directory: Path, names: dict[str, str], tokens: np.ndarray, tokens_path: Path) -> tuple[np.ndarray, Path]:
+    """The ``int64`` offsets (n + 1) of one side's sentences into ``tokens`` and the file they come from: the
+    cumulative sum of the ``lengths`` file, computed here in memory (a shard's worth), or the ``offsets`` file itself,
+    memory-mapped (formats 1 and 2). DataError naming the file when it does not describe ``tokens``."""
+    if "lengths" in names:
+        path = directory / names["lengths"]
+        lengths = _load_array(path)
+        if lengths.ndim != 1 or lengths.dtype.kind != "u":  # the writer picks the width (adlnmt.data.shards)
+            raise DataError(f"expected a 1-d array of unsigned integer lengths, found {lengths.dtype} {lengths.shape}",
+                            path)  # fmt: skip
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, dtype=np.int64, out=offsets[1:])
+        offsets.flags.writeable = False
+        if offsets[-1] != len(tokens):
+            raise DataError(f"the lengths sum to {offsets[-1]} tokens, {tokens_path.name} holds {len(tokens)}", path)
+        return offsets, path
+    path = directory / names["offsets"]
+    offsets = _load_array(path)
+    if offsets.ndim != 1 or offsets.dtype != np.int64 or len(offsets) < 1:
+        raise DataError(f"expected a 1-d int64 array, found {offsets.dtype} {offsets.shape}", path)
+    if offsets[0] != 0 or offsets[-1] != len(tokens) or np.any(np.diff(offsets) < 0):
+        raise DataError(f"offsets do not describe {tokens_path.name} ({len(tokens)} tokens)", path)
+    return np.asarray(offsets), path
+
+
 def _check_ids(tokens: np.ndarray, vocab_size: int, path: Path) -> None:
     """DataError naming ``path`` when a token id lies outside the vocabulary (e.g. the data of another vocabulary)."""
     if len(tokens) and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
@@ -39,8 +64,10 @@ class Split:
     """One encoded split: sentence i's source is ``pieces + [EOS]`` (``[BOS] + pieces + [EOS]`` with source markers)
     and its target is the bare pieces (``collate`` adds BOS to the decoder input and EOS to the output).
 
-    Token arrays are memory-mapped; ``src_lengths`` / ``tgt_lengths`` count the tokens the model sees: the source with
-    its EOS (and BOS), the target plus one (the length of both ``tgt_in`` and ``tgt_out``).
+    Token arrays are memory-mapped; ``files`` names per side its ``tokens`` and its ``lengths`` (or, before data
+    format 3, ``offsets``), whose offsets are computed once, here (:func:`_offsets`). ``src_lengths`` /
+    ``tgt_lengths`` count the tokens the model sees: the source with its EOS (and BOS), the target plus one (the length
+    of both ``tgt_in`` and ``tgt_out``).
     """
 
     def __init__(
@@ -58,23 +85,19 @@ class Split:
         self._offsets: dict[str, np.ndarray] = {}
         for side in files:  # src, tgt
             tokens_path = directory / files[side]["tokens"]
-            offsets_path = directory / files[side]["offsets"]
-            tokens, offsets = _load_array(tokens_path), _load_array(offsets_path)
+            tokens = _load_array(tokens_path)
             if tokens.ndim != 1 or tokens.dtype.kind not in "iu":
                 raise DataError(f"expected a 1-d integer array, found {tokens.dtype} {tokens.shape}", tokens_path)
-            if offsets.ndim != 1 or offsets.dtype != np.int64 or len(offsets) < 1:
-                raise DataError(f"expected a 1-d int64 array, found {offsets.dtype} {offsets.shape}", offsets_path)
-            if offsets[0] != 0 or offsets[-1] != len(tokens) or np.any(np.diff(offsets) < 0):
-                raise DataError(f"offsets do not describe {tokens_path.name} ({len(tokens)} tokens)", offsets_path)
+            offsets, index_path = _offsets(directory, files[side], tokens, tokens_path)
             if expected is not None and len(offsets) - 1 != expected:
-                raise DataError(f"holds {len(offsets) - 1} sentences, the manifest says {expected}", offsets_path)
+                raise DataError(f"holds {len(offsets) - 1} sentences, the manifest says {expected}", index_path)
             if vocab_sizes is not None:
                 _check_ids(tokens, vocab_sizes[side], tokens_path)
-            self._tokens[side], self._offsets[side] = tokens, np.asarray(offsets)
+            self._tokens[side], self._offsets[side] = tokens, offsets
         if len(self._offsets["src"]) != len(self._offsets["tgt"]):
             raise DataError(
                 f"source has {len(self._offsets['src']) - 1} sentences, target {len(self._offsets['tgt']) - 1}",
-                directory / files["tgt"]["offsets"],
+                index_path,
             )
         self._extra = 2 if source_markers else 1  # EOS, and BOS with source markers
 
@@ -97,7 +120,7 @@ class Split:
         return src[indices + 1] - src[indices] + self._extra, tgt[indices + 1] - tgt[indices] + 1
 
     def arrays(self, side: str) -> tuple[np.ndarray, np.ndarray]:
-        """The memory-mapped ``tokens`` and ``offsets`` of ``side`` (``"src"`` or ``"tgt"``), read-only."""
+        """The memory-mapped ``tokens`` and the ``int64`` offsets of ``side`` (``"src"`` or ``"tgt"``), read-only."""
         return self._tokens[side], self._offsets[side]
 
     def src_pieces(self, i: int) -> np.ndarray:

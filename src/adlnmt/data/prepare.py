@@ -1,15 +1,15 @@
 """``prepare``: train subword models on a sample, encode and filter one or several parallel corpora as a stream (in
 worker processes), and write a data directory of memory-mappable token shards in bounded memory.
 
-Layout of a prepared directory (format 2; every path relative to it; ``manifest.json`` is written last, so a directory
+Layout of a prepared directory (format 3; every path relative to it; ``manifest.json`` is written last, so a directory
 with a manifest is complete, and it names every file with its size and SHA-256):
 
 * ``spm.model`` (joint) or ``spm.src.model`` + ``spm.tgt.model`` (separate): sentencepiece models, trained on a
   uniform reservoir sample of at most ``spm_sample`` training pairs (all of them, in corpus order, when fewer);
-* ``train.{corpus}.{i:05d}.{side}.tokens.npy`` / ``.offsets.npy``: shard i of a training corpus (about
+* ``train.{corpus}.{i:05d}.{side}.tokens.npy`` / ``.lengths.npy``: shard i of a training corpus (about
   ``shard_size`` pairs each; format in :mod:`adlnmt.data.shards`), pieces only (no BOS/EOS, which ``Split`` adds;
   the target-language tag, when used, is the first source piece);
-* ``valid.{side}.tokens.npy`` / ``.offsets.npy``: the validation pairs of every corpus, one after the other
+* ``valid.{side}.tokens.npy`` / ``.lengths.npy``: the validation pairs of every corpus, one after the other
   (``valid_corpora`` in the manifest says which range is whose); ``valid.src.txt`` / ``valid.tgt.txt``: their raw
   text (references for BLEU);
 * ``manifest.json``: counts (per split and per corpus), vocabulary sizes, options, corpora and their weights, shards.
@@ -328,9 +328,10 @@ def _input_identity(path: Path) -> dict[str, Any]:
 
 
 def _fingerprint(settings: dict[str, Any], corpora: Sequence[Corpus], valid: Sequence[Corpus]) -> str:
-    """What an interrupted prepare must match to be continued: options and the identity of every input file."""
+    """What an interrupted prepare must match to be continued: the data format written, options and the identity of
+    every input file (shards of another format are never continued)."""
     inputs = [[c.name, _input_identity(c.src), _input_identity(c.tgt), c.weight] for c in (*corpora, *valid)]
-    return hashlib.sha256(json.dumps([settings, inputs], sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([FORMAT_VERSION, settings, inputs], sort_keys=True).encode()).hexdigest()
 
 
 def _write_json(path: Path, value: Any) -> None:

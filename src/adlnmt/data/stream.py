@@ -69,7 +69,8 @@ class CorpusShards:
 class ShardedTrainData:
     """The training pairs of a data directory, all shards of all corpora, addressed by a global id (shard after
     shard in manifest order); ``src(i)`` / ``tgt(i)`` as :class:`~adlnmt.data.dataset.Split` has them, so that
-    :func:`~adlnmt.data.dataset.collate` batches them. Shards are opened (memory-mapped) when first read."""
+    :func:`~adlnmt.data.dataset.collate` batches them. Shards are opened (memory-mapped) when first read and closed
+    when the window moves on (:meth:`keep_open`)."""
 
     def __init__(self, data: DataDir) -> None:
         self.data = data
@@ -86,7 +87,7 @@ class ShardedTrainData:
             for name, shards in by_name.items()
         ]
         self.weights = [float(corpora.get(c.name, {}).get("weight", 1.0)) for c in self.corpora]
-        self._open: dict[int, Split] = {}  # memory-mapped arrays only: cheap to keep every shard open
+        self._open: dict[int, Split] = {}  # the shards of the current window (each holds its offsets in memory)
 
     def __len__(self) -> int:
         return int(self.bases[-1])
@@ -96,6 +97,12 @@ class ShardedTrainData:
         if index not in self._open:
             self._open[index] = self.data.open_shard("train", index)
         return self._open[index]
+
+    def keep_open(self, ids: np.ndarray) -> None:
+        """Close the open shards that hold none of ``ids`` (a window's): an open shard holds its offsets in memory,
+        so what stays open follows the shuffle buffer, not the corpus. A closed shard opens again when read."""
+        needed = set(np.unique(np.searchsorted(self.bases, ids, side="right") - 1).tolist())
+        self._open = {index: split for index, split in self._open.items() if index in needed}
 
     def _locate(self, i: int) -> tuple[Split, int]:
         index = bisect.bisect_right(self._starts, i) - 1  # per sentence: bisect on a list beats numpy on a scalar
@@ -176,6 +183,7 @@ class EpochPlan:
         """This rank's batches (global ids) of one window, after its first ``dealt`` batches (taken by the ranks of
         another number of them: :func:`dealt_after`); none when fewer than one per rank are left after those."""
         ids = self.window_ids(epoch, window)
+        self.train.keep_open(ids)
         src_len, tgt_len = self.train.lengths(ids)
         rng = np.random.default_rng((self.seed, epoch) if window == 0 else (self.seed, epoch, window))
         rest = bucket(ids, src_len, tgt_len, self.batch_tokens, rng, self.mixed_lengths)[dealt:]
