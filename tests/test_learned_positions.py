@@ -94,3 +94,25 @@ def test_serve_translates_a_long_sentence_and_reports_the_true_limit(positions_6
         reply = client.post("/translate", json={"text": [LONG_LINE, "The queen does not wait."]})
         assert reply.status_code == 200 and len(reply.json()["translations"]) == 2  # was a 500
         assert client.get("/model").json()["max_input_pieces"] == 63  # was 250
+
+
+def test_the_length_check_reads_the_manifest_and_opens_shards_only_to_name_a_sentence(
+    demo_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Start-up independent of corpus size: data within the limits is checked against the manifest's longest
+    sentences alone; only data beyond them is scanned, to name the first sentence too long."""
+    from types import SimpleNamespace
+
+    from adlnmt.data.data_dir import DataDir
+    from adlnmt.errors import UserError
+    from adlnmt.train.trainer import check_positions
+
+    data = DataDir.load(demo_data / "data")
+    opened = []
+    monkeypatch.setattr(DataDir, "open_shard", lambda self, *where, real=DataDir.open_shard: opened.append(where)
+                        or real(self, *where))  # fmt: skip
+    check_positions(SimpleNamespace(position_limits=lambda: (512, 512)), data)
+    assert opened == []
+    with pytest.raises(UserError, match=r"train source sentence \d+ needs \d+ positions .* cover 8"):
+        check_positions(SimpleNamespace(position_limits=lambda: (8, None)), data)
+    assert opened

@@ -113,6 +113,10 @@ def check_positions(model: Seq2Seq, data: DataDir) -> None:
     if all(limit is None for limit in limits.values()):
         return
     for name in ("train", "valid"):
+        summary = data.manifest["splits"].get(name, {})
+        longest = {"source": summary.get("max_src_len"), "target": summary.get("max_tgt_len")}
+        if all(limits[side] is None or (n is not None and n <= limits[side]) for side, n in longest.items()):
+            continue  # the manifest's longest fit: no shard is opened (start-up stays independent of corpus size)
         before = 0  # sentences in the split's earlier shards
         for index in range(len(data.shards(name))):
             split = data.open_shard(name, index)
