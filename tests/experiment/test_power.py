@@ -105,3 +105,9 @@ def test_a_pooled_claim_is_planned_on_as_many_pilot_test_sets(tmp_path: Path) ->
     two = power(str(grid_file), "--pilot", str(pilot(tmp_path / "two", ("t", "u"))))
     pooled, alone = (float(line.split("|")[5].split()[0]) for line in two.splitlines() if line.startswith("| “"))
     assert pooled < alone
+
+
+def test_a_pilot_without_power_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    grid_file = planned(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]}])
+    assert main(["experiment", str(grid_file), "--pilot", str(grid_file), "--dry-run"]) == 2
+    assert "--pilot names the pilot grids of --power; give --power too" in capsys.readouterr().err

@@ -82,6 +82,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment.retime import retime
     from adlnmt.experiment.runner import plan_runs, shared_runs
 
+    if args.pilot and not args.power:
+        raise UserError("--pilot names the pilot grids of --power; give --power too")
     if args.retime and (args.rerun or args.report_only):
         raise UserError("--retime times finished runs again: it goes with neither --rerun nor --report-only")
     grid = load_grid(args.grid, args.scale)
