@@ -188,8 +188,9 @@ def _identity(item: dict[str, Any]) -> tuple:
     """A claim as registered: what it compares and how, not its provenance (``registered``, ``where``)."""
     kind = next(k for k in KINDS if k in item)
     rows = tuple(tuple(row) if isinstance(row, list) else row for row in item[kind])  # larger_gain: two steps
+    test = tuple(item["test"]) if isinstance(item.get("test"), list) else item.get("test")  # pooled test sets
     return (str(item["quote"]).strip(), kind, rows, float(item.get("margin", item.get("tolerance", 0))),
-            float(item.get("ratio", 1.0)), item.get("metric"), item.get("test"), int(item.get("min_source_words", 0)),
+            float(item.get("ratio", 1.0)), item.get("metric"), test, int(item.get("min_source_words", 0)),
             int(item.get("max_source_words", 0)), str(item.get("out_of_scope", "")).strip())  # fmt: skip
 
 
