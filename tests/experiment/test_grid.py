@@ -246,6 +246,8 @@ def test_claims_are_checked(tmp_path: Path) -> None:
         assert "claims[0].test: a pooled claim names two or more different test sets" in error(tmp_path, grid)
     grid["claims"] = [{"quote": "q", "close": ["a", "b"], "margin": 1.0, "test": ["test", "test3"]}]
     assert "claims[0].test: unknown test set 'test3'" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": "q", "better": ["a", "b"], "own_test_only": "yes please"}]
+    assert "claims[0].own_test_only: expected bool" in error(tmp_path, grid)
     grid["claims"] = [{"quote": "q", "faster": ["a", "b"], "ratio": 0}]
     assert "claims[0].ratio: expected a positive speed ratio" in error(tmp_path, grid)
     grid["claims"][0]["ratio"] = 4

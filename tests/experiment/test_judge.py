@@ -347,3 +347,16 @@ def test_a_pooled_claim_scores_the_test_sets_as_one_corpus(tmp_path: Path) -> No
     (tmp_path / "out2").mkdir()
     pooled = Judge(grid, write_runs(grid, tmp_path / "out2", runs)).judge_all()[0]
     assert pooled.seeds == ((1,), (1, 2))
+
+
+def test_a_claim_on_its_own_test_set_alone(tmp_path: Path) -> None:
+    """``own_test_only``: rows that translate different sources (one bilingual model per language) are compared on
+    the claim's test set only, not judged again on the grid's other test sets; claims.json records the key where set."""
+    grid = make_grid(tmp_path, [{"quote": "A beats B on t", "better": ["A", "B"], "test": "t", "own_test_only": True},
+                                {"quote": "A beats B", "better": ["A", "B"]}], tests=("t", "u"))  # fmt: skip
+    runs = {(row, seed): {"tests": {"t": lines, "u": lines}} for row, lines in (("A", REFERENCES), ("B", WORSE))
+            for seed in (1, 2)}  # fmt: skip
+    judged = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
+    judged_on = [(j.claim.quote, j.test) for j in judged]
+    assert judged_on == [("A beats B on t", "t"), ("A beats B", "t"), ("A beats B", "u")]
+    assert grid.claims[0].fields()["own_test_only"] is True and "own_test_only" not in grid.claims[1].fields()

@@ -37,7 +37,7 @@ TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", 
             "added_evaluation", "slurm", "contrastive", "distill", "speed")  # fmt: skip
 ADDED_KEYS = ("since", "test", "metrics")
 CLAIM_KEYS = ("quote", "where", *KINDS, "margin", "ratio", "metric", "test", "min_source_words", "max_source_words",
-              "out_of_scope", "registered")  # fmt: skip
+              "out_of_scope", "registered", "own_test_only")  # fmt: skip
 # claim metrics measured once per run, not per test set: their value in a run's result
 RUN_METRICS: dict[str, Callable[[RunResult], float]] = {"valid_ppl": lambda result: result.best_valid_ppl}
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates", "variants")
@@ -479,9 +479,10 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
         registered = registration_of(str(block.get("registered", "")))
     except ValueError as err:
         reader.fail(f"{where}.registered", str(err))
-    return Claim(str(block["quote"]).strip(), str(block.get("where", "")), kind, pair[0], pair[1], margin, metric,
-                 test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(), *registered,
-                 *(str(step[1]) for step in steps))  # fmt: skip
+    claim = Claim(str(block["quote"]).strip(), str(block.get("where", "")), kind, pair[0], pair[1], margin, metric,
+                  test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(), *registered,
+                  *(str(step[1]) for step in steps))  # fmt: skip
+    return replace(claim, own_test_only=reader.typed(block.get("own_test_only", False), bool, f"{where}.own_test_only"))
 
 
 # --- the grid --------------------------------------------------------------------------------------------------

@@ -218,7 +218,8 @@ class Judge:
         for claim in self.claims:
             primary = VALIDATION if claim.metric in RUN_METRICS else claim.test
             judged.append(self.judge(claim, primary))
-            if primary != VALIDATION and other_tests and not claim.engine:  # whole commands time one test set
+            # whole commands time one test set; a claim on rows of other sources reads its own test set alone
+            if primary != VALIDATION and other_tests and not claim.engine and not claim.own_test_only:
                 others = [t.name for t in self.grid.tests if t.name != primary]
                 judged += [j for test in others if (j := self.judge(claim, test)).tested is not None]
         judged = adjusted(judged)

@@ -89,11 +89,12 @@ class Claim:
     second_from: str = ""
     engine: str = ""  # faster, timed as whole commands: the engine and beam timed
     beam: int = 0
+    own_test_only: bool = False  # judged on its own test set alone (e.g. rows that translate different languages)
 
     def fields(self) -> dict[str, Any]:
-        """The claim's keys for ``claims.json``; those of a whole-command timing only where set (archives written
-        before them lack them)."""
-        found = asdict(self)
+        """The claim's keys for ``claims.json``; those of a whole-command timing and ``own_test_only`` only where set
+        (archives written before them lack them)."""
+        found = {k: v for k, v in asdict(self).items() if k != "own_test_only" or v}
         return found if self.engine else {k: v for k, v in found.items() if k not in ("engine", "beam")}
 
     @property
