@@ -14,11 +14,11 @@ planned less well than that; the verdict after the runs reports the detectable e
 from __future__ import annotations
 
 import functools
-import hashlib
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from adlnmt.data.digests import file_digest
 from adlnmt.errors import UserError
 from adlnmt.experiment.arithmetic import row_result
 from adlnmt.experiment.grid import RUN_METRICS, Grid, TestSet, load_grid, scale_names
@@ -48,8 +48,9 @@ class PilotGrid:
 
 @functools.cache
 def _digest(path: Path) -> str:
+    """The SHA-256 of a test set's reference file (read once per command)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return file_digest(path)
     except OSError as err:
         raise UserError(f"{path}: cannot read ({err.strerror})") from None
 
