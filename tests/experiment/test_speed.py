@@ -110,6 +110,14 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
     status, stdout = experiment(str(grid_file(tmp_path, demo_data / "corpus", fewer)), *args[1:])
     assert status == 0 and "speed of transformer seed 1: torch beam 1" in stdout  # other settings: timed again
     assert "ctranslate2" not in (out / "runs" / "aan" / "seed-1" / SPEED_FILE).read_text()
+    before = {name: (out / "runs" / name / "seed-1" / SPEED_FILE).read_text() for name in records}
+    (out / "runs" / "aan" / "seed-1" / "model").rename(out / "elsewhere")  # its weights not on this machine
+    status, stdout = experiment(str(grid_file(tmp_path, demo_data / "corpus", fewer)), *args[1:], "--retime")
+    assert status == 0 and "speed of transformer seed 1: torch beam 1" in stdout  # timed again, though current
+    assert "speed of aan seed 1: not timed, its model is not on this machine" in stdout
+    assert (out / "runs" / "transformer" / "seed-1" / SPEED_FILE).read_text() != before["transformer"]
+    assert (out / "runs" / "aan" / "seed-1" / SPEED_FILE).read_text() == before["aan"]
+    (out / "elsewhere").rename(out / "runs" / "aan" / "seed-1" / "model")
 
     (out / "runs" / "aan" / "seed-1" / SPEED_FILE).unlink()  # untimed, and the command is stopped by a signal
     stopped = lambda grid, selected, *_: [Outcome(run, STOPPED["SIGTERM"], 0.0, None) for run in selected]  # noqa: E731

@@ -139,7 +139,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             if any(outcome.stopped for outcome in outcomes):  # a stop signal ends the command, not its timings
                 print("stopped by a signal: no decoding timed; re-run the same command to time the finished runs")
             else:
-                for line in time_finished(grid, selected):
+                for line in time_finished(grid, selected, again=args.retime):
                     print(line, flush=True)
         if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
             print(f"no finished run yet, so no report in {results}")
@@ -293,8 +293,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--retime",
         action="store_true",
         help="measure the decoding speed of the selected finished runs again on this machine, one after another "
-        "(their weights must be here; adlnmt training on the machine is stopped meanwhile, nothing else is), then "
-        "rebuild the report",
+        "(the test sets' speed columns and the speed: section's whole commands; their weights must be here; adlnmt "
+        "training on the machine is stopped meanwhile, nothing else is), then rebuild the report",
     )
     add_slurm_arguments(parser)
     parser.set_defaults(func=cmd_experiment)

@@ -214,17 +214,20 @@ def time_run(run: Any, spec: SpeedSpec, source: Path, translate: dict[str, Any])
     return SpeedRecord(result.fingerprint, result.checkpoint, spec.settings(), machine, tuple(measurements))
 
 
-def time_finished(grid: Any, runs: list[Any]) -> list[str]:
-    """Time every finished run of ``runs`` that lacks a current speed record, one after another with adlnmt
-    training on the machine stopped; what happened, a line per run."""
+def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[str]:
+    """Time every finished run of ``runs`` that lacks a current speed record (``again``: every finished run, its
+    record replaced; ``--retime``), one after another with adlnmt training on the machine stopped; what happened, a
+    line per run."""
     from adlnmt.experiment.quiet import machine_alone
+    from adlnmt.store import ModelDir
 
     spec = grid.speed
     source = next(t.src for t in grid.tests if t.name == spec.test)
-    pending = [run for run in runs if run.result() is not None and run_record(run, spec) is None]
-    said = []
+    pending = [run for run in runs if run.result() is not None and (again or run_record(run, spec) is None)]
+    said = [f"speed of {run.label}: not timed, its model is not on this machine ({run.model_dir})"
+            for run in pending if not ModelDir(run.model_dir).exists()]  # fmt: skip
     with machine_alone():
-        for run in pending:
+        for run in (run for run in pending if ModelDir(run.model_dir).exists()):
             run.archive_result()  # the record lies beside the archived result
             record = time_run(run, spec, source, grid.translate)
             record.save(run.archive / SPEED_FILE)
