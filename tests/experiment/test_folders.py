@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from adlnmt.cli import main
-from adlnmt.experiment.folders import GRID_COPY, output_folders
+from adlnmt.experiment.folders import BEFORE_SPEED, GITIGNORE, GRID_COPY, Folders, claim, output_folders
 from adlnmt.experiment.grid import load_grid
+from adlnmt.experiment.speed import SPEED_FILE
 
 from .test_experiment import experiment
 from .test_runner import small_grid
@@ -102,11 +103,13 @@ def test_a_run_trains_on_with_its_train_yaml_from_any_directory(
 def test_the_folder_commits_its_archive_and_not_the_weights(grid_run: SimpleNamespace, tmp_path: Path) -> None:
     folder = tmp_path / "tiny"
     shutil.copytree(grid_run.folder, folder)
+    (folder / "runs" / "a" / "seed-1" / SPEED_FILE).write_text("{}", encoding="utf-8")  # a speed: section's record
     subprocess.run(["git", "init", "-q", str(folder)], check=True)
     listed = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=all"],
                             capture_output=True, text=True, check=True).stdout.splitlines()  # fmt: skip
     files = {line.removeprefix("?? ") for line in listed}
     runs = {f"runs/a/seed-{seed}/{name}" for seed in (1, 2) for name in ("result.json", "hyp/test.txt")}
+    runs.add(f"runs/a/seed-1/{SPEED_FILE}")
     assert files - {f for f in files if f.startswith("plots/") or f.startswith("claims.")} == REPORT | runs
 
 
@@ -162,3 +165,13 @@ def test_a_tensorboard_folder_of_a_grid_is_relative_to_it(tmp_path: Path) -> Non
     assert grid.variants[0].train["tensorboard"] == str(tmp_path / "tb")
     off = load_grid(small_grid(tmp_path, train={"tensorboard": "off"}), "cpu")
     assert off.variants[0].train["tensorboard"] == "off"
+
+
+def test_a_gitignore_of_an_earlier_version_is_brought_up_to_date_and_a_users_is_kept(tmp_path: Path) -> None:
+    grid = load_grid(tiny_grid(tmp_path))
+    for earlier, after in ((BEFORE_SPEED, GITIGNORE), ("/data/\n", "/data/\n")):
+        folder = tmp_path / "out"
+        folder.mkdir(exist_ok=True)
+        (folder / ".gitignore").write_text(earlier, encoding="utf-8")
+        claim(Folders(folder, folder), grid)
+        assert (folder / ".gitignore").read_text(encoding="utf-8") == after

@@ -5,7 +5,7 @@ next to the grid file)::
     grid.yaml                  a copy of the grid file the runs were made with
     .gitignore                 keeps the data, weights and logs out of git: the rest is the archive to commit
     data/KEY/                  prepared data
-    runs/VARIANT/seed-N/       result.json, hyp/TEST.txt (archived), and train.yaml, run.json, log.txt,
+    runs/VARIANT/seed-N/       result.json, hyp/TEST.txt, speed.json (archived), and train.yaml, run.json, log.txt,
                                model/ (weights, TensorBoard events), ... (ignored by git)
     slurm/ experiment.lock     SLURM's job files; the lock of the command at work
 
@@ -28,7 +28,7 @@ from adlnmt.experiment.lock import LOCK_FILE
 from adlnmt.store.atomic import copy_atomic, write_text_atomic
 
 GRID_COPY = "grid.yaml"
-GITIGNORE = f"""\
+BEFORE_SPEED = f"""\
 # Written by adlnmt experiment: the prepared data, weights, logs and locks stay out of git; the rest is the grid's
 # archive to commit (report, tables, plots, grid.yaml, every finished run's result.json and hypotheses).
 /data/
@@ -38,6 +38,18 @@ GITIGNORE = f"""\
 !/runs/*/*/result.json
 !/runs/*/*/hyp/
 """
+GITIGNORE = f"""\
+# Written by adlnmt experiment: the prepared data, weights, logs and locks stay out of git; the rest is the grid's
+# archive to commit (report, tables, plots, grid.yaml, every finished run's result.json, hypotheses and speed.json).
+/data/
+/slurm/
+/{LOCK_FILE}
+/runs/*/*/*
+!/runs/*/*/result.json
+!/runs/*/*/hyp/
+!/runs/*/*/speed.json
+"""
+EARLIER_GITIGNORES = (BEFORE_SPEED,)  # what earlier versions wrote: replaced by GITIGNORE (a user's own file is kept)
 
 
 def folder_name(grid: Grid) -> str:
@@ -110,9 +122,9 @@ def output_folders(grid: Grid, out: str | None = None, results: str | None = Non
 
 def claim(folders: Folders, grid: Grid) -> None:
     """Copy the grid file into the working folder, and give it the .gitignore that leaves its archive to commit
-    (unless it has one)."""
+    (unless it has one of its own; one an earlier version wrote is brought up to date)."""
     folders.work.mkdir(parents=True, exist_ok=True)
     copy_atomic(grid.path, folders.work / GRID_COPY)
     ignore = folders.work / ".gitignore"
-    if not ignore.exists():
+    if not ignore.exists() or ignore.read_text(encoding="utf-8") in EARLIER_GITIGNORES:
         write_text_atomic(ignore, GITIGNORE)
