@@ -2,11 +2,12 @@
 # A background lane of grid runs on a shared CPU: each line of QUEUE (read as the lane goes, so lines can be appended
 # while it runs) is the argument list of one `adlnmt experiment` command, run at nice 19 in CHECKOUT, a separate
 # clone of the repository (docs/experiments.md, "A long grid from a separate checkout"). After each command the lane
-# commits in CHECKOUT every new result.json folder under experiments/results/*/runs/, one commit a run, and nothing
-# else (reports are rebuilt in the checkout you publish from). With RETIME set to a pattern, a command whose line
-# matches it and that finished a run is run again with --retime while every other `adlnmt experiment` process on the
-# machine and its children are stopped (SIGSTOP, then SIGCONT), so that the decoding speeds a speed claim compares are
-# taken alone; a line whose runs were finished before (a lane started again on its old queue) is not timed again.
+# commits in CHECKOUT every new result.json folder under experiments/results/*/runs/, one commit a run, then each new
+# speed.json of a run committed before (a speed: section's timings), and nothing else (reports are rebuilt in the
+# checkout you publish from). With RETIME set to a pattern, a command whose line matches it and that finished a run
+# is run again with --retime while every other `adlnmt experiment` process on the machine and its children are
+# stopped (SIGSTOP, then SIGCONT), so that the decoding speeds a speed claim compares are taken alone; a line whose
+# runs were finished before (a lane started again on its old queue) is not timed again.
 #
 #   experiments/lane.sh NAME QUEUE [CHECKOUT]        e.g., two lanes on two cores:
 #   RETIME=aan-table2 nohup experiments/lane.sh B queue-b.txt ../grid > lane-b.log 2>&1 &
@@ -24,12 +25,17 @@ export PYTHONPATH=$checkout/src OMP_NUM_THREADS=1
 python=${PYTHON:-python3}
 lock=$(git rev-parse --absolute-git-dir)/lane.lock
 
-commit_finished() {  # MESSAGE: one commit for each run folder whose result.json git does not track yet
+commit_finished() {  # MESSAGE: one commit for each run folder whose result.json git does not track yet, then one
+    # for each run's new speed.json (timed after its result was committed), said as "timed RUN"
     flock "$lock" sh -c '
         for f in $(git ls-files --others --exclude-standard -- "experiments/results/*/runs/*/seed-*/result.json"); do
             run=$(dirname "$f")
             git add -- "$run" && git commit -q -m "${run#experiments/results/}: $1" -- "$run" &&
                 echo "committed ${run#experiments/results/}"
+        done
+        for f in $(git ls-files --others --exclude-standard -- "experiments/results/*/runs/*/seed-*/speed.json"); do
+            git add -- "$f" && git commit -q -m "$(dirname "${f#experiments/results/}"): speed timed" -- "$f" &&
+                echo "timed $(dirname "${f#experiments/results/}")"
         done' sh "$1"
 }
 
@@ -41,8 +47,9 @@ while line=$(sed -n "$((line_number + 1))p" "$queue") && [ -n "$line" ]; do
     nice -n 19 "$python" -m adlnmt experiment "$@"
     status=$?
     echo "$(date -u +%FT%TZ) exit $status: $line"
-    committed=$(commit_finished "finished on this machine (nice 19, lane $name)")
-    [ -n "$committed" ] && echo "$committed"
+    said=$(commit_finished "finished on this machine (nice 19, lane $name)")
+    [ -n "$said" ] && echo "$said"
+    committed=$(echo "$said" | grep '^committed ')
     if [ $status = 0 ] && [ -n "$committed" ] && [ -n "${RETIME:-}" ] && [[ $line =~ $RETIME ]]; then
         others=$(pgrep -f "adlnmt experiment" | tr '\n' ' ')
         children=$(for pid in $others; do pgrep -P "$pid"; done | tr '\n' ' ')

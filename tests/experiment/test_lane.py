@@ -19,6 +19,7 @@ shift 3
 if [[ " $* " == *" --retime "* ]]; then echo retime >> "$CALLS"; echo '{{"retimed": true}}' > {RESULT}; exit 0; fi
 echo run >> "$CALLS"
 [ -e {RESULT} ] || {{ mkdir -p $(dirname {RESULT}) && echo '{{}}' > {RESULT}; }}
+[ -z "${{SPEED:-}}" ] || echo '{{}}' > $(dirname {RESULT})/speed.json
 """
 
 pytestmark = pytest.mark.skipif(
@@ -39,10 +40,12 @@ class Lane:
     bin_dir: Path
     calls: Path
 
-    def __call__(self) -> str:
-        """Run the lane over its queue with RETIME matching the line; its stdout."""
+    def __call__(self, **environment: str) -> str:
+        """Run the lane over its queue with RETIME matching the line (and ``environment`` for the fake); its
+        stdout."""
         env = {
             **os.environ,
+            **environment,
             "PYTHON": str(self.bin_dir / "python"),
             "RETIME": "grid",
             "CALLS": str(self.calls),
@@ -95,3 +98,12 @@ def test_a_lane_started_again_does_not_retime_runs_finished_before(lane: Lane) -
     out = lane()
     assert "committed" not in out
     assert lane.calls.read_text().split() == ["run", "retime", "run"]
+
+
+def test_a_speed_record_timed_after_its_run_was_committed_is_committed_without_a_retiming(lane: Lane) -> None:
+    lane()
+    out = lane(SPEED="1")  # the line's runs were finished before; the grid's speed: section timed them now
+    assert "timed grid-cpu/runs/row/seed-1" in out and "committed grid-cpu" not in out
+    assert lane.calls.read_text().split() == ["run", "retime", "run"]
+    assert _git(lane.checkout, "log", "-1", "--format=%s").strip() == "grid-cpu/runs/row/seed-1: speed timed"
+    assert not _git(lane.checkout, "status", "--porcelain")
