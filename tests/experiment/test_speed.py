@@ -16,12 +16,12 @@ from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import Grid, load_grid
 from adlnmt.experiment.judge import Judge, write_claims
-from adlnmt.experiment.runner import Run
+from adlnmt.experiment.runner import STOPPED, Outcome, Run
 from adlnmt.experiment.speed import SPEED_FILE, Measurement, Point, SpeedRecord, median_interval, pareto
 from adlnmt.experiment.speed_spec import SpeedSpec
 from adlnmt.verdicts.claims import Claim, Judgement
 from adlnmt.verdicts.page import verdict_table
-from adlnmt.verdicts.statistics import FAILS, HOLDS, NOT_TIMED, ONE_SEED, OPEN
+from adlnmt.verdicts.statistics import FAILS, HOLDS, NOT_CONVERGED, NOT_TIMED, ONE_SEED, OPEN
 
 from .test_judge import REFERENCES, write_runs
 
@@ -60,8 +60,17 @@ def experiment(*argv: str) -> tuple[int, str]:
     return status, output.getvalue()
 
 
-def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Path) -> None:
+class Quiet:
+    """A machine where nothing else ran beside the timings (the test's verdicts must not read this machine's load)."""
+
+    def cores(self) -> float:
+        return 0.0
+
+
+def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'adlnmt[ct2]'")
+    monkeypatch.setattr("adlnmt.bench.machine.BusyBeside", Quiet)
     out = tmp_path / "out"
     args = (str(grid_file(tmp_path, demo_data / "corpus")), "--out", str(out), "--threads", "1")
     status, stdout = experiment(*args)
@@ -87,8 +96,9 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
     assert "judged with the grid's other claims in [claims.md](claims.md)" in report
     (claim,) = json.loads((out / "claims.json").read_text())["claims"]
     assert claim["tested_as"] == "aan ≥ 1.5 × transformer (whole command, torch, beam 2)"
-    loaded = claim["timed_beside_other_work"]  # a repeat with other processes busy: not compared (a loaded machine)
-    assert claim["verdict"] == (NOT_TIMED if loaded else ONE_SEED) and claim["seed_list"] == ("–" if loaded else "1")
+    # six updates: each run's best checkpoint is its last, so the timed comparison reads "not converged"
+    assert not claim["timed_beside_other_work"] and claim["seed_list"] == "1"
+    assert claim["verdict"] == NOT_CONVERGED and "aan seed 1" in (out / "claims.md").read_text()
     lines = (out / "speed.csv").read_text().splitlines()
     assert lines[0].startswith("variant,engine,beam,seed") and len(lines) == 1 + 6
 
@@ -100,6 +110,13 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
     status, stdout = experiment(str(grid_file(tmp_path, demo_data / "corpus", fewer)), *args[1:])
     assert status == 0 and "speed of transformer seed 1: torch beam 1" in stdout  # other settings: timed again
     assert "ctranslate2" not in (out / "runs" / "aan" / "seed-1" / SPEED_FILE).read_text()
+
+    (out / "runs" / "aan" / "seed-1" / SPEED_FILE).unlink()  # untimed, and the command is stopped by a signal
+    stopped = lambda grid, selected, *_: [Outcome(run, STOPPED["SIGTERM"], 0.0, None) for run in selected]  # noqa: E731
+    monkeypatch.setattr("adlnmt.experiment.commands.run_selected", stopped)
+    status, stdout = experiment(*args)
+    assert status == 0 and "speed of" not in stdout and "stopped by a signal: no decoding timed" in stdout
+    assert not (out / "runs" / "aan" / "seed-1" / SPEED_FILE).exists()
 
 
 def point(variant: str, speeds: dict[int, float], score: float | None = 30.0, beam: int = 5) -> Point:

@@ -129,8 +129,11 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         if grid.speed is not None and not args.report_only:  # every selected run has ended: none trains now
             from adlnmt.experiment.speed import time_finished
 
-            for line in time_finished(grid, selected):
-                print(line, flush=True)
+            if any(outcome.stopped for outcome in outcomes):  # a stop signal ends the command, not its timings
+                print("stopped by a signal: no decoding timed; re-run the same command to time the finished runs")
+            else:
+                for line in time_finished(grid, selected):
+                    print(line, flush=True)
         if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
             print(f"no finished run yet, so no report in {results}")
             return exit_status(outcomes)
