@@ -23,6 +23,7 @@ from adlnmt.experiment.report import (
     time_cell,
     time_mean,
     timing_processors,
+    unfinished_line,
 )
 from adlnmt.experiment.results import Evaluation, FirstTiming, Retimed, RunResult
 from adlnmt.experiment.rows import Row
@@ -184,3 +185,13 @@ def test_the_output_length_is_sacrebleus_ratio_with_its_brevity_penalty(tmp_path
                                      f"(BP {penalty:.3f}) |")  # fmt: skip
     assert table.splitlines()[3] == f"| long | {14 / 11:.3f} (BP 1.000) (1 of 2 seeds) |"  # no penalty above 1
     assert brevity_penalty([0.0, 0.5, 1.0, 1.5]).tolist() == [0.0, math.exp(-1), 1.0, 1.0]
+
+
+def test_an_unfinished_run_says_whether_its_folder_is_here(tmp_path: Path) -> None:
+    run = SimpleNamespace(label="a seed 1", dir=tmp_path / "runs" / "a" / "seed-1")
+    run.log = run.dir / "log.txt"
+    assert "no run folder here" in unfinished_line(run) and "training elsewhere" in unfinished_line(run)
+    run.dir.mkdir(parents=True)
+    assert "not started in" in unfinished_line(run)
+    run.log.write_text("update 2/6\nresuming\n", encoding="utf-8")
+    assert "failed or interrupted" in unfinished_line(run) and "resuming" in unfinished_line(run)

@@ -109,7 +109,8 @@ def test_a_committed_archive_rebuilds_unchanged(tmp_path: Path, monkeypatch) -> 
     rebuilt = tmp_path / "adl-table2-cpu"
     shutil.copytree(committed, rebuilt, ignore=shutil.ignore_patterns("experiment.lock"))
     monkeypatch.chdir(REPOSITORY)
-    arguments = ["experiments/adl-table2.yaml", "--scale", "cpu", "--report-only", "--results", str(rebuilt)]
+    arguments = ["experiments/adl-table2.yaml", "--scale", "cpu", "--report-only", "--results", str(rebuilt),
+                 "--out", str(tmp_path / "work")]  # nothing written into the repository  # fmt: skip
     assert main(["experiment", *arguments]) == 0
     files = sorted(p.relative_to(committed) for p in committed.rglob("*") if p.suffix == ".md")
     assert len(files) > 2

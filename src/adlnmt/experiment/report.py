@@ -421,7 +421,10 @@ def _notes(grid: Grid, rows: list[Row], apart: list[str]) -> str:
     return "\n".join(f"- {line}" for line in lines)
 
 
-def _unfinished(run: Run) -> str:
+def unfinished_line(run: Run) -> str:
+    """The report's line on a run without a result: where it stands, as far as this checkout can tell."""
+    if not run.dir.exists():  # e.g. a report rebuilt in a checkout other than the one that trains
+        return f"- {run.label}: no run folder here (`{shown(run.dir)}`): not started, or training elsewhere"
     if not run.log.exists():
         return f"- {run.label}: not started in `{shown(run.dir)}`"
     last = last_lines(run.log, 1).replace("`", "'")
@@ -517,7 +520,7 @@ def write_report(grid: Grid, runs: list[Run], out: Path) -> str:
     if grid.contrastive:
         parts.append(contrastive_section(grid, rows, out / "plots"))
     parts += speed_section(grid, runs, out)
-    unfinished = [_unfinished(run) for run in runs if run.result() is None]
+    unfinished = [unfinished_line(run) for run in runs if run.result() is None]
     if unfinished:
         parts += ["## Unfinished runs", "\n".join(unfinished)]
     write_text_atomic(out / "report.md", "\n\n".join(p for p in parts if p) + "\n")
