@@ -310,6 +310,10 @@ def test_the_verdict_on_the_runs_after_registration_alone(tmp_path: Path) -> Non
     on_time = both(REFERENCES, WORSE, date="2026-11-27T08:00:00+00:00")
     (judged,) = Judge(grid, write_runs(grid, tmp_path / "later", on_time)).judge_all()
     assert (judged.after_results, judged.post_registration) == ((), "")  # nothing before it: no second verdict
+    for seed in (1, 2):  # every run of B before it: the rows without a later run are named
+        runs[("B", seed)]["date"] = "2026-11-25T08:00:00+00:00"
+    (judged,) = Judge(grid, write_runs(grid, tmp_path / "baseline-before", runs)).judge_all()
+    assert judged.post_registration == "no run of B evaluated after it"
 
 
 def test_the_p_carries_its_monte_carlo_error_and_the_minimum_detectable_effect(tmp_path: Path) -> None:

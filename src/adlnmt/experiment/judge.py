@@ -233,9 +233,15 @@ class Judge:
         if late:
             alone = adjusted([replace(late.get(i, j), adjusted_p=None) for i, j in enumerate(judged)])
             for i in late:
-                found = alone[i].verdict if alone[i].tested else "no run evaluated after it"
+                found = alone[i].verdict if alone[i].tested else self._none_after(judged[i])
                 judged[i] = replace(judged[i], post_registration=found)
         return judged
+
+    def _none_after(self, judgement: Judgement) -> str:
+        """Why a claim has no verdict on the runs evaluated after its registration: the rows with none."""
+        since = datetime.fromisoformat(judgement.claim.registered_at)
+        rows = [name for name in judgement.claim.rows if not self._runs(name, judgement.test, since)]
+        return f"no run of {' or '.join(rows)} evaluated after it" if rows else "too few runs evaluated after it"
 
 
 def pooled_hypotheses(result: RunResult, folder: Path, test: str) -> Path | tuple[Path, ...] | None:
