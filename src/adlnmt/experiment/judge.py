@@ -240,7 +240,7 @@ class Judge:
     def _none_after(self, judgement: Judgement) -> str:
         """Why a claim has no verdict on the runs evaluated after its registration: the rows with none."""
         since = datetime.fromisoformat(judgement.claim.registered_at)
-        rows = [name for name in judgement.claim.rows if not self._runs(name, judgement.test, since)]
+        rows = [name for name in dict.fromkeys(judgement.claim.rows) if not self._runs(name, judgement.test, since)]
         return f"no run of {' or '.join(rows)} evaluated after it" if rows else "too few runs evaluated after it"
 
 
