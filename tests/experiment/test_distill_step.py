@@ -158,6 +158,33 @@ def test_a_teacher_without_weights_leaves_its_students_not_run(demo_data: Path, 
     assert not (out / "data" / "distilled-teacher-seed-1").exists()
 
 
+def test_complete_distilled_data_needs_no_teacher_weights(demo_data: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The grid's data carried to another machine (a lent GPU) without the teacher's weights: the students train on
+    it, locally or as SLURM jobs without a distillation job; data distilled with other settings still needs them."""
+    path = write_grid(tmp_path, grid_dict(demo_data / "corpus"))
+    out = tmp_path / "out"
+    assert experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student")[0] == 0
+    (out / "runs" / "teacher" / "seed-1" / "model" / "best.safetensors").unlink()
+    FakeExecutor.submitted = []
+    monkeypatch.setattr(slurm, "_executor", lambda folder, options, name: FakeExecutor(options, name))
+    grid = load_grid(path)
+    runs = plan_runs(grid, out)
+    students = [run for run in runs if run.variant.name == "student"]
+    data_dirs = {key: out / "data" / key for key in ("default", "distilled-teacher-seed-1")}
+    distill_runs.submit(grid, students, runs, out, data_dirs, [].append, slurm.SlurmOptions(), 1, "cpu")
+    (student,) = FakeExecutor.submitted
+    assert student["what"] == "student" and "dependency" not in student["sbatch"]
+    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--rerun")
+    assert status == 0, stdout
+    assert "done   distillation distilled-teacher-seed-1 (complete; its teacher's weights are not needed)" in stdout
+    assert (out / "runs" / "student" / "seed-1" / "result.json").is_file()
+    other = write_grid(tmp_path, grid_dict(demo_data / "corpus", distill={"teacher": "teacher", "seed": 1, "beam": 3,
+                                                                          "chunk_size": 500}))  # fmt: skip
+    status, stdout = experiment(str(other), "--out", str(out), "--threads", "1", "--variants", "student")
+    assert status == 1 and "FAILED student seed 1: not run, the best weights of its teacher" in stdout
+
+
 def test_a_teacher_copied_from_another_grid_teaches_with_that_runs_weights(demo_data: Path, tmp_path: Path) -> None:
     results = tmp_path / "results"
     other = grid_dict(demo_data / "corpus", name="other", variants=grid_dict(demo_data / "corpus")["variants"][:1])

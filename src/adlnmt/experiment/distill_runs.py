@@ -6,7 +6,8 @@ Local: the runs that need no distilled data (the teacher among them, added when 
 every lane's threads, nothing else running; then the students. The teacher's weights are in its run folder, or, for
 a run copied from another grid's archive (``shared_from``), in that run's folder on this machine. A teacher that did
 not finish, or whose weights are in neither, leaves its students not run (failed, with the reason), the rest of the
-grid unharmed.
+grid unharmed; unless the step's data is complete already (:func:`distilled_by`: the data carried to another
+machine), which its students train on without the teacher's weights.
 
 SLURM: the same order as job dependencies. The first runs are one job array; the distillation is one job after the
 teacher's (``--dependency=afterok:<teacher job>``, none when the teacher is finished), its id recorded in
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 
-from adlnmt.distill.kd import SEARCH_KEYS
+from adlnmt.distill.kd import SEARCH_KEYS, distilled_record
 from adlnmt.errors import UserError
 from adlnmt.experiment import slurm
 from adlnmt.experiment.distill_job import DistillJob
@@ -81,6 +82,19 @@ def log_of(step: DistillStep, data_dirs: dict[str, Path]) -> Path:
     return data_dirs[step.key].parent / f"{step.key}.log"
 
 
+def distilled_by(step: DistillStep, data_dir: Path) -> bool:
+    """Whether ``data_dir`` holds the step's distillation, complete: one teacher's ``step.checkpoint`` searched as the
+    step says, in the step's chunks. Its students then need no teacher weights on this machine (a grid's data carried
+    to another, e.g. a lent GPU, or a directory distilled by an earlier version)."""
+    record = distilled_record(data_dir)
+    if record is None:
+        return False
+    members = record.get("teacher", {}).get("members", [])
+    identity = step.identity()
+    return (len(members) == 1 and members[0].get("checkpoint") == step.checkpoint
+            and record.get("search") == identity["search"] and record.get("chunk_size") == step.chunk_size)  # fmt: skip
+
+
 def has_weights(model_dir: Path, checkpoint: str) -> bool:
     try:
         return ModelDir(model_dir).resolve(checkpoint).is_file()
@@ -110,6 +124,9 @@ def teacher_model(step: DistillStep, teacher: Run) -> Path | str:
 def distil_locally(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], device: str, threads: int,
                    report: Callable[[str], None]) -> str | None:  # fmt: skip
     """Run the step in a subprocess; None when its data is complete, else why not."""
+    if teacher.result() is not None and distilled_by(step, data_dirs[step.key]):
+        report(f"done   distillation {step.key} (complete; its teacher's weights are not needed)")
+        return None
     model = teacher_model(step, teacher)
     if isinstance(model, str):
         return model
@@ -157,8 +174,12 @@ def after(options: slurm.SlurmOptions, jobs: list[str]) -> slurm.SlurmOptions:
 
 
 def submit_step(grid: Grid, step: DistillStep, teacher: Run, out: Path, data_dirs: dict[str, Path],
-                options: slurm.SlurmOptions, threads: int, device: str) -> str:  # fmt: skip
-    """The job id of the step's distillation: one queued or running already, or one submitted after the teacher's."""
+                options: slurm.SlurmOptions, threads: int, device: str) -> str | None:  # fmt: skip
+    """The job id of the step's distillation: one queued or running already, or one submitted after the teacher's;
+    None when its data is complete."""
+    if teacher.result() is not None and distilled_by(step, data_dirs[step.key]):
+        print(f"distillation {step.key}: complete; not submitted")
+        return None
     record_path = data_dirs[step.key].parent / f"{step.key}.{slurm.RECORD}"
     record = read_json(record_path)
     state = slurm.job_states([record]).get(record["job_id"], "") if record else ""
@@ -196,14 +217,15 @@ def submit(grid: Grid, pending: list[Run], runs: list[Run], out: Path, data_dirs
     first, taught = split(pending)
     for step, students in taught.items():  # before anything is submitted
         teacher = teacher_of(step, runs)
-        if teacher.result() is not None and isinstance(reason := teacher_model(step, teacher), str):
+        if (teacher.result() is not None and not distilled_by(step, data_dirs[step.key])
+                and isinstance(reason := teacher_model(step, teacher), str)):  # fmt: skip
             raise UserError(f"{', '.join(run.label for run in students)}: {reason}")
     first = with_teachers(first, taught, runs, write)
     on_slurm = slurm.submit(grid, first, out, options, threads) if first else []
     for step, students in taught.items():
         teacher = teacher_of(step, runs)
         job = submit_step(grid, step, teacher, out, data_dirs, options, threads, device)
-        on_slurm += slurm.submit(grid, students, out, after(options, [job]), threads)
+        on_slurm += slurm.submit(grid, students, out, after(options, [job] if job else []), threads)
     return on_slurm
 
 
