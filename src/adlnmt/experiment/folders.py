@@ -38,17 +38,10 @@ BEFORE_SPEED = f"""\
 !/runs/*/*/result.json
 !/runs/*/*/hyp/
 """
-GITIGNORE = f"""\
-# Written by adlnmt experiment: the prepared data, weights, logs and locks stay out of git; the rest is the grid's
-# archive to commit (report, tables, plots, grid.yaml, every finished run's result.json, hypotheses and speed.json).
-/data/
-/slurm/
-/{LOCK_FILE}
-/runs/*/*/*
-!/runs/*/*/result.json
-!/runs/*/*/hyp/
-!/runs/*/*/speed.json
-"""
+GITIGNORE = (  # the archive also keeps the speed: section's timings
+    BEFORE_SPEED.replace("result.json and hypotheses).", "result.json, hypotheses and speed.json).")
+    + "!/runs/*/*/speed.json\n"
+)
 EARLIER_GITIGNORES = (BEFORE_SPEED,)  # what earlier versions wrote: replaced by GITIGNORE (a user's own file is kept)
 
 
