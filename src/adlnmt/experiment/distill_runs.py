@@ -82,11 +82,12 @@ def log_of(step: DistillStep, data_dirs: dict[str, Path]) -> Path:
     return data_dirs[step.key].parent / f"{step.key}.log"
 
 
-def distilled_by(step: DistillStep, data_dir: Path) -> bool:
-    """Whether ``data_dir`` holds the step's distillation, complete: one teacher's ``step.checkpoint`` searched as the
-    step says, in the step's chunks. Its students then need no teacher weights on this machine (a grid's data carried
-    to another, e.g. a lent GPU, or a directory distilled by an earlier version)."""
-    record = distilled_record(data_dir)
+def distilled_by(step: DistillStep, teacher: Run, data_dirs: dict[str, Path]) -> bool:
+    """Whether the finished ``teacher``'s step is done: its data directory holds the distillation, complete, of one
+    teacher's ``step.checkpoint`` searched as the step says, in the step's chunks. Its students then need no teacher
+    weights on this machine (a grid's data carried to another, e.g. a lent GPU, or one distilled by an earlier
+    version)."""
+    record = distilled_record(data_dirs[step.key]) if teacher.result() is not None else None
     if record is None:
         return False
     members = record.get("teacher", {}).get("members", [])
@@ -124,7 +125,7 @@ def teacher_model(step: DistillStep, teacher: Run) -> Path | str:
 def distil_locally(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], device: str, threads: int,
                    report: Callable[[str], None]) -> str | None:  # fmt: skip
     """Run the step in a subprocess; None when its data is complete, else why not."""
-    if teacher.result() is not None and distilled_by(step, data_dirs[step.key]):
+    if distilled_by(step, teacher, data_dirs):
         report(f"done   distillation {step.key} (complete; its teacher's weights are not needed)")
         return None
     model = teacher_model(step, teacher)
@@ -177,7 +178,7 @@ def submit_step(grid: Grid, step: DistillStep, teacher: Run, out: Path, data_dir
                 options: slurm.SlurmOptions, threads: int, device: str) -> str | None:  # fmt: skip
     """The job id of the step's distillation: one queued or running already, or one submitted after the teacher's;
     None when its data is complete."""
-    if teacher.result() is not None and distilled_by(step, data_dirs[step.key]):
+    if distilled_by(step, teacher, data_dirs):
         print(f"distillation {step.key}: complete; not submitted")
         return None
     record_path = data_dirs[step.key].parent / f"{step.key}.{slurm.RECORD}"
@@ -217,7 +218,7 @@ def submit(grid: Grid, pending: list[Run], runs: list[Run], out: Path, data_dirs
     first, taught = split(pending)
     for step, students in taught.items():  # before anything is submitted
         teacher = teacher_of(step, runs)
-        if (teacher.result() is not None and not distilled_by(step, data_dirs[step.key])
+        if (teacher.result() is not None and not distilled_by(step, teacher, data_dirs)
                 and isinstance(reason := teacher_model(step, teacher), str)):  # fmt: skip
             raise UserError(f"{', '.join(run.label for run in students)}: {reason}")
     first = with_teachers(first, taught, runs, write)

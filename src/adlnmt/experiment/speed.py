@@ -224,10 +224,11 @@ def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[str]:
     spec = grid.speed
     source = next(t.src for t in grid.tests if t.name == spec.test)
     pending = [run for run in runs if run.result() is not None and (again or run_record(run, spec) is None)]
+    here = [run for run in pending if ModelDir(run.model_dir).exists()]
     said = [f"speed of {run.label}: not timed, its model is not on this machine ({run.model_dir})"
-            for run in pending if not ModelDir(run.model_dir).exists()]  # fmt: skip
+            for run in pending if run not in here]  # fmt: skip
     with machine_alone():
-        for run in (run for run in pending if ModelDir(run.model_dir).exists()):
+        for run in here:
             run.archive_result()  # the record lies beside the archived result
             record = time_run(run, spec, source, grid.translate)
             record.save(run.archive / SPEED_FILE)
