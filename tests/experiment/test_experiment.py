@@ -281,6 +281,53 @@ def test_retime_measures_the_speed_again_and_keeps_the_first_timing(sequence: Si
     assert experiment(*args, "--rerun")[0] == 2  # a user error: --retime trains nothing
 
 
+def test_score_added_scores_finished_runs_on_what_the_grid_added_after_them(
+    sequence: SimpleNamespace, tmp_path: Path
+) -> None:
+    out, results = tmp_path / "out", tmp_path / "results"
+    shutil.copytree(sequence.out, out)
+    tiny = yaml.safe_load(Path(sequence.args[0]).read_text(encoding="utf-8"))
+    tiny["added_evaluation"] = {
+        "since": "2026-11-29",
+        "test": [{**tiny["test"][0], "name": "again"}],
+        "metrics": ["ter"],
+    }
+    grid = Path(sequence.args[0]).with_name("added.yaml")  # beside the grid: the same relative paths, fingerprints
+    grid.write_text(yaml.safe_dump(tiny), encoding="utf-8")
+    args = (str(grid), "--out", str(out), "--results", str(results), "--threads", "1", "--score-added")
+    assert experiment(*args, "--rerun")[0] == 2 and experiment(*args, "--retime")[0] == 2  # user errors
+    hyp = run_dir(out, "b", 2) / "hyp" / "test.txt"
+    hyp.write_text(hyp.read_text().replace("\n", " x\n", 1))  # not what these weights translate
+    shutil.rmtree(run_dir(out, "b", 1) / "model")
+    before = json.loads((run_dir(out, "a", 1) / "result.json").read_text())
+    status, stdout = experiment(*args)
+    assert status == 0, stdout
+    assert re.search(r"scored a seed 1 later: ter on test \(from its archived hypotheses\); again \(bleu [\d.]+, "
+                     r"chrf [\d.]+, ter [\d.]+\)\n", stdout), stdout  # fmt: skip
+    assert "scored b seed 1 later: ter on test (from its archived hypotheses); not translated: its model is not on " \
+        "this machine" in stdout  # fmt: skip
+    assert "not translated: its weights here translate test otherwise than its archived hypotheses" in stdout
+    for place in (run_dir(out, "a", 1), run_dir(results, "a", 1)):  # the run directory and the archive
+        after = json.loads((place / "result.json").read_text())
+        assert after["fingerprint"] == before["fingerprint"] and after["provenance"] == before["provenance"]
+        test, again = after["tests"]["test"], after["tests"]["again"]
+        assert test["scores"] == {**before["tests"]["test"]["scores"], "ter": again["scores"]["ter"]}
+        assert again["scores"]["bleu"] == test["scores"]["bleu"]  # the same sentences, translated as archived
+        assert (place / "hyp/again.txt").read_bytes() == (place / "hyp/test.txt").read_bytes()
+        assert all("ter" in bucket["scores"] for bucket in test["buckets"] if bucket["sentences"])
+        (later,) = after["scored_later"]
+        assert (later["tests"], later["metrics"], later["checked_on"]) == (["again"], ["ter"], "test")
+    b2 = json.loads((run_dir(results, "b", 2) / "result.json").read_text())
+    assert "again" not in b2["tests"] and "ter" in b2["tests"]["test"]["scores"]
+    runs = {(row["variant"], row["seed"]): row for row in read_csv(results / "runs.csv")}
+    assert runs["a", "1"]["again.bleu"] and not runs["b", "1"]["again.bleu"] and runs["b", "1"]["test.ter"]
+    kept = (run_dir(results, "a", 1) / "result.json").read_text()
+    status, stdout = experiment(*args)  # nothing left to add where it could be
+    assert "a seed 1: scored on every test set and metric of the grid already" in stdout
+    assert "skipped b seed 1: its model is not on this machine" in stdout
+    assert (run_dir(results, "a", 1) / "result.json").read_text() == kept
+
+
 def test_claims_are_judged_from_the_runs(sequence: SimpleNamespace) -> None:
     lines = [line for line in (sequence.out / "claims.md").read_text().splitlines() if line.startswith("| “")]
     assert len(lines) == 3

@@ -81,11 +81,15 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment.report import write_report
     from adlnmt.experiment.retime import retime
     from adlnmt.experiment.runner import plan_runs, shared_runs
+    from adlnmt.experiment.score_added import score_added
 
     if args.pilot and not args.power:
         raise UserError("--pilot names the pilot grids of --power; give --power too")
-    if args.retime and (args.rerun or args.report_only):
-        raise UserError("--retime times finished runs again: it goes with neither --rerun nor --report-only")
+    for flag, what in (("--retime", "times finished runs again"), ("--score-added", "scores finished runs")):
+        if getattr(args, flag[2:].replace("-", "_")) and (args.rerun or args.report_only):
+            raise UserError(f"{flag} {what}: it goes with neither --rerun nor --report-only")
+    if args.retime and args.score_added:
+        raise UserError("--retime and --score-added: give one of them at a time")
     grid = load_grid(args.grid, args.scale)
     folders = output_folders(grid, args.out, args.results)
     if folders.note:
@@ -123,17 +127,17 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         for run in retrained:
             shutil.rmtree(run.dir, ignore_errors=True)
             shutil.rmtree(run.archive, ignore_errors=True)
-        if args.retime:
+        if args.retime or args.score_added:
             finished = [run for run in selected if run.finished_in() is not None]
             for run in finished:
-                print(retime(run), flush=True)
+                print(retime(run) if args.retime else score_added(grid, run), flush=True)
             if unfinished := len(selected) - len(finished):
-                print(f"{unfinished} of the selected runs not finished: not timed")
+                print(f"{unfinished} of the selected runs not finished: not {'timed' if args.retime else 'scored'}")
         elif not args.report_only:
             outcomes = run_selected(grid, selected, folders.work, args, runs)
             if args.executor == "slurm" and not args.wait:
                 return 0  # submitted: --status follows the jobs, --report-only (or --wait) reports
-        if grid.speed is not None and not args.report_only:  # every selected run has ended: none trains now
+        if grid.speed is not None and not (args.report_only or args.score_added):  # every selected run has ended
             from adlnmt.experiment.speed import time_finished
 
             if any(outcome.stopped for outcome in outcomes):  # a stop signal ends the command, not its timings
@@ -295,6 +299,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="measure the decoding speed of the selected finished runs again on this machine, one after another "
         "(the test sets' speed columns and the speed: section's whole commands; their weights must be here; adlnmt "
         "training on the machine is stopped meanwhile, nothing else is), then rebuild the report",
+    )
+    parser.add_argument(
+        "--score-added",
+        action="store_true",
+        help="score the selected finished runs on the test sets and metrics of the grid's added_evaluation that they "
+        "lack: metrics from their archived hypotheses, test sets translated with their weights where these are here "
+        "and translate an archived test set as archived (adlnmt training on the machine is stopped meanwhile), then "
+        "rebuild the report",
     )
     add_slurm_arguments(parser)
     parser.set_defaults(func=cmd_experiment)

@@ -185,6 +185,19 @@ class Retimed(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ScoredLater(Record):
+    """Test sets and metrics of ``added_evaluation`` that the run was scored on after it had finished
+    (``--score-added``): the test sets translated with its weights, once they had translated ``checked_on`` (an
+    archived test set) to its archived hypotheses again; the metrics computed from the archived hypotheses."""
+
+    tests: list[str]
+    metrics: list[str]
+    checked_on: str | None  # None: no test set translated, only metrics added
+    machine: Machine
+    code: CodeVersion = field(metadata=FLAT)
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunResult(Record):
     """A finished run: what it is, its training summary and curve, each test set's scores and speed, provenance."""
 
@@ -210,6 +223,7 @@ class RunResult(Record):
     tests: dict[str, Evaluation]
     contrastive: dict[str, SuiteResult] = field(default_factory=dict)
     provenance: Provenance
+    scored_later: list[ScoredLater] = field(default_factory=list)  # one record per --score-added that added some
     retimed: Retimed | None = None
     shared_from: str | None = None  # the archived run of another experiment this one was copied from
 
@@ -258,6 +272,10 @@ class RunResult(Record):
     def evaluated(self) -> datetime:
         """When the run's evaluation started (its result existed from then on)."""
         return datetime.fromisoformat(self.provenance.machine.date)
+
+    def with_added(self, tests: dict[str, Evaluation], later: ScoredLater) -> RunResult:
+        """This result with test sets (or metrics) added or replaced by ``tests``, and ``later`` recorded."""
+        return replace(self, tests={**self.tests, **tests}, scored_later=[*self.scored_later, later])
 
     def with_timings(self, timings: dict[str, Timing], retimed: Retimed) -> RunResult:
         """This result with the speed of each test set in ``timings`` replaced (``--retime``)."""

@@ -54,6 +54,26 @@ def bucket_of(length: int, bounds: list[int]) -> int:
     return next((i for i, bound in enumerate(bounds) if length <= bound), len(bounds))
 
 
+def length_groups(sources: list[str], bounds: list[int]) -> list[list[int]]:
+    """The rows of ``sources`` in each length bucket of :func:`bucket_labels` (source words)."""
+    groups: list[list[int]] = [[] for _ in range(len(bounds) + 1)]
+    for i, line in enumerate(sources):
+        groups[bucket_of(len(line.split()), bounds)].append(i)
+    return groups
+
+
+def bucket_scores(hypotheses: list[str], references: list[str], groups: list[list[int]],
+                  metrics: list[str]) -> list[dict[str, float]]:  # fmt: skip
+    """The corpus scores of each length bucket's rows (``{}`` for an empty bucket)."""
+    from adlnmt.metrics import score
+
+    found = []
+    for rows in groups:
+        scores = score([hypotheses[i] for i in rows], [references[i] for i in rows], metrics) if rows else {}
+        found.append({m: scores[m] for m in metrics} if rows else {})
+    return found
+
+
 TRAINING_SESSIONS = "training-sessions.jsonl"  # one line per start or resumption of the training
 
 
@@ -83,9 +103,7 @@ class Translated(NamedTuple):
 def translate_by_length(translator: Translator, sources: list[str], bounds: list[int],
                         options: SearchOptions) -> Translated:  # fmt: skip
     """Translate ``sources`` one length bucket at a time, each bucket timed."""
-    groups: list[list[int]] = [[] for _ in range(len(bounds) + 1)]
-    for i, line in enumerate(sources):
-        groups[bucket_of(len(line.split()), bounds)].append(i)
+    groups = length_groups(sources, bounds)
     translator.search([next((s for s in sources if s.strip()), "a")], options)  # warm-up, not timed
     hypotheses, tokens, buckets = [""] * len(sources), 0, []
     beside = BusyBeside()
@@ -112,13 +130,10 @@ def evaluate_test(translator: Translator, test: dict[str, str], spec: dict[str, 
     hyp_path = out / "hyp" / f"{test['name']}.txt"
     write_text_atomic(hyp_path, "".join(h + "\n" for h in hypotheses))
     scores = score(hypotheses, references, metrics, hyp_name=str(hyp_path), ref_name=test["ref"])
-    scored = []
-    for bucket in buckets:
-        rows = bucket["rows"]
-        found = score([hypotheses[i] for i in rows], [references[i] for i in rows], metrics) if rows else {}
-        scored.append(LengthBucket(label=bucket["label"], seconds=bucket["seconds"], sentences=len(rows),
-                                   ms_per_sentence=1000 * bucket["seconds"] / len(rows) if rows else None,
-                                   scores={m: found[m] for m in metrics} if rows else {}))  # fmt: skip
+    by_bucket = bucket_scores(hypotheses, references, [bucket["rows"] for bucket in buckets], metrics)
+    scored = [LengthBucket(label=bucket["label"], seconds=bucket["seconds"], sentences=len(bucket["rows"]),
+                           ms_per_sentence=1000 * bucket["seconds"] / len(bucket["rows"]) if bucket["rows"] else None,
+                           scores=found) for bucket, found in zip(buckets, by_bucket, strict=True)]  # fmt: skip
     seconds = sum(b.seconds for b in scored)
     return Evaluation(
         scores={m: scores[m] for m in metrics},
