@@ -260,6 +260,9 @@ def test_retime_measures_the_speed_again_and_keeps_the_first_timing(sequence: Si
     hyp = run_dir(out, "b", 2) / "hyp" / "test.txt"
     hyp.write_text(hyp.read_text().replace("\n", " x\n", 1))  # not what these weights translate
     shutil.rmtree(run_dir(out, "b", 1) / "model")
+    spec = json.loads((run_dir(out, "a", 1) / "run.json").read_text())  # as after a test set was added to the grid
+    spec["tests"].append({**spec["tests"][0], "name": "added"})
+    (run_dir(out, "a", 1) / "run.json").write_text(json.dumps(spec))
     status, stdout = experiment(*args)
     assert status == 0, stdout
     assert re.search(r"retimed a seed 1: sentences/s test [\d.]+ → [\d.]+ on .+ \(\w+\)", stdout), stdout
