@@ -7,8 +7,9 @@ reports seconds, BLEU and the process's peak RSS (``os.wait4``: the largest of i
                                                  [--shortlist FILE]
 
 Settings: ``adlnmt translate`` with the torch engine in fp32 (2 threads) and int8 (2 worker processes), with
-``--engine ctranslate2`` on fp32 and int8 exports of the same model (2 threads), and ``benchmarks/ct2_peer.py``
-(a plain CTranslate2 script: ``translate_batch`` on batches of 64, fairseq's length rule) on the same exports.
+``--engine ctranslate2`` on fp32 and int8 exports of the same model (2 threads; int8 also with 2 single-thread
+workers), and ``benchmarks/ct2_peer.py`` (a plain CTranslate2 script: ``translate_batch`` on batches of 64,
+fairseq's length rule) on the same exports (int8 also with 2 single-thread replicas).
 With ``--shortlist FILE``, the torch int8 and ``--engine ctranslate2`` int8 settings run again with it. The
 exports are written first (not timed); a model CTranslate2 cannot run (an AAN, SSRU or RNN decoder) has the torch
 settings only. Runs are interleaved setting by setting; with ``--repeat N`` each figure is the median of N.
@@ -64,9 +65,11 @@ def settings(model: Path, checkpoint: str, exports: dict[str, Path] | None, beam
         **torch,
         "--engine ctranslate2 fp32": [*translate, "--model", str(exports["none"]), *engine],
         "--engine ctranslate2 int8": int8,
+        "--engine ctranslate2 int8, 2 workers": [*int8, "--workers", THREADS],
         **({"--engine ctranslate2 int8, shortlist": [*int8, *listed]} if shortlist else {}),
         "CT2 script fp32": [*peer, str(exports["none"]), *files, "float32"],
         PEER: [*peer, str(exports["int8"]), *files, "int8"],
+        f"{PEER}, 2 workers": [*peer, str(exports["int8"]), *files, "int8", "--workers", THREADS],
     }
 
 
@@ -164,8 +167,11 @@ def table(rows: list[dict]) -> str:
     """The Markdown table of ``rows``: the model's settings, with the baseline's beside them where there is one."""
     model = [row for row in rows if row["model"] == "model"]
     baseline = {(row["beam"], row["setting"]): row for row in rows if row["model"] == "baseline"}
-    peer = {row["beam"]: row["seconds"] for row in model if row["setting"] == PEER}
-    head = "| search | setting | seconds | BLEU | peak RSS MB | × CT2 script int8 |"
+    peer: dict[int, float] = {}  # the faster CT2 script int8 setting of each beam
+    for row in model:
+        if row["setting"].startswith(PEER):
+            peer[row["beam"]] = min(row["seconds"], peer.get(row["beam"], row["seconds"]))
+    head = "| search | setting | seconds | BLEU | peak RSS MB | × the faster CT2 script int8 |"
     if baseline:
         head += " baseline seconds | baseline BLEU | speed-up over the baseline (pairs: median, min–max) |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]

@@ -53,6 +53,20 @@ def test_ctranslate2_greedy_is_identical(tiny_models, demo_data: Path, tmp_path:
             assert h.score == pytest.approx(h.log_prob / length_penalty(len(h.tokens) + 1, 1.0))
 
 
+@pytest.mark.parametrize("quantize", ["none", "int8"])
+def test_workers_search_batches_in_parallel_with_identical_output(tiny_models, demo_data: Path, tmp_path: Path,
+                                                                   quantize: str) -> None:  # fmt: skip
+    _, translator = export_ct2(tiny_models["transformer"], tmp_path / "ct2", quantize)
+    sources = demo_sources(translator, demo_data, 24)
+    assert translator.engine is not None
+    for beam in (1, 4):
+        alone = translator.engine.translate_ids(sources, SearchOptions(beam=beam, nbest=beam, batch_size=3))
+        parallel = translator.engine.translate_ids(sources, SearchOptions(beam=beam, nbest=beam, batch_size=3,
+                                                                          workers=2))  # fmt: skip
+        assert parallel == alone  # tokens, log-probabilities and scores, in input order
+    assert translator.engine.translator_for(SearchOptions(workers=2)).num_translators == 2
+
+
 def test_ctranslate2_int8_translates(tiny_models, demo_data: Path, tmp_path: Path) -> None:
     _, translator = export_ct2(tiny_models["transformer"], tmp_path / "ct2", "int8")
     lines = (demo_data / "corpus" / "test.src").read_text().splitlines()[:6]
@@ -116,7 +130,7 @@ def test_auto_runs_a_model_directory_on_torch_and_names_the_export_for_ctranslat
     assert auto_note(transformer, model_dir, "int8") == "the fastest measured in int8"
     assert auto_note(aan, model_dir).startswith("CTranslate2's Transformer cannot express decoder layer 'aan'")
     wanted = SearchOptions(alignments=True, workers=2)
-    assert auto_note(transformer, model_dir, options=wanted) == "only the torch engine gives --alignments, --workers"
+    assert auto_note(transformer, model_dir, options=wanted) == "only the torch engine gives --alignments"
     assert auto_note(transformer, model_dir, device="cuda") == "only the torch engine gives cuda"
     for engine, export_format in (("ctranslate2", "ctranslate2"), ("onnxruntime", "onnx")):
         with pytest.raises(UserError) as refused:

@@ -1,7 +1,9 @@
 """The CTranslate2 engine: ``ctranslate2.Translator`` on an export directory written by ``adlnmt export --format
 ctranslate2`` (:mod:`adlnmt.export.ctranslate2_spec`). It needs neither PyTorch nor the model's layers, so that a
 translation with ``--engine ctranslate2`` never imports PyTorch. A lexical shortlist (``--shortlist``) becomes
-CTranslate2's vocabulary map (``use_vmap``).
+CTranslate2's vocabulary map (``use_vmap``). ``--workers N`` searches N batches at a time, each on one thread:
+CTranslate2's ``inter_threads`` (replicas sharing the weights) with every batch submitted at once, in place of
+``intra_threads`` threads splitting each operation (which do not pay on small batches: benchmarks/NOTES.md).
 """
 
 from __future__ import annotations
@@ -36,30 +38,35 @@ class CTranslate2Engine(Engine):
         self.settings = {"device": device, "compute_type": compute_type or section["compute_type"],
                          "intra_threads": max(1, threads), "inter_threads": 1}  # fmt: skip
         self.translator = self.load()
-        self.mapped: tuple[str, Any] | None = None  # (shortlist path, its translator): see translator_for
+        self.other: tuple[tuple[str | None, int], Any] | None = None  # (shortlist, workers) → its translator
         self.src_vocab, self.tgt_vocab = export.data.src_vocab, export.data.tgt_vocab
         self.barred = [[self.tgt_vocab.piece(PAD)], [self.tgt_vocab.piece(BOS)]]
 
-    def load(self, vmap: str | None = None) -> Any:
+    def load(self, vmap: str | None = None, workers: int = 1) -> Any:
         """``ctranslate2.Translator`` on the export's model; with ``vmap`` (the text of a vocabulary map), one that
-        reads the model's files from memory beside it as ``vmap.txt`` (the export itself is never changed)."""
+        reads the model's files from memory beside it as ``vmap.txt`` (the export itself is never changed); with
+        ``workers`` > 1, that many single-thread replicas."""
         import ctranslate2
 
         files = None
         if vmap is not None:
             files = {p.name: p.read_bytes() for p in self.model_path.iterdir() if p.is_file() and p.name != VMAP}
             files[VMAP] = vmap.encode("utf-8")
-        return ctranslate2.Translator(str(self.model_path), files=files, **self.settings)
+        threads = {"intra_threads": 1, "inter_threads": workers} if workers > 1 else {}
+        return ctranslate2.Translator(str(self.model_path), files=files, **{**self.settings, **threads})
 
     def translator_for(self, options: SearchOptions) -> Any:
         """The translator to search with: with ``options.shortlist``, one with that shortlist as its vocabulary
-        map (made on the first search that asks for it: its loading counts in that search's time)."""
-        if options.shortlist is None:
+        map; with ``options.workers`` > 1, one of that many replicas (made on the first search that asks for it:
+        its loading counts in that search's time; the last one made is kept)."""
+        key = (options.shortlist, max(1, options.workers))
+        if key == (None, 1):
             return self.translator
-        if self.mapped is None or self.mapped[0] != options.shortlist:
-            vmap = vmap_text(load_shortlist(options.shortlist), self.src_vocab, self.tgt_vocab)
-            self.mapped = (options.shortlist, self.load(vmap))
-        return self.mapped[1]
+        if self.other is None or self.other[0] != key:
+            shortlist = load_shortlist(options.shortlist) if options.shortlist is not None else None
+            vmap = vmap_text(shortlist, self.src_vocab, self.tgt_vocab) if shortlist is not None else None
+            self.other = (key, self.load(vmap, key[1]))
+        return self.other[1]
 
     def translate_batch(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
         """One length-sorted batch, searched up to its longest sentence's length limit; longer outputs are cut to
@@ -67,15 +74,23 @@ class CTranslate2Engine(Engine):
         a sentence once ``beam`` hypotheses have ended, as the PyTorch search does (CTranslate2's rule with a non-zero
         length penalty), gives back their log-probabilities and ranks them by our GNMT length penalty: on the
         Multi30k model 999 of 1,000 beam-5 outputs equal the PyTorch engine's."""
-        limits = [length_limit(len(s), options) for s in sources]
-        results = self.translator_for(options).translate_batch(
+        return self.hypotheses(sources, [r.result() for r in self.submit(sources, options)], options)
+
+    def submit(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[Any]:
+        """One batch handed to the translator (:meth:`translate_batch`): a pending result per sentence."""
+        return self.translator_for(options).translate_batch(
             [self.src_vocab.pieces(s) for s in sources], beam_size=options.beam,
-            num_hypotheses=options.beam, length_penalty=LENGTH_PENALTY, max_decoding_length=max(limits),
-            min_decoding_length=0,
+            num_hypotheses=options.beam, length_penalty=LENGTH_PENALTY,
+            max_decoding_length=max(length_limit(len(s), options) for s in sources), min_decoding_length=0,
             suppress_sequences=self.barred, return_scores=True, use_vmap=options.shortlist is not None,
+            asynchronous=True,
         )  # fmt: skip
+
+    def hypotheses(self, sources: Sequence[Sequence[int]], results: list[Any], options: SearchOptions
+                   ) -> list[list[Hypothesis]]:  # fmt: skip
+        """The ranked hypotheses of one batch's results (:meth:`translate_batch`)."""
         found = []
-        for result, limit in zip(results, limits, strict=True):
+        for result, limit in zip(results, (length_limit(len(s), options) for s in sources), strict=True):
             hyps = []
             for tokens, normalised in zip(result.hypotheses, result.scores, strict=True):
                 log_prob = normalised * (len(tokens) + 1) ** LENGTH_PENALTY  # its length counts the EOS
@@ -95,7 +110,11 @@ class CTranslate2Engine(Engine):
         """Like :func:`~adlnmt.inference.search.translate_ids`, on the same length-sorted batches."""
         self.check(options, prefixes is not None and any(prefixes), constraints is not None and any(constraints))
         results: list[list[Hypothesis]] = [[] for _ in sources]
-        for rows in length_batches([len(s) for s in sources], options.batch_size):
-            for row, hyps in zip(rows, self.translate_batch([sources[i] for i in rows], options), strict=True):
+        batches = list(length_batches([len(s) for s in sources], options.batch_size))
+        # every batch handed over at once: with --workers N, the translator searches N of them at a time
+        pending = [self.submit([sources[i] for i in rows], options) for rows in batches]
+        for rows, found in zip(batches, pending, strict=True):
+            batch = [sources[i] for i in rows]
+            for row, hyps in zip(rows, self.hypotheses(batch, [r.result() for r in found], options), strict=True):
                 results[row] = hyps
         return results

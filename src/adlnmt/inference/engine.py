@@ -37,7 +37,8 @@ class Capabilities:
     uncached: bool
     """The re-fed search, the whole prefix through the decoder every step (``--uncached``)."""
     workers: bool
-    """Forked single-thread decoding processes (``--workers``)."""
+    """Batches searched in parallel by single-thread workers (``--workers``: forked processes; CTranslate2's
+    replicas)."""
     cuda_graphs: bool
     """Decoder steps replayed from CUDA graphs (``--cuda-graphs``)."""
     shortlist: bool
@@ -106,7 +107,7 @@ CAPABILITIES = {
         sampling=False,
         prefix=False,
         uncached=False,
-        workers=False,
+        workers=True,
         cuda_graphs=False,
         shortlist=True,
         constraints=False,
