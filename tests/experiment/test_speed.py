@@ -106,10 +106,11 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
     status, stdout = experiment(*args)  # finished and timed: nothing is timed again
     assert status == 0 and "speed of" not in stdout
     assert before == {name: (out / "runs" / name / "seed-1" / SPEED_FILE).stat().st_mtime_ns for name in records}
-    fewer = {**SPEED, "engines": ["torch"], "beams": [1], "repeats": 1, "claims": []}
+    fewer = {**SPEED, "engines": ["torch"], "beams": [1], "repeats": 1, "workers": 2, "claims": []}
     status, stdout = experiment(str(grid_file(tmp_path, demo_data / "corpus", fewer)), *args[1:])
     assert status == 0 and "speed of transformer seed 1: torch beam 1" in stdout  # other settings: timed again
     assert "ctranslate2" not in (out / "runs" / "aan" / "seed-1" / SPEED_FILE).read_text()
+    assert json.loads((out / "runs" / "aan" / "seed-1" / SPEED_FILE).read_text())["settings"]["workers"] == 2
     before = {name: (out / "runs" / name / "seed-1" / SPEED_FILE).read_text() for name in records}
     (out / "runs" / "aan" / "seed-1" / "model").rename(out / "elsewhere")  # its weights not on this machine
     status, stdout = experiment(str(grid_file(tmp_path, demo_data / "corpus", fewer)), *args[1:], "--retime")
@@ -272,6 +273,7 @@ def test_a_speed_claim_registers_like_the_grids_claims(demo_data: Path, tmp_path
         ({"engines": ["marian"]}, r"speed\.engines\[0\]: unknown engine"),
         ({"precision": "fp8"}, r"speed\.precision: unknown precision"),
         ({"repeats": 0}, r"speed\.repeats: must be at least 1, got 0"),
+        ({"workers": 0}, r"speed\.workers: must be at least 1, got 0"),
         ({"test": "nope"}, r"speed\.test: unknown test set"),
         ({"beams": [1, 1]}, r"speed\.beams: values must be distinct"),
         ({"claims": [{"quote": "q", "faster": ["aan", "rnn"], "ratio": 2}]}, r"claims\[0\]\.faster: unknown variant"),

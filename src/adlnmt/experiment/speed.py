@@ -3,7 +3,8 @@
 Once a grid's runs have finished, each finished run's decoding of one test set is timed as a whole command, as a
 user times it: ``adlnmt translate`` from the start of the process to its end (loading included), per engine
 (``torch``: the model directory; ``ctranslate2``: an export of it, made once per run, where the architecture can be
-exported), beam size and precision, ``threads`` CPU threads, ``repeats`` times. The runs are timed one after another
+exported), beam size and precision, ``threads`` CPU threads (or ``workers`` batches at a time on one thread each:
+``translate --workers``), ``repeats`` times. The runs are timed one after another
 in this process, never beside training: adlnmt training on the machine is stopped meanwhile
 (:func:`adlnmt.experiment.quiet.machine_alone`), and every repeat records the load average before it and the cores
 other processes kept busy (:class:`adlnmt.bench.machine.BusyBeside`). Each (engine, beam) gets the median of its
@@ -201,6 +202,7 @@ def time_run(run: Any, spec: SpeedSpec, source: Path, translate: dict[str, Any])
                     "translate", "--model", str(model), "--input", str(text), "--output", str(Path(scratch) / "out"),
                     "--engine", engine, "--beam", str(beam), "--threads", str(spec.threads), "--precision",
                     spec.precision, *options, *(["--checkpoint", result.checkpoint] if engine == "torch" else []),
+                    *(["--workers", str(spec.workers)] if spec.workers > 1 else []),
                 )  # fmt: skip
                 seconds, load, busy = [], [], []
                 for _ in range(spec.repeats):

@@ -12,7 +12,7 @@ from typing import Any
 from adlnmt.experiment.schema import Reader
 from adlnmt.verdicts.claims import Claim, registration_of
 
-SPEED_KEYS = ("test", "engines", "precision", "threads", "beams", "repeats", "lines", "claims")
+SPEED_KEYS = ("test", "engines", "precision", "threads", "workers", "beams", "repeats", "lines", "claims")
 CLAIM_KEYS = ("quote", "where", "faster", "ratio", "beam", "engine", "registered")
 ENGINES = ("torch", "ctranslate2")
 PRECISIONS = {"fp32": "none", "int8": "int8"}  # → the ctranslate2 export's quantization
@@ -26,6 +26,7 @@ class SpeedSpec:
     engines: tuple[str, ...] = ("torch",)
     precision: str = "fp32"
     threads: int = 1
+    workers: int = 1  # > 1: that many batches searched at a time, on one thread each (translate --workers)
     beams: tuple[int, ...] = (1, 5)
     repeats: int = 3
     lines: int = 0  # the first N lines of the test set; 0: all
@@ -38,8 +39,8 @@ class SpeedSpec:
     def settings(self) -> dict[str, Any]:
         """What the timings depend on (a record with other settings is timed again)."""
         return {"test": self.test, "engines": list(self.engines), "precision": self.precision,
-                "threads": self.threads, "beams": list(self.beams), "repeats": self.repeats,
-                "lines": self.lines}  # fmt: skip
+                "threads": self.threads, **({"workers": self.workers} if self.workers > 1 else {}),
+                "beams": list(self.beams), "repeats": self.repeats, "lines": self.lines}  # fmt: skip
 
 
 def parse_speed(reader: Reader, value: Any, tests: tuple[str, ...], variants: tuple[str, ...]) -> SpeedSpec | None:
@@ -60,7 +61,7 @@ def parse_speed(reader: Reader, value: Any, tests: tuple[str, ...], variants: tu
     if precision not in PRECISIONS:
         reader.unknown("speed.precision", precision, tuple(PRECISIONS), "precision")
     numbers = {}
-    for key, default, low in (("threads", 1, 1), ("repeats", 3, 1), ("lines", 0, 0)):
+    for key, default, low in (("threads", 1, 1), ("workers", 1, 1), ("repeats", 3, 1), ("lines", 0, 0)):
         numbers[key] = reader.typed(block.get(key, default), int, f"speed.{key}")
         if numbers[key] < low:
             reader.fail(f"speed.{key}", f"must be at least {low}, got {numbers[key]}")
