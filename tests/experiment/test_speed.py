@@ -94,6 +94,7 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
     assert (out / "plots" / "speed-pareto.png").stat().st_size > 0
     assert "| transformer | ctranslate2 | 2 |" in report and "Not timed: aan (ctranslate2:" in report
     assert "judged with the grid's other claims in [claims.md](claims.md)" in report
+    assert "`adlnmt translate` on the first 12 line(s) of test, timed" in report and "1 thread(s), 2 repeats" in report
     (claim,) = json.loads((out / "claims.json").read_text())["claims"]
     assert claim["tested_as"] == "aan ≥ 1.5 × transformer (whole command, torch, beam 2)"
     # six updates: each run's best checkpoint is its last, so the timed comparison reads "not converged"
@@ -111,6 +112,7 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
     assert status == 0 and "speed of transformer seed 1: torch beam 1" in stdout  # other settings: timed again
     assert "ctranslate2" not in (out / "runs" / "aan" / "seed-1" / SPEED_FILE).read_text()
     assert json.loads((out / "runs" / "aan" / "seed-1" / SPEED_FILE).read_text())["settings"]["workers"] == 2
+    assert "1 thread(s) and 2 workers, 1 repeats" in (out / "report.md").read_text()
     before = {name: (out / "runs" / name / "seed-1" / SPEED_FILE).read_text() for name in records}
     (out / "runs" / "aan" / "seed-1" / "model").rename(out / "elsewhere")  # its weights not on this machine
     status, stdout = experiment(str(grid_file(tmp_path, demo_data / "corpus", fewer)), *args[1:], "--retime")

@@ -362,8 +362,9 @@ def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
     skipped = sorted({f"{run.variant.name} ({m.engine}: {m.skipped})" for run in runs
                       if (r := run_record(run, spec)) for m in r.measurements if m.skipped})  # fmt: skip
     notes = [
-        f"`adlnmt translate` on the first {spec.lines or 'every'} line(s) of {spec.test}, timed from the start of "
-        f"the process to its end (loading included), {spec.precision}, {spec.threads} thread(s), {spec.repeats} "
+        f"`adlnmt translate` on {f'the first {spec.lines} line(s)' if spec.lines else 'every line'} of {spec.test}, "
+        f"timed from the start of the process to its end (loading included), {spec.precision}, {spec.threads} "
+        f"thread(s){f' and {spec.workers} workers' if spec.workers > 1 else ''}, {spec.repeats} "
         f"repeats per run, runs timed one after another with adlnmt training on the machine stopped; machine(s): "
         + "; ".join(f"{cpu}, {threads} thread(s)" for cpu, threads in sorted(machines, key=str))
         + ". sent/s: sentences over the median of every repeat of the variant's timed runs; the interval is of "
