@@ -10,6 +10,7 @@ import sys
 import pytest
 
 HEAVY = ("torch", "sacrebleu", "fastapi", "ctranslate2", "onnxruntime", "matplotlib")
+WATCHED = (*HEAVY, "numpy", "yaml", "adlnmt.train.config", "adlnmt.adl.parser")  # what run_cli reports as loaded
 PROBE = f"""
 import json, sys
 from adlnmt.cli import main
@@ -17,12 +18,13 @@ try:
     code = main(sys.argv[1:])
 except SystemExit as stop:
     code = stop.code
-print(json.dumps({{"code": code, "loaded": [m for m in {HEAVY!r} if m in sys.modules]}}), file=sys.stderr)
+print(json.dumps({{"code": code, "loaded": [m for m in {WATCHED!r} if m in sys.modules]}}), file=sys.stderr)
 """
 
 
 def run_cli(argv: list[str]) -> tuple[int, list[str], subprocess.CompletedProcess[str]]:
-    """``adlnmt ARGV`` in a fresh interpreter: its exit status, the heavy packages it imported, the process."""
+    """``adlnmt ARGV`` in a fresh interpreter: its exit status, the modules of :data:`WATCHED` it imported, the
+    process."""
     result = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, check=False)
     report = json.loads(result.stderr.strip().splitlines()[-1])
     return report["code"], report["loaded"], result
@@ -44,7 +46,7 @@ def run_cli(argv: list[str]) -> tuple[int, list[str], subprocess.CompletedProces
 def test_help_imports_nothing_heavy(argv: list[str]) -> None:
     code, loaded, result = run_cli(argv)
     assert code == 0 and "usage: adlnmt" in result.stdout
-    assert loaded == []
+    assert not set(HEAVY) & set(loaded)
 
 
 @pytest.mark.parametrize(
@@ -59,7 +61,7 @@ def test_help_imports_nothing_heavy(argv: list[str]) -> None:
 def test_argument_errors_import_nothing_heavy(argv: list[str], message: str) -> None:
     code, loaded, result = run_cli(argv)
     assert code == 2 and message in result.stderr and "Traceback" not in result.stderr
-    assert loaded == []
+    assert not set(HEAVY) & set(loaded)
 
 
 @pytest.mark.parametrize("module", ["adlnmt.adl", "adlnmt.inference", "adlnmt.inference.options"])

@@ -65,6 +65,9 @@ def test_workers_search_batches_in_parallel_with_identical_output(tiny_models, d
                                                                           workers=2))  # fmt: skip
         assert parallel == alone  # tokens, log-probabilities and scores, in input order
     assert translator.engine.translator_for(SearchOptions(workers=2)).num_translators == 2
+    loaded = Translator.load(tmp_path / "ct2", options=SearchOptions(workers=2))  # loaded once, for its searches
+    assert loaded.engine is not None and loaded.engine.translator.num_translators == 2
+    assert loaded.engine.translator_for(SearchOptions(workers=2)) is loaded.engine.translator
 
 
 def test_ctranslate2_int8_translates(tiny_models, demo_data: Path, tmp_path: Path) -> None:

@@ -10,10 +10,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from itertools import islice
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from adlnmt.errors import DataError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: The ratio filter only judges pairs whose longer side has at least this many subword tokens:
 #: short pairs such as "Yes." / "Ja, das stimmt." legitimately have large ratios.
@@ -266,6 +268,8 @@ def length_faults(
     Too long: either side has more than ``max_len`` tokens. Bad ratio: longer / shorter > ``max_ratio``, judged only
     when the longer side has at least ``RATIO_MIN_LEN`` tokens (a side with 0 tokens counts as 1).
     """
+    import numpy as np  # here: translating never needs it, and it costs about 60 ms to import
+
     too_long = (src_lengths > max_len) | (tgt_lengths > max_len)
     longer = np.maximum(src_lengths, tgt_lengths)
     shorter = np.maximum(np.minimum(src_lengths, tgt_lengths), 1)

@@ -16,7 +16,6 @@ from adlnmt.inference.batching import length_batches, length_limit
 from adlnmt.inference.constraints import EncodedConstraints
 from adlnmt.inference.engine import CAPABILITIES, Engine
 from adlnmt.inference.options import Hypothesis, SearchOptions, length_penalty
-from adlnmt.inference.shortlist import VMAP, load_shortlist, vmap_text
 from adlnmt.store import ExportDir
 
 # CTranslate2 beam search with a non-zero length penalty stops a sentence once `beam` hypotheses have ended, the
@@ -31,13 +30,16 @@ class CTranslate2Engine(Engine):
     name = "ctranslate2"
     capabilities = CAPABILITIES[name]
 
-    def __init__(self, export: ExportDir, threads: int, device: str = "cpu", compute_type: str | None = None) -> None:
-        """``device``: cpu or cuda; ``compute_type``: CTranslate2's (e.g. float32, bfloat16), else the export's."""
+    def __init__(self, export: ExportDir, threads: int, device: str = "cpu", compute_type: str | None = None,
+                 workers: int = 1) -> None:  # fmt: skip
+        """``device``: cpu or cuda; ``compute_type``: CTranslate2's (e.g. float32, bfloat16), else the export's;
+        ``workers``: the replicas of the translator loaded now (the searches' ``--workers``)."""
         section = export.manifest["ctranslate2"]
         self.model_path = export.path / section["model"]
         self.settings = {"device": device, "compute_type": compute_type or section["compute_type"],
                          "intra_threads": max(1, threads), "inter_threads": 1}  # fmt: skip
-        self.translator = self.load()
+        self.workers = max(1, workers)
+        self.translator = self.load(workers=self.workers)
         self.other: tuple[tuple[str | None, int], Any] | None = None  # (shortlist, workers) → its translator
         self.src_vocab, self.tgt_vocab = export.data.src_vocab, export.data.tgt_vocab
         self.barred = [[self.tgt_vocab.piece(PAD)], [self.tgt_vocab.piece(BOS)]]
@@ -50,19 +52,24 @@ class CTranslate2Engine(Engine):
 
         files = None
         if vmap is not None:
+            from adlnmt.inference.shortlist import VMAP
+
             files = {p.name: p.read_bytes() for p in self.model_path.iterdir() if p.is_file() and p.name != VMAP}
             files[VMAP] = vmap.encode("utf-8")
         threads = {"intra_threads": 1, "inter_threads": workers} if workers > 1 else {}
         return ctranslate2.Translator(str(self.model_path), files=files, **{**self.settings, **threads})
 
     def translator_for(self, options: SearchOptions) -> Any:
-        """The translator to search with: with ``options.shortlist``, one with that shortlist as its vocabulary
-        map; with ``options.workers`` > 1, one of that many replicas (made on the first search that asks for it:
-        its loading counts in that search's time; the last one made is kept)."""
+        """The translator to search with: the one loaded with the engine, unless ``options`` ask for a shortlist (one
+        with that shortlist as its vocabulary map) or another number of workers (one of that many replicas); such
+        a one is made on the first search that asks for it (its loading counts in that search's time), and the
+        last one made is kept."""
         key = (options.shortlist, max(1, options.workers))
-        if key == (None, 1):
+        if key == (None, self.workers):
             return self.translator
         if self.other is None or self.other[0] != key:
+            from adlnmt.inference.shortlist import load_shortlist, vmap_text  # numpy: imported only for a shortlist
+
             shortlist = load_shortlist(options.shortlist) if options.shortlist is not None else None
             vmap = vmap_text(shortlist, self.src_vocab, self.tgt_vocab) if shortlist is not None else None
             self.other = (key, self.load(vmap, key[1]))

@@ -43,10 +43,10 @@ def engine_threads(threads: int = 0) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def load_engine(export: ExportDir, threads: int) -> Engine:
-    """The engine that runs ``export`` (by its format); a UserError naming the extra when its package is missing, and
-    one naming the export when a manifest section or a file cannot be read (the engines' own messages hold source
-    paths and internals)."""
+def load_engine(export: ExportDir, threads: int, workers: int = 1) -> Engine:
+    """The engine that runs ``export`` (by its format; CTranslate2 with ``workers`` replicas: ``--workers``); a
+    UserError naming the extra when its package is missing, and one naming the export when a manifest section or a
+    file cannot be read (the engines' own messages hold source paths and internals)."""
     require(engine_for(export))
     try:
         if export.format == "onnx":
@@ -55,7 +55,7 @@ def load_engine(export: ExportDir, threads: int) -> Engine:
             return OnnxEngine(export, threads)
         from adlnmt.inference.ctranslate2_engine import CTranslate2Engine
 
-        return CTranslate2Engine(export, threads)
+        return CTranslate2Engine(export, threads, workers=workers)
     except UserError:
         raise
     except Exception as err:  # onnxruntime's and ctranslate2's load errors have no common base

@@ -180,7 +180,8 @@ class Translator:
                 raise UserError(f"{model_dir} is an export directory: it holds the one checkpoint it was exported "
                                 f"from; --checkpoint {checkpoint} is for model directories (adlnmt export --checkpoint "
                                 f"{checkpoint} exports that one)")  # fmt: skip
-            return cls.from_export(ExportDir.load(model_dir), engine or "auto", precision, threads, device)
+            return cls.from_export(ExportDir.load(model_dir), engine or "auto", precision, threads, device,
+                                   options.workers)  # fmt: skip
         precision = precision or "fp32"
         engine = engine or "torch"
         check_model_dir_engine(engine, model_dir)
@@ -203,10 +204,13 @@ class Translator:
         precision: str | None = None,
         threads: int = 0,
         device: str = "cpu",
+        workers: int = 1,
     ) -> Translator:
         """A translator on an export directory's engine (``engine``: the export's, or auto); ``precision``: None
         (as exported), or the export's own (int8 for an int8 export, fp32 for an unquantized one; anything else is a
-        UserError, never silently ignored); ``threads`` as in :meth:`load`; ``device`` one the engine runs on."""
+        UserError, never silently ignored); ``threads`` as in :meth:`load`; ``device`` one the engine runs on;
+        ``workers``: the batches its searches will run at a time (``--workers``: CTranslate2 loads that many
+        replicas; another number later loads again)."""
         from adlnmt.inference.engines import engine_for, engine_threads, load_engine
 
         check_cpu_count("--threads", threads)
@@ -225,7 +229,7 @@ class Translator:
         ):
             raise UserError(f"{export.path} is exported with quantization {quantize}; it cannot run in {precision} "
                             "(leave --precision out: it runs as exported)")  # fmt: skip
-        runner = load_engine(export, engine_threads(threads))
+        runner = load_engine(export, engine_threads(threads), workers)
         return cls(None, export.data, export.max_input_len, "cpu", export.path, runner)
 
     def source_pieces(self, ids: Sequence[int]) -> list[str]:
