@@ -130,7 +130,10 @@ def test_auto_runs_a_model_directory_on_torch_and_names_the_export_for_ctranslat
         "it runs model directories; the faster ctranslate2 engine runs an export of this one: "
         "`adlnmt export --model runs/m --format ctranslate2 --out DIR`, then --model DIR"
     )
-    assert auto_note(transformer, model_dir, "int8") == "the fastest measured in int8"
+    assert auto_note(transformer, model_dir, "int8").endswith(
+        "`adlnmt export --model runs/m --format ctranslate2 --quantize int8 --out DIR`, then --model DIR"
+    )
+    assert auto_note(transformer, model_dir, "bf16") == "the fastest measured in bf16"
     assert auto_note(aan, model_dir).startswith("CTranslate2's Transformer cannot express decoder layer 'aan'")
     wanted = SearchOptions(alignments=True, workers=2)
     assert auto_note(transformer, model_dir, options=wanted) == "only the torch engine gives --alignments"

@@ -88,19 +88,21 @@ def auto_note(
     options: SearchOptions = DEFAULT_OPTIONS,
 ) -> str:
     """Why ``--engine auto`` runs the model directory ``model_dir`` on torch, for stderr: the only engine that runs
-    a model directory, and — as measured on a quiet 2-core CPU (benchmarks/NOTES.md) — the fastest in int8 and on
-    every decoder family but the Transformer. For a Transformer in fp32 on the CPU with nothing CTranslate2 lacks,
-    the ``adlnmt export`` command that makes it run on CTranslate2, the fastest measured there."""
+    a model directory, and — as measured on a quiet 2-core CPU (benchmarks/NOTES.md) — the fastest on every decoder
+    family but the Transformer and in bf16 and fp16. For a Transformer on the CPU in fp32 or int8 with nothing
+    CTranslate2 lacks, the ``adlnmt export`` command that makes it run on CTranslate2, the fastest measured there
+    (int8 with ``--workers``: benchmarks/NOTES.md, "CTranslate2's two threads")."""
     from adlnmt.inference.ctranslate2_shape import unsupported_layer
 
     lacking = [FEATURES[feature][0] for feature in CAPABILITIES["ctranslate2"].missing(options)]
     if lacking or device.split(":")[0] not in CAPABILITIES["ctranslate2"].devices:
         return f"only the torch engine gives {', '.join(lacking or [device])}"
-    if precision != "fp32":
+    if precision not in CAPABILITIES["ctranslate2"].precisions:
         return f"the fastest measured in {precision}"
     refused = unsupported_layer(model)
     if refused is not None:
         return refused
     install = "" if installed("ctranslate2") else "pip install 'adlnmt[ct2]', "
-    return (f"it runs model directories; the faster ctranslate2 engine runs an export of this one: {install}"
-            f"`adlnmt export --model {model_dir} --format ctranslate2 --out DIR`, then --model DIR")  # fmt: skip
+    quantize = " --quantize int8" if precision == "int8" else ""
+    how = f"{install}`adlnmt export --model {model_dir} --format ctranslate2{quantize} --out DIR`, then --model DIR"
+    return f"it runs model directories; the faster ctranslate2 engine runs an export of this one: {how}"
