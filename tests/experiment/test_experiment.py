@@ -324,6 +324,8 @@ def test_score_added_scores_finished_runs_on_what_the_grid_added_after_them(
     assert "again" not in b2["tests"] and "ter" in b2["tests"]["test"]["scores"]
     runs = {(row["variant"], row["seed"]): row for row in read_csv(results / "runs.csv")}
     assert runs["a", "1"]["again.bleu"] and not runs["b", "1"]["again.bleu"] and runs["b", "1"]["test.ter"]
+    table = (results / "results.md").read_text()
+    assert "a seed 1 (again, checked on test; ter from its hypotheses); a seed 2 (" in table
     kept = (run_dir(results, "a", 1) / "result.json").read_text()
     status, stdout = experiment(*args)  # nothing left to add where it could be
     assert "a seed 1: scored on every test set and metric of the grid already" in stdout

@@ -238,6 +238,18 @@ def timed_beside_others(result: RunResult, test: str) -> bool:
     return (result.retimed is None and result.provenance.timed_alone is False) or (busy or 0.0) > BUSY_BESIDE_LIMIT
 
 
+def scored_later_text(result: RunResult) -> str:
+    """What ``--score-added`` added to the run, e.g. 'test_2017_flickr, test_2017_mscoco, checked on test_2016_flickr;
+    chrf from its hypotheses'."""
+    parts = []
+    for later in result.scored_later:
+        if later.tests:
+            parts.append(f"{', '.join(later.tests)}, checked on {later.checked_on}")
+        if later.metrics:
+            parts.append(f"{', '.join(later.metrics)} from its hypotheses")
+    return "; ".join(parts)
+
+
 def timing_processors(rows: list[Row]) -> str:
     """Which runs were timed on which processor, when not all on one."""
     timed: dict[str, list[str]] = {}
@@ -407,6 +419,12 @@ def _notes(grid: Grid, rows: list[Row], apart: list[str]) -> str:
     if retimed:
         lines.append(f"Speeds measured again after training (`--retime`: one run after another, alone, the first "
                      f"timing kept in result.json): {', '.join(retimed)}.")  # fmt: skip
+    scored_later = [f"{row.name} seed {r.seed} ({scored_later_text(r)})" for row in rows for r in row.results
+                    if r.scored_later]  # fmt: skip
+    if scored_later:
+        lines.append(f"Scored after the run had finished (`--score-added`, on what `added_evaluation` added; a test "
+                     f"set translated once the weights had translated the named one as archived): "
+                     f"{'; '.join(scored_later)}.")  # fmt: skip
     if processors := timing_processors(rows):
         lines.append(processors)
     if apart:
