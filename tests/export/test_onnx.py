@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -12,6 +15,7 @@ from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.export.directory import Source
 from adlnmt.export.formats import export_model
+from adlnmt.inference import search
 from adlnmt.inference.search import SearchOptions, translate_ids
 from adlnmt.inference.translator import Translator
 from adlnmt.store import ModelDir
@@ -60,6 +64,31 @@ def test_manifest_lists_the_state_and_alignments_match(tiny_models, demo_data: P
         assert [t.text for t in a] == [t.text for t in b]
         for x, y in zip(a, b, strict=True):
             assert torch.allclose(torch.tensor(x.alignment), torch.tensor(y.alignment), atol=1e-4)
+
+
+def test_workers_search_in_forked_single_thread_processes_with_identical_output(
+    tiny_models, demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forked: list[int] = []
+    real = search.in_workers
+
+    def counted(task: Callable[[int], Any], jobs: list[int], workers: int) -> list[Any]:  # search.in_workers, counted
+        forked.append(workers)
+        return real(task, jobs, workers)
+
+    monkeypatch.setattr(search, "in_workers", counted)
+    export(tiny_models["aan"], tmp_path / "onnx", quantize="int8")
+    parallel = Translator.load(tmp_path / "onnx", options=SearchOptions(workers=2), threads=2)
+    alone = Translator.load(tmp_path / "onnx", threads=2)
+    assert parallel.engine is not None and alone.engine is not None
+    threads = {name: s.get_session_options().intra_op_num_threads for name, s in parallel.engine.sessions.items()}
+    assert set(threads.values()) == {1}  # no thread pool for a fork to leave behind
+    sources = demo_sources(alone, demo_data, 24)
+    for beam in (1, 4):
+        options = SearchOptions(beam=beam, nbest=beam, batch_size=3)
+        found = parallel.engine.translate_ids(sources, replace(options, workers=2))
+        assert found == alone.engine.translate_ids(sources, options)  # tokens and scores, in input order
+    assert forked == [2, 1, 2, 1]  # the forked processes searched the first of each pair
 
 
 def test_int8_export_translates(tiny_models, demo_data: Path, tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def engine_threads(threads: int = 0) -> int:
 
 
 def load_engine(export: ExportDir, threads: int, workers: int = 1) -> Engine:
-    """The engine that runs ``export`` (by its format; CTranslate2 with ``workers`` replicas: ``--workers``); a
+    """The engine that runs ``export`` (by its format; for ``workers`` > 1, the searches' ``--workers``); a
     UserError naming the extra when its package is missing, and one naming the export when a manifest section or a
     file cannot be read (the engines' own messages hold source paths and internals)."""
     require(engine_for(export))
@@ -52,7 +52,7 @@ def load_engine(export: ExportDir, threads: int, workers: int = 1) -> Engine:
         if export.format == "onnx":
             from adlnmt.inference.onnx_engine import OnnxEngine
 
-            return OnnxEngine(export, threads)
+            return OnnxEngine(export, threads, workers)
         from adlnmt.inference.ctranslate2_engine import CTranslate2Engine
 
         return CTranslate2Engine(export, threads, workers=workers)

@@ -29,7 +29,9 @@ class OnnxEngine(StepEngine):
     name = "onnxruntime"
     capabilities = CAPABILITIES[name]
 
-    def __init__(self, export: ExportDir, threads: int) -> None:
+    def __init__(self, export: ExportDir, threads: int, workers: int = 1) -> None:
+        """``threads``: ONNX Runtime's intra-op threads; with ``workers`` > 1 (``--workers``: the search's forked
+        single-thread processes) one, so that the sessions own no thread pool a fork would leave behind."""
         import onnxruntime as ort
 
         section = export.manifest["onnx"]
@@ -40,7 +42,7 @@ class OnnxEngine(StepEngine):
         self.max_positions = int(section["max_positions"])
         self.max_output_len = self.max_positions - 1  # the search stops within the exported positions
         options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, threads)
+        options.intra_op_num_threads = 1 if workers > 1 else max(1, threads)
         options.inter_op_num_threads = 1
         self.sessions = {
             name: ort.InferenceSession(str(export.path / file), options, providers=["CPUExecutionProvider"])

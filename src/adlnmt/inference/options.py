@@ -78,12 +78,12 @@ class SearchOptions:
     """Give every hypothesis its source-attention alignment."""
     workers: int = option(
         1,
-        "CPU: search N batches at a time, each on 1 thread (torch: forked processes; ctranslate2: replicas sharing "
-        "the weights); fastest with N = cores (default %(default)s)",
+        "CPU: search N batches at a time, each on 1 thread (torch, onnxruntime: forked processes; ctranslate2: "
+        "replicas sharing the weights); fastest with N = cores (default %(default)s)",
         bounds=at_least(1),
     )
-    """Search that many batches at a time on single threads: forked CPU processes (:mod:`adlnmt.inference.workers`),
-    CTranslate2's replicas (:mod:`adlnmt.inference.ctranslate2_engine`)."""
+    """Search that many batches at a time on single threads: forked CPU processes (:mod:`adlnmt.inference.workers`;
+    torch and ONNX Runtime), CTranslate2's replicas (:mod:`adlnmt.inference.ctranslate2_engine`)."""
     cuda_graphs: bool = option(
         False, "CUDA: replay each decoder step from a captured CUDA graph (token-identical to eager)", switch=True
     )
