@@ -5,10 +5,11 @@
 Every model is exported once per engine and precision (not timed), then every row runs in a fresh process:
 start-up (loading the model or export directory), sentences/s over the whole input, BLEU (sacreBLEU) and the
 process's peak RSS. Rows an engine cannot run (CTranslate2 and non-Transformer ADL) are reported as refused.
-The `torch-workers` rows search in `--threads` forked single-thread processes (`--workers`; peak memory is the
-parent's only). The `torch-compile` row is the PyTorch engine with `torch.compile(decode_step, dynamic=True)` and
-key/value caches grown by concatenation (preallocated buffers recompile at every growth); its compilation is timed
-apart, on a warm-up pass over the input, as `compile_s`. `--rows torch-fp32,ctranslate2-fp32` runs a subset.
+The `-workers` rows search `--threads` batches at a time on one thread each (`--workers`: torch's and ONNX
+Runtime's forked processes, whose peak memory is the parent's only; CTranslate2's replicas). The `torch-compile` row
+is the PyTorch engine with `torch.compile(decode_step, dynamic=True)` and key/value caches grown by concatenation
+(preallocated buffers recompile at every growth); its compilation is timed apart, on a warm-up pass over the input,
+as `compile_s`. `--rows torch-fp32,ctranslate2-fp32` runs a subset.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from pathlib import Path
 
 ROWS = [("torch", "fp32"), ("torch", "int8"), ("onnxruntime", "fp32"), ("onnxruntime", "int8"),
         ("ctranslate2", "fp32"), ("ctranslate2", "int8"), ("torch-workers", "fp32"), ("torch-workers", "int8"),
-        ("torch-compile", "fp32")]  # fmt: skip
-TORCH_ROWS = ("torch", "torch-workers", "torch-compile")  # the PyTorch engine on the model directory
+        ("onnxruntime-workers", "fp32"), ("onnxruntime-workers", "int8"), ("ctranslate2-workers", "fp32"),
+        ("ctranslate2-workers", "int8"), ("torch-compile", "fp32")]  # fmt: skip
+TORCH_ROWS = ("torch", "torch-compile")  # the PyTorch engine on the model directory (and their -workers rows)
+WORKERS = "-workers"  # a row's suffix: the engine with --workers THREADS, single-thread workers
 
 
 def read(path: Path) -> list[str]:
@@ -54,12 +57,14 @@ def run_row(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     compiled = args.engine == "torch-compile"
     started = time.perf_counter()
-    engine = "torch" if args.engine in TORCH_ROWS else args.engine
-    translator = Translator.load(args.row_model, precision=args.precision, engine=engine)
+    base = args.engine.removesuffix(WORKERS)
+    engine = "torch" if base in TORCH_ROWS else base
+    workers = args.threads if args.engine.endswith(WORKERS) else 1
+    options = SearchOptions(beam=args.beam, batch_size=64, workers=workers)
+    translator = Translator.load(args.row_model, precision=args.precision, engine=engine, options=options,
+                                 threads=args.threads)  # fmt: skip
     startup = time.perf_counter() - started
     lines, refs = read(Path(args.src))[: args.sentences], read(Path(args.ref))[: args.sentences]
-    workers = args.threads if args.engine == "torch-workers" else 1
-    options = SearchOptions(beam=args.beam, batch_size=64, workers=workers)
     found: dict[str, float] = {}
     if compiled:
         from adlnmt.speedups import SPEEDUPS
@@ -89,15 +94,16 @@ def export_all(model: Path, out: Path) -> dict[tuple[str, str], Path | None]:
 
     targets: dict[tuple[str, str], Path | None] = {}
     for engine, precision in ROWS:
-        if engine in TORCH_ROWS:
+        base = engine.removesuffix(WORKERS)
+        if base in TORCH_ROWS:
             targets[engine, precision] = model
             continue
-        directory = out / f"{model.name}-{engine}-{precision}"
+        directory = out / f"{model.name}-{base}-{precision}"  # a -workers row runs the engine's own export
         try:
             if not directory.is_dir():
                 loaded, data, max_len = ModelDir(model).load_model("best")
                 quantize = "int8" if precision == "int8" else "none"
-                export_format = CAPABILITIES[engine].export_format
+                export_format = CAPABILITIES[base].export_format
                 assert export_format is not None
                 export_model(Source(loaded.eval(), data, max_len, model), directory, export_format, quantize)
             targets[engine, precision] = directory
