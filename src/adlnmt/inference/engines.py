@@ -88,10 +88,10 @@ def auto_note(
     options: SearchOptions = DEFAULT_OPTIONS,
 ) -> str:
     """Why ``--engine auto`` runs the model directory ``model_dir`` on torch, for stderr: the only engine that runs
-    a model directory, and — as measured on a quiet 2-core CPU (benchmarks/NOTES.md) — the fastest on every decoder
-    family but the Transformer and in bf16 and fp16. For a Transformer on the CPU in fp32 or int8 with nothing
-    CTranslate2 lacks, the ``adlnmt export`` command that makes it run on CTranslate2, the fastest measured there
-    (int8 with ``--workers``: benchmarks/NOTES.md, "CTranslate2's two threads")."""
+    a model directory. For a Transformer on the CPU in fp32 or int8 with nothing CTranslate2 lacks, the ``adlnmt
+    export`` command that makes it run on CTranslate2, the fastest measured there (int8 with ``--workers``:
+    benchmarks/NOTES.md, "CTranslate2's two threads"); otherwise what keeps it on torch (a feature, a device, a
+    precision or a layer CTranslate2 lacks)."""
     from adlnmt.inference.ctranslate2_shape import unsupported_layer
 
     lacking = [FEATURES[feature][0] for feature in CAPABILITIES["ctranslate2"].missing(options)]
