@@ -15,39 +15,72 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adlnmt.bench.machine import BUSY_BESIDE_LIMIT
 from adlnmt.errors import UserError
 from adlnmt.experiment.quiet import machine_alone
 from adlnmt.experiment.report import timed_on
-from adlnmt.experiment.results import RESULT_FILE, FirstTiming, Machine, Retimed, Timing, read_result
+from adlnmt.experiment.results import RESULT_FILE, FirstTiming, Machine, Retimed, RunResult, Timing, read_result
 from adlnmt.experiment.runner import Run, read_json
 from adlnmt.store import ModelDir
+from adlnmt.store.atomic import write_text_atomic
+
+if TYPE_CHECKING:
+    from adlnmt.inference.translator import Translator
+
+
+def load_weights(run: Run, result: RunResult) -> Translator | str:
+    """The finished run's translator as it was evaluated (its checkpoint, device and threads), or why it cannot be
+    loaded on this machine (also for :mod:`adlnmt.experiment.score_added`)."""
+    import torch
+
+    from adlnmt.inference.translator import Translator
+
+    if not ModelDir(run.model_dir).exists():
+        return f"its model is not on this machine ({run.model_dir})"
+    if result.device.startswith("cuda") and not torch.cuda.is_available():
+        return f"it ran on {result.device}, and this machine has no GPU"
+    torch.set_num_threads(result.threads)
+    try:
+        return Translator.load(run.model_dir, result.checkpoint, result.device)
+    except (UserError, FileNotFoundError) as err:
+        return str(err)
+
+
+def this_machine(device: str) -> Machine:
+    """The record of this machine, for ``device``."""
+    import torch
+
+    from adlnmt.bench.machine import machine_record
+
+    return Machine.from_dict(machine_record(torch.device(device)))
+
+
+def keep(run: Run, result: RunResult, files: dict[str, str] | None = None) -> None:
+    """Save ``result`` (and first ``files``: relative path → text, e.g. new hypotheses) wherever the run's result is
+    kept: its archive and its run directory, where each holds a result of the run."""
+    for place in (run.archive, run.dir):
+        if run.matches(read_result(place / RESULT_FILE)):
+            for name, text in (files or {}).items():
+                write_text_atomic(place / name, text)
+            result.save(place / RESULT_FILE)  # last: the files it names are there
 
 
 def retime(run: Run) -> str:
     """Time ``run``'s test sets again and update its results where they are kept; what happened, in one line."""
-    import torch
-
-    from adlnmt.bench.machine import machine_record
     from adlnmt.experiment.worker import code_version, evaluate_test
-    from adlnmt.inference.translator import Translator
 
     folder = run.finished_in()
     result = read_result(folder / RESULT_FILE) if folder else None
     spec = read_json(run.dir / "run.json")
     if folder is None or result is None:
         return f"skipped {run.label}: not finished"
-    if spec is None or not ModelDir(run.model_dir).exists():
+    if spec is None:
         return f"skipped {run.label}: its model is not on this machine ({run.model_dir})"
-    device = result.device
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        return f"skipped {run.label}: it was timed on {device}, and this machine has no GPU"
-    torch.set_num_threads(result.threads)
-    try:
-        translator = Translator.load(run.model_dir, result.checkpoint, device)
-    except (UserError, FileNotFoundError) as err:
-        return f"skipped {run.label}: {err}"
+    translator = load_weights(run, result)
+    if isinstance(translator, str):
+        return f"skipped {run.label}: {translator}"
     timed: dict[str, Timing] = {}
     with tempfile.TemporaryDirectory() as scratch, machine_alone():  # training on the machine stopped meanwhile
         for test in (t for t in spec["tests"] if t["name"] in result.tests):  # not those added after it finished
@@ -66,12 +99,9 @@ def retime(run: Run) -> str:
                 )
     previous = {name: test.timing for name, test in result.tests.items()}
     first = result.retimed.before if result.retimed else FirstTiming(machine=result.provenance.machine, tests=previous)
-    machine = Machine.from_dict(machine_record(torch.device(device)))
-    retimed = Retimed(machine=machine, code=code_version(), before=first)
+    retimed = Retimed(machine=this_machine(result.device), code=code_version(), before=first)
     result = result.with_timings(timed, retimed)
-    for place in (run.archive, run.dir):
-        if run.matches(read_result(place / RESULT_FILE)):
-            result.save(place / RESULT_FILE)
+    keep(run, result)
     speeds = ", ".join(f"{name} {previous[name].sentences_per_s:.1f} → {timing.sentences_per_s:.1f}"
                        for name, timing in timed.items())  # fmt: skip
     return f"retimed {run.label}: sentences/s {speeds} on {timed_on(result)}"

@@ -25,10 +25,9 @@ from adlnmt.errors import UserError
 from adlnmt.experiment.grid import Grid, TestSet
 from adlnmt.experiment.quiet import machine_alone
 from adlnmt.experiment.report import timed_on
-from adlnmt.experiment.results import RESULT_FILE, Evaluation, Machine, RunResult, ScoredLater, read_result
+from adlnmt.experiment.results import RESULT_FILE, Evaluation, RunResult, ScoredLater, read_result
+from adlnmt.experiment.retime import keep, load_weights, this_machine
 from adlnmt.experiment.runner import Run
-from adlnmt.store import ModelDir
-from adlnmt.store.atomic import write_text_atomic
 
 
 def score_added(grid: Grid, run: Run) -> str:
@@ -41,9 +40,11 @@ def score_added(grid: Grid, run: Run) -> str:
         return f"skipped {run.label}: not finished"
     missing_tests = [test for test in grid.tests if test.name not in result.tests]
     archived = [test for test in grid.tests if test.name in result.tests]
-    missing_metrics = {test.name: [m for m in grid.metrics if m not in result.tests[test.name].scores]
-                       for test in archived}  # fmt: skip
-    missing_metrics = {name: metrics for name, metrics in missing_metrics.items() if metrics}
+    missing_metrics = {
+        test.name: metrics
+        for test in archived
+        if (metrics := [m for m in grid.metrics if m not in result.tests[test.name].scores])
+    }
     if not missing_tests and not missing_metrics:
         return f"{run.label}: scored on every test set and metric of the grid already"
     added = {name: with_metrics(grid, result, folder, _test(grid, name), metrics)
@@ -68,12 +69,8 @@ def score_added(grid: Grid, run: Run) -> str:
         return f"skipped {run.label}: {skipped}"
     later = ScoredLater(tests=list(translated), metrics=sorted({m for ms in missing_metrics.values() for m in ms}),
                         checked_on=checked_on, machine=this_machine(result.device), code=code_version())  # fmt: skip
-    updated = result.with_added({**added, **translated}, later)
-    for place in (run.archive, run.dir):
-        if run.matches(read_result(place / RESULT_FILE)):
-            for name, text in hypotheses.items():
-                write_text_atomic(place / translated[name].hypotheses, text)
-            updated.save(place / RESULT_FILE)  # last: the hypotheses it names are there
+    keep(run, result.with_added({**added, **translated}, later),
+         {translated[name].hypotheses: text for name, text in hypotheses.items()})  # fmt: skip
     line = f"scored {run.label} later: {'; '.join(said)}"
     if translated and later.machine.processor != timed_on(result):
         line += f" (timed on {later.machine.processor}, its other speeds on {timed_on(result)}: --retime them together)"
@@ -111,20 +108,11 @@ def translate_added(run: Run, result: RunResult, folder: Path, check: TestSet, t
     """The run's evaluations on ``tests`` and their hypotheses' text, translated with its weights once they have
     translated ``check`` (an archived test set) to its archived hypotheses again (its name comes first); or why
     they were not translated."""
-    import torch
-
     from adlnmt.experiment.worker import evaluate_test
-    from adlnmt.inference.translator import Translator
 
-    if not ModelDir(run.model_dir).exists():
-        return f"its model is not on this machine ({run.model_dir})"
-    if result.device.startswith("cuda") and not torch.cuda.is_available():
-        return f"it was evaluated on {result.device}, and this machine has no GPU"
-    torch.set_num_threads(result.threads)
-    try:
-        translator = Translator.load(run.model_dir, result.checkpoint, result.device)
-    except (UserError, FileNotFoundError) as err:
-        return str(err)
+    translator = load_weights(run, result)
+    if isinstance(translator, str):
+        return translator
     spec = {"translate": grid.translate, "metrics": list(grid.metrics), "length_buckets": list(grid.length_buckets)}
     evaluations: dict[str, Evaluation] = {}
     with tempfile.TemporaryDirectory() as scratch, machine_alone():
@@ -141,14 +129,6 @@ def translate_added(run: Run, result: RunResult, folder: Path, check: TestSet, t
 
 def scores_text(evaluation: Evaluation) -> str:
     return ", ".join(f"{metric} {value:.2f}" for metric, value in evaluation.scores.items())
-
-
-def this_machine(device: str) -> Machine:
-    import torch
-
-    from adlnmt.bench.machine import machine_record
-
-    return Machine.from_dict(machine_record(torch.device(device)))
 
 
 def _test(grid: Grid, name: str) -> TestSet:

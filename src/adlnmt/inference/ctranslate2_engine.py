@@ -75,16 +75,11 @@ class CTranslate2Engine(Engine):
             self.other = (key, self.load(vmap, key[1]))
         return self.other[1]
 
-    def translate_batch(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[list[Hypothesis]]:
-        """One length-sorted batch, searched up to its longest sentence's length limit; longer outputs are cut to
-        their own sentence's limit (exactly the PyTorch engine's greedy output, which ends there). Beam search stops
-        a sentence once ``beam`` hypotheses have ended, as the PyTorch search does (CTranslate2's rule with a non-zero
-        length penalty), gives back their log-probabilities and ranks them by our GNMT length penalty: on the
-        Multi30k model 999 of 1,000 beam-5 outputs equal the PyTorch engine's."""
-        return self.hypotheses(sources, [r.result() for r in self.submit(sources, options)], options)
-
     def submit(self, sources: Sequence[Sequence[int]], options: SearchOptions) -> list[Any]:
-        """One batch handed to the translator (:meth:`translate_batch`): a pending result per sentence."""
+        """One length-sorted batch handed to the translator, to be searched up to its longest sentence's length
+        limit (:meth:`hypotheses` cuts each output to its own); a pending result per sentence. Beam search stops a
+        sentence once ``beam`` hypotheses have ended, as the PyTorch search does (CTranslate2's rule with a non-zero
+        length penalty)."""
         return self.translator_for(options).translate_batch(
             [self.src_vocab.pieces(s) for s in sources], beam_size=options.beam,
             num_hypotheses=options.beam, length_penalty=LENGTH_PENALTY,
@@ -95,7 +90,10 @@ class CTranslate2Engine(Engine):
 
     def hypotheses(self, sources: Sequence[Sequence[int]], results: list[Any], options: SearchOptions
                    ) -> list[list[Hypothesis]]:  # fmt: skip
-        """The ranked hypotheses of one batch's results (:meth:`translate_batch`)."""
+        """The ranked hypotheses of one batch's results (:meth:`submit`): outputs cut to their own sentence's limit
+        (exactly the PyTorch engine's greedy output, which ends there), their log-probabilities given back and
+        ranked by our GNMT length penalty: on the Multi30k model 999 of 1,000 beam-5 outputs equal the PyTorch
+        engine's."""
         found = []
         for result, limit in zip(results, (length_limit(len(s), options) for s in sources), strict=True):
             hyps = []
