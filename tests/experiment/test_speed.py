@@ -19,6 +19,7 @@ from adlnmt.experiment.judge import Judge, write_claims
 from adlnmt.experiment.runner import STOPPED, Outcome, Run
 from adlnmt.experiment.speed import SPEED_FILE, Measurement, Point, SpeedRecord, median_interval, pareto
 from adlnmt.experiment.speed_spec import SpeedSpec
+from adlnmt.metrics import score
 from adlnmt.verdicts.claims import Claim, Judgement
 from adlnmt.verdicts.page import verdict_table
 from adlnmt.verdicts.statistics import FAILS, HOLDS, NOT_CONVERGED, NOT_TIMED, ONE_SEED, OPEN
@@ -28,7 +29,7 @@ from .test_judge import REFERENCES, write_runs
 TINY = {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 6, "checkpoint_interval": 3, "lr": 2e-3}
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODER = "pos -> repeat(1, res_nd({x}) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
-SPEED = {"engines": ["torch", "ctranslate2"], "beams": [1, 2], "repeats": 2, "lines": 12, "threads": 1,
+SPEED = {"engines": ["torch", "ctranslate2", "onnxruntime"], "beams": [1, 2], "repeats": 2, "lines": 12, "threads": 1,
          "claims": [{"quote": "aan decodes faster", "where": "§5", "faster": ["aan", "transformer"], "ratio": 1.5,
                      "beam": 2, "engine": "torch"}]}  # fmt: skip
 
@@ -70,6 +71,7 @@ class Quiet:
 def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'adlnmt[ct2]'")
+    pytest.importorskip("onnxruntime", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
     monkeypatch.setattr("adlnmt.bench.machine.BusyBeside", Quiet)
     out = tmp_path / "out"
     args = (str(grid_file(tmp_path, demo_data / "corpus")), "--out", str(out), "--threads", "1")
@@ -82,13 +84,18 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
         assert record["settings"]["beams"] == [1, 2] and record["machine"]["threads"] == 1
         assert record["machine"]["cpu"] and record["machine"]["load_average"] is not None
         timed = {(m["engine"], m["beam"]): m for m in record["measurements"]}
-        assert set(timed) == {("torch", 1), ("torch", 2), ("ctranslate2", 1), ("ctranslate2", 2)}
+        assert set(timed) == {(engine, beam) for engine in SPEED["engines"] for beam in (1, 2)}
         for (engine, _), m in timed.items():
             if name == "aan" and engine == "ctranslate2":  # CTranslate2 runs Transformers only
                 assert m["seconds"] == [] and "aan" in m["skipped"]
             else:
                 assert len(m["seconds"]) == 2 and all(s > 0 for s in m["seconds"]) and m["sentences"] == 12
-                assert len(m["load"]) == 2 and len(m["busy_beside"]) == 2
+                assert len(m["load"]) == 2 and len(m["busy_beside"]) == 2 and 0 <= m["score"] <= 100
+    # the timed output is scored: the torch engine at the run's own beam writes the run's own first 12 lines
+    hypotheses = (out / "runs" / "transformer" / "seed-1" / "hyp" / "test.txt").read_text().splitlines()[:12]
+    references = (demo_data / "corpus" / "test.tgt").read_text().splitlines()[:12]
+    own = next(m for m in records["transformer"]["measurements"] if (m["engine"], m["beam"]) == ("torch", 2))
+    assert own["score"] == pytest.approx(score(hypotheses, references, ["bleu"])["bleu"])
     report = (out / "report.md").read_text()
     assert "## Decoding speed (whole commands)" in report and "plots/speed-pareto.png" in report
     assert (out / "plots" / "speed-pareto.png").stat().st_size > 0
@@ -101,7 +108,8 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
     assert not claim["timed_beside_other_work"] and claim["seed_list"] == "1"
     assert claim["verdict"] == NOT_CONVERGED and "aan seed 1" in (out / "claims.md").read_text()
     lines = (out / "speed.csv").read_text().splitlines()
-    assert lines[0].startswith("variant,engine,beam,seed") and len(lines) == 1 + 6
+    assert "| aan | onnxruntime | 2 |" in report  # the export CTranslate2 cannot run, timed on ONNX Runtime
+    assert lines[0].startswith("variant,engine,beam,seed") and len(lines) == 1 + 10
 
     before = {name: (out / "runs" / name / "seed-1" / SPEED_FILE).stat().st_mtime_ns for name in records}
     status, stdout = experiment(*args)  # finished and timed: nothing is timed again
@@ -132,9 +140,8 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
 
 def point(variant: str, speeds: dict[int, float], score: float | None = 30.0, beam: int = 5) -> Point:
     """A point whose runs decoded 100 sentences in 100 / speed seconds, every repeat alike."""
-    return Point(variant, "torch", beam, score,
-                 {seed: Measurement("torch", beam, 100, (100 / s,) * 3, (0.5,) * 3, (0.0,) * 3)
-                  for seed, s in speeds.items()})  # fmt: skip
+    return Point(variant, "torch", beam, {seed: Measurement("torch", beam, 100, (100 / s,) * 3, (0.5,) * 3, (0.0,) * 3,
+                                                           score=score) for seed, s in speeds.items()})  # fmt: skip
 
 
 def test_median_intervals_state_their_coverage() -> None:

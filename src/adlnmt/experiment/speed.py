@@ -2,19 +2,20 @@
 
 Once a grid's runs have finished, each finished run's decoding of one test set is timed as a whole command, as a
 user times it: ``adlnmt translate`` from the start of the process to its end (loading included), per engine
-(``torch``: the model directory; ``ctranslate2``: an export of it, made once per run, where the architecture can be
-exported), beam size and precision, ``threads`` CPU threads (or ``workers`` batches at a time on one thread each:
-``translate --workers``), ``repeats`` times. The runs are timed one after another
-in this process, never beside training: adlnmt training on the machine is stopped meanwhile
+(``torch``: the model directory; ``ctranslate2`` and ``onnxruntime``: an export of it, made once per run, where the
+architecture can be exported), beam size and precision, ``threads`` CPU threads (or ``workers`` batches at a time on
+one thread each: ``translate --workers``), ``repeats`` times. The runs are timed one after another in this process,
+never beside training: adlnmt training on the machine is stopped meanwhile
 (:func:`adlnmt.experiment.quiet.machine_alone`), and every repeat records the load average before it and the cores
 other processes kept busy (:class:`adlnmt.bench.machine.BusyBeside`). Each (engine, beam) gets the median of its
-repeats with a distribution-free interval (order statistics; its coverage is stated) and its sentences per second.
+repeats with a distribution-free interval (order statistics; its coverage is stated), its sentences per second and
+the grid's first metric of its output (the quality at that speed: an int8 engine's output is not the run's own).
 
-``speed.json`` (this module owns it) is kept beside the run's archived ``result.json``, with the settings, the
-run's fingerprint and the machine; a run whose record matches both is not timed again. The report gets a section:
-the table and BLEU (the grid's first metric) against sentences per second with the Pareto frontier per beam. The
-section's own claims, ``faster: [A, B]`` with ``ratio``, ``beam`` and ``engine``, are judged with the grid's other
-claims into claims.md and claims.json (:mod:`adlnmt.experiment.judge`, from the records read here).
+``speed.json`` (this module owns it) is kept beside the run's archived ``result.json``, with the settings, the run's
+fingerprint and the machine; a run whose record matches both is not timed again. The report gets a section: the
+table and the timed outputs' BLEU (the grid's first metric) against sentences per second with the Pareto frontier
+per beam. The section's own claims, ``faster: [A, B]`` with ``ratio``, ``beam`` and ``engine``, are judged with the
+grid's other claims into claims.md and claims.json (:mod:`adlnmt.experiment.judge`, from the records read here).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 
 from adlnmt.bench.machine import BUSY_BESIDE_LIMIT
 from adlnmt.errors import UserError
-from adlnmt.experiment.speed_spec import PRECISIONS, SpeedSpec
+from adlnmt.experiment.speed_spec import EXPORTS, PRECISIONS, SpeedSpec
 from adlnmt.jsontext import parse_json
 from adlnmt.store.atomic import atomic_write
 from adlnmt.verdicts.claims import TIMED_TOGETHER_MINUTES
@@ -69,6 +70,7 @@ class Measurement:
     load: tuple[float, ...] = ()  # the 1-minute load average before each repeat
     busy_beside: tuple[float | None, ...] = ()  # cores other processes kept busy during each repeat
     skipped: str = ""
+    score: float | None = None  # the grid's first metric of the timed output (None in records from before it)
 
     @property
     def sentences_per_s(self) -> float | None:
@@ -81,14 +83,15 @@ class Measurement:
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "beam": self.beam, "sentences": self.sentences, "seconds": list(self.seconds),
-                "load": list(self.load), "busy_beside": list(self.busy_beside), "skipped": self.skipped}  # fmt: skip
+                "load": list(self.load), "busy_beside": list(self.busy_beside), "skipped": self.skipped,
+                "score": self.score}  # fmt: skip
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> Measurement:
         busy = tuple(None if b is None else float(b) for b in record["busy_beside"])
         return cls(str(record["engine"]), int(record["beam"]), int(record["sentences"]),
                    tuple(float(s) for s in record["seconds"]), tuple(float(x) for x in record["load"]), busy,
-                   str(record["skipped"]))  # fmt: skip
+                   str(record["skipped"]), None if record.get("score") is None else float(record["score"]))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -163,43 +166,49 @@ def _run(command: list[str], what: str) -> subprocess.CompletedProcess:
     return done
 
 
-def _export(run: Any, checkpoint: str, spec: SpeedSpec) -> tuple[Path | None, str]:
-    """The run's CTranslate2 export in the precision timed (made once), or None and why it cannot be made."""
-    out = run.dir / "speed" / f"ctranslate2-{spec.precision}-{checkpoint}"
+def _export(run: Any, checkpoint: str, spec: SpeedSpec, engine: str) -> tuple[Path | None, str]:
+    """The run's export for ``engine`` in the precision timed (made once), or None and why it cannot be made."""
+    out = run.dir / "speed" / f"{engine}-{spec.precision}-{checkpoint}"
     if (out / "export.json").is_file():
         return out, ""
+    export_format, name = EXPORTS[engine]
     command = adlnmt_command("export", "--model", str(run.model_dir), "--checkpoint", checkpoint, "--format",
-                             "ctranslate2", "--quantize", PRECISIONS[spec.precision], "--out", str(out))  # fmt: skip
+                             export_format, "--quantize", PRECISIONS[spec.precision], "--out", str(out))  # fmt: skip
     try:
-        _run(command, f"{run.label}: the CTranslate2 export")
+        _run(command, f"{run.label}: the {name} export")
     except UserError as err:
         return None, str(err).split(": ", 1)[-1]
     return out, ""
 
 
-def time_run(run: Any, spec: SpeedSpec, source: Path, translate: dict[str, Any]) -> SpeedRecord:
-    """Time ``run`` as ``spec`` says (see the module); ``source``: the test set's source text."""
+def time_run(run: Any, spec: SpeedSpec, test: Any, translate: dict[str, Any], metric: str) -> SpeedRecord:
+    """Time ``run`` as ``spec`` says (see the module) on ``test`` (a grid test set) and score each engine's and beam's
+    output with ``metric`` against its references: the quality at that speed (int8 engines differ from the run's
+    own fp32 decoding)."""
     import torch
 
     from adlnmt.bench.machine import BusyBeside, machine_record
     from adlnmt.data.corpus import read_lines
+    from adlnmt.metrics import score
 
     result = run.result()
-    lines = list(read_lines(source))
-    lines = lines[: spec.lines] if spec.lines else lines
+    lines, references = list(read_lines(test.src)), list(read_lines(test.ref))
+    if spec.lines:
+        lines, references = lines[: spec.lines], references[: spec.lines]
     measurements = []
     with tempfile.TemporaryDirectory() as scratch:
         text = Path(scratch) / "source.txt"
         text.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         options = [f"--{key.replace('_', '-')}={translate[key]}" for key in TRANSLATE_FLAGS]
         for engine in spec.engines:
-            model, why = (run.model_dir, "") if engine == "torch" else _export(run, result.checkpoint, spec)
+            model, why = (run.model_dir, "") if engine == "torch" else _export(run, result.checkpoint, spec, engine)
             for beam in spec.beams:
                 if model is None:
                     measurements.append(Measurement(engine, beam, len(lines), skipped=why))
                     continue
+                output = Path(scratch) / f"{engine}-{beam}"
                 command = adlnmt_command(
-                    "translate", "--model", str(model), "--input", str(text), "--output", str(Path(scratch) / "out"),
+                    "translate", "--model", str(model), "--input", str(text), "--output", str(output),
                     "--engine", engine, "--beam", str(beam), "--threads", str(spec.threads), "--precision",
                     spec.precision, *options, *(["--checkpoint", result.checkpoint] if engine == "torch" else []),
                     *(["--workers", str(spec.workers)] if spec.workers > 1 else []),
@@ -211,7 +220,9 @@ def time_run(run: Any, spec: SpeedSpec, source: Path, translate: dict[str, Any])
                     _run(command, f"{run.label}: timing {engine} beam {beam}")
                     seconds.append(time.perf_counter() - started)
                     busy.append(beside.cores())
-                measurements.append(Measurement(engine, beam, len(lines), tuple(seconds), tuple(load), tuple(busy)))
+                found = score(list(read_lines(output)), references, [metric], str(output), str(test.ref))[metric]
+                measurements.append(Measurement(engine, beam, len(lines), tuple(seconds), tuple(load), tuple(busy),
+                                                score=found))  # fmt: skip
     machine = {**machine_record(torch.device("cpu")), "threads": spec.threads}
     return SpeedRecord(result.fingerprint, result.checkpoint, spec.settings(), machine, tuple(measurements))
 
@@ -224,7 +235,7 @@ def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[str]:
     from adlnmt.store import ModelDir
 
     spec = grid.speed
-    source = next(t.src for t in grid.tests if t.name == spec.test)
+    test = next(t for t in grid.tests if t.name == spec.test)
     pending = [run for run in runs if run.result() is not None and (again or run_record(run, spec) is None)]
     here = [run for run in pending if ModelDir(run.model_dir).exists()]
     said = [f"speed of {run.label}: not timed, its model is not on this machine ({run.model_dir})"
@@ -232,7 +243,7 @@ def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[str]:
     with machine_alone():
         for run in here:
             run.archive_result()  # the record lies beside the archived result
-            record = time_run(run, spec, source, grid.translate)
+            record = time_run(run, spec, test, grid.translate, grid.metrics[0])
             record.save(run.archive / SPEED_FILE)
             timed = ", ".join(f"{m.engine} beam {m.beam} " + (f"{m.sentences_per_s:.1f} sent/s" if m.seconds
                               else f"not timed ({m.skipped})") for m in record.measurements)  # fmt: skip
@@ -245,13 +256,18 @@ def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[str]:
 
 @dataclass(frozen=True)
 class Point:
-    """One variant timed with one engine and beam: its runs' speeds and its mean score."""
+    """One variant timed with one engine and beam: its runs' speeds and the mean score of their timed outputs."""
 
     variant: str
     engine: str
     beam: int
-    score: float | None  # the mean of the grid's first metric over the timed runs
     by_seed: dict[int, Measurement]
+
+    @property
+    def score(self) -> float | None:
+        """The mean of the grid's first metric over the timed outputs (None while a record predates their scores)."""
+        scores = [m.score for m in self.by_seed.values()]
+        return None if None in scores else statistics.mean(scores)  # type: ignore[arg-type]
 
     @property
     def seconds(self) -> list[float]:
@@ -266,21 +282,17 @@ class Point:
 
 def points(grid: Any, runs: list[Any]) -> list[Point]:
     """The timed (variant, engine, beam) of the grid, in the grid's order."""
-    spec, metric = grid.speed, grid.metrics[0]
-    records = {(run.variant.name, run.seed): (record, run.result()) for run in runs
-               if (record := run_record(run, spec)) is not None}  # fmt: skip
+    spec = grid.speed
+    records = {(run.variant.name, run.seed): record for run in runs if (record := run_record(run, spec)) is not None}
     found = []
     for variant in grid.variants:
-        timed = {seed: found for (name, seed), found in records.items() if name == variant.name}
-        scores = [result.tests[spec.test].scores.get(metric) for _, result in timed.values()
-                  if spec.test in result.tests]  # fmt: skip
-        score = statistics.mean(scores) if scores and None not in scores else None
+        timed = {seed: record for (name, seed), record in records.items() if name == variant.name}
         for engine in spec.engines:
             for beam in spec.beams:
-                by_seed = {seed: m for seed, (record, _) in timed.items()
+                by_seed = {seed: m for seed, record in timed.items()
                            if (m := record.find(engine, beam)) is not None and m.seconds}  # fmt: skip
                 if by_seed:
-                    found.append(Point(variant.name, engine, beam, score, by_seed))
+                    found.append(Point(variant.name, engine, beam, by_seed))
     return found
 
 
@@ -321,7 +333,7 @@ def pareto_plot(grid: Any, found: list[Point], path: Path) -> Path:
         axis.set_xscale("log")
         axis.set_title(f"beam {beam}")
         axis.set_xlabel(f"sentences/s ({grid.speed.test}, whole command, {grid.speed.threads} thread(s))")
-        axis.set_ylabel(f"{grid.metrics[0]} ({grid.speed.test})")
+        axis.set_ylabel(f"{grid.metrics[0]} of the timed output ({grid.speed.test})")
         axis.grid(alpha=0.3)
         axis.legend(fontsize="x-small")
     return save_figure(figure, path)
@@ -340,7 +352,10 @@ def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
     front = {(p.variant, p.engine, p.beam) for beam in spec.beams for p in pareto([q for q in found if q.beam == beam])}
     rows = ["| variant | engine | beam | " + f"{grid.metrics[0]} | sent/s | median s [interval] (coverage) | "
             "runs × repeats | load (1 min) | Pareto |", "|---|---|---:|---:|---:|---|---|---:|---|"]  # fmt: skip
-    csv = ["variant,engine,beam,seed,sentences,median_s,low_s,high_s,coverage,sentences_per_s,load,busy_beside_max"]
+    csv = [
+        f"variant,engine,beam,seed,sentences,median_s,low_s,high_s,coverage,sentences_per_s,load,busy_beside_max,"
+        f"{grid.metrics[0]}"
+    ]
     for p in found:
         median, low, high, coverage = median_interval(p.seconds)
         loads = [x for m in p.by_seed.values() for x in m.load]
@@ -355,7 +370,8 @@ def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
             csv.append(",".join(str(x) for x in (p.variant, p.engine, p.beam, seed, m.sentences, f"{median:.4f}",
                                                  f"{low:.4f}", f"{high:.4f}", f"{coverage:.4f}",
                                                  f"{m.sentences_per_s:.3f}", f"{statistics.mean(m.load):.2f}",
-                                                 "" if busy is None else f"{busy:.2f}")))  # fmt: skip
+                                                 "" if busy is None else f"{busy:.2f}",
+                                                 "" if m.score is None else f"{m.score:.2f}")))  # fmt: skip
     atomic_write(out / "speed.csv", lambda tmp: tmp.write_text("\n".join(csv) + "\n", encoding="utf-8"))
     machines = {(r.machine.get("cpu"), r.machine.get("threads")) for run in runs if (r := run_record(run, spec))}
     busy = sum(1 for p in found for m in p.by_seed.values() for b in m.busy_beside if b and b > BUSY_BESIDE_LIMIT)
@@ -368,7 +384,8 @@ def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
         f"repeats per run, runs timed one after another with adlnmt training on the machine stopped; machine(s): "
         + "; ".join(f"{cpu}, {threads} thread(s)" for cpu, threads in sorted(machines, key=str))
         + ". sent/s: sentences over the median of every repeat of the variant's timed runs; the interval is of "
-        "order statistics of those repeats, with its coverage of the median. Pareto ●: no other variant and engine "
+        f"order statistics of those repeats, with its coverage of the median. {grid.metrics[0]}: of the timed output "
+        f"itself (the engine in {spec.precision}), the mean over the runs. Pareto ●: no other variant and engine "
         "of that beam is at least as fast and as good. speed.csv has each run.",
     ]
     if busy:

@@ -14,8 +14,9 @@ from adlnmt.verdicts.claims import Claim, registration_of
 
 SPEED_KEYS = ("test", "engines", "precision", "threads", "workers", "beams", "repeats", "lines", "claims")
 CLAIM_KEYS = ("quote", "where", "faster", "ratio", "beam", "engine", "registered")
-ENGINES = ("torch", "ctranslate2")
-PRECISIONS = {"fp32": "none", "int8": "int8"}  # → the ctranslate2 export's quantization
+ENGINES = ("torch", "ctranslate2", "onnxruntime")
+EXPORTS = {"ctranslate2": ("ctranslate2", "CTranslate2"), "onnxruntime": ("onnx", "ONNX")}  # engine → format, name
+PRECISIONS = {"fp32": "none", "int8": "int8"}  # → the export's quantization
 
 
 @dataclass(frozen=True)
