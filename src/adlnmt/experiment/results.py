@@ -71,6 +71,15 @@ class Machine(Record):
     date: str  # when the evaluation (or --retime) started, ISO 8601 UTC
     load_average: list[float] | None  # 1, 5 and 15 minutes, at that moment
 
+    @classmethod
+    def here(cls, device: str) -> Machine:
+        """The record of this machine, for ``device``, now."""
+        import torch
+
+        from adlnmt.bench.machine import machine_record
+
+        return cls.from_dict(machine_record(torch.device(device)))
+
     @property
     def kind(self) -> str:
         """'CPU', or the GPU's name: a CPU's times and a GPU's do not average."""

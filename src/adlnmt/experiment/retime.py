@@ -48,15 +48,6 @@ def load_weights(run: Run, result: RunResult) -> Translator | str:
         return str(err)
 
 
-def this_machine(device: str) -> Machine:
-    """The record of this machine, for ``device``."""
-    import torch
-
-    from adlnmt.bench.machine import machine_record
-
-    return Machine.from_dict(machine_record(torch.device(device)))
-
-
 def keep(run: Run, result: RunResult, files: dict[str, str] | None = None) -> None:
     """Save ``result`` (and first ``files``: relative path → text, e.g. new hypotheses) wherever the run's result is
     kept: its archive and its run directory, where each holds a result of the run."""
@@ -99,7 +90,7 @@ def retime(run: Run) -> str:
                 )
     previous = {name: test.timing for name, test in result.tests.items()}
     first = result.retimed.before if result.retimed else FirstTiming(machine=result.provenance.machine, tests=previous)
-    retimed = Retimed(machine=this_machine(result.device), code=code_version(), before=first)
+    retimed = Retimed(machine=Machine.here(result.device), code=code_version(), before=first)
     result = result.with_timings(timed, retimed)
     keep(run, result)
     speeds = ", ".join(f"{name} {previous[name].sentences_per_s:.1f} → {timing.sentences_per_s:.1f}"

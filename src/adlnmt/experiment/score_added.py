@@ -25,8 +25,8 @@ from adlnmt.errors import UserError
 from adlnmt.experiment.grid import Grid, TestSet
 from adlnmt.experiment.quiet import machine_alone
 from adlnmt.experiment.report import timed_on
-from adlnmt.experiment.results import RESULT_FILE, Evaluation, RunResult, ScoredLater, read_result
-from adlnmt.experiment.retime import keep, load_weights, this_machine
+from adlnmt.experiment.results import RESULT_FILE, Evaluation, Machine, RunResult, ScoredLater, read_result
+from adlnmt.experiment.retime import keep, load_weights
 from adlnmt.experiment.runner import Run
 
 
@@ -68,7 +68,7 @@ def score_added(grid: Grid, run: Run) -> str:
     if not added and not translated:
         return f"skipped {run.label}: {skipped}"
     later = ScoredLater(tests=list(translated), metrics=sorted({m for ms in missing_metrics.values() for m in ms}),
-                        checked_on=checked_on, machine=this_machine(result.device), code=code_version())  # fmt: skip
+                        checked_on=checked_on, machine=Machine.here(result.device), code=code_version())  # fmt: skip
     keep(run, result.with_added({**added, **translated}, later),
          {translated[name].hypotheses: text for name, text in hypotheses.items()})  # fmt: skip
     line = f"scored {run.label} later: {'; '.join(said)}"

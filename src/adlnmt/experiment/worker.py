@@ -190,7 +190,6 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> RunResult:
     provenance (code version, machine, wall-clock)."""
     import torch
 
-    from adlnmt.bench.machine import machine_record
     from adlnmt.train.device import full_fp32, pick_device, tf32_allowed
     from adlnmt.train.model_dir import read_stored_config
 
@@ -242,7 +241,7 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> RunResult:
             adl=stored["canonical"],
             precision=stored["train"]["precision"],
             tf32_allowed=tf32_allowed(),
-            machine=Machine.from_dict(machine_record(torch.device(device))),
+            machine=Machine.here(device),
             train_minutes=train_minutes,
             paused_minutes=paused_minutes,
             timed_alone=timed_alone(),
