@@ -52,14 +52,18 @@ def test_mismatched_keys_or_shapes_name_the_file(tmp_path: Path) -> None:
 
 
 PPL = {100: 3.0, 200: 5.0, 300: 6.0, 400: 4.0, 500: 4.0, 600: 7.0}  # 100 and 200 have been pruned
+BLEU = {100: 40.0, 200: 10.0, 300: 20.0, 400: 30.0, 500: 25.0, 600: 35.0}  # the order by BLEU: 600, 400, 500, 300
 
 
-def model_dir(tmp_path: Path) -> Path:
+def model_dir(tmp_path: Path, metric: str = "ppl") -> Path:
+    """Checkpoints 300-600 of a model that early-stopped on ``metric``, validated as PPL and BLEU say."""
+    config = ModelConfig(ENCODERS["E1"], DECODERS["D1"], 30, 40, d_model=16, heads=4)
+    ModelDir(tmp_path).write_config({"train": {"early_stop_metric": metric}, "model": config.to_dict()})
     (tmp_path / "checkpoints").mkdir()
     for update in (300, 400, 500, 600):
         save_file({"w": torch.full((2,), float(update))}, str(ModelDir(tmp_path).weights_path(update)))
     (tmp_path / "checkpoints" / "notes.txt").write_text("not a checkpoint")
-    records = [{"update": u, "valid_ppl": p, "valid_bleu": 1.0} for u, p in PPL.items()]
+    records = [{"update": u, "valid_ppl": p, "valid_bleu": BLEU[u]} for u, p in PPL.items()]
     records.insert(2, {"update": 300, "valid_ppl": 1.0})  # a resumed run logged 300 again: the last record wins
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return tmp_path
@@ -91,6 +95,17 @@ def test_best_and_last_selection(tmp_path: Path) -> None:
         average.select_checkpoints(root, 1, 1)
     with pytest.raises(UserError, match="exactly one"):
         average.select_checkpoints(root, None, None)
+
+
+def test_best_follows_the_models_early_stopping_metric(tmp_path: Path) -> None:
+    """A model that stopped on validation BLEU kept its best checkpoints by BLEU: --best averages those, not the ones
+    with the lowest perplexity (which training may have deleted)."""
+    root = model_dir(tmp_path, "bleu")
+    assert names(average.select_checkpoints(root, 1, None)) == ["update-0000600.safetensors"]
+    assert names(average.select_checkpoints(root, 2, None)) == [
+        "update-0000400.safetensors",
+        "update-0000600.safetensors",
+    ]
 
 
 def test_best_selection_needs_a_readable_log(tmp_path: Path) -> None:

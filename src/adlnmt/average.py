@@ -9,7 +9,6 @@ PyTorch is imported only when checkpoints are averaged (not for the command's ar
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,21 +76,9 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Tensor]:
     }
 
 
-def validation_perplexities(files: ModelDir) -> dict[int, float]:
-    """valid_ppl by update from ``metrics.jsonl`` (the last record of an update wins; NaN counts as worst)."""
-    if not files.metrics_file.is_file():
-        raise UserError(f"{files.metrics_file}: not found; choosing the best checkpoints needs the validation log")
-    ppl: dict[int, float] = {}
-    for record in files.checkpoint_records():
-        value = record.get("valid_ppl")
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise UserError(f"{files.metrics_file}: the record of update {record['update']} has no valid_ppl")
-        ppl[record["update"]] = math.inf if math.isnan(value) else float(value)
-    return ppl
-
-
 def select_checkpoints(model_dir: Path, best: int | None, last: int | None) -> list[Path]:
-    """The ``best`` checkpoints (lowest valid_ppl, ties: newer first) or the ``last`` (newest) ones, oldest first.
+    """The ``best`` checkpoints (by the model's own early-stopping metric, as training kept them: lowest validation
+    perplexity or highest validation BLEU; ties: newer first) or the ``last`` (newest) ones, oldest first.
 
     Only checkpoint files that exist count; asking for more than exist is an error.
     """
@@ -105,8 +92,12 @@ def select_checkpoints(model_dir: Path, best: int | None, last: int | None) -> l
         raise UserError(f"--{kind} must be at least 1, not {count}")
     weights = files.checkpoints()
     if best is not None:
-        ppl = validation_perplexities(files)
-        ranked = sorted((update for update in weights if update in ppl), key=lambda update: (ppl[update], -update))
+        if not files.metrics_file.is_file():
+            raise UserError(f"{files.metrics_file}: not found; choosing the best checkpoints needs the validation log")
+        scores = files.checkpoint_scores()
+        ranked = sorted(
+            (update for update in weights if update in scores), key=lambda update: (-scores[update], -update)
+        )
         available = len(ranked)
         chosen = ranked[:count]
     else:
@@ -163,7 +154,12 @@ def add_average_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("average", help="average the weights of the best or last N checkpoints")
     parser.add_argument("--model", required=True, help="model directory (with checkpoints/ and metrics.jsonl)")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--best", type=_positive, metavar="N", help="the N checkpoints with the lowest valid ppl")
+    which.add_argument(
+        "--best",
+        type=_positive,
+        metavar="N",
+        help="the N best checkpoints by the model's early-stopping metric (valid ppl, or valid BLEU)",
+    )
     which.add_argument("--last", type=_positive, metavar="N", help="the N newest checkpoints")
     parser.add_argument("--output", help="output file (default: MODEL/averaged.safetensors)")
     parser.set_defaults(func=cmd_average)

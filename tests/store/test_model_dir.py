@@ -4,6 +4,7 @@ last line, the vocabulary checked, weights loaded; ``import adlnmt.store`` witho
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.store import ModelDir, load_weights
+from adlnmt.store.model_dir import validation_score
 from adlnmt.train.checkpoint import save_weights
 from adlnmt.train.model_dir import vocabulary_files, vocabulary_hashes
 
@@ -159,3 +161,15 @@ def test_weights_of_other_shapes_are_a_mismatch_not_a_damaged_file(model_dir: Pa
     other = Seq2Seq(ModelConfig(CONFIG.encoder, CONFIG.decoder, 150, 150, d_model=32, heads=2))
     with pytest.raises(UserError, match=r"best\.safetensors: does not match the model \(size mismatch for "):
         load_weights(other, ModelDir(model_dir).best_weights)
+
+
+def test_a_validated_checkpoint_is_scored_by_the_early_stopping_metric() -> None:
+    """Higher is better: BLEU, or minus the perplexity (a record without BLEU ranks below every BLEU); NaN is worst."""
+    record = {"valid_ppl": 6.0, "valid_bleu": 30.0}
+    assert (validation_score(record, "ppl"), validation_score(record, "bleu")) == (-6.0, 30.0)
+    assert validation_score({"valid_ppl": 6.0}, "bleu") == -6.0
+    assert (
+        validation_score({"valid_ppl": math.nan}, "ppl")
+        == validation_score({"valid_ppl": 1.0, "valid_bleu": math.nan}, "bleu")
+        == -math.inf
+    )

@@ -10,6 +10,7 @@ against them: a swapped file is an error naming it, never a model that silently 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,17 @@ if TYPE_CHECKING:
     from adlnmt.model import Seq2Seq
 
 DEFAULT_MAX_INPUT_LEN = 250  # pieces, for data prepared without a max_len option
+EARLY_STOP_METRICS = ("ppl", "bleu")  # what ranks the validated checkpoints (train's early_stop_metric)
+
+
+def validation_score(record: dict[str, Any], metric: str) -> float:
+    """How good a validated checkpoint is by ``metric`` (one of EARLY_STOP_METRICS), higher is better: its greedy
+    validation BLEU (``bleu``; a record without one: minus its perplexity, below every BLEU), else minus its
+    validation perplexity; NaN counts as worst. The one rule for the trainer's best checkpoint, early stopping and the
+    checkpoints it keeps, and for ``adlnmt average --best``."""
+    value = record.get("valid_bleu") if metric == "bleu" else None
+    value = -record["valid_ppl"] if value is None else value
+    return -math.inf if math.isnan(value) else float(value)
 
 
 class ModelDir:
@@ -141,6 +153,18 @@ class ModelDir:
         logs its checkpoint again)."""
         by_update = {record["update"]: record for record in self.metrics()[0]}
         return [by_update[update] for update in sorted(by_update)]
+
+    def checkpoint_scores(self) -> dict[int, float]:
+        """Each validated checkpoint's :func:`validation_score` by the model's own ``early_stop_metric`` (its
+        ``config.json``); UserError naming the file for a record without a validation perplexity."""
+        metric = self.config()["train"].get("early_stop_metric", "ppl")
+        scores = {}
+        for record in self.checkpoint_records():
+            value = record.get("valid_ppl")
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise UserError(f"{self.metrics_file}: the record of update {record['update']} has no valid_ppl")
+            scores[record["update"]] = validation_score(record, metric)
+        return scores
 
     def append_metrics(self, record: dict[str, Any]) -> None:
         append_line(self.metrics_file, json.dumps(record))

@@ -20,6 +20,7 @@ from adlnmt.errors import UserError
 from adlnmt.flags import add_flags, option, out_of_bounds
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
+from adlnmt.store.model_dir import EARLY_STOP_METRICS
 
 
 @dataclass
@@ -98,7 +99,9 @@ class TrainConfig:
         0, "best checkpoints kept besides (for adlnmt average --best N; the ADL code uses 8)", bounds=at_least(0)
     )
     patience: int = option(16, "stop after this many checkpoints without improvement (0 = never)", bounds=at_least(0))
-    early_stop_metric: str = option("ppl", "metric for best model and early stopping", choices=("ppl", "bleu"))
+    early_stop_metric: str = option(
+        "ppl", "metric for the best model, early stopping, --keep-best and average --best", choices=EARLY_STOP_METRICS
+    )
     valid_bleu: bool = option(
         True, "greedy-decode the validation set at checkpoints for BLEU", switch=True, negatable=True
     )

@@ -33,6 +33,7 @@ from adlnmt.model import Seq2Seq
 from adlnmt.speedups import SPEEDUPS
 from adlnmt.store import ModelDir
 from adlnmt.store.atomic import copy_atomic, describe
+from adlnmt.store.model_dir import validation_score
 from adlnmt.store.names import VOCAB_HASHES
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
@@ -444,14 +445,12 @@ class Trainer:
         return validate(self.model, self.data, self.config.batch_tokens, self.config.valid_bleu, self.device)
 
     def _score(self, metrics: dict[str, float]) -> float:
-        """Higher is better."""
-        if self.config.early_stop_metric == "bleu":
-            return metrics.get("valid_bleu", -metrics["valid_ppl"])
-        return -metrics["valid_ppl"]
+        """Higher is better (:func:`adlnmt.store.model_dir.validation_score`)."""
+        return validation_score(metrics, self.config.early_stop_metric)
 
     def _scores(self) -> dict[int, float]:
         """Score of every checkpoint so far (from metrics.jsonl; a later line for an update wins)."""
-        return {record["update"]: self._score(record) for record in self.files.metrics()[0]}
+        return {record["update"]: self._score(record) for record in self.files.checkpoint_records()}
 
     def checkpoint(self, train_loss: float, tokens_per_second: float) -> bool:
         """Validate, update best/patience/learning rate, save; returns True when patience ran out."""
