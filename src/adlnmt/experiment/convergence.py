@@ -94,7 +94,7 @@ def convergence_note(grid: Grid) -> str:
     metric = TrainConfig.early_stop_metric
     on_bleu = [variant.name for variant in grid.variants if variant.train.get("early_stop_metric", metric) == "bleu"]
     return (
-        "best validation: perplexity, BLEU where named. "
+        "Best validation: perplexity, BLEU where named. "
         f"Converged: early stopping ended the run ({'/'.join(map(str, sorted(patience)))} validations after the best "
         "found no lower perplexity"
         + (f", or no higher BLEU for the rows that stop on validation BLEU: {', '.join(on_bleu)}" if on_bleu else "")
