@@ -99,3 +99,10 @@ def test_wrongly_typed_yaml_values_are_located_errors(tmp_path: Path, yaml_text:
     with pytest.raises(UserError) as info:
         parse(["--config", str(yaml_file)])
     assert str(info.value) == f"{yaml_file.parent}/{message}"
+
+
+def test_stopping_on_bleu_without_validation_bleu_is_an_error() -> None:
+    """It would otherwise stop on perplexity without saying so."""
+    with pytest.raises(UserError, match="--early-stop-metric bleu needs the validation BLEU that --no-valid-bleu"):
+        parse(["--data", "d", "--model", "m", "--early-stop-metric", "bleu", "--no-valid-bleu"])
+    assert parse(["--data", "d", "--model", "m", "--early-stop-metric", "bleu"]).early_stop_metric == "bleu"

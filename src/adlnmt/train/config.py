@@ -142,6 +142,8 @@ class TrainConfig:
             raise UserError(problems[0])
         if d_ff % self.d_model:
             raise UserError(f"--d-ff ({d_ff}) must be a multiple of --d-model ({self.d_model}) for ffl")
+        if self.early_stop_metric == "bleu" and not self.valid_bleu:
+            raise UserError("--early-stop-metric bleu needs the validation BLEU that --no-valid-bleu switches off")
         return TrainConfig(
             **{**asdict(self), "adam_beta2": beta2, "adam_eps": eps, "d_ff": d_ff, "var": list(self.var or [])}
         )
