@@ -92,8 +92,6 @@ def select_checkpoints(model_dir: Path, best: int | None, last: int | None) -> l
         raise UserError(f"--{kind} must be at least 1, not {count}")
     weights = files.checkpoints()
     if best is not None:
-        if not files.metrics_file.is_file():
-            raise UserError(f"{files.metrics_file}: not found; choosing the best checkpoints needs the validation log")
         scores = files.checkpoint_scores()
         ranked = sorted(
             (update for update in weights if update in scores), key=lambda update: (-scores[update], -update)
