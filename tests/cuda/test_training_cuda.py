@@ -1,5 +1,5 @@
 """Training on CUDA: bf16/fp16 autocast (fp16 with the loss scaler), exact resume after kill -9 with deterministic
-kernels, and NCCL DistributedDataParallel under torchrun on one GPU."""
+kernels, NCCL DistributedDataParallel under torchrun on one GPU, and one read of the device per update."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,33 @@ def test_nccl_ddp_under_torchrun_equals_a_plain_run(demo_data: Path, tmp_path: P
     result = subprocess.run(command, env=subprocess_env(), capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_weights(weights(tmp_path / "plain", 20), weights(tmp_path / "ddp", 20))
+
+
+@pytest.mark.parametrize(("precision", "allowed"), [("fp32", 1), ("bf16", 1), ("fp16", 2)])
+def test_an_update_reads_the_device_once(demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         precision: str, allowed: int) -> None:  # fmt: skip
+    """Every read of a GPU tensor waits for the device, and the host then has no queued work to run ahead of it. An
+    update (batches copied in, forward, the fused loss over several chunks, backward, clipping, Adam) reads the device
+    once: loss, tokens, finite check and gradient norm together; fp16's loss scaler reads its overflow check once
+    more."""
+    from adlnmt.train.trainer import Trainer
+
+    original, counts = Trainer._update, []
+
+    def counted(self: Trainer, batches: list) -> tuple[float, int]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                result = original(self, batches)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        counts.append([str(w.message) for w in caught if "synchroniz" in str(w.message)])
+        return result
+
+    monkeypatch.setattr(Trainer, "_update", counted)
+    # 3,000-token batches: several of the fused loss's 1,024-row chunks per batch
+    assert main(train_argv(demo_data / "data", tmp_path / "m", 6, "--precision", precision,
+                           "--batch-tokens", "3000", "--log-interval", "1")) == 0  # fmt: skip
+    later = counts[2:]  # the first updates may initialise libraries
+    assert later and all(len(reads) <= allowed for reads in later), later

@@ -121,6 +121,31 @@ def test_non_finite_loss_is_reported_with_the_update(demo_data: Path, tmp_path: 
     assert main(train_args(demo_data / "data", tmp_path / "b", "--max-updates", "3", "--no-valid-bleu")) == 0
 
 
+@pytest.mark.parametrize("measured", [True, False], ids=["norm-clipped", "norm-unused"])
+def test_a_non_finite_update_is_skipped_and_training_goes_on(demo_data: Path, tmp_path: Path, monkeypatch,
+                                                             measured: bool) -> None:  # fmt: skip
+    from adlnmt.model import Seq2Seq
+
+    original, calls = Seq2Seq.forward, []
+
+    def poisoned_once(self, src, tgt_in, **options):  # the training forward of update 2 only
+        calls.extend([1] if self.training else [])
+        out = original(self, src, tgt_in, **options)
+        return out * float("nan") if self.training and len(calls) == 2 else out
+
+    monkeypatch.setattr(Seq2Seq, "forward", poisoned_once)
+    model = tmp_path / "m"
+    norm = [] if measured else ["--clip-norm", "0", "--log-interval", "0"]
+    assert main(train_args(demo_data / "data", model, "--max-updates", "4", "--checkpoint-interval", "1",
+                           "--no-valid-bleu", *norm)) == 0  # fmt: skip
+    state = torch.load(model / "states" / "update-0000004.state.pt", weights_only=True)
+    assert state["progress"]["skipped_updates"] == 1
+    weights = {u: load_file(model / "checkpoints" / f"update-{u:07d}.safetensors") for u in (1, 2, 3)}
+    assert all(torch.equal(weights[1][k], weights[2][k]) for k in weights[1])  # update 2 changed nothing
+    assert not all(torch.equal(weights[2][k], weights[3][k]) for k in weights[2])  # update 3 trained again
+    assert all(r["train_loss"] == r["train_loss"] for r in records(model)[2:])  # finite again after the skip
+
+
 def main_raising(argv: list[str]) -> None:
     from adlnmt.cli import build_parser
 

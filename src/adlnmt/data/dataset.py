@@ -5,7 +5,7 @@ by :mod:`adlnmt.data.data_dir`, which needs neither numpy nor PyTorch."""
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -159,18 +159,15 @@ class Batch:
     def __len__(self) -> int:
         return len(self.indices)
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
-        """The same batch with its tensors on ``device``."""
-        return Batch(
-            src=self.src.to(device, non_blocking=non_blocking),
-            tgt_in=self.tgt_in.to(device, non_blocking=non_blocking),
-            tgt_out=self.tgt_out.to(device, non_blocking=non_blocking),
-            src_lengths=self.src_lengths.to(device, non_blocking=non_blocking),
-            tgt_lengths=self.tgt_lengths.to(device, non_blocking=non_blocking),
-            indices=self.indices,
-            src_tokens=self.src_tokens,
-            tgt_tokens=self.tgt_tokens,
-        )
+    def to(self, device: torch.device | str) -> Batch:
+        """The same batch with its tensors on ``device``; to a GPU through pinned memory, without waiting for the
+        device (the copies queue behind its work)."""
+        import torch
+
+        cuda = torch.device(device).type == "cuda"
+        moved = {name: (getattr(self, name).pin_memory() if cuda else getattr(self, name)).to(device, non_blocking=cuda)
+                 for name in ("src", "tgt_in", "tgt_out", "src_lengths", "tgt_lengths")}  # fmt: skip
+        return replace(self, **moved)
 
 
 def make_batches(split: Split, batch_tokens: int, seed: int, epoch: int, shuffle: bool = True,

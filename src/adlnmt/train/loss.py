@@ -57,9 +57,9 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
                 total -= rows.masked_fill(~keep, 0.0).sum()
                 # d loss / d logits = probs − (1 − ε)·onehot(y) − ε / V on kept rows: the two constant terms are
                 # applied to the products below (cheap) instead of to the [c, V] matrix.
-                pad_rows = (~keep).squeeze(1).nonzero().squeeze(1)
-                probs.index_fill_(0, pad_rows, 0.0)
-                hk = h.masked_fill(~keep, 0) if len(pad_rows) else h  # [c, d]
+                # padding rows masked without reading how many there are (on a GPU a read waits for the device)
+                probs.masked_fill_(~keep, 0.0)
+                hk = h.masked_fill(~keep, 0)  # [c, d]
                 grad = probs.to(compute)
                 # d loss / d h = probs·W − (1 − ε)·W[y] − (ε / V)·Σ_v W_v
                 block = grad_hidden[start : start + chunk_rows]

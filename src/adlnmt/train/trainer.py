@@ -398,10 +398,12 @@ class Trainer:
         return torch.bfloat16 if self.config.precision == "bf16" else torch.float16
 
     def _update(self, batches: list[Batch]) -> tuple[float, int]:
-        """One optimizer update over ``batches`` (gradient accumulation); returns (loss/token, tokens)."""
+        """One optimizer update over ``batches`` (gradient accumulation); returns (loss/token, tokens). The device is
+        read once, after the backward passes (loss, tokens, finite check and gradient norm in one transfer): on a GPU
+        each read waits for the device."""
         if (self.progress.update + 1) % HEAP_RELEASE_UPDATES == 0 and self.device.type == "cpu":
             release_heap()
-        tokens = torch.tensor(float(sum(b.tgt_tokens for b in batches)), device=self.device)
+        tokens = torch.full((), float(sum(b.tgt_tokens for b in batches)), device=self.device)  # a fill, not a copy
         if self.distributed:
             dist.all_reduce(tokens)
         total_loss = torch.zeros((), device=self.device)
@@ -418,25 +420,31 @@ class Trainer:
         if self.distributed:
             dist.all_reduce(total_loss)
             dist.all_reduce(finite, op=dist.ReduceOp.MIN)
-        if finite.item() < 1:
+        c = self.config
+        read = [finite, total_loss, tokens]
+        if measured := c.clip_norm > 0 or c.log_interval > 0 or c.tensorboard != "off":  # the norm is clipped or shown
+            self.scaler.unscale_(self.optimizer)
+            # Without clipping, an infinite bound only measures (gradients × 1.0: unchanged). Gradients of a
+            # non-finite loss are clipped too, then dropped with their update below.
+            read.append(torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.clip_norm or math.inf).float())
+        is_finite, loss_sum, token_count, *norm = torch.stack(read).tolist()  # the update's one read of the device
+        if measured:
+            self.grad_norm = norm[0]
+        if is_finite < 1:
             self.progress.skipped_updates += 1
-            message = f"update {self.progress.update + 1}: non-finite loss ({total_loss.item()})"
-            if self.config.on_nan == "stop":
+            message = f"update {self.progress.update + 1}: non-finite loss ({loss_sum})"
+            if c.on_nan == "stop":
                 raise TrainingError(message + "; stopping (--on-nan stop)")
             self.log(message + "; update skipped")
             self.optimizer.zero_grad(set_to_none=True)
             self.grad_norm = math.nan
-            return math.nan, int(tokens.item())
-        c = self.config
-        if c.clip_norm > 0 or c.log_interval > 0 or c.tensorboard != "off":  # the gradient norm is clipped or shown
-            self.scaler.unscale_(self.optimizer)
-            # Without clipping, an infinite bound only measures (gradients × 1.0: unchanged).
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_norm or math.inf)
-            self.grad_norm = norm.item()
+            if measured:
+                self.scaler.update()  # the scaler's unscale_ needs its update (fp16: the scale backs off)
+            return math.nan, int(token_count)
         self.schedule.step_update(self.optimizer, self.progress.update + 1)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return total_loss.item() / tokens.item(), int(tokens.item())
+        return loss_sum / token_count, int(token_count)
 
     # --- validation and checkpoints ----------------------------------------------------------------
 
@@ -517,16 +525,18 @@ class Trainer:
         if self.config.max_minutes <= 0:
             return False
         elapsed = session_base + time.monotonic() - session_start
+        if not self.distributed:
+            return elapsed >= self.config.max_minutes * 60
         over = torch.tensor(float(elapsed >= self.config.max_minutes * 60), device=self.device)  # NCCL: on the GPU
-        if self.distributed:
-            dist.broadcast(over, src=0)
+        dist.broadcast(over, src=0)
         return bool(over.item())
 
     def _stop_signal(self, signals: StopSignals) -> int:
         """The stop signal received (0: none); under DDP any rank's, so that every rank stops at the same update."""
+        if not self.distributed:
+            return int(signals.received or 0)
         received = torch.tensor(float(signals.received or 0), device=self.device)  # NCCL: on the GPU
-        if self.distributed:
-            dist.all_reduce(received, op=dist.ReduceOp.MAX)
+        dist.all_reduce(received, op=dist.ReduceOp.MAX)
         return int(received.item())
 
     def train(self) -> dict[str, Any]:
