@@ -18,8 +18,10 @@ CALL = re.compile(r"^\s*(?:\w+=\S+\s+)*bash \.gpu/seeds\.sh (.+)$", re.MULTILINE
 
 
 def planned_specs(text: str) -> list[str]:
-    """The GRID[@SCALE]:SEEDS:JOBS[:VARIANTS] arguments of every `.gpu/seeds.sh` call in ``text``."""
-    return [spec for line in CALL.findall(text) for spec in shlex.split(line)[2:]]
+    """The GRID[@SCALE]:SEEDS:JOBS[:VARIANTS] arguments of every `.gpu/seeds.sh` call in ``text`` (a call may go on
+    over lines ending in a backslash)."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return [spec for line in CALL.findall(joined) for spec in shlex.split(line)[2:]]
 
 
 def to_train(spec: str) -> list[str]:
@@ -40,6 +42,10 @@ def test_the_page_plans_gpu_calls() -> None:
     assert planned_specs('X=1 bash .gpu/seeds.sh "$OUT" 575 "a.yaml@s:1,2:4:A,B - c" b.yaml:3:1') == [
         "a.yaml@s:1,2:4:A,B - c",
         "b.yaml:3:1",
+    ]
+    assert planned_specs('    bash .gpu/seeds.sh "$OUT" 575 a.yaml:1:1 \\\n        "b.yaml:2:1:B C"\nnext') == [
+        "a.yaml:1:1",
+        "b.yaml:2:1:B C",
     ]
 
 
