@@ -129,7 +129,8 @@ def test_a_non_finite_update_is_skipped_and_training_goes_on(demo_data: Path, tm
     original, calls = Seq2Seq.forward, []
 
     def poisoned_once(self, src, tgt_in, **options):  # the training forward of update 2 only
-        calls.extend([1] if self.training else [])
+        if self.training:
+            calls.append(1)
         out = original(self, src, tgt_in, **options)
         return out * float("nan") if self.training and len(calls) == 2 else out
 
@@ -143,7 +144,9 @@ def test_a_non_finite_update_is_skipped_and_training_goes_on(demo_data: Path, tm
     weights = {u: load_file(model / "checkpoints" / f"update-{u:07d}.safetensors") for u in (1, 2, 3)}
     assert all(torch.equal(weights[1][k], weights[2][k]) for k in weights[1])  # update 2 changed nothing
     assert not all(torch.equal(weights[2][k], weights[3][k]) for k in weights[2])  # update 3 trained again
-    assert all(r["train_loss"] == r["train_loss"] for r in records(model)[2:])  # finite again after the skip
+    # checkpoints 3 and 4 each average their own update's loss: finite again after the skip (NaN losses are left out,
+    # so a window of NaN updates alone reads 0)
+    assert all(r["train_loss"] > 0 for r in records(model)[2:])
 
 
 def main_raising(argv: list[str]) -> None:

@@ -165,9 +165,12 @@ class Batch:
         import torch
 
         cuda = torch.device(device).type == "cuda"
-        moved = {name: (getattr(self, name).pin_memory() if cuda else getattr(self, name)).to(device, non_blocking=cuda)
-                 for name in ("src", "tgt_in", "tgt_out", "src_lengths", "tgt_lengths")}  # fmt: skip
-        return replace(self, **moved)
+
+        def move(tensor: torch.Tensor) -> torch.Tensor:
+            return (tensor.pin_memory() if cuda else tensor).to(device, non_blocking=cuda)
+
+        return replace(self, src=move(self.src), tgt_in=move(self.tgt_in), tgt_out=move(self.tgt_out),
+                       src_lengths=move(self.src_lengths), tgt_lengths=move(self.tgt_lengths))  # fmt: skip
 
 
 def make_batches(split: Split, batch_tokens: int, seed: int, epoch: int, shuffle: bool = True,
