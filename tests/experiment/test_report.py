@@ -18,7 +18,6 @@ from adlnmt.experiment.report import (
     length_table,
     markdown_table,
     paper_agreement,
-    ranks,
     runs_csv,
     time_cell,
     time_mean,
@@ -30,10 +29,6 @@ from adlnmt.experiment.rows import Row
 from adlnmt.verdicts.statistics import Scorer, brevity_penalty
 
 from .sample_results import CODE, machine, run_result, scored
-
-
-def test_ranks_share_ties() -> None:
-    assert ranks([3.0, 1.0, 3.0, 2.0]) == [3.5, 1.0, 3.5, 2.0]
 
 
 def grid_and_rows(ours: dict[str, float | None], paper: dict[str, float]) -> tuple[SimpleNamespace, list[Row]]:

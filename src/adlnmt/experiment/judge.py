@@ -287,9 +287,10 @@ def rank_agreement(grid: Grid, finished: dict[tuple[str, int], RunResult]) -> li
                 rows.append((variant.name, variant.paper[column], np.array(scores, dtype=np.float64)))
         if len(rows) < 3:
             continue
-        rho, (low, high) = agreement([(published, scores) for _, published, scores in rows])
+        rho, interval = agreement([(published, scores) for _, published, scores in rows])
         found.append({"column": column, "test": test, "metric": metric, "rows": len(rows),
-                      "seeds": sum(len(s) for _, _, s in rows), "rho": rho, "interval": [low, high],
+                      "seeds": sum(len(s) for _, _, s in rows), "rho": rho,
+                      "interval": list(interval) if interval else None,
                       "level": LEVEL})  # fmt: skip
     return found
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+
 from adlnmt.bench.machine import BUSY_BESIDE_LIMIT
 from adlnmt.experiment.arithmetic import SET_APART_NOTE, row_result, set_apart
 from adlnmt.experiment.contrastive import contrastive_section
@@ -30,6 +32,7 @@ from adlnmt.experiment.runner import Run, last_lines
 from adlnmt.experiment.speed import speed_section
 from adlnmt.store.atomic import write_text_atomic
 from adlnmt.verdicts.claims import TIMED_TOGETHER_MINUTES
+from adlnmt.verdicts.ranks import spearman
 from adlnmt.verdicts.statistics import (
     ALPHA,
     LOWER_IS_BETTER,
@@ -362,21 +365,6 @@ LENGTH_NOTE = (
 )
 
 
-def ranks(values: list[float]) -> list[float]:
-    """1-based ranks, ties sharing their mean rank."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for position in order[start : end + 1]:
-            ranks[position] = (start + end) / 2 + 1
-        start = end + 1
-    return ranks
-
-
 def paper_agreement(grid: Grid, rows: list[Row]) -> str:
     """Spearman's rank correlation between our first metric on the first test set and each published column, over
     the rows that have both (from three rows on); empty when there is none."""
@@ -387,7 +375,7 @@ def paper_agreement(grid: Grid, rows: list[Row]) -> str:
         named = [v for v in grid.variants if column in v.paper and ours[v.name] is not None]
         a, b = [ours[v.name] for v in named], [v.paper[column] for v in named]
         if len(named) >= 3 and len(set(a)) > 1 and len(set(b)) > 1:
-            rho = statistics.correlation(ranks(a), ranks(b))
+            rho = float(spearman(np.array(a)[None], np.array(b))[0])
             found.append(f"{column} ρ = {rho:+.2f} ({len(named)} rows)")
     if not found:
         return ""

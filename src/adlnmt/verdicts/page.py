@@ -73,8 +73,10 @@ def verdict_table(archives: list[Path], base: Path) -> str:
             line = _cells(claim, title, link)
             (confirmatory if claim.get("registered_before_results") else exploratory).append(line)
         for found in judged.get("rank_agreement", []):
-            low, high = found["interval"]
-            rho = f"{found['rho']:+.2f} [{low:+.2f}, {high:+.2f}]"
+            interval = found["interval"]
+            rho = f"{found['rho']:+.2f} " + (
+                f"[{interval[0]:+.2f}, {interval[1]:+.2f}]" if interval else "(no interval: a row has one seed)"
+            )
             ranks.append(f"| [{title}]({link}) | {found['column']} | {found['metric']} {found['test']} | "
                          f"{found['rows']} ({found['seeds']} runs) | {rho} |")  # fmt: skip
     rule = "|---|---|---|---|---:|---:|---:|---|---|---|---|"
@@ -101,7 +103,7 @@ def verdict_table(archives: list[Path], base: Path) -> str:
         lines += [
             "",
             "**Rank agreement with the paper** (Spearman's ρ between the paper's column and the rows' mean scores "
-            "here, 95 % bootstrap interval over seeds):",
+            "here, 95 % bootstrap interval over seeds, none while a row has one seed):",
             "",
             "| table | paper's column | ours | rows (runs) | ρ [interval] |",
             "|---|---|---|---|---:|",
