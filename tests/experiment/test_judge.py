@@ -17,7 +17,7 @@ from adlnmt.experiment.grid import load_grid
 from adlnmt.experiment.judge import Judge, write_claims
 from adlnmt.experiment.results import RESULT_FILE
 from adlnmt.experiment.runner import plan_runs
-from adlnmt.verdicts.claims import detectable_effect, relation, seed_list
+from adlnmt.verdicts.claims import detectable_effect, effect, p_values, relation, seed_list
 from adlnmt.verdicts.statistics import (
     CLAIM_RESAMPLES,
     FAILS,
@@ -156,6 +156,25 @@ def test_speeds_timed_on_different_processors_are_not_compared(tmp_path: Path) -
     assert judged(same, speed=12.0) == ((1, 2), (), FAILS)
     assert judged({**same, ("A", 2): "AVX512"}) == ((1,), (2,), ONE_SEED)  # seed 2 not compared: one pair left
     assert judged({**same, ("A", 1): "AVX512", ("A", 2): "AVX512"})[1:] == ((1, 2), "not timed yet")
+
+
+def test_one_pair_of_timings_is_a_point_estimate_with_no_test(tmp_path: Path) -> None:
+    """A speed measured once per run with one seed pair left: its replicates cannot vary, so no interval, p or
+    detectable effect is given, the statistics alone say nothing, and it takes no place in the Holm family."""
+    grid = make_grid(tmp_path, [{"quote": "A is 4x faster", "faster": ["A", "B"], "ratio": 4},
+                                {"quote": "A beats B", "better": ["A", "B"]}])  # fmt: skip
+    runs = {(v, s): {"tests": {"t": REFERENCES if v == "A" else WORSE}, "speed": 50.0 if v == "A" else 10.0 + s}
+            for v in ("A", "B") for s in (1, 2)}  # fmt: skip
+    runs[("A", 2)]["capability"] = "AVX512"  # seed 2 timed on another processor: one pair left
+    faster, better = write_claims(grid, write_runs(grid, tmp_path / "out", runs), tmp_path)
+    assert (faster.seeds[0], faster.verdict, faster.measured) == ((1,), ONE_SEED, ONE_SEED)
+    assert effect(faster) == "×4.55 (no interval: one seed a row and nothing below it to draw)"
+    assert p_values(faster) == detectable_effect(faster) == "–" and faster.adjusted_p is None
+    assert better.adjusted_p == pytest.approx(min(1.0, 2 * better.tested.p_value))  # the point estimate counts as p = 1
+    row = next(line for line in (tmp_path / "claims.md").read_text().splitlines() if "4x faster" in line)
+    assert "(the statistics alone" not in row
+    record = json.loads((tmp_path / "claims.json").read_text())["claims"][0]
+    assert record["interval"] is None and record["p"] is None and record["effect"] == pytest.approx(50 / 11)
 
 
 def test_speeds_timed_hours_apart_are_not_compared(tmp_path: Path) -> None:
@@ -326,6 +345,21 @@ def test_the_p_carries_its_monte_carlo_error_and_the_minimum_detectable_effect(t
     assert better.tested.p_error == pytest.approx((better.tested.p_value * (1 - better.tested.p_value)
                                                    / better.tested.resamples) ** 0.5)  # fmt: skip
     assert better.tested.mde > 0 and "not decidable at this size" in detectable_effect(same)
+
+
+def test_with_one_seed_a_row_the_detectable_effect_is_a_lower_bound(tmp_path: Path) -> None:
+    """One seed a row: the replicates hold the sentence level alone, so the MDE understates what the claim needs and
+    an equivalence margin above it is not known to be decidable."""
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]},
+                                {"quote": "A as B", "equivalent": ["A", "B"], "margin": 99.0}])  # fmt: skip
+    runs = both(REFERENCES, WORSE)
+    better, same = Judge(grid, write_runs(grid, tmp_path / "two", runs)).judge_all()
+    assert detectable_effect(better).startswith("±") and "(decidable: ±99)" in detectable_effect(same)
+    del runs[("B", 2)]
+    better, same = Judge(grid, write_runs(grid, tmp_path / "one", runs)).judge_all()
+    assert better.verdict == ONE_SEED
+    assert detectable_effect(better) == f"at least ±{better.tested.mde:.2f} (one seed: sentences only)"
+    assert "(not known: ±99)" in detectable_effect(same)
 
 
 def test_a_pooled_claim_scores_the_test_sets_as_one_corpus(tmp_path: Path) -> None:

@@ -177,17 +177,18 @@ def family(j: Judgement) -> str | None:
 
 def adjusted(judged: list[Judgement]) -> list[Judgement]:
     """Holm's adjustment within each :func:`family` (every claim registered in it counts, a claim not measured yet
-    with p = 1, so that later rows do not grow it) and the verdicts, with whether Monte Carlo error could flip them."""
+    or whose replicates drew nothing with p = 1, so that later rows do not grow it and a point estimate takes no
+    one's place) and the verdicts, with whether Monte Carlo error could flip them."""
     members: dict[str, list[int]] = {}
     for i, j in enumerate(judged):
         if (name := family(j)) is not None:
             members.setdefault(name, []).append(i)
     judged = list(judged)
     for name, indices in members.items():
-        p_values = [judged[i].tested.p_value if judged[i].tested else 1.0 for i in indices]
-        for i, p in zip(indices, holm(p_values), strict=True):
-            judged[i] = replace(judged[i], adjusted_p=p if judged[i].tested else None, family=name,
-                                family_size=len(indices))  # fmt: skip
+        tested = [judged[i].tested if judged[i].tested and judged[i].tested.drawn else None for i in indices]
+        p_values = [t.p_value if t else 1.0 for t in tested]
+        for i, p, t in zip(indices, holm(p_values), tested, strict=True):
+            judged[i] = replace(judged[i], adjusted_p=p if t else None, family=name, family_size=len(indices))
     return [_verdict(j) for j in judged]
 
 
@@ -206,8 +207,8 @@ def _verdict(j: Judgement) -> Judgement:
         timed_none = j.untimed or j.apart or j.beside  # finished runs, but no speeds to compare
         return replace(j, measured=NOT_TIMED, verdict=NOT_TIMED) if timed_none else j
     p = j.adjusted_p if j.adjusted_p is not None else j.tested.p_value
-    measured = verdict(j.tested, p, max(j.family_size, 1))
     one_seed = j.fewest_seeds < MIN_SEEDS
+    measured = verdict(j.tested, p, max(j.family_size, 1)) if j.tested.drawn else ONE_SEED  # a point: one seed a row
     final = (
         OUT_OF_SCOPE if j.claim.out_of_scope else NOT_CONVERGED if j.unconverged else ONE_SEED if one_seed else measured
     )
@@ -215,6 +216,9 @@ def _verdict(j: Judgement) -> Judgement:
 
 
 # --- claims.md and claims.json -------------------------------------------------------------------------------------
+
+
+NOTHING_DRAWN = "no interval: one seed a row and nothing below it to draw"
 
 
 def _signed(value: float, kind: str) -> str:
@@ -226,13 +230,15 @@ def effect(j: Judgement) -> str:
     if j.tested is None:
         return "–"
     t, kind = j.tested, j.claim.kind
+    if not t.drawn:
+        return f"{_signed(t.effect, kind)} ({NOTHING_DRAWN})"
     low, high = (_signed(v, kind) for v in t.interval)
     return f"{_signed(t.effect, kind)} [{low}, {high}] ({t.level:.0%})".replace("%", " %")
 
 
 def p_values(j: Judgement) -> str:
     """The registered test's p with its Monte Carlo error and the replicates it rests on, and the adjusted p."""
-    if j.tested is None:
+    if j.tested is None or not j.tested.drawn:
         return "–"
     t = j.tested
     adjusted = "not adjusted" if j.adjusted_p is None else f"Holm {j.adjusted_p:.3f} of {j.family_size}"
@@ -243,18 +249,23 @@ def p_values(j: Judgement) -> str:
 
 def detectable_effect(j: Judgement) -> str:
     """The minimum detectable effect (80 % power at the kind's α) and, for a margin claim, whether it could be
-    decided at this data size (the margin at least the detectable effect)."""
-    if j.tested is None:
+    decided at this data size (the margin at least the detectable effect). With a row of one seed the replicates
+    hold the sentence level alone, so the figure is a lower bound, said as such."""
+    if j.tested is None or not j.tested.drawn:
         return "–"
     t, kind = j.tested, j.claim.kind
+    one_seed = j.fewest_seeds < MIN_SEEDS
     if kind == "faster":
-        return f"×{t.mde:.2f} above the threshold"
-    if kind == "equivalent":
-        decidable = "decidable" if t.mde <= j.claim.margin else "not decidable at this size"
-        return f"margin ≥ {t.mde:.2f} ({decidable}: ±{j.claim.margin:g})"
-    if kind == "close":
-        return f"{t.mde:.2f} above −{j.claim.margin:g}"
-    return f"±{t.mde:.2f}"
+        text = f"×{t.mde:.2f} above the threshold"
+    elif kind == "equivalent":
+        decidable = ("not decidable at this size" if t.mde > j.claim.margin
+                     else "not known" if one_seed else "decidable")  # fmt: skip
+        text = f"margin ≥ {t.mde:.2f} ({decidable}: ±{j.claim.margin:g})"
+    elif kind == "close":
+        text = f"{t.mde:.2f} above −{j.claim.margin:g}"
+    else:
+        text = f"±{t.mde:.2f}"
+    return f"at least {text} (one seed: sentences only)" if one_seed else text
 
 
 def seed_list(j: Judgement) -> str:
@@ -287,7 +298,7 @@ def verdict_text(j: Judgement) -> str:
         text += f" ({', '.join(j.unconverged)}; the runs as they are: {j.measured})"
     elif j.verdict == OUT_OF_SCOPE:
         text += f" ({j.claim.out_of_scope}; measured: {j.measured})"
-    elif j.verdict == ONE_SEED:
+    elif j.verdict == ONE_SEED and j.measured != ONE_SEED:
         text += f" (the statistics alone: {j.measured})"
     if j.untimed:
         text += f" (no timing: {'; '.join(j.untimed)})"
@@ -320,23 +331,25 @@ def _line(j: Judgement) -> str:
 
 
 def record(j: Judgement) -> dict[str, Any]:
-    """One judgement for ``claims.json`` (which the verdict table of docs/reproductions.md is built from)."""
+    """One judgement for ``claims.json`` (which the verdict table of docs/reproductions.md is built from); an
+    estimate whose replicates drew nothing keeps its effect alone."""
     t = j.tested
+    drawn = t if t is not None and t.drawn else None
     return {
         "test": j.test,
         "seeds": [list(j.seeds[0]), list(j.seeds[1])],
         "means": list(j.means),
         "effect": None if t is None else t.effect,
-        "interval": None if t is None else list(t.interval),
-        "level": None if t is None else t.level,
-        "p": None if t is None else t.p_value,
-        "p_against_claim": None if t is None else t.against,
+        "interval": None if drawn is None else list(drawn.interval),
+        "level": None if drawn is None else drawn.level,
+        "p": None if drawn is None else drawn.p_value,
+        "p_against_claim": None if drawn is None else drawn.against,
         "p_holm": j.adjusted_p,
-        "p_mc_error": None if t is None else t.p_error,
-        "interval_mc_error": None if t is None else list(t.interval_error),
-        "resamples": None if t is None else t.resamples,
+        "p_mc_error": None if drawn is None else drawn.p_error,
+        "interval_mc_error": None if drawn is None else list(drawn.interval_error),
+        "resamples": None if drawn is None else drawn.resamples,
         "unsettled": j.unsettled,
-        "mde": None if t is None else t.mde,
+        "mde": None if drawn is None else drawn.mde,
         "mde_text": detectable_effect(j),
         "family": j.family,
         "family_size": j.family_size,
@@ -386,10 +399,11 @@ def method(whole_command: bool = False) -> str:
         + ". A decided verdict needs the interval on one side and the adjusted p below 0.05 (*does not hold* of a "
         "one-sided or equivalence claim: the test against it, Bonferroni over the family). MDE: the minimum "
         "detectable effect, 80 % power at the kind's α on these seeds and sentences (for *equivalent*: the "
-        "smallest margin TOST would show). A run that did not converge makes the claim inconclusive, and so does a "
-        "row measured on one seed (no seed variation to draw from); a claim the paper restricts to other data is "
-        "out of scope (measured, not judged). Registered: the commit that added the claim in this form; where "
-        "runs had results before it, the verdict on the later runs alone is given where it differs."
+        "smallest margin TOST would show; with a row of one seed, a lower bound from the sentences alone). A run "
+        "that did not converge makes the claim inconclusive, and so does a row measured on one seed (no seed "
+        "variation to draw from); a claim the paper restricts to other data is out of scope (measured, not judged). "
+        "Registered: the commit that added the claim in this form; where runs had results before it, the verdict "
+        "on the later runs alone is given where it differs."
         + timing
         + " Rules and references: docs/experiments.md, Significance."
     )

@@ -207,6 +207,7 @@ class Estimate:
     effect: float
     replicates: np.ndarray
     seeds: tuple[int, int]  # how many runs of A and of B it rests on
+    drawn: bool = True  # False: no level could vary (one value a row, measured once per run): a point estimate
 
 
 def seed_deviations(rows: Sequence[tuple[float, Sequence[float]]], resamples: int, rng: np.random.Generator,
@@ -278,7 +279,8 @@ def seed_level(first: Sequence[float], second: Sequence[float] | None = None, lo
     effect = float(sum(w * np.mean(values) for w, values in rows))
     replicates = effect + seed_deviations(rows, resamples, rng)
     sign = -1.0 if lower_is_better else 1.0
-    return Estimate(sign * effect, sign * replicates, (len(first), len(second or first)))
+    drawn = any(len(values) > 1 for _, values in rows)
+    return Estimate(sign * effect, sign * replicates, (len(first), len(second or first)), drawn)
 
 
 # --- tests ---------------------------------------------------------------------------------------------------------
@@ -412,11 +414,16 @@ class Tested:
     interval_error: tuple[float, float] = (0.0, 0.0)
     thresholds: tuple[float, ...] = (0.0,)
     mde: float = 0.0
+    drawn: bool = True  # the estimate's (:class:`Estimate`): False for a point estimate, whose interval is itself
 
 
 def assess(kind: str, estimate: Estimate, margin: float = 0.0, ratio: float = 1.0) -> Tested:
     """The test of a claim of ``kind`` (see the module docstring) on ``estimate``; for ``faster`` the estimate is of
     the log speed ratio, and its effect, interval, thresholds and detectable effect are returned as ratios."""
+    return replace(_assess(kind, estimate, margin, ratio), drawn=estimate.drawn)
+
+
+def _assess(kind: str, estimate: Estimate, margin: float, ratio: float) -> Tested:
     if kind not in KINDS:
         raise ValueError(f"unknown claim kind {kind!r}")
     effect, resamples, level = estimate.effect, len(estimate.replicates), LEVELS[kind]
