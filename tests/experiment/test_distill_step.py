@@ -146,6 +146,32 @@ def test_the_local_executor_runs_teacher_distillation_students(demo_data: Path, 
     assert again == 0 and "0 to run" in stdout and "distil " not in stdout
 
 
+def test_a_student_records_its_distillation_and_a_second_one_must_train_on_the_same(
+    demo_data: Path, tmp_path: Path
+) -> None:
+    """A teacher trained again (a fresh machine) may translate differently: a student on those translations is
+    refused while another student of the grid trained on the first ones, so a row never mixes two distillations."""
+    path = write_grid(tmp_path, grid_dict(demo_data / "corpus", seeds=[1, 2]))
+    out = tmp_path / "out"
+    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--seeds", "1")
+    assert status == 0, stdout
+    teacher = json.loads((out / "runs" / "teacher" / "seed-1" / "result.json").read_text())["provenance"]
+    student = json.loads((out / "runs" / "student" / "seed-1" / "result.json").read_text())["provenance"]
+    distilled = out / "data" / "distilled-teacher-seed-1"
+    record = DataDir.load(distilled).manifest["distilled"]
+    assert student["distillation"]["teacher_sha256"] == [record["teacher"]["members"][0]["weights_sha256"]]
+    assert teacher["weights_sha256"] == record["teacher"]["members"][0]["weights_sha256"]  # its best checkpoint
+    assert "distillation" not in teacher  # trained on references
+    manifest = json.loads((distilled / "manifest.json").read_text())
+    for name in manifest["distilled"]["train_tgt_sha256"]:  # other translations of the same sentences
+        manifest["distilled"]["train_tgt_sha256"][name] = "0" * 64
+    (distilled / "manifest.json").write_text(json.dumps(manifest))
+    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--seeds", "2")
+    assert status == 1 and "FAILED [1/1] student seed 2" in stdout, stdout
+    assert "not those that student seed 1, a finished student of the same teacher, trained on" in stdout
+    assert not (out / "runs" / "student" / "seed-2" / "model").exists()  # refused before training
+
+
 def test_a_teacher_without_weights_leaves_its_students_not_run(demo_data: Path, tmp_path: Path) -> None:
     path = write_grid(tmp_path, grid_dict(demo_data / "corpus"))
     out = tmp_path / "out"

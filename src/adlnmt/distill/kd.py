@@ -141,6 +141,16 @@ def distilled_record(out: Path) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def distillation_identity(record: dict[str, Any]) -> dict[str, Any]:
+    """What a student trains on, from a distilled ``record``, by content only (the same wherever the data and the
+    teacher lie): the SHA-256 of each teacher member's weights (an export's manifest), and one SHA-256 over the
+    translations (over every training target file's)."""
+    members = record["teacher"]["members"]
+    teacher = [member.get("weights_sha256") or member["manifest_sha256"] for member in members]
+    translations = json.dumps(record["train_tgt_sha256"], sort_keys=True).encode()
+    return {"teacher_sha256": teacher, "translations_sha256": hashlib.sha256(translations).hexdigest()}
+
+
 def _claim(out: Path, plan: dict[str, Any], log: Callable[[str], None]) -> bool:
     """Whether ``out`` already holds this distillation, complete; refuse one that holds anything else."""
     if (out / MANIFEST).exists():

@@ -163,14 +163,27 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
     """Prepare the data, write every selected run's spec and run the unfinished ones (a grid's distillation step
     between its teacher and its students: :mod:`adlnmt.experiment.distill_runs`)."""
     from adlnmt.experiment import slurm
-    from adlnmt.experiment.runner import check_inputs, execute, prepare_data, running_order, write_spec
+    from adlnmt.experiment.runner import (
+        check_inputs,
+        distillations,
+        execute,
+        prepare_data,
+        running_order,
+        write_spec,
+    )
 
     check_inputs(grid)
     data_dirs = prepare_data(grid, out)
     options = slurm.slurm_options(grid, args) if args.executor == "slurm" else None
     threads = args.threads or (options.cpus if options else max(1, (os.cpu_count() or 1) // args.jobs))
+    taught = distillations(runs)
+
+    def write(run: Run) -> None:
+        key = run.variant.data.key
+        write_spec(grid, run, data_dirs[key], args.device, threads, taught.get(key))
+
     for run in selected:
-        write_spec(grid, run, data_dirs[run.variant.data.key], args.device, threads)
+        write(run)
     pending = running_order(run for run in selected if run.result() is None)
     resumed = sum(run.resumable for run in pending)
     print(f"{grid.name} (scale {grid.scale or '-'}): {len(selected)} runs, {len(selected) - len(pending)} finished "
@@ -180,7 +193,6 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
     if grid.distill is not None:  # the teacher, its distillation, its students, in that order
         from adlnmt.experiment import distill_runs
 
-        write = lambda run: write_spec(grid, run, data_dirs[run.variant.data.key], args.device, threads)  # noqa: E731
         return distill_runs.run_in_order(grid, pending, runs, out, data_dirs, write, args, options, threads)
     if options is not None:
         on_slurm = slurm.submit(grid, pending, out, options, threads)

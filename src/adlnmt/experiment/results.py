@@ -159,10 +159,19 @@ class CurvePoint(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Distillation(Record):
+    """The distilled data a student trained on, by content (:func:`adlnmt.distill.kd.distillation_identity`)."""
+
+    teacher_sha256: list[str]  # each teacher member's weights (or an export's manifest)
+    translations_sha256: str  # over every training target file's SHA-256
+
+
+@dataclass(frozen=True, kw_only=True)
 class Provenance(Record):
     """Where and how the run was trained and evaluated. Keys left out: not recorded when the run finished
     (``training_sessions`` and ``paused_minutes`` since 2026-11-23, ``tf32_allowed`` and ``timed_alone`` since
-    2026-11-26)."""
+    2026-11-26, ``weights_sha256`` and ``distillation`` since 2026-11-29), or not of this run (``distillation``: a
+    run on references)."""
 
     code: CodeVersion = field(metadata=FLAT)
     training_sessions: list[TrainingSession] | None = None
@@ -174,6 +183,8 @@ class Provenance(Record):
     paused_minutes: float | None = None  # stopped while another run decoded, not in train_minutes
     timed_alone: bool | None = None  # False: decoded beside other runs' training (--decode-beside-training)
     evaluate_minutes: float
+    weights_sha256: str | None = None  # of the checkpoint evaluated (``checkpoint``)
+    distillation: Distillation | None = None  # a student's: the teacher's translations it trained on
 
 
 @dataclass(frozen=True, kw_only=True)

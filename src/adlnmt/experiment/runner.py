@@ -327,9 +327,27 @@ def shared_runs(grid: Grid, runs: Iterable[Run], results: Path) -> list[tuple[Ru
     return list(found.values())
 
 
-def write_spec(grid: Grid, run: Run, data_dir: Path, device: str, threads: int) -> None:
+def distillations(runs: Iterable[Run]) -> dict[str, dict[str, Any]]:
+    """Data key → the distillation (:class:`~adlnmt.experiment.results.Distillation`, and ``run``: its label) that the
+    first finished student on that data trained on: what every other student of it must train on
+    (:func:`adlnmt.experiment.worker.check_distillation`). Absent: no finished student recorded one (none before
+    2026-11-29)."""
+    found: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        key = run.variant.data.key
+        if run.variant.data.distill is None or key in found:
+            continue
+        result = run.result()
+        if result is not None and result.provenance.distillation is not None:
+            found[key] = {**result.provenance.distillation.to_dict(), "run": run.label}
+    return found
+
+
+def write_spec(grid: Grid, run: Run, data_dir: Path, device: str, threads: int,
+               distillation: dict[str, Any] | None = None) -> None:  # fmt: skip
     """run.json and train.yaml of ``run``, every path in them absolute (``adlnmt train --config RUN/train.yaml`` works
-    from any directory); the fingerprints cover everything that changes its result."""
+    from any directory); the fingerprints cover everything that changes its result. ``distillation``: for a student,
+    the translations its finished siblings trained on (:func:`distillations`)."""
     train = {**run.variant.train, "data": str(absolute(data_dir)), "model": str(run.model_dir), "seed": run.seed}
     spec = {
         "experiment": grid.name,
@@ -345,6 +363,8 @@ def write_spec(grid: Grid, run: Run, data_dir: Path, device: str, threads: int) 
         "metrics": list(grid.metrics),
         "contrastive": [{"name": c.name, "suite": str(c.suite), "normalize": c.normalize} for c in grid.contrastive],
     }
+    if distillation is not None:
+        spec["distillation"] = distillation
     run.dir.mkdir(parents=True, exist_ok=True)
     options = {**train, "device": device, "threads": threads, "progress": False}
     text = f"# adlnmt train --config {run.dir / 'train.yaml'}\n" + yaml.safe_dump(options, sort_keys=False)

@@ -26,6 +26,7 @@ from adlnmt.experiment.results import (
     RESULT_FILE,
     CodeVersion,
     CurvePoint,
+    Distillation,
     Evaluation,
     LengthBucket,
     Machine,
@@ -40,7 +41,7 @@ from adlnmt.inference.options import SearchOptions
 from adlnmt.inference.translator import Translator
 from adlnmt.jsontext import parse_json
 from adlnmt.store import ModelDir
-from adlnmt.store.atomic import write_text_atomic
+from adlnmt.store.atomic import file_sha256, write_text_atomic
 from adlnmt.store.names import METRICS
 
 
@@ -185,6 +186,39 @@ def read_training_sessions(run_dir: Path) -> list[TrainingSession]:
     return [TrainingSession.from_dict(parse_json(line)) for line in lines if line.strip()]
 
 
+def distillation_of(data_dir: Path) -> Distillation | None:
+    """The distillation ``data_dir`` holds (:mod:`adlnmt.distill.kd`), by content; None for data of references."""
+    from adlnmt.distill.kd import distillation_identity, distilled_record
+
+    record = distilled_record(data_dir)
+    return Distillation.from_dict(distillation_identity(record)) if record is not None else None
+
+
+def data_dir_of(run_dir: Path) -> Path:
+    """The data directory the run trains on (its ``train.yaml``)."""
+    from adlnmt.train.config import load_yaml
+
+    return Path(load_yaml(run_dir / "train.yaml")["data"])
+
+
+def check_distillation(data_dir: Path, spec: dict[str, Any]) -> None:
+    """UserError when a student would train on other translations than the grid's finished students of its teacher
+    did (``spec["distillation"]``: theirs, written by :func:`adlnmt.experiment.runner.write_spec`): a teacher trained
+    again may translate differently, and a row would then mix two distillations."""
+    if (expected := spec.get("distillation")) is None:
+        return
+    found = distillation_of(data_dir)
+    if found is not None and found.translations_sha256 == expected["translations_sha256"]:
+        return
+    what = f"translations (SHA-256 {found.translations_sha256[:12]}…)" if found else "no distillation"
+    raise UserError(
+        f"{data_dir}: holds {what}, not those that {expected['run']}, a finished student of the same teacher, trained "
+        f"on (SHA-256 {expected['translations_sha256'][:12]}…). A teacher trained again may translate differently, "
+        "and a row would mix two distillations: bring the distilled data that student trained on here, or train every "
+        "student of this teacher again (--rerun)"
+    )
+
+
 def evaluate(run_dir: Path, spec: dict[str, Any]) -> RunResult:
     """Everything result.json holds: sizes, training summary and curve, each test set's scores and speed, and the
     provenance (code version, machine, wall-clock)."""
@@ -246,6 +280,8 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> RunResult:
             paused_minutes=paused_minutes,
             timed_alone=timed_alone(),
             evaluate_minutes=(time.perf_counter() - started) / 60,
+            weights_sha256=file_sha256(ModelDir(model_dir).resolve(checkpoint)),
+            distillation=distillation_of(data_dir_of(run_dir)),
         ),
     )
 
@@ -286,6 +322,7 @@ def train_and_evaluate(run_dir: Path) -> int:
     spec = parse_json((run_dir / "run.json").read_text(encoding="utf-8"))
     trained = read_json(run_dir / "trained.json") or {}
     if trained.get("fingerprint") != spec["train_fingerprint"]:
+        check_distillation(data_dir_of(run_dir), spec)
         with registered_training(run_dir):
             stopped_by = train(run_dir)
         if stopped_by:
