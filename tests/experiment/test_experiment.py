@@ -372,6 +372,9 @@ def test_a_fresh_clone_skips_the_archived_runs_and_rebuilds_the_report(
     )
     assert status == 0 and "1 runs, 0 finished (skipped), 1 to run" in stdout
     assert (clone / "results/tiny/runs/a/seed-1/result.json").stat().st_mtime_ns > before
+    # trained again on the same machine and threads: the same run, and the replaced archive is not left behind
+    assert "a seed 1 trained again: reproduced: the same weights (SHA-256), the same 2 checkpoints" in stdout, stdout
+    assert not list(clone.rglob("replaced"))
 
 
 def test_a_run_another_grid_archived_with_the_same_settings_is_copied_not_trained(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,6 +78,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment.judge import write_claims
     from adlnmt.experiment.lock import lock_output
     from adlnmt.experiment.report import write_report
+    from adlnmt.experiment.reproduce import keep_replaced
     from adlnmt.experiment.retime import retime
     from adlnmt.experiment.runner import plan_runs, shared_runs
     from adlnmt.experiment.score_added import score_added
@@ -124,9 +124,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         for run, folder, name in shared:
             run.adopt(folder, name)
             print(f"{run.label}: finished as {name} (the same settings), copied into {run.archive}")
-        for run in retrained:
-            shutil.rmtree(run.dir, ignore_errors=True)
-            shutil.rmtree(run.archive, ignore_errors=True)
+        for run in retrained:  # the archived result kept until the new one is compared with it
+            keep_replaced(run.archive, run.dir)
         if args.retime or args.score_added:
             finished = [run for run in selected if run.finished_in() is not None]
             for run in finished:
@@ -276,7 +275,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--rerun",
         action="store_true",
         help="delete the selected runs (trained and archived) first and train them again (not copied from "
-        "another experiment's archive either)",
+        "another experiment's archive either), saying whether each reproduced the result it replaced",
     )
     parser.add_argument("--jobs", type=_positive, default=1, help="runs at once, each its own process (default 1)")
     parser.add_argument("--threads", type=_positive, help="torch threads per run (default: CPU cores / jobs)")

@@ -57,6 +57,7 @@ from adlnmt.experiment.folders import absolute, default_results
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
 from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.quiet import DecodeAlone
+from adlnmt.experiment.reproduce import report_replaced
 from adlnmt.experiment.results import RESULT_FILE, RunResult, read_result
 from adlnmt.jsontext import parse_json
 from adlnmt.store import ModelDir
@@ -481,6 +482,8 @@ def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str]
                 report(f"stopped {where}: checkpointed; running the experiment again resumes it")
             elif outcome.ok and outcome.result is not None:
                 report(f"done   {where} in {outcome.seconds / 60:.1f} min: {summary(outcome.result)}")
+                if (line := report_replaced(run.dir, run.finished_in() or run.dir)) is not None:
+                    report(f"       {run.label} trained again: {line}")
             else:
                 tail = last_lines(run.log).replace("\n", "\n         ")
                 report(f"FAILED {where} (exit status {outcome.returncode}); see {run.log}:\n         {tail}")

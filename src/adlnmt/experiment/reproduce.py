@@ -1,0 +1,95 @@
+"""Whether a run trained again (``adlnmt experiment --rerun``) reproduced the result it replaced.
+
+``--rerun`` keeps the replaced archive in the run's folder (``RUN/replaced``) instead of deleting it; when the run
+finishes, :func:`compare` says whether the two are the same run: the weights evaluated (their SHA-256, where both
+recorded it), every checkpoint's training loss and validation perplexity, and every hypothesis of every test set.
+A teacher trained again on a fresh machine teaches its students the same translations only if it is the same
+(:mod:`adlnmt.experiment.distill_runs`); a result that moved is a finding about the toolkit's determinism.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from adlnmt.experiment.results import RESULT_FILE, ResultError, RunResult
+
+REPLACED = "replaced"  # RUN/replaced: the archived folder a --rerun replaces, until the run finishes again
+
+
+def keep_replaced(archive: Path, run_dir: Path) -> None:
+    """Empty ``run_dir`` and ``archive`` (the same folder when a grid trains in its archive), keeping the archived
+    run, if any, as ``run_dir``/replaced."""
+    kept = run_dir.parent / f".{run_dir.name}.{REPLACED}"
+    shutil.rmtree(kept, ignore_errors=True)
+    if (archive / RESULT_FILE).is_file():
+        shutil.move(archive, kept)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.rmtree(archive, ignore_errors=True)
+    if kept.is_dir():
+        run_dir.mkdir(parents=True)
+        kept.rename(run_dir / REPLACED)
+
+
+def report_replaced(run_dir: Path, folder: Path) -> str | None:
+    """:func:`compare` of the run's replaced result (then removed) with its new one in ``folder``; None when the run
+    replaced none."""
+    replaced = run_dir / REPLACED
+    if not replaced.is_dir():
+        return None
+    line = compare(replaced, folder)
+    shutil.rmtree(replaced)
+    return line
+
+
+def _lines(folder: Path, relative: str) -> list[str] | None:
+    try:
+        return (folder / relative).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+
+
+def _curve_difference(before: RunResult, after: RunResult) -> str | None:
+    """Where the two training curves first differ (update, what), None when they are the same."""
+    for old, new in zip(before.curve, after.curve, strict=False):
+        if old.update != new.update:
+            return f"checkpoint at update {old.update} before, {new.update} now"
+        for name in ("train_loss", "valid_ppl"):
+            if getattr(old, name) != getattr(new, name):
+                return f"update {old.update}: {name.replace('_', ' ')} {getattr(old, name)} → {getattr(new, name)}"
+    if len(before.curve) != len(after.curve):
+        return f"{len(before.curve)} checkpoints before, {len(after.curve)} now"
+    return None
+
+
+def compare(replaced: Path, folder: Path) -> str:
+    """One line: whether the result in ``folder`` reproduces the replaced one in ``replaced`` (both folders holding a
+    ``result.json`` and its hypotheses)."""
+    try:
+        before, after = RunResult.load(replaced / RESULT_FILE), RunResult.load(folder / RESULT_FILE)
+    except (OSError, ResultError) as err:
+        return f"not compared with the replaced result ({err})"
+    if before.fingerprint != after.fingerprint:
+        return "not compared: the replaced result had other settings (another fingerprint)"
+    differences = []
+    weights = (before.provenance.weights_sha256, after.provenance.weights_sha256)
+    if None not in weights and weights[0] != weights[1]:
+        differences.append("other weights (SHA-256)")
+    if (curve := _curve_difference(before, after)) is not None:
+        differences.append(f"the curve first differs at {curve}")
+    same = total = 0
+    for name in sorted(before.tests.keys() & after.tests.keys()):
+        old = _lines(replaced, before.tests[name].hypotheses)
+        new = _lines(folder, after.tests[name].hypotheses)
+        if old is None or new is None or len(old) != len(new):
+            differences.append(f"{name}: hypotheses not comparable")
+            continue
+        same += sum(a == b for a, b in zip(old, new, strict=True))
+        total += len(old)
+    if same != total:
+        differences.append(f"hypotheses: {same:,} of {total:,} the same")
+    if differences:
+        return "not reproduced: " + "; ".join(differences)
+    what = "the same weights (SHA-256), " if None not in weights else ""
+    return (f"reproduced: {what}the same {len(after.curve)} checkpoints (training loss, validation perplexity) and "
+            f"hypotheses ({total:,} sentences of {len(after.tests)} test sets)")  # fmt: skip

@@ -1,0 +1,59 @@
+"""Whether a run trained again reproduced the result it replaced (:mod:`adlnmt.experiment.reproduce`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from adlnmt.experiment.reproduce import REPLACED, compare, keep_replaced, report_replaced
+from adlnmt.experiment.results import RESULT_FILE, Provenance, RunResult
+
+from .sample_results import run_result
+
+HYPOTHESES = ["a man walks .", "two dogs run .", "a girl sings ."]
+
+
+def archived(folder: Path, result: RunResult, hypotheses: list[str]) -> Path:
+    (folder / "hyp").mkdir(parents=True)
+    (folder / "hyp" / "test.txt").write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
+    result.save(folder / RESULT_FILE)
+    return folder
+
+
+def with_weights(result: RunResult, digest: str) -> RunResult:
+    provenance: Provenance = replace(result.provenance, weights_sha256=digest)
+    return replace(result, provenance=provenance)
+
+
+def test_the_same_run_is_reproduced(tmp_path: Path) -> None:
+    result = with_weights(run_result(), "a" * 64)
+    before = archived(tmp_path / "before", result, HYPOTHESES)
+    after = archived(tmp_path / "after", result, HYPOTHESES)
+    assert compare(before, after) == ("reproduced: the same weights (SHA-256), the same 4 checkpoints (training loss, "
+                                      "validation perplexity) and hypotheses (3 sentences of 1 test sets)")  # fmt: skip
+
+
+def test_each_difference_is_named(tmp_path: Path) -> None:
+    before = archived(tmp_path / "before", with_weights(run_result(), "a" * 64), HYPOTHESES)
+    moved = with_weights(run_result(ppls=(10.0, 11.5, 12.0, 13.0)), "b" * 64)
+    after = archived(tmp_path / "after", moved, [HYPOTHESES[0], "two dogs are running .", HYPOTHESES[2]])
+    assert compare(before, after) == ("not reproduced: other weights (SHA-256); the curve first differs at update "
+                                      "200: valid ppl 11.0 → 11.5; hypotheses: 2 of 3 the same")  # fmt: skip
+    legacy = archived(tmp_path / "legacy", run_result(), HYPOTHESES)  # recorded no weights' digest: not compared
+    assert compare(legacy, before).startswith("reproduced: the same 4 checkpoints")
+    other = archived(tmp_path / "other", run_result(fingerprint="e" * 16), HYPOTHESES)
+    assert compare(other, before) == "not compared: the replaced result had other settings (another fingerprint)"
+
+
+def test_the_replaced_archive_is_kept_in_the_run_folder_until_compared(tmp_path: Path) -> None:
+    result = run_result()
+    archive = archived(tmp_path / "results" / "a" / "seed-1", result, HYPOTHESES)
+    run_dir = tmp_path / "work" / "a" / "seed-1"
+    (run_dir / "model").mkdir(parents=True)
+    keep_replaced(archive, run_dir)
+    assert not archive.exists() and [p.name for p in run_dir.iterdir()] == [REPLACED]
+    assert report_replaced(run_dir, archived(archive, result, HYPOTHESES)).startswith("reproduced")
+    assert not (run_dir / REPLACED).exists() and report_replaced(run_dir, archive) is None
+    keep_replaced(archive, archive)  # a grid that trains in its archive: the same folder
+    assert [p.name for p in archive.iterdir()] == [REPLACED]
+    assert (archive / REPLACED / RESULT_FILE).is_file()
