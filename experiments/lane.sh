@@ -3,8 +3,9 @@
 # while it runs) is the argument list of one `adlnmt experiment` command, run at nice 19 in CHECKOUT, a separate
 # clone of the repository (docs/experiments.md, "A long grid from a separate checkout"). After each command the lane
 # commits in CHECKOUT every new result.json folder under experiments/results/*/runs/, one commit a run, then each new
-# speed.json of a run committed before (a speed: section's timings), and nothing else (reports are rebuilt in the
-# checkout you publish from). With RETIME set to a pattern, a command whose line matches it and that finished a run
+# speed.json of a run committed before (a speed: section's timings), then each new or replaced distillation archived
+# under experiments/results/*/distilled/ (one commit each), and nothing else (reports are rebuilt in the checkout you
+# publish from). With RETIME set to a pattern, a command whose line matches it and that finished a run
 # is run again with --retime while every other `adlnmt experiment` process on the machine and its children are
 # stopped (SIGSTOP, then SIGCONT), so that the decoding speeds a speed claim compares are taken alone; a line whose
 # runs were finished before (a lane started again on its old queue) is not timed again.
@@ -36,6 +37,11 @@ commit_finished() {  # MESSAGE: one commit for each run folder whose result.json
         for f in $(git ls-files --others --exclude-standard -- "experiments/results/*/runs/*/seed-*/speed.json"); do
             git add -- "$f" && git commit -q -m "$(dirname "${f#experiments/results/}"): speed timed" -- "$f" &&
                 echo "timed $(dirname "${f#experiments/results/}")"
+        done
+        for f in $(git ls-files --others --modified --exclude-standard -- "experiments/results/*/distilled/*/record.json"); do
+            folder=$(dirname "$f")
+            git add -A -- "$folder" && git commit -q -m "${folder#experiments/results/}: distillation archived" -- "$folder" &&
+                echo "archived ${folder#experiments/results/}"
         done' sh "$1"
 }
 

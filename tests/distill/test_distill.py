@@ -335,3 +335,27 @@ def test_a_format_1_directory_is_refused_with_the_way_out(data: Path, teacher: P
     with pytest.raises(UserError, match=r"format 1 .*--vocab-from TEACHER_MODEL"):
         run(old, teacher, tmp_path / "kd")
     assert not (tmp_path / "kd").exists()
+
+
+def test_an_archived_distillation_makes_the_same_directory_again(data: Path, teacher: Path, tmp_path: Path) -> None:
+    """The archive keeps the targets' ids and the provenance, no source; restored from it and the prepared data, the
+    directory is the distilled one, file for file; what cannot be that is refused with nothing written."""
+    from adlnmt.distill.archived import archive, restore
+
+    manifest = run(data, teacher, tmp_path / "kd")
+    folder = tmp_path / "archive"
+    archive(tmp_path / "kd", folder)
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.*")) == [
+        "record.json",
+        "targets/000000.npy",
+    ]
+    assert restore(data, folder, tmp_path / "again") == manifest
+    assert arrays(tmp_path / "again") == arrays(tmp_path / "kd")
+    with pytest.raises(UserError, match="again: exists and is not empty"):
+        restore(data, folder, tmp_path / "again")
+    with pytest.raises(UserError, match="was distilled from data with other vocabularies than"):
+        restore(prepared(tmp_path / "other", 100), folder, tmp_path / "other-kd")
+    np.save(folder / "targets" / "000000.npy", np.load(folder / "targets" / "000000.npy")[:-5])
+    with pytest.raises(UserError, match=r"000000\.npy: missing or damaged \(shard 0's targets\)"):
+        restore(data, folder, tmp_path / "damaged")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again", "archive", "kd", "other"]  # nothing left behind

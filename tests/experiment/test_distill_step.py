@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 import yaml
 
@@ -170,6 +172,42 @@ def test_a_student_records_its_distillation_and_a_second_one_must_train_on_the_s
     assert status == 1 and "FAILED [1/1] student seed 2" in stdout, stdout
     assert "not those that student seed 1, a finished student of the same teacher, trained on" in stdout
     assert not (out / "runs" / "student" / "seed-2" / "model").exists()  # refused before training
+
+
+def test_a_fresh_machine_restores_the_archived_distillation_without_a_teacher(
+    demo_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The distillation is archived beside the runs (targets' ids and provenance, no source); a machine with neither
+    the distilled data nor the teacher's weights makes the data again from there, and its students train on the same
+    translations; an archive whose targets are not those it records is refused, saying which."""
+    path = write_grid(tmp_path, grid_dict(demo_data / "corpus", seeds=[1, 2]))
+    out = tmp_path / "out"
+    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--seeds", "1")
+    assert status == 0 and "distillation distilled-teacher-seed-1 archived in" in stdout, stdout
+    folder = out / "distilled" / "distilled-teacher-seed-1"
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.*")) == [
+        "record.json",
+        "targets/000000.npy",
+    ]
+    distilled = out / "data" / "distilled-teacher-seed-1"
+    record = DataDir.load(distilled).manifest["distilled"]
+    shutil.rmtree(distilled)  # a fresh clone: no distilled data, no teacher weights
+    shutil.rmtree(out / "runs" / "teacher" / "seed-1" / "model")
+    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--seeds", "2")
+    assert status == 0 and f"distillation distilled-teacher-seed-1 restored from {folder}" in stdout, stdout
+    assert "archived in" not in stdout  # the archive holds this one already
+    assert DataDir.load(distilled).manifest["distilled"] == record
+    first, second = (json.loads((out / "runs" / "student" / f"seed-{n}" / "result.json").read_text()) for n in (1, 2))
+    assert first["provenance"]["distillation"] == second["provenance"]["distillation"]
+    shutil.rmtree(distilled)
+    targets = np.load(folder / "targets" / "000000.npy")
+    targets[-1] = (targets[-1] + 1) % 150  # one target piece changed
+    np.save(folder / "targets" / "000000.npy", targets)
+    capsys.readouterr()
+    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--rerun")
+    error = capsys.readouterr().err
+    assert status == 2 and f"{folder}: its targets are not the translations its record names" in error
+    assert not distilled.exists()
 
 
 def test_a_teacher_without_weights_leaves_its_students_not_run(demo_data: Path, tmp_path: Path) -> None:

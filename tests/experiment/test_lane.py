@@ -12,6 +12,7 @@ import pytest
 
 LANE = Path(__file__).resolve().parents[2] / "experiments" / "lane.sh"
 RESULT = "experiments/results/grid-cpu/runs/row/seed-1/result.json"
+DISTILLED = "experiments/results/grid-cpu/distilled/distilled-row-seed-1"
 
 # stands in for `python -m adlnmt experiment ARGS`: the first call finishes the run, --retime rewrites its result
 FAKE_PYTHON = f"""#!/usr/bin/env bash
@@ -20,6 +21,8 @@ if [[ " $* " == *" --retime "* ]]; then echo retime >> "$CALLS"; echo '{{"retime
 echo run >> "$CALLS"
 [ -e {RESULT} ] || {{ mkdir -p $(dirname {RESULT}) && echo '{{}}' > {RESULT}; }}
 [ -z "${{SPEED:-}}" ] || echo '{{}}' > $(dirname {RESULT})/speed.json
+[ -z "${{DISTILLED:-}}" ] || {{ mkdir -p {DISTILLED}/targets && echo "$DISTILLED" > {DISTILLED}/record.json &&
+    echo "$DISTILLED" > {DISTILLED}/targets/000000.npy; }}
 """
 
 pytestmark = pytest.mark.skipif(
@@ -106,4 +109,14 @@ def test_a_speed_record_timed_after_its_run_was_committed_is_committed_without_a
     assert "timed grid-cpu/runs/row/seed-1" in out and "committed grid-cpu" not in out
     assert lane.calls.read_text().split() == ["run", "retime", "run"]
     assert _git(lane.checkout, "log", "-1", "--format=%s").strip() == "grid-cpu/runs/row/seed-1: speed timed"
+    assert not _git(lane.checkout, "status", "--porcelain")
+
+
+def test_an_archived_distillation_is_committed_and_so_is_its_replacement(lane: Lane) -> None:
+    out = lane(DISTILLED="first")
+    assert "archived grid-cpu/distilled/distilled-row-seed-1" in out
+    assert "grid-cpu/distilled/distilled-row-seed-1: distillation archived" in _git(lane.checkout, "log", "--format=%s")
+    out = lane(DISTILLED="second")  # the step's distillation replaced (another teacher checkpoint, say)
+    assert "archived grid-cpu/distilled/distilled-row-seed-1" in out
+    assert _git(lane.checkout, "show", f"HEAD:{DISTILLED}/targets/000000.npy").strip() == "second"
     assert not _git(lane.checkout, "status", "--porcelain")

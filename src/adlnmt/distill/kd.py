@@ -182,10 +182,10 @@ def _chunk_path(out: Path, index: int) -> Path:
     return out / CHUNKS / f"{index:06d}.npy"
 
 
-def _save_chunk(path: Path, translations: list[list[int]]) -> None:
-    """One committed chunk: int32 [count, its lengths, its tokens]."""
-    lengths = [len(tokens) for tokens in translations]
-    values = np.array([len(translations), *lengths, *(t for tokens in translations for t in tokens)], dtype=np.int32)
+def save_chunk(path: Path, lengths: Sequence[int] | np.ndarray, tokens: Sequence[int] | np.ndarray) -> None:
+    """One committed chunk of target ids: int32 [count, its lengths, its tokens] (the tokens of all, in order)."""
+    values = np.concatenate([np.array([len(lengths)], dtype=np.int64), np.asarray(lengths, dtype=np.int64),
+                             np.asarray(tokens, dtype=np.int64)]).astype(np.int32)  # fmt: skip
 
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as handle:
@@ -194,7 +194,7 @@ def _save_chunk(path: Path, translations: list[list[int]]) -> None:
     atomic_write(path, write)
 
 
-def _load_chunk(path: Path, count: int, vocab_size: int) -> tuple[np.ndarray, np.ndarray] | None:
+def load_chunk(path: Path, count: int, vocab_size: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(lengths, tokens) of a committed chunk of ``count`` sentences, or None when it is missing or damaged."""
     try:
         values = np.load(path, allow_pickle=False)
@@ -226,7 +226,7 @@ def _chunk_bounds(sizes: Sequence[int], chunk_size: int) -> list[tuple[int, int,
             for lo in range(0, size, chunk_size)]  # fmt: skip
 
 
-def _write_shard(out: Path, data: DataDir, source: Split, corpus: str, index: int, lengths: np.ndarray,
+def write_shard(out: Path, data: DataDir, source: Split, corpus: str, index: int, lengths: np.ndarray,
                  tokens: np.ndarray) -> dict[str, Any]:  # fmt: skip
     """Write shard ``index`` of ``corpus``: the source shard's pieces with the new targets; its manifest entry."""
     builder = ShardBuilder(np.dtype(data.manifest["dtype"]))
@@ -235,10 +235,25 @@ def _write_shard(out: Path, data: DataDir, source: Split, corpus: str, index: in
     return {"corpus": corpus, **builder.write(out, shard_stem("train", corpus, index))}
 
 
-def _finish(data: DataDir, out: Path, plan: dict[str, Any], shards: list[dict[str, Any]],
-            targets: dict[str, dict[str, int]]) -> dict[str, Any]:  # fmt: skip
+def add_shard(out: Path, data: DataDir, entry: dict[str, Any], source: Split, lengths: np.ndarray, tokens: np.ndarray,
+              shards: list[dict[str, Any]], targets: dict[str, dict[str, int]]) -> None:  # fmt: skip
+    """Write the next training shard (the source shard of manifest ``entry`` with the targets ``lengths`` and
+    ``tokens``) and add it to ``shards`` and its corpus's counts to ``targets`` (:func:`finish`'s arguments)."""
+    corpus = str(entry.get("corpus", "train"))
+    counts = targets.setdefault(corpus, {"pieces": 0, "unk": 0, "longest": 0, "empty": 0})
+    in_corpus = sum(1 for written in shards if written["corpus"] == corpus)
+    shards.append(write_shard(out, data, source, corpus, in_corpus, lengths, tokens))
+    counts["pieces"] += len(tokens)
+    counts["unk"] += int(np.count_nonzero(tokens == UNK))
+    counts["longest"] = max(counts["longest"], int(lengths.max(initial=0)))
+    counts["empty"] += int(np.count_nonzero(lengths == 0))
+
+
+def finish(data: DataDir, out: Path, plan: dict[str, Any], shards: list[dict[str, Any]],
+           targets: dict[str, dict[str, int]], finished: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Copy the files kept as they are, then write the manifest (last) naming the new training ``shards``;
-    ``targets``: per corpus the new target's ``pieces``, ``unk``, ``longest`` and ``empty`` translations."""
+    ``targets``: per corpus the new target's ``pieces``, ``unk``, ``longest`` and ``empty`` translations;
+    ``finished``: when the distillation finished (default: now)."""
     manifest = parse_json(json.dumps(data.manifest))
     names = {*manifest["spm"].values()}
     for split, entries in manifest["shards"].items():
@@ -263,7 +278,7 @@ def _finish(data: DataDir, out: Path, plan: dict[str, Any], shards: list[dict[st
             name: entry["sha256"][name] for entry in shards for name in entry["files"]["tgt"].values()
         },
         "empty_translations": sum(c["empty"] for c in targets.values()),
-        "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "finished": finished or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     _write_json(out / MANIFEST, manifest)
     return manifest
@@ -320,28 +335,23 @@ def distill(
         source, lengths, tokens = data.open_shard("train", shard), [], []
         for index, lo, hi in [(index, lo, hi) for index, (owner, lo, hi) in enumerate(bounds) if owner == shard]:
             path = _chunk_path(out, index)
-            loaded = _load_chunk(path, hi - lo, vocab_size) if path.exists() else None
+            loaded = load_chunk(path, hi - lo, vocab_size) if path.exists() else None
             if loaded is None:
                 if path.exists():
                     log(f"{path}: damaged, translated again")
-                _save_chunk(path, _translate_chunk(translator, data, source, lo, hi, options))
-                loaded = _load_chunk(path, hi - lo, vocab_size)
+                translations = _translate_chunk(translator, data, source, lo, hi, options)
+                save_chunk(
+                    path, [len(tokens) for tokens in translations], [t for tokens in translations for t in tokens]
+                )
+                loaded = load_chunk(path, hi - lo, vocab_size)
                 assert loaded is not None
                 log(f"chunk {index + 1}/{len(bounds)}: sentences {done + lo + 1:,}-{done + hi:,} of {total:,} "
                     "translated")  # fmt: skip
             lengths.append(loaded[0])
             tokens.append(loaded[1])
-        corpus = str(entry.get("corpus", "train"))
-        counts = targets.setdefault(corpus, {"pieces": 0, "unk": 0, "longest": 0, "empty": 0})
-        shard_lengths, shard_tokens = np.concatenate(lengths), np.concatenate(tokens)
-        in_corpus = sum(1 for written in shards if written["corpus"] == corpus)
-        shards.append(_write_shard(out, data, source, corpus, in_corpus, shard_lengths, shard_tokens))
-        counts["pieces"] += len(shard_tokens)
-        counts["unk"] += int(np.count_nonzero(shard_tokens == UNK))
-        counts["longest"] = max(counts["longest"], int(shard_lengths.max(initial=0)))
-        counts["empty"] += int(np.count_nonzero(shard_lengths == 0))
+        add_shard(out, data, entry, source, np.concatenate(lengths), np.concatenate(tokens), shards, targets)
         done += len(source)
-    manifest = _finish(data, out, plan, shards, targets)
+    manifest = finish(data, out, plan, shards, targets)
     _clean(out)
     log(f"{out}: {total:,} training targets distilled ({manifest['distilled']['empty_translations']} empty)")
     return manifest

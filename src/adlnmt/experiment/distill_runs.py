@@ -9,6 +9,11 @@ not finish, or whose weights are in neither, leaves its students not run (failed
 grid unharmed; unless the step's data is complete already (:func:`distilled_by`: the data carried to another
 machine), which its students train on without the teacher's weights.
 
+Archived: a finished distillation is kept in the grid's archive (``NAME-SCALE/distilled/<key>``: the targets' ids and
+the provenance, :mod:`adlnmt.distill.archived`), and a machine without the step's data (a fresh clone, a lent GPU)
+makes it from there before anything else: its students train on the targets the archived students trained on, and
+no teacher is trained again.
+
 SLURM: the same order as job dependencies. The first runs are one job array; the distillation is one job after the
 teacher's (``--dependency=afterok:<teacher job>``, none when the teacher is finished), its id recorded in
 ``data/<key>.slurm.json`` so that it is not submitted twice while queued or running; the students are a job array
@@ -26,7 +31,9 @@ import time
 from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
+from adlnmt.distill.archived import archive, archived_record, restore
 from adlnmt.distill.kd import SEARCH_KEYS, distilled_record
 from adlnmt.errors import UserError
 from adlnmt.experiment import slurm
@@ -38,6 +45,7 @@ from adlnmt.flags import flag_of
 from adlnmt.inference.options import SearchOptions
 from adlnmt.store import ModelDir
 
+DISTILLED = "distilled"  # NAME-SCALE/distilled/<key>: a grid archive's distillations
 SEARCH_FIELDS = {f.name: f for f in fields(SearchOptions) if f.name in SEARCH_KEYS}
 
 
@@ -82,18 +90,52 @@ def log_of(step: DistillStep, data_dirs: dict[str, Path]) -> Path:
     return data_dirs[step.key].parent / f"{step.key}.log"
 
 
-def distilled_by(step: DistillStep, teacher: Run, data_dirs: dict[str, Path]) -> bool:
-    """Whether the finished ``teacher``'s step is done: its data directory holds the distillation, complete, of one
-    teacher's ``step.checkpoint`` searched as the step says, in the step's chunks. Its students then need no teacher
-    weights on this machine (a grid's data carried to another, e.g. a lent GPU, or one distilled by an earlier
-    version)."""
-    record = distilled_record(data_dirs[step.key]) if teacher.result() is not None else None
+def is_step_of(record: dict[str, Any] | None, step: DistillStep) -> bool:
+    """Whether a distillation's provenance ``record`` is the step's: one teacher's ``step.checkpoint`` searched as the
+    step says, in the step's chunks."""
     if record is None:
         return False
     members = record.get("teacher", {}).get("members", [])
     identity = step.identity()
     return (len(members) == 1 and members[0].get("checkpoint") == step.checkpoint
             and record.get("search") == identity["search"] and record.get("chunk_size") == step.chunk_size)  # fmt: skip
+
+
+def distilled_by(step: DistillStep, teacher: Run, data_dirs: dict[str, Path]) -> bool:
+    """Whether the finished ``teacher``'s step is done: its data directory holds the step's distillation, complete.
+    Its students then need no teacher weights on this machine (a grid's data carried to another, e.g. a lent GPU, one
+    restored from the archive, or one distilled by an earlier version)."""
+    return teacher.result() is not None and is_step_of(distilled_record(data_dirs[step.key]), step)
+
+
+def archived_in(step: DistillStep, teacher: Run) -> Path:
+    """The grid archive's folder of the step's distillation (:mod:`adlnmt.distill.archived`), beside its runs."""
+    return teacher.archive.parents[2] / DISTILLED / step.key
+
+
+def restore_archived(step: DistillStep, teacher: Run, data_dirs: dict[str, Path],
+                     report: Callable[[str], None]) -> None:  # fmt: skip
+    """Make the step's data directory from the archive when it has none and the archive holds the step's
+    distillation of the finished teacher: its students then train on the very targets the archived ones did."""
+    target, folder = data_dirs[step.key], archived_in(step, teacher)
+    if teacher.result() is None or not is_step_of(archived_record(folder), step):
+        return
+    if target.exists() and any(target.iterdir()):  # complete, or a distillation under way: left as it is
+        return
+    restore(data_dirs[teacher.variant.data.key], folder, target)
+    report(f"done   distillation {step.key} restored from {folder} (its teacher's weights are not needed)")
+
+
+def archive_distilled(step: DistillStep, teacher: Run, data_dirs: dict[str, Path],
+                      report: Callable[[str], None]) -> None:  # fmt: skip
+    """Keep the step's complete distillation in the grid archive, unless the archive holds that one already."""
+    if not distilled_by(step, teacher, data_dirs):
+        return
+    record, folder = distilled_record(data_dirs[step.key]), archived_in(step, teacher)
+    archived = archived_record(folder)
+    if archived is None or archived.get("train_tgt_sha256") != record.get("train_tgt_sha256"):
+        archive(data_dirs[step.key], folder)
+        report(f"       distillation {step.key} archived in {folder} (its targets' ids and provenance, no source)")
 
 
 def has_weights(model_dir: Path, checkpoint: str) -> bool:
@@ -157,8 +199,11 @@ def run_local(grid: Grid, pending: list[Run], runs: list[Run], data_dirs: dict[s
         return outcomes + [Outcome(run, STOPPED["SIGTERM"], 0.0, None) for runs in taught.values() for run in runs]
     ready = []
     for step, students in taught.items():
-        reason = distil_locally(step, teacher_of(step, runs), data_dirs, device, threads * jobs, report)
+        teacher = teacher_of(step, runs)
+        restore_archived(step, teacher, data_dirs, report)
+        reason = distil_locally(step, teacher, data_dirs, device, threads * jobs, report)
         if reason is None:
+            archive_distilled(step, teacher, data_dirs, report)
             ready += students
             continue
         report(f"FAILED {', '.join(run.label for run in students)}: not run, {reason}")
@@ -218,6 +263,8 @@ def submit(grid: Grid, pending: list[Run], runs: list[Run], out: Path, data_dirs
     first, taught = split(pending)
     for step, students in taught.items():  # before anything is submitted
         teacher = teacher_of(step, runs)
+        restore_archived(step, teacher, data_dirs, print)
+        archive_distilled(step, teacher, data_dirs, print)  # one a job distilled since the last submission
         if (teacher.result() is not None and not distilled_by(step, teacher, data_dirs)
                 and isinstance(reason := teacher_model(step, teacher), str)):  # fmt: skip
             raise UserError(f"{', '.join(run.label for run in students)}: {reason}")
