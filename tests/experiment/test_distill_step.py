@@ -129,8 +129,12 @@ def experiment(*argv: str) -> tuple[int, str]:
 def test_the_local_executor_runs_teacher_distillation_students(demo_data: Path, tmp_path: Path) -> None:
     path = write_grid(tmp_path, grid_dict(demo_data / "corpus"))
     out = tmp_path / "out"
+    state = "distillation distilled-teacher-seed-1: distilled once its teacher teacher seed 1 has finished"
+    assert state in experiment(str(path), "--out", str(out), "--dry-run")[1]
     status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student")
     assert status == 0, stdout
+    state = f"distillation distilled-teacher-seed-1: complete in {out / 'data' / 'distilled-teacher-seed-1'}"
+    assert state in experiment(str(path), "--out", str(out), "--dry-run")[1]
     teacher_result = out / "runs" / "teacher" / "seed-1" / "result.json"
     distilled = out / "data" / "distilled-teacher-seed-1"
     student_result = out / "runs" / "student" / "seed-1" / "result.json"
@@ -193,6 +197,8 @@ def test_a_fresh_machine_restores_the_archived_distillation_without_a_teacher(
     record = DataDir.load(distilled).manifest["distilled"]
     shutil.rmtree(distilled)  # a fresh clone: no distilled data, no teacher weights
     shutil.rmtree(out / "runs" / "teacher" / "seed-1" / "model")
+    status, stdout = experiment(str(path), "--out", str(out), "--dry-run")
+    assert f"distillation distilled-teacher-seed-1: restored from {folder} (no teacher needed)" in stdout, stdout
     status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--seeds", "2")
     assert status == 0 and f"distillation distilled-teacher-seed-1 restored from {folder}" in stdout, stdout
     assert "archived in" not in stdout  # the archive holds this one already
@@ -215,6 +221,8 @@ def test_a_teacher_without_weights_leaves_its_students_not_run(demo_data: Path, 
     out = tmp_path / "out"
     assert experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "teacher")[0] == 0
     (out / "runs" / "teacher" / "seed-1" / "model" / "best.safetensors").unlink()
+    status, stdout = experiment(str(path), "--out", str(out), "--dry-run")
+    assert "distillation distilled-teacher-seed-1: cannot be made: the best weights of its teacher" in stdout
     status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student")
     assert status == 1
     assert "FAILED student seed 1: not run, the best weights of its teacher teacher seed 1 are not in" in stdout

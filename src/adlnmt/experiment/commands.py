@@ -44,6 +44,11 @@ def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, 
         states = ", ".join(f"seed {r.seed} {status(r, shared)}" for r in runs if r.variant is variant)
         print(f"  {variant.name} [runs/{variant.slug}, data {variant.data.prepared or variant.data.key}]: {states}")
         print("    " + ", ".join(f"{key}={value}" for key, value in variant.train.items()))
+    if (step := grid.distill) is not None:
+        from adlnmt.experiment.distill_runs import step_state, teacher_of
+
+        data_dirs = {key: folders.work / "data" / key for key in (step.key, grid.variant(step.teacher).data.key)}
+        print(f"  distillation {step.key}: {step_state(step, teacher_of(step, runs), data_dirs)}")
 
 
 def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None) -> list[Run]:

@@ -164,6 +164,19 @@ def teacher_model(step: DistillStep, teacher: Run) -> Path | str:
             f"{teacher.seed}")  # fmt: skip
 
 
+def step_state(step: DistillStep, teacher: Run, data_dirs: dict[str, Path]) -> str:
+    """What running the grid will do for the step's data, as ``--dry-run`` says it."""
+    if distilled_by(step, teacher, data_dirs):
+        return f"complete in {data_dirs[step.key]}"
+    if teacher.result() is None:
+        return f"distilled once its teacher {teacher.label} has finished"
+    folder = archived_in(step, teacher)
+    if is_step_of(archived_record(folder), step):
+        return f"restored from {folder} (no teacher needed)"
+    model = teacher_model(step, teacher)
+    return f"distilled by {model}" if isinstance(model, Path) else f"cannot be made: {model}"
+
+
 def distil_locally(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], device: str, threads: int,
                    report: Callable[[str], None]) -> str | None:  # fmt: skip
     """Run the step in a subprocess; None when its data is complete, else why not."""
