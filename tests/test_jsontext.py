@@ -11,7 +11,7 @@ import pytest
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.schema import read_yaml
-from adlnmt.jsontext import MAX_DEPTH, JsonError, LoneSurrogate, parse_json
+from adlnmt.jsontext import MAX_DEPTH, JsonError, LoneSurrogate, parse_json, read_object
 from adlnmt.store.atomic import read_records
 from adlnmt.store.export_dir import read_manifest
 from adlnmt.store.model_dir import ModelDir
@@ -83,3 +83,14 @@ def test_the_project_readers_name_the_file(tmp_path: Path) -> None:
     (tmp_path / "grid.yaml").write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
     with pytest.raises(UserError, match=r"grid\.yaml: invalid YAML: nested too deeply"):
         read_yaml(tmp_path / "grid.yaml", ("a",))
+
+
+def test_read_object_is_none_for_a_record_that_is_not_there_or_not_whole(tmp_path: Path) -> None:
+    record = tmp_path / "record.json"
+    assert read_object(record) is None  # missing
+    for damaged in ('{"update": 1', "[1, 2]", '"text"', "\xff", "[" * 5000 + "]" * 5000):
+        record.write_bytes(damaged.encode("latin-1"))
+        assert read_object(record) is None, damaged
+    record.write_text('{"update": 1, "best": [2, 3]}')
+    assert read_object(record) == {"update": 1, "best": [2, 3]}
+    assert read_object(tmp_path) is None  # a folder

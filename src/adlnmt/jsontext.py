@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 MAX_DEPTH = 100  # levels of nested arrays and objects; adlnmt's own files use fewer than 10
@@ -100,3 +101,14 @@ def parse_json(text: str | bytes) -> Any:
     if _SURROGATE_ESCAPE.search(text) and (error := lone_surrogate(value)) is not None:
         raise error
     return value
+
+
+def read_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in the file ``path``, or None when the file is missing, unreadable, not JSON or not an object
+    (a record a crash left unwritten; readers that must name a damaged file use
+    :func:`adlnmt.store.atomic.read_json_object`)."""
+    try:
+        value = parse_json(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None

@@ -24,7 +24,7 @@ from typing import Any
 from adlnmt.data.data_dir import MANIFEST, DataDir
 from adlnmt.distill.kd import add_shard, distilled_record, finish, load_chunk, save_chunk, vocabulary_digests
 from adlnmt.errors import UserError
-from adlnmt.jsontext import parse_json
+from adlnmt.jsontext import parse_json, read_object
 from adlnmt.store.atomic import atomic_write
 
 RECORD = "record.json"
@@ -34,11 +34,8 @@ RESULT_KEYS = ("train_tgt_sha256", "empty_translations", "finished")  # what a d
 
 def archived_record(folder: Path) -> dict[str, Any] | None:
     """The ``distilled`` provenance of the distillation archived in ``folder``, None when there is none."""
-    try:
-        stored = parse_json((folder / RECORD).read_bytes())
-    except (OSError, ValueError):
-        return None
-    return stored.get("distilled") if isinstance(stored, dict) else None
+    stored = read_object(folder / RECORD)
+    return stored.get("distilled") if stored else None
 
 
 def _target_path(folder: Path, index: int) -> Path:

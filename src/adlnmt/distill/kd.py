@@ -36,7 +36,7 @@ from adlnmt.data.shards import ShardBuilder, shard_stem
 from adlnmt.data.vocab import UNK, Vocab
 from adlnmt.errors import UserError
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
-from adlnmt.jsontext import parse_json
+from adlnmt.jsontext import parse_json, read_object
 from adlnmt.store import ExportDir, ModelDir, is_export_dir
 from adlnmt.store.atomic import atomic_write, copy_atomic, file_sha256
 
@@ -121,14 +121,6 @@ def _differences(stored: dict[str, Any], plan: dict[str, Any]) -> list[str]:
     return [key for key in plan if stored.get(key) != plan[key]]
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = parse_json(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _write_json(path: Path, value: dict[str, Any]) -> None:
     text = json.dumps(value, indent=2) + "\n"
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
@@ -136,7 +128,7 @@ def _write_json(path: Path, value: dict[str, Any]) -> None:
 
 def distilled_record(out: Path) -> dict[str, Any] | None:
     """The provenance (``manifest.json``'s ``distilled``) of a complete distilled data directory, else None."""
-    manifest = _read_json(out / MANIFEST)
+    manifest = read_object(out / MANIFEST)
     record = manifest.get("distilled") if manifest else None
     return record if isinstance(record, dict) else None
 
@@ -162,7 +154,7 @@ def _claim(out: Path, plan: dict[str, Any], log: Callable[[str], None]) -> bool:
                             "(or delete it to distil again)")  # fmt: skip
         return True
     if (out / PLAN).exists():
-        stored = _read_json(out / PLAN)
+        stored = read_object(out / PLAN)
         if stored is None:
             raise UserError(f"{out / PLAN}: unreadable; delete {out} to distil again")
         if differences := _differences(stored, plan):

@@ -40,9 +40,10 @@ from adlnmt.experiment import slurm
 from adlnmt.experiment.distill_job import DistillJob
 from adlnmt.experiment.distill_step import DistillStep
 from adlnmt.experiment.grid import Grid
-from adlnmt.experiment.runner import STOPPED, Outcome, Run, execute, last_lines, read_json, running_order, write_json
+from adlnmt.experiment.runner import STOPPED, Outcome, Run, execute, last_lines, running_order, write_json
 from adlnmt.flags import flag_of
 from adlnmt.inference.options import SearchOptions
+from adlnmt.jsontext import read_object
 from adlnmt.store import ModelDir
 
 DISTILLED = "distilled"  # NAME-SCALE/distilled/<key>: a grid archive's distillations
@@ -240,14 +241,14 @@ def submit_step(grid: Grid, step: DistillStep, teacher: Run, out: Path, data_dir
         print(f"distillation {step.key}: complete; not submitted")
         return None
     record_path = data_dirs[step.key].parent / f"{step.key}.{slurm.RECORD}"
-    record = read_json(record_path)
+    record = read_object(record_path)
     state = slurm.job_states([record]).get(record["job_id"], "") if record else ""
     if record and (state in slurm.WAITING or state in slurm.RUNNING):
         print(f"distillation {step.key}: {'queued' if state in slurm.WAITING else 'running'} as job "
               f"{record['job_id']}; not submitted again")  # fmt: skip
         return str(record["job_id"])
     finished = teacher.result() is not None
-    teacher_record = read_json(teacher.dir / slurm.RECORD) if not finished else None
+    teacher_record = read_object(teacher.dir / slurm.RECORD) if not finished else None
     model = teacher_model(step, teacher) if finished else teacher.model_dir
     assert isinstance(model, Path)
     executor = slurm._executor(out / "slurm", after(options, [teacher_record["job_id"]] if teacher_record else []),

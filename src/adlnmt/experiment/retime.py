@@ -22,7 +22,8 @@ from adlnmt.errors import UserError
 from adlnmt.experiment.quiet import machine_alone
 from adlnmt.experiment.report import timed_on
 from adlnmt.experiment.results import RESULT_FILE, FirstTiming, Machine, Retimed, RunResult, Timing, read_result
-from adlnmt.experiment.runner import Run, read_json
+from adlnmt.experiment.runner import Run
+from adlnmt.jsontext import read_object
 from adlnmt.store import ModelDir
 from adlnmt.store.atomic import write_text_atomic
 
@@ -64,7 +65,7 @@ def retime(run: Run) -> str:
 
     folder = run.finished_in()
     result = read_result(folder / RESULT_FILE) if folder else None
-    spec = read_json(run.dir / "run.json")
+    spec = read_object(run.dir / "run.json")
     if folder is None or result is None:
         return f"skipped {run.label}: not finished"
     if spec is None:

@@ -59,7 +59,7 @@ from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.quiet import DecodeAlone
 from adlnmt.experiment.reproduce import report_replaced
 from adlnmt.experiment.results import RESULT_FILE, RunResult, read_result
-from adlnmt.jsontext import parse_json
+from adlnmt.jsontext import read_object
 from adlnmt.store import ModelDir
 from adlnmt.store.atomic import atomic_write, file_sha256
 
@@ -74,16 +74,6 @@ NOT_FINGERPRINTED = ("device", "threads", "progress", "log_interval", "tensorboa
 def write_json(path: Path, value: Any) -> None:
     text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path``, or None when it is missing, unreadable or not an object (a run that did not
-    finish; :func:`adlnmt.experiment.checks.unreadable_results` lists the damaged ones)."""
-    try:
-        value = parse_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def fingerprint(value: Any) -> str:
@@ -176,7 +166,7 @@ def _vocabulary_digest(folder: Path) -> str:
     """The SHA-256 of the sentencepiece model(s) of a prepared data directory or a model's ``vocab/``."""
     from adlnmt.data.data_dir import MANIFEST, SIDES
 
-    manifest = read_json(folder / MANIFEST) or {}
+    manifest = read_object(folder / MANIFEST) or {}
     spm = manifest.get("spm") if isinstance(manifest.get("spm"), dict) else {}
     if not all(isinstance(spm.get(side), str) for side in SIDES):
         raise UserError(f"{folder / MANIFEST}: missing or damaged (no sentencepiece models named)")
@@ -217,7 +207,7 @@ def prepare_data(grid: Grid, out: Path, log: Callable[[str], None] = print) -> d
             dirs[key] = spec.prepared
             continue
         target = out / "data" / key
-        manifest = read_json(target / MANIFEST)
+        manifest = read_object(target / MANIFEST)
         if manifest is None:
             log(f"preparing {target} ...")
             prepare(out_dir=target, **spec.arguments())

@@ -25,9 +25,10 @@ from typing import Any
 
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import TOP_KEYS, Grid
-from adlnmt.experiment.runner import Outcome, Run, last_lines, read_json, summary, write_json
+from adlnmt.experiment.runner import Outcome, Run, last_lines, summary, write_json
 from adlnmt.experiment.schema import Reader, read_yaml
 from adlnmt.experiment.slurm_job import RunJob
+from adlnmt.jsontext import read_object
 from adlnmt.store import ModelDir
 
 RECORD = "slurm.json"  # beside each submitted run: its job id
@@ -161,10 +162,10 @@ def job_log(record: dict[str, Any]) -> Path:
 
 def submit(grid: Grid, runs: list[Run], out: Path, options: SlurmOptions, threads: int) -> list[Run]:
     """Submit the runs whose job is not queued or running already, as one job array; the runs now on SLURM."""
-    states = job_states([record for run in runs if (record := read_json(run.dir / RECORD))])
+    states = job_states([record for run in runs if (record := read_object(run.dir / RECORD))])
     on_slurm = []
     for run in runs:
-        record = read_json(run.dir / RECORD)
+        record = read_object(run.dir / RECORD)
         state = states.get(record["job_id"], "") if record else ""
         if state in WAITING or state in RUNNING:
             print(f"{run.label}: {'queued' if state in WAITING else 'running'} as job {record['job_id']}; "
@@ -260,7 +261,7 @@ def describe(run: Run, record: dict[str, Any] | None, state: str) -> str:
 
 def print_status(runs: list[Run]) -> None:
     """Every run's state, one line each (a failed run with its log's last lines)."""
-    records = {run.dir: read_json(run.dir / RECORD) for run in runs}
+    records = {run.dir: read_object(run.dir / RECORD) for run in runs}
     states = job_states(record for record in records.values() if record)
     for run in runs:
         record = records[run.dir]
@@ -274,7 +275,7 @@ def wait(runs: list[Run], report: Callable[[str], None] = print) -> list[Outcome
     unknown = dict.fromkeys(left, 0)  # polls in a row without a state
     outcomes = []
     while left:
-        records = {path: read_json(path / RECORD) for path in left}
+        records = {path: read_object(path / RECORD) for path in left}
         states = job_states(record for record in records.values() if record)
         for path, run in list(left.items()):
             state = states.get(records[path]["job_id"], "") if records[path] else ""

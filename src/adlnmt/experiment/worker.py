@@ -36,10 +36,10 @@ from adlnmt.experiment.results import (
     Timing,
     TrainingSession,
 )
-from adlnmt.experiment.runner import STOPPED, read_json, write_json
+from adlnmt.experiment.runner import STOPPED, write_json
 from adlnmt.inference.options import SearchOptions
 from adlnmt.inference.translator import Translator
-from adlnmt.jsontext import parse_json
+from adlnmt.jsontext import parse_json, read_object
 from adlnmt.store import ModelDir
 from adlnmt.store.atomic import file_sha256, write_text_atomic
 from adlnmt.store.names import METRICS
@@ -320,7 +320,7 @@ def run(run_dir: Path) -> int:
 def train_and_evaluate(run_dir: Path) -> int:
     """Train unless trained.json matches, then evaluate and write result.json."""
     spec = parse_json((run_dir / "run.json").read_text(encoding="utf-8"))
-    trained = read_json(run_dir / "trained.json") or {}
+    trained = read_object(run_dir / "trained.json") or {}
     if trained.get("fingerprint") != spec["train_fingerprint"]:
         check_distillation(data_dir_of(run_dir), spec)
         with registered_training(run_dir):

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from adlnmt.errors import UserError
-from adlnmt.jsontext import parse_json
+from adlnmt.jsontext import read_object
 
 START = (
     "<!-- verdicts: built by `adlnmt verdicts --page docs/reproductions.md` from experiments/results/*/claims.json -->"
@@ -114,11 +114,8 @@ def verdict_table(archives: list[Path], base: Path) -> str:
 
 def _judged(archive: Path) -> dict:
     """The archive's claims.json, checked."""
-    try:
-        judged = parse_json((archive / "claims.json").read_bytes())
-    except (OSError, ValueError):
-        judged = None
-    if not isinstance(judged, dict) or not isinstance(judged.get("claims"), list):
+    judged = read_object(archive / "claims.json")
+    if judged is None or not isinstance(judged.get("claims"), list):
         raise UserError(f"{archive / 'claims.json'}: missing or malformed (rebuild it with adlnmt experiment "
                         "GRID --report-only)")  # fmt: skip
     return judged
