@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
@@ -21,6 +22,7 @@ from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
 from adlnmt.experiment import distill_runs, slurm
 from adlnmt.experiment.grid import load_grid
+from adlnmt.experiment.results import Rerun, RunResult
 from adlnmt.experiment.runner import plan_runs
 
 TINY = {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 6, "checkpoint_interval": 3, "lr": 2e-3,
@@ -176,6 +178,43 @@ def test_a_student_records_its_distillation_and_a_second_one_must_train_on_the_s
     assert status == 1 and "FAILED [1/1] student seed 2" in stdout, stdout
     assert "not those that student seed 1, a finished student of the same teacher, trained on" in stdout
     assert not (out / "runs" / "student" / "seed-2" / "model").exists()  # refused before training
+
+
+def test_a_teacher_trained_again_that_did_not_reproduce_does_not_teach_beside_students_that_recorded_nothing(
+    demo_data: Path, tmp_path: Path
+) -> None:
+    """Students finished before students recorded their translations (2026-11-29) cannot be told from another
+    teacher's: a teacher trained again without reproducing its result (on another processor) makes no distillation
+    while they stand, saying what to do; trained again themselves, they learn from it."""
+    path = write_grid(tmp_path, grid_dict(demo_data / "corpus", seeds=[1, 2]))
+    out = tmp_path / "out"
+    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--seeds", "1")
+    assert status == 0, stdout
+    student = out / "runs" / "student" / "seed-1" / "result.json"
+    legacy = RunResult.load(student)
+    replace(legacy, provenance=replace(legacy.provenance, distillation=None)).save(student)  # as before 2026-11-29
+    teacher = out / "runs" / "teacher" / "seed-1" / "result.json"
+    result = RunResult.load(teacher)
+    rerun = Rerun(replaced_machine=replace(result.provenance.machine, cpu="AMD EPYC"),
+                  replaced_code=result.provenance.code, replaced_weights_sha256="0" * 64, reproduced=False,
+                  comparison="not reproduced: other weights (SHA-256)")  # fmt: skip
+    replace(result, rerun=rerun).save(teacher)
+    shutil.rmtree(out / "data" / "distilled-teacher-seed-1")  # the distillation lost, and not archived
+    shutil.rmtree(out / "distilled")
+    why = ("its teacher teacher seed 1 was trained again and did not reproduce the result it replaced (other weights "
+           "(SHA-256)), and 1 student run(s) finished on the first one's translations, which they did not record "
+           "(student seed 1): its students would learn from two teachers in one row. Train those again on this "
+           "teacher (--rerun --variants 'student' --seeds 1), or train the teacher again where it reproduces (the "
+           "processor it was evaluated on: AMD EPYC (")  # fmt: skip
+    assert f"distillation distilled-teacher-seed-1: cannot be made: {why}" in experiment(
+        str(path), "--out", str(out), "--dry-run")[1]  # fmt: skip
+    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--seeds", "2")
+    assert status == 1 and f"FAILED student seed 2: not run, {why}" in stdout, stdout
+    assert not (out / "data" / "distilled-teacher-seed-1").exists()
+    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--seeds", "1",
+                                "--rerun")  # fmt: skip
+    assert status == 0 and "done   distillation distilled-teacher-seed-1" in stdout, stdout
+    assert RunResult.load(student).provenance.distillation is not None
 
 
 def test_a_fresh_machine_restores_the_archived_distillation_without_a_teacher(

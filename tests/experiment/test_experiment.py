@@ -374,7 +374,12 @@ def test_a_fresh_clone_skips_the_archived_runs_and_rebuilds_the_report(
     assert (clone / "results/tiny/runs/a/seed-1/result.json").stat().st_mtime_ns > before
     # trained again on the same machine and threads: the same run, and the replaced archive is not left behind
     assert "a seed 1 trained again: reproduced: the same weights (SHA-256), the same 2 checkpoints" in stdout, stdout
+    assert "will likely not reproduce" not in stdout  # the same processor
     assert not list(clone.rglob("replaced"))
+    result = json.loads((clone / "results/tiny/runs/a/seed-1/result.json").read_text())
+    rerun = result["rerun"]  # what it replaced, and the comparison
+    assert rerun["reproduced"] and rerun["comparison"].startswith("reproduced: the same weights")
+    assert rerun["replaced_weights_sha256"] == result["provenance"]["weights_sha256"]
 
 
 def test_a_run_another_grid_archived_with_the_same_settings_is_copied_not_trained(

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from adlnmt.experiment.reproduce import REPLACED, compare, keep_replaced, report_replaced
-from adlnmt.experiment.results import RESULT_FILE, Provenance, RunResult
+from adlnmt.experiment.reproduce import REPLACED, compare, keep_replaced, processor_note, report_replaced
+from adlnmt.experiment.results import RESULT_FILE, Machine, Provenance, RunResult
 
-from .sample_results import run_result
+from .sample_results import machine, run_result
 
 HYPOTHESES = ["a man walks .", "two dogs run .", "a girl sings ."]
 
@@ -25,24 +25,36 @@ def with_weights(result: RunResult, digest: str) -> RunResult:
     return replace(result, provenance=provenance)
 
 
+def compared(before: Path, after: Path) -> tuple[bool, str]:
+    return compare(RunResult.load(before / RESULT_FILE), before, RunResult.load(after / RESULT_FILE), after)
+
+
 def test_the_same_run_is_reproduced(tmp_path: Path) -> None:
     result = with_weights(run_result(), "a" * 64)
     before = archived(tmp_path / "before", result, HYPOTHESES)
     after = archived(tmp_path / "after", result, HYPOTHESES)
-    assert compare(before, after) == ("reproduced: the same weights (SHA-256), the same 4 checkpoints (training loss, "
-                                      "validation perplexity) and hypotheses (3 sentences of 1 test sets)")  # fmt: skip
+    assert compared(before, after) == (True, "reproduced: the same weights (SHA-256), the same 4 checkpoints "
+                                       "(training loss, validation perplexity) and hypotheses (3 sentences of 1 test "
+                                       "sets)")  # fmt: skip
 
 
 def test_each_difference_is_named(tmp_path: Path) -> None:
     before = archived(tmp_path / "before", with_weights(run_result(), "a" * 64), HYPOTHESES)
     moved = with_weights(run_result(ppls=(10.0, 11.5, 12.0, 13.0)), "b" * 64)
     after = archived(tmp_path / "after", moved, [HYPOTHESES[0], "two dogs are running .", HYPOTHESES[2]])
-    assert compare(before, after) == ("not reproduced: other weights (SHA-256); the curve first differs at update "
-                                      "200: valid ppl 11.0 → 11.5; hypotheses: 2 of 3 the same")  # fmt: skip
+    assert compared(before, after) == (False, "not reproduced: other weights (SHA-256); the curve first differs at "
+                                       "update 200: valid ppl 11.0 → 11.5; hypotheses: 2 of 3 the same")  # fmt: skip
     legacy = archived(tmp_path / "legacy", run_result(), HYPOTHESES)  # recorded no weights' digest: not compared
-    assert compare(legacy, before).startswith("reproduced: the same 4 checkpoints")
+    assert compared(legacy, before)[1].startswith("reproduced: the same 4 checkpoints")
     other = archived(tmp_path / "other", run_result(fingerprint="e" * 16), HYPOTHESES)
-    assert compare(other, before) == "not compared: the replaced result had other settings (another fingerprint)"
+    assert compared(other, before) == (False, "not compared: the replaced result had other settings (another "
+                                       "fingerprint)")  # fmt: skip
+    xeon = replace(machine(capability="AVX512"), cpu="Intel(R) Xeon(R) Processor")
+    elsewhere = archived(tmp_path / "elsewhere", with_weights(run_result(ppls=(10.0, 11.5, 12.0, 13.0), on=xeon),
+                                                              "b" * 64), HYPOTHESES)  # fmt: skip
+    assert compared(before, elsewhere) == (False, "not reproduced: other weights (SHA-256); the curve first differs "
+                                           "at update 200: valid ppl 11.0 → 11.5 (evaluated on AMD EPYC (AVX2) before, "
+                                           "on Intel(R) Xeon(R) Processor (AVX512) now)")  # fmt: skip
 
 
 def test_the_replaced_archive_is_kept_in_the_run_folder_until_compared(tmp_path: Path) -> None:
@@ -57,3 +69,30 @@ def test_the_replaced_archive_is_kept_in_the_run_folder_until_compared(tmp_path:
     keep_replaced(archive, archive)  # a grid that trains in its archive: the same folder
     assert [p.name for p in archive.iterdir()] == [REPLACED]
     assert (archive / REPLACED / RESULT_FILE).is_file()
+
+
+def test_the_new_result_records_what_it_replaced(tmp_path: Path) -> None:
+    before = with_weights(run_result(), "a" * 64)
+    run_dir = tmp_path / "run"
+    archived(run_dir / REPLACED, before, HYPOTHESES)
+    folder = archived(tmp_path / "archive", with_weights(run_result(ppls=(10.0, 11.5, 12.0, 13.0)), "b" * 64),
+                      HYPOTHESES)  # fmt: skip
+    line = report_replaced(run_dir, folder)
+    rerun = RunResult.load(folder / RESULT_FILE).rerun
+    assert rerun is not None and not rerun.reproduced and rerun.comparison == line
+    assert line is not None and line.startswith("not reproduced: other weights (SHA-256)")
+    assert rerun.replaced_weights_sha256 == "a" * 64 and rerun.replaced_machine == before.provenance.machine
+    assert not (run_dir / REPLACED).exists()
+
+
+def test_a_rerun_on_another_processor_is_told_it_will_likely_not_reproduce(tmp_path: Path) -> None:
+    here = Machine.here("cpu")
+    on_this_one = replace(machine(), cpu=here.cpu, cpu_capability=here.cpu_capability)
+    same = archived(tmp_path / "same", run_result(on=on_this_one), HYPOTHESES)
+    assert processor_note(same, "a seed 1", "cpu") is None
+    other = archived(tmp_path / "other", run_result(on=replace(machine(), cpu="Some Other CPU")), HYPOTHESES)
+    note = processor_note(other, "a seed 1", "cpu")
+    assert note == (f"warning: a seed 1 was evaluated on Some Other CPU (AVX2), this machine trains it on "
+                    f"{here.processor}: another processor may round differently (other vectorised kernels), so it "
+                    "will likely not reproduce its archived result bit for bit (docs/training.md)")  # fmt: skip
+    assert processor_note(tmp_path / "none", "a seed 1", "cpu") is None  # nothing archived

@@ -48,7 +48,7 @@ def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, 
         from adlnmt.experiment.distill_runs import step_state, teacher_of
 
         data_dirs = {key: folders.work / "data" / key for key in (step.key, grid.variant(step.teacher).data.key)}
-        print(f"  distillation {step.key}: {step_state(step, teacher_of(step, runs), data_dirs)}")
+        print(f"  distillation {step.key}: {step_state(step, teacher_of(step, runs), data_dirs, runs)}")
 
 
 def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None) -> list[Run]:
@@ -83,7 +83,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment.judge import write_claims
     from adlnmt.experiment.lock import lock_output
     from adlnmt.experiment.report import write_report
-    from adlnmt.experiment.reproduce import keep_replaced
+    from adlnmt.experiment.reproduce import keep_replaced, processor_note
     from adlnmt.experiment.retime import retime
     from adlnmt.experiment.runner import plan_runs, shared_runs
     from adlnmt.experiment.score_added import score_added
@@ -130,6 +130,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             run.adopt(folder, name)
             print(f"{run.label}: finished as {name} (the same settings), copied into {run.archive}")
         for run in retrained:  # the archived result kept until the new one is compared with it
+            if args.executor == "local" and (note := processor_note(run.archive, run.label, args.device)):
+                print(note)
             keep_replaced(run.archive, run.dir)
         if args.retime or args.score_added:
             finished = [run for run in selected if run.finished_in() is not None]

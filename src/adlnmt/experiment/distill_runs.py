@@ -146,12 +146,36 @@ def has_weights(model_dir: Path, checkpoint: str) -> bool:
         return False
 
 
-def teacher_model(step: DistillStep, teacher: Run) -> Path | str:
-    """The model directory that holds the finished teacher's weights, else why there is none: its own, or, for a run
-    copied from another grid's archive (``shared_from``), that run's on this machine (a grid's folder keeps its
-    weights beside its archive)."""
+def retaught(step: DistillStep, teacher: Run, runs: list[Run]) -> str | None:
+    """Why the finished ``teacher`` must not make the step's distillation again, None when it may: it was trained
+    again (``--rerun``) without reproducing the result it replaced, while students of the step finished before
+    students recorded their translations (2026-11-29), so nothing would tell the first teacher's students from its
+    own in one row. Students that recorded theirs are checked by the worker instead."""
+    rerun = result.rerun if (result := teacher.result()) is not None else None
+    if rerun is None or rerun.reproduced:
+        return None
+    unrecorded = [run for run in runs if run.variant.data.distill == step
+                  and (finished := run.result()) is not None and finished.provenance.distillation is None]  # fmt: skip
+    if not unrecorded:
+        return None
+    variants = ",".join(dict.fromkeys(run.variant.name for run in unrecorded))
+    seeds = ",".join(map(str, sorted({run.seed for run in unrecorded})))
+    return (f"its teacher {teacher.label} was trained again and did not reproduce the result it replaced "
+            f"({rerun.comparison.removeprefix('not reproduced: ')}), and {len(unrecorded)} student run(s) finished on "
+            f"the first one's translations, which they did not record ({', '.join(r.label for r in unrecorded)}): its "
+            f"students would learn from two teachers in one row. Train those again on this teacher (--rerun "
+            f"--variants '{variants}' --seeds {seeds}), or train the teacher again where it reproduces (the "
+            f"processor it was evaluated on: {rerun.replaced_machine.processor})")  # fmt: skip
+
+
+def teacher_model(step: DistillStep, teacher: Run, runs: list[Run]) -> Path | str:
+    """The model directory that holds the finished teacher's weights, else why there is none or why they must not
+    teach (:func:`retaught`): its own, or, for a run copied from another grid's archive (``shared_from``), that run's
+    on this machine (a grid's folder keeps its weights beside its archive)."""
     if teacher.result() is None:
         return f"its teacher {teacher.label} did not finish"
+    if (reason := retaught(step, teacher, runs)) is not None:
+        return reason
     candidates = [teacher.model_dir]
     result = teacher.result()
     if result is not None and result.shared_from:
@@ -165,7 +189,7 @@ def teacher_model(step: DistillStep, teacher: Run) -> Path | str:
             f"{teacher.seed}")  # fmt: skip
 
 
-def step_state(step: DistillStep, teacher: Run, data_dirs: dict[str, Path]) -> str:
+def step_state(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], runs: list[Run]) -> str:
     """What running the grid will do for the step's data, as ``--dry-run`` says it."""
     if distilled_by(step, teacher, data_dirs):
         return f"complete in {data_dirs[step.key]}"
@@ -174,17 +198,17 @@ def step_state(step: DistillStep, teacher: Run, data_dirs: dict[str, Path]) -> s
     folder = archived_in(step, teacher)
     if is_step_of(archived_record(folder), step):
         return f"restored from {folder} (no teacher needed)"
-    model = teacher_model(step, teacher)
+    model = teacher_model(step, teacher, runs)
     return f"distilled by {model}" if isinstance(model, Path) else f"cannot be made: {model}"
 
 
-def distil_locally(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], device: str, threads: int,
-                   report: Callable[[str], None]) -> str | None:  # fmt: skip
+def distil_locally(step: DistillStep, teacher: Run, runs: list[Run], data_dirs: dict[str, Path], device: str,
+                   threads: int, report: Callable[[str], None]) -> str | None:  # fmt: skip
     """Run the step in a subprocess; None when its data is complete, else why not."""
     if distilled_by(step, teacher, data_dirs):
         report(f"done   distillation {step.key} (complete; its teacher's weights are not needed)")
         return None
-    model = teacher_model(step, teacher)
+    model = teacher_model(step, teacher, runs)
     if isinstance(model, str):
         return model
     log = log_of(step, data_dirs)
@@ -215,7 +239,7 @@ def run_local(grid: Grid, pending: list[Run], runs: list[Run], data_dirs: dict[s
     for step, students in taught.items():
         teacher = teacher_of(step, runs)
         restore_archived(step, teacher, data_dirs, report)
-        reason = distil_locally(step, teacher, data_dirs, device, threads * jobs, report)
+        reason = distil_locally(step, teacher, runs, data_dirs, device, threads * jobs, report)
         if reason is None:
             archive_distilled(step, teacher, data_dirs, report)
             ready += students
@@ -233,7 +257,7 @@ def after(options: slurm.SlurmOptions, jobs: list[str]) -> slurm.SlurmOptions:
     return replace(options, sbatch={**options.sbatch, **dependency})
 
 
-def submit_step(grid: Grid, step: DistillStep, teacher: Run, out: Path, data_dirs: dict[str, Path],
+def submit_step(grid: Grid, step: DistillStep, teacher: Run, runs: list[Run], out: Path, data_dirs: dict[str, Path],
                 options: slurm.SlurmOptions, threads: int, device: str) -> str | None:  # fmt: skip
     """The job id of the step's distillation: one queued or running already, or one submitted after the teacher's;
     None when its data is complete."""
@@ -249,7 +273,7 @@ def submit_step(grid: Grid, step: DistillStep, teacher: Run, out: Path, data_dir
         return str(record["job_id"])
     finished = teacher.result() is not None
     teacher_record = read_object(teacher.dir / slurm.RECORD) if not finished else None
-    model = teacher_model(step, teacher) if finished else teacher.model_dir
+    model = teacher_model(step, teacher, runs) if finished else teacher.model_dir
     assert isinstance(model, Path)
     executor = slurm._executor(out / "slurm", after(options, [teacher_record["job_id"]] if teacher_record else []),
                                f"{grid.name}-distill")  # fmt: skip
@@ -280,13 +304,13 @@ def submit(grid: Grid, pending: list[Run], runs: list[Run], out: Path, data_dirs
         restore_archived(step, teacher, data_dirs, print)
         archive_distilled(step, teacher, data_dirs, print)  # one a job distilled since the last submission
         if (teacher.result() is not None and not distilled_by(step, teacher, data_dirs)
-                and isinstance(reason := teacher_model(step, teacher), str)):  # fmt: skip
+                and isinstance(reason := teacher_model(step, teacher, runs), str)):  # fmt: skip
             raise UserError(f"{', '.join(run.label for run in students)}: {reason}")
     first = with_teachers(first, taught, runs, write)
     on_slurm = slurm.submit(grid, first, out, options, threads) if first else []
     for step, students in taught.items():
         teacher = teacher_of(step, runs)
-        job = submit_step(grid, step, teacher, out, data_dirs, options, threads, device)
+        job = submit_step(grid, step, teacher, runs, out, data_dirs, options, threads, device)
         on_slurm += slurm.submit(grid, students, out, after(options, [job] if job else []), threads)
     return on_slurm
 

@@ -4,15 +4,19 @@
 finishes, :func:`compare` says whether the two are the same run: the weights evaluated (their SHA-256, where both
 recorded it), every checkpoint's training loss and validation perplexity, and every hypothesis of every test set.
 A teacher trained again on a fresh machine teaches its students the same translations only if it is the same
-(:mod:`adlnmt.experiment.distill_runs`); a result that moved is a finding about the toolkit's determinism.
+(:mod:`adlnmt.experiment.distill_runs`); a result that moved is a finding about the toolkit's determinism. The new
+result records what it replaced and the comparison (``result.json``'s ``rerun``). On the CPU a run reproduces on the
+same processor model only (another may pick other vectorised kernels and round differently): :func:`processor_note`
+says so before a rerun starts.
 """
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
-from adlnmt.experiment.results import RESULT_FILE, ResultError, RunResult
+from adlnmt.experiment.results import RESULT_FILE, Machine, Rerun, ResultError, RunResult, read_result
 
 REPLACED = "replaced"  # RUN/replaced: the archived folder a --rerun replaces, until the run finishes again
 
@@ -31,13 +35,42 @@ def keep_replaced(archive: Path, run_dir: Path) -> None:
         kept.rename(run_dir / REPLACED)
 
 
+def processor_note(archive: Path, label: str, device: str) -> str | None:
+    """A warning, before ``label`` is trained again here on ``device`` (a ``--device`` value), when its archived result
+    in ``archive`` was evaluated on another processor (so it will likely not reproduce); None when it was this one, or
+    there is none."""
+    from adlnmt.train.device import pick_device
+
+    archived = read_result(archive / RESULT_FILE)
+    if archived is None:
+        return None
+    before, now = archived.provenance.machine.processor, Machine.here(str(pick_device(device, 0))).processor
+    if before == now:
+        return None
+    return (
+        f"warning: {label} was evaluated on {before}, this machine trains it on {now}: another processor may "
+        "round differently (other vectorised kernels), so it will likely not reproduce its archived result bit "
+        "for bit (docs/training.md)"
+    )
+
+
 def report_replaced(run_dir: Path, folder: Path) -> str | None:
-    """:func:`compare` of the run's replaced result (then removed) with its new one in ``folder``; None when the run
-    replaced none."""
+    """:func:`compare` of the run's replaced result (then removed) with its new one in ``folder``, recorded in the new
+    ``result.json`` (``rerun``); None when the run replaced none."""
     replaced = run_dir / REPLACED
     if not replaced.is_dir():
         return None
-    line = compare(replaced, folder)
+    try:
+        before, after = RunResult.load(replaced / RESULT_FILE), RunResult.load(folder / RESULT_FILE)
+    except (OSError, ResultError) as err:
+        line = f"not compared with the replaced result ({err})"
+    else:
+        reproduced, line = compare(before, replaced, after, folder)
+        if before.fingerprint == after.fingerprint:
+            rerun = Rerun(replaced_machine=before.provenance.machine, replaced_code=before.provenance.code,
+                          replaced_weights_sha256=before.provenance.weights_sha256,
+                          reproduced=reproduced, comparison=line)  # fmt: skip
+            replace(after, rerun=rerun).save(folder / RESULT_FILE)
     shutil.rmtree(replaced)
     return line
 
@@ -62,15 +95,11 @@ def _curve_difference(before: RunResult, after: RunResult) -> str | None:
     return None
 
 
-def compare(replaced: Path, folder: Path) -> str:
-    """One line: whether the result in ``folder`` reproduces the replaced one in ``replaced`` (both folders holding a
-    ``result.json`` and its hypotheses)."""
-    try:
-        before, after = RunResult.load(replaced / RESULT_FILE), RunResult.load(folder / RESULT_FILE)
-    except (OSError, ResultError) as err:
-        return f"not compared with the replaced result ({err})"
+def compare(before: RunResult, replaced: Path, after: RunResult, folder: Path) -> tuple[bool, str]:
+    """Whether the result ``after`` (archived in ``folder`` with its hypotheses) reproduces ``before`` (in
+    ``replaced``), and one line saying so or where they differ (and on which processors, where those differ)."""
     if before.fingerprint != after.fingerprint:
-        return "not compared: the replaced result had other settings (another fingerprint)"
+        return False, "not compared: the replaced result had other settings (another fingerprint)"
     differences = []
     weights = (before.provenance.weights_sha256, after.provenance.weights_sha256)
     if None not in weights and weights[0] != weights[1]:
@@ -88,8 +117,12 @@ def compare(replaced: Path, folder: Path) -> str:
         total += len(old)
     if same != total:
         differences.append(f"hypotheses: {same:,} of {total:,} the same")
+    processors = before.provenance.machine.processor, after.provenance.machine.processor
+    where = f" (evaluated on {processors[0]} before, on {processors[1]} now)" if len(set(processors)) > 1 else ""
     if differences:
-        return "not reproduced: " + "; ".join(differences)
+        return False, "not reproduced: " + "; ".join(differences) + where
     what = "the same weights (SHA-256), " if None not in weights else ""
-    return (f"reproduced: {what}the same {len(after.curve)} checkpoints (training loss, validation perplexity) and "
-            f"hypotheses ({total:,} sentences of {len(after.tests)} test sets)")  # fmt: skip
+    return True, (
+        f"reproduced: {what}the same {len(after.curve)} checkpoints (training loss, validation "
+        f"perplexity) and hypotheses ({total:,} sentences of {len(after.tests)} test sets){where}"
+    )

@@ -188,6 +188,18 @@ class Provenance(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Rerun(Record):
+    """The archived result an ``adlnmt experiment --rerun`` replaced with this one, and whether this one reproduced
+    it (:func:`adlnmt.experiment.reproduce.compare`)."""
+
+    replaced_machine: Machine  # where the replaced result was evaluated
+    replaced_code: CodeVersion
+    replaced_weights_sha256: str | None
+    reproduced: bool
+    comparison: str  # what compare says: "reproduced: …" or "not reproduced: …"
+
+
+@dataclass(frozen=True, kw_only=True)
 class FirstTiming(Record):
     """The speed figures a run finished with, kept when ``--retime`` replaces them."""
 
@@ -245,6 +257,7 @@ class RunResult(Record):
     provenance: Provenance
     scored_later: list[ScoredLater] = field(default_factory=list)  # one record per --score-added that added some
     retimed: Retimed | None = None
+    rerun: Rerun | None = None  # the result this one replaced (--rerun), since 2026-11-29
     shared_from: str | None = None  # the archived run of another experiment this one was copied from
 
     @classmethod
