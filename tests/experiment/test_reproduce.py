@@ -42,8 +42,9 @@ def test_each_difference_is_named(tmp_path: Path) -> None:
     before = archived(tmp_path / "before", with_weights(run_result(), "a" * 64), HYPOTHESES)
     moved = with_weights(run_result(ppls=(10.0, 11.5, 12.0, 13.0)), "b" * 64)
     after = archived(tmp_path / "after", moved, [HYPOTHESES[0], "two dogs are running .", HYPOTHESES[2]])
-    assert compared(before, after) == (False, "not reproduced: other weights (SHA-256); the curve first differs at "
-                                       "update 200: valid ppl 11.0 → 11.5; hypotheses: 2 of 3 the same")  # fmt: skip
+    assert compared(before, after) == (False, "not reproduced: other weights (SHA-256); the validation perplexity "
+                                       "first differs at update 200: 11.0 → 11.5; hypotheses: 2 of 3 the "
+                                       "same")  # fmt: skip
     legacy = archived(tmp_path / "legacy", run_result(), HYPOTHESES)  # recorded no weights' digest: not compared
     assert compared(legacy, before)[1].startswith("reproduced: the same 4 checkpoints")
     other = archived(tmp_path / "other", run_result(fingerprint="e" * 16), HYPOTHESES)
@@ -52,9 +53,36 @@ def test_each_difference_is_named(tmp_path: Path) -> None:
     xeon = replace(machine(capability="AVX512"), cpu="Intel(R) Xeon(R) Processor")
     elsewhere = archived(tmp_path / "elsewhere", with_weights(run_result(ppls=(10.0, 11.5, 12.0, 13.0), on=xeon),
                                                               "b" * 64), HYPOTHESES)  # fmt: skip
-    assert compared(before, elsewhere) == (False, "not reproduced: other weights (SHA-256); the curve first differs "
-                                           "at update 200: valid ppl 11.0 → 11.5 (evaluated on AMD EPYC (AVX2) before, "
-                                           "on Intel(R) Xeon(R) Processor (AVX512) now)")  # fmt: skip
+    assert compared(before, elsewhere) == (False, "not reproduced: other weights (SHA-256); the validation perplexity "
+                                           "first differs at update 200: 11.0 → 11.5 (evaluated on AMD EPYC (AVX2) "
+                                           "before, on Intel(R) Xeon(R) Processor (AVX512) now)")  # fmt: skip
+
+
+def with_losses(result: RunResult, losses: tuple[float, ...], commit: str = "0" * 40) -> RunResult:
+    curve = [replace(point, train_loss=loss) for point, loss in zip(result.curve, losses, strict=True)]
+    provenance = replace(result.provenance, code=replace(result.provenance.code, git_commit=commit))
+    return replace(result, curve=curve, provenance=provenance)
+
+
+def test_the_same_training_evaluated_by_other_code_is_reproduced(tmp_path: Path) -> None:
+    """Validation and search code may change between the two: the same weights, or where the replaced run recorded
+    none the same training loss at every checkpoint, reproduce the run; what the evaluation changed is said."""
+    losses = (6.759604093546585, 4.6, 3.9, 3.5)
+    legacy = archived(tmp_path / "legacy", with_losses(run_result(), losses, "5af6bb7" + "0" * 33), HYPOTHESES)
+    again = with_losses(with_weights(run_result(ppls=(10.0, 11.000001, 12.0, 13.0)), "a" * 64), losses, "c5a0992" * 5)
+    after = archived(tmp_path / "after", again, [HYPOTHESES[0], "two dogs run fast .", HYPOTHESES[2]])
+    assert compared(legacy, after) == (True, "reproduced: the same training loss at 4 checkpoints; evaluated "
+                                       "differently (the validation perplexity first differs at update 200: 11.0 → "
+                                       "11.000001; hypotheses: 2 of 3 the same; code 5af6bb7 before, c5a0992 "
+                                       "now)")  # fmt: skip
+    recorded = archived(tmp_path / "recorded", with_weights(run_result(), "a" * 64), HYPOTHESES)
+    assert compared(recorded, after)[1].startswith("reproduced: the same weights (SHA-256); evaluated differently")
+    rounded = with_losses(run_result(), (6.759589251355235, 4.6, 3.9, 3.5))  # another processor's rounding
+    moved = archived(tmp_path / "moved", rounded, HYPOTHESES)
+    assert compared(legacy, moved) == (False, "not reproduced: the training loss first differs at update 100: "
+                                       "6.759604093546585 → 6.759589251355235")  # fmt: skip
+    shorter = archived(tmp_path / "shorter", with_losses(run_result(ppls=(10.0, 11.0, 12.0)), losses[:3]), HYPOTHESES)
+    assert compared(legacy, shorter) == (False, "not reproduced: 4 checkpoints before, 3 now")
 
 
 def test_the_replaced_archive_is_kept_in_the_run_folder_until_compared(tmp_path: Path) -> None:

@@ -82,31 +82,25 @@ def _lines(folder: Path, relative: str) -> list[str] | None:
         return None
 
 
-def _curve_difference(before: RunResult, after: RunResult) -> str | None:
-    """Where the two training curves first differ (update, what), None when they are the same."""
+CURVE_NAMES = {"train_loss": "the training loss", "valid_ppl": "the validation perplexity"}
+
+
+def _curve_difference(before: RunResult, after: RunResult, name: str) -> str | None:
+    """Where the two curves' ``name`` (a key of ``CURVE_NAMES``) first differs, or their checkpoints (said for the
+    training loss only); None when they do not."""
     for old, new in zip(before.curve, after.curve, strict=False):
         if old.update != new.update:
-            return f"checkpoint at update {old.update} before, {new.update} now"
-        for name in ("train_loss", "valid_ppl"):
-            if getattr(old, name) != getattr(new, name):
-                return f"update {old.update}: {name.replace('_', ' ')} {getattr(old, name)} → {getattr(new, name)}"
-    if len(before.curve) != len(after.curve):
+            return f"checkpoints at update {old.update} before, {new.update} now" if name == "train_loss" else None
+        if (was := getattr(old, name)) != (now := getattr(new, name)):
+            return f"{CURVE_NAMES[name]} first differs at update {old.update}: {was} → {now}"
+    if len(before.curve) != len(after.curve) and name == "train_loss":
         return f"{len(before.curve)} checkpoints before, {len(after.curve)} now"
     return None
 
 
-def compare(before: RunResult, replaced: Path, after: RunResult, folder: Path) -> tuple[bool, str]:
-    """Whether the result ``after`` (archived in ``folder`` with its hypotheses) reproduces ``before`` (in
-    ``replaced``), and one line saying so or where they differ (and on which processors, where those differ)."""
-    if before.fingerprint != after.fingerprint:
-        return False, "not compared: the replaced result had other settings (another fingerprint)"
-    differences = []
-    weights = (before.provenance.weights_sha256, after.provenance.weights_sha256)
-    if None not in weights and weights[0] != weights[1]:
-        differences.append("other weights (SHA-256)")
-    if (curve := _curve_difference(before, after)) is not None:
-        differences.append(f"the curve first differs at {curve}")
-    same = total = 0
+def _hypotheses_difference(before: RunResult, replaced: Path, after: RunResult, folder: Path) -> tuple[list[str], int]:
+    """(what differs in the hypotheses of the test sets both translated, how many sentences those have)."""
+    differences, same, total = [], 0, 0
     for name in sorted(before.tests.keys() & after.tests.keys()):
         old = _lines(replaced, before.tests[name].hypotheses)
         new = _lines(folder, after.tests[name].hypotheses)
@@ -117,12 +111,38 @@ def compare(before: RunResult, replaced: Path, after: RunResult, folder: Path) -
         total += len(old)
     if same != total:
         differences.append(f"hypotheses: {same:,} of {total:,} the same")
+    return differences, total
+
+
+def compare(before: RunResult, replaced: Path, after: RunResult, folder: Path) -> tuple[bool, str]:
+    """Whether the result ``after`` (archived in ``folder`` with its hypotheses) reproduces ``before`` (in
+    ``replaced``), and one line saying so or where they differ (and on which processors, where those differ).
+
+    Reproduced means the same training: the same weights evaluated (their SHA-256) where both recorded them, else the
+    same training loss at every checkpoint, to the last bit. Validation perplexity and hypotheses come from the
+    evaluation code as well, which may have changed between the two (validation batching, search): where only they
+    differ, the run is reproduced and its evaluation is said to differ, with both commits."""
+    if before.fingerprint != after.fingerprint:
+        return False, "not compared: the replaced result had other settings (another fingerprint)"
+    weights = (before.provenance.weights_sha256, after.provenance.weights_sha256)
+    loss = _curve_difference(before, after, "train_loss")
+    trained = [loss] if loss else []
+    if None not in weights and weights[0] != weights[1]:
+        trained.insert(0, "other weights (SHA-256)")
+    same_training = weights[0] == weights[1] if None not in weights else not trained
+    ppl = _curve_difference(before, after, "valid_ppl")
+    hypotheses, sentences = _hypotheses_difference(before, replaced, after, folder)
+    evaluated = ([ppl] if ppl else []) + hypotheses
     processors = before.provenance.machine.processor, after.provenance.machine.processor
     where = f" (evaluated on {processors[0]} before, on {processors[1]} now)" if len(set(processors)) > 1 else ""
-    if differences:
-        return False, "not reproduced: " + "; ".join(differences) + where
-    what = "the same weights (SHA-256), " if None not in weights else ""
-    return True, (
-        f"reproduced: {what}the same {len(after.curve)} checkpoints (training loss, validation "
-        f"perplexity) and hypotheses ({total:,} sentences of {len(after.tests)} test sets){where}"
-    )
+    if not same_training:
+        return False, "not reproduced: " + "; ".join(trained + evaluated) + where
+    known = None not in weights
+    if evaluated:
+        basis = "the same weights (SHA-256)" if known else f"the same training loss at {len(after.curve)} checkpoints"
+        commits = [(code.git_commit or "?")[:7] for code in (before.provenance.code, after.provenance.code)]
+        return True, (f"reproduced: {basis}; evaluated differently ({'; '.join(evaluated)}; code {commits[0]} "
+                      f"before, {commits[1]} now){where}")  # fmt: skip
+    return True, (f"reproduced: {'the same weights (SHA-256), ' if known else ''}the same {len(after.curve)} "
+                  "checkpoints (training loss, validation perplexity) and hypotheses "
+                  f"({sentences:,} sentences of {len(after.tests)} test sets){where}")  # fmt: skip
