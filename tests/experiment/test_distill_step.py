@@ -197,20 +197,29 @@ def test_a_teacher_trained_again_that_did_not_reproduce_does_not_teach_beside_st
     result = RunResult.load(teacher)
     rerun = Rerun(replaced_machine=replace(result.provenance.machine, cpu="AMD EPYC"),
                   replaced_code=result.provenance.code, replaced_weights_sha256="0" * 64, reproduced=False,
-                  comparison="not reproduced: other weights (SHA-256)")  # fmt: skip
+                  same_hypotheses=True, comparison="not reproduced: other weights (SHA-256)")  # fmt: skip
     replace(result, rerun=rerun).save(teacher)
     shutil.rmtree(out / "data" / "distilled-teacher-seed-1")  # the distillation lost, and not archived
     shutil.rmtree(out / "distilled")
-    why = ("its teacher teacher seed 1 was trained again and did not reproduce the result it replaced (other weights "
-           "(SHA-256)), and 1 student run(s) finished on the first one's translations, which they did not record "
-           "(student seed 1): its students would learn from two teachers in one row. Train those again on this "
-           "teacher (--rerun --variants 'student' --seeds 1), or train the teacher again where it reproduces (the "
-           "processor it was evaluated on: AMD EPYC (")  # fmt: skip
+    why = ("its teacher teacher seed 1 was trained again and did not reproduce the result it replaced (not "
+           "reproduced: other weights (SHA-256)), and 1 student run(s) finished on the first distillation, which they "
+           "did not record (student seed 1): a row would mix students of two distillations. Train those again on "
+           "this teacher (--rerun --variants 'student' --seeds 1), or train the teacher again where it reproduces "
+           "(the processor it was evaluated on: AMD EPYC (")  # fmt: skip
     assert f"distillation distilled-teacher-seed-1: cannot be made: {why}" in experiment(
         str(path), "--out", str(out), "--dry-run")[1]  # fmt: skip
     status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--seeds", "2")
     assert status == 1 and f"FAILED student seed 2: not run, {why}" in stdout, stdout
     assert not (out / "data" / "distilled-teacher-seed-1").exists()
+    translates = replace(rerun, reproduced=True, same_hypotheses=False, comparison="reproduced: …")  # search changed
+    replace(result, rerun=translates).save(teacher)
+    stdout = experiment(str(path), "--out", str(out), "--dry-run")[1]
+    assert "was trained again and reproduced its training but translates differently now" in stdout, stdout
+    commit = (result.provenance.code.git_commit or "?")[:7]
+    assert f"distil it with code that translates as before (its replaced result: commit {commit})" in stdout
+    replace(result, rerun=replace(rerun, reproduced=True)).save(teacher)  # the same weights and translations
+    assert "distilled by" in experiment(str(path), "--out", str(out), "--dry-run")[1]
+    replace(result, rerun=rerun).save(teacher)
     status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--seeds", "1",
                                 "--rerun")  # fmt: skip
     assert status == 0 and "done   distillation distilled-teacher-seed-1" in stdout, stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from adlnmt.experiment.reproduce import REPLACED, compare, keep_replaced, processor_note, report_replaced
+from adlnmt.experiment.reproduce import REPLACED, Comparison, compare, keep_replaced, processor_note, report_replaced
 from adlnmt.experiment.results import RESULT_FILE, Machine, Provenance, RunResult
 
 from .sample_results import machine, run_result
@@ -25,8 +25,18 @@ def with_weights(result: RunResult, digest: str) -> RunResult:
     return replace(result, provenance=provenance)
 
 
-def compared(before: Path, after: Path) -> tuple[bool, str]:
+def comparison(before: Path, after: Path) -> Comparison:
     return compare(RunResult.load(before / RESULT_FILE), before, RunResult.load(after / RESULT_FILE), after)
+
+
+def compared(before: Path, after: Path) -> tuple[bool, str]:
+    """(reproduced, line) of :func:`compare`."""
+    found = comparison(before, after)
+    return found.reproduced, found.line
+
+
+def same_hypotheses(before: Path, after: Path) -> bool:
+    return comparison(before, after).same_hypotheses
 
 
 def test_the_same_run_is_reproduced(tmp_path: Path) -> None:
@@ -75,12 +85,16 @@ def test_the_same_training_evaluated_by_other_code_is_reproduced(tmp_path: Path)
                                        "differently (the validation perplexity first differs at update 200: 11.0 → "
                                        "11.000001; hypotheses: 2 of 3 the same; code 5af6bb7 before, c5a0992 "
                                        "now)")  # fmt: skip
+    assert not same_hypotheses(legacy, after)
     recorded = archived(tmp_path / "recorded", with_weights(run_result(), "a" * 64), HYPOTHESES)
     assert compared(recorded, after)[1].startswith("reproduced: the same weights (SHA-256); evaluated differently")
+    valid_only = archived(tmp_path / "valid-only", again, HYPOTHESES)  # the validation changed, not the search
+    assert compared(legacy, valid_only)[0] and same_hypotheses(legacy, valid_only)
     rounded = with_losses(run_result(), (6.759589251355235, 4.6, 3.9, 3.5))  # another processor's rounding
     moved = archived(tmp_path / "moved", rounded, HYPOTHESES)
     assert compared(legacy, moved) == (False, "not reproduced: the training loss first differs at update 100: "
                                        "6.759604093546585 → 6.759589251355235")  # fmt: skip
+    assert same_hypotheses(legacy, moved)  # this one's few sentences came out the same
     shorter = archived(tmp_path / "shorter", with_losses(run_result(ppls=(10.0, 11.0, 12.0)), losses[:3]), HYPOTHESES)
     assert compared(legacy, shorter) == (False, "not reproduced: 4 checkpoints before, 3 now")
 
@@ -107,7 +121,7 @@ def test_the_new_result_records_what_it_replaced(tmp_path: Path) -> None:
                       HYPOTHESES)  # fmt: skip
     line = report_replaced(run_dir, folder)
     rerun = RunResult.load(folder / RESULT_FILE).rerun
-    assert rerun is not None and not rerun.reproduced and rerun.comparison == line
+    assert rerun is not None and not rerun.reproduced and rerun.same_hypotheses and rerun.comparison == line
     assert line is not None and line.startswith("not reproduced: other weights (SHA-256)")
     assert rerun.replaced_weights_sha256 == "a" * 64 and rerun.replaced_machine == before.provenance.machine
     assert not (run_dir / REPLACED).exists()

@@ -148,11 +148,12 @@ def has_weights(model_dir: Path, checkpoint: str) -> bool:
 
 def retaught(step: DistillStep, teacher: Run, runs: list[Run]) -> str | None:
     """Why the finished ``teacher`` must not make the step's distillation again, None when it may: it was trained
-    again (``--rerun``) without reproducing the result it replaced, while students of the step finished before
-    students recorded their translations (2026-11-29), so nothing would tell the first teacher's students from its
-    own in one row. Students that recorded theirs are checked by the worker instead."""
+    again (``--rerun``) and either did not reproduce the result it replaced or translates its test sets differently
+    now (the search changed), while students of the step finished before students recorded their translations
+    (2026-11-29), so nothing would tell the first distillation's students from the new one's in one row. Students
+    that recorded theirs are checked by the worker instead."""
     rerun = result.rerun if (result := teacher.result()) is not None else None
-    if rerun is None or rerun.reproduced:
+    if rerun is None or (rerun.reproduced and rerun.same_hypotheses):
         return None
     unrecorded = [run for run in runs if run.variant.data.distill == step
                   and (finished := run.result()) is not None and finished.provenance.distillation is None]  # fmt: skip
@@ -160,12 +161,18 @@ def retaught(step: DistillStep, teacher: Run, runs: list[Run]) -> str | None:
         return None
     variants = ",".join(dict.fromkeys(run.variant.name for run in unrecorded))
     seeds = ",".join(map(str, sorted({run.seed for run in unrecorded})))
-    return (f"its teacher {teacher.label} was trained again and did not reproduce the result it replaced "
-            f"({rerun.comparison.removeprefix('not reproduced: ')}), and {len(unrecorded)} student run(s) finished on "
-            f"the first one's translations, which they did not record ({', '.join(r.label for r in unrecorded)}): its "
-            f"students would learn from two teachers in one row. Train those again on this teacher (--rerun "
-            f"--variants '{variants}' --seeds {seeds}), or train the teacher again where it reproduces (the "
-            f"processor it was evaluated on: {rerun.replaced_machine.processor})")  # fmt: skip
+    if not rerun.reproduced:
+        what = "did not reproduce the result it replaced"
+        other = ("train the teacher again where it reproduces (the processor it was evaluated on: "
+                 f"{rerun.replaced_machine.processor})")  # fmt: skip
+    else:
+        what = "reproduced its training but translates differently now"
+        other = ("distil it with code that translates as before (its replaced result: commit "
+                 f"{(rerun.replaced_code.git_commit or '?')[:7]})")  # fmt: skip
+    return (f"its teacher {teacher.label} was trained again and {what} ({rerun.comparison}), and "
+            f"{len(unrecorded)} student run(s) finished on the first distillation, which they did not record "
+            f"({', '.join(r.label for r in unrecorded)}): a row would mix students of two distillations. Train those "
+            f"again on this teacher (--rerun --variants '{variants}' --seeds {seeds}), or {other}")  # fmt: skip
 
 
 def teacher_model(step: DistillStep, teacher: Run, runs: list[Run]) -> Path | str:

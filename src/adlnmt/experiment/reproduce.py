@@ -13,12 +13,22 @@ says so before a rerun starts.
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from adlnmt.experiment.results import RESULT_FILE, Machine, Rerun, ResultError, RunResult, read_result
 
 REPLACED = "replaced"  # RUN/replaced: the archived folder a --rerun replaces, until the run finishes again
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What :func:`compare` found: the same training (weights, else training loss), every hypothesis the same (of
+    the test sets both translated), and one line saying so or where they differ."""
+
+    reproduced: bool
+    same_hypotheses: bool
+    line: str
 
 
 def keep_replaced(archive: Path, run_dir: Path) -> None:
@@ -65,11 +75,12 @@ def report_replaced(run_dir: Path, folder: Path) -> str | None:
     except (OSError, ResultError) as err:
         line = f"not compared with the replaced result ({err})"
     else:
-        reproduced, line = compare(before, replaced, after, folder)
+        found = compare(before, replaced, after, folder)
+        line = found.line
         if before.fingerprint == after.fingerprint:
             rerun = Rerun(replaced_machine=before.provenance.machine, replaced_code=before.provenance.code,
-                          replaced_weights_sha256=before.provenance.weights_sha256,
-                          reproduced=reproduced, comparison=line)  # fmt: skip
+                          replaced_weights_sha256=before.provenance.weights_sha256, reproduced=found.reproduced,
+                          same_hypotheses=found.same_hypotheses, comparison=line)  # fmt: skip
             replace(after, rerun=rerun).save(folder / RESULT_FILE)
     shutil.rmtree(replaced)
     return line
@@ -114,7 +125,7 @@ def _hypotheses_difference(before: RunResult, replaced: Path, after: RunResult, 
     return differences, total
 
 
-def compare(before: RunResult, replaced: Path, after: RunResult, folder: Path) -> tuple[bool, str]:
+def compare(before: RunResult, replaced: Path, after: RunResult, folder: Path) -> Comparison:
     """Whether the result ``after`` (archived in ``folder`` with its hypotheses) reproduces ``before`` (in
     ``replaced``), and one line saying so or where they differ (and on which processors, where those differ).
 
@@ -123,7 +134,7 @@ def compare(before: RunResult, replaced: Path, after: RunResult, folder: Path) -
     evaluation code as well, which may have changed between the two (validation batching, search): where only they
     differ, the run is reproduced and its evaluation is said to differ, with both commits."""
     if before.fingerprint != after.fingerprint:
-        return False, "not compared: the replaced result had other settings (another fingerprint)"
+        return Comparison(False, False, "not compared: the replaced result had other settings (another fingerprint)")
     weights = (before.provenance.weights_sha256, after.provenance.weights_sha256)
     loss = _curve_difference(before, after, "train_loss")
     trained = [loss] if loss else []
@@ -136,13 +147,13 @@ def compare(before: RunResult, replaced: Path, after: RunResult, folder: Path) -
     processors = before.provenance.machine.processor, after.provenance.machine.processor
     where = f" (evaluated on {processors[0]} before, on {processors[1]} now)" if len(set(processors)) > 1 else ""
     if not same_training:
-        return False, "not reproduced: " + "; ".join(trained + evaluated) + where
+        return Comparison(False, not hypotheses, "not reproduced: " + "; ".join(trained + evaluated) + where)
     known = None not in weights
     if evaluated:
         basis = "the same weights (SHA-256)" if known else f"the same training loss at {len(after.curve)} checkpoints"
         commits = [(code.git_commit or "?")[:7] for code in (before.provenance.code, after.provenance.code)]
-        return True, (f"reproduced: {basis}; evaluated differently ({'; '.join(evaluated)}; code {commits[0]} "
-                      f"before, {commits[1]} now){where}")  # fmt: skip
-    return True, (f"reproduced: {'the same weights (SHA-256), ' if known else ''}the same {len(after.curve)} "
-                  "checkpoints (training loss, validation perplexity) and hypotheses "
-                  f"({sentences:,} sentences of {len(after.tests)} test sets){where}")  # fmt: skip
+        return Comparison(True, not hypotheses, f"reproduced: {basis}; evaluated differently ({'; '.join(evaluated)}; "
+                          f"code {commits[0]} before, {commits[1]} now){where}")  # fmt: skip
+    return Comparison(True, True, f"reproduced: {'the same weights (SHA-256), ' if known else ''}the same "
+                      f"{len(after.curve)} checkpoints (training loss, validation perplexity) and hypotheses "
+                      f"({sentences:,} sentences of {len(after.tests)} test sets){where}")  # fmt: skip

@@ -195,7 +195,8 @@ class Rerun(Record):
     replaced_machine: Machine  # where the replaced result was evaluated
     replaced_code: CodeVersion
     replaced_weights_sha256: str | None
-    reproduced: bool
+    reproduced: bool  # the same training: the same weights, else the same training loss at every checkpoint
+    same_hypotheses: bool  # every hypothesis of the test sets both translated the same
     comparison: str  # what compare says: "reproduced: …" or "not reproduced: …"
 
 
