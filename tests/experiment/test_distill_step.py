@@ -274,8 +274,16 @@ def test_a_teacher_without_weights_leaves_its_students_not_run(demo_data: Path, 
     status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student")
     assert status == 1
     assert "FAILED student seed 1: not run, the best weights of its teacher teacher seed 1 are not in" in stdout
-    assert "--rerun --variants 'teacher' --seeds 1" in stdout
+    assert "--rerun --variants 'teacher' --seeds 1" in stdout and "will likely not reproduce" not in stdout
     assert not (out / "data" / "distilled-teacher-seed-1").exists()
+    teacher = out / "runs" / "teacher" / "seed-1" / "result.json"  # evaluated on another processor than this one
+    result = RunResult.load(teacher)
+    replace(result, provenance=replace(result.provenance, machine=replace(result.provenance.machine, cpu="Other CPU"))
+            ).save(teacher)  # fmt: skip
+    stdout = experiment(str(path), "--out", str(out), "--dry-run")[1]
+    assert (f"--seeds 1 (it was evaluated on Other CPU ({result.provenance.machine.cpu_capability}), this machine is "
+            f"{result.provenance.machine.processor}: trained here it will likely not reproduce, so its finished "
+            "students may need training again)") in stdout  # fmt: skip
 
 
 def test_complete_distilled_data_needs_no_teacher_weights(demo_data: Path, tmp_path: Path,

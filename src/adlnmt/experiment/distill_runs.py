@@ -40,6 +40,7 @@ from adlnmt.experiment import slurm
 from adlnmt.experiment.distill_job import DistillJob
 from adlnmt.experiment.distill_step import DistillStep
 from adlnmt.experiment.grid import Grid
+from adlnmt.experiment.reproduce import processor_here
 from adlnmt.experiment.runner import STOPPED, Outcome, Run, execute, last_lines, running_order, write_json
 from adlnmt.flags import flag_of
 from adlnmt.inference.options import SearchOptions
@@ -191,9 +192,13 @@ def teacher_model(step: DistillStep, teacher: Run, runs: list[Run]) -> Path | st
         if has_weights(model_dir, step.checkpoint):
             return model_dir
     where = " or ".join(map(str, candidates))
+    caveat = ""
+    if result is not None and (now := processor_here(result, "auto")) is not None:
+        caveat = (f" (it was evaluated on {result.provenance.machine.processor}, this machine is {now}: trained here "
+                  "it will likely not reproduce, so its finished students may need training again)")  # fmt: skip
     return (f"the {step.checkpoint} weights of its teacher {teacher.label} are not in {where} (a run archived or "
             f"copied without them): train it here with --rerun --variants '{teacher.variant.name}' --seeds "
-            f"{teacher.seed}")  # fmt: skip
+            f"{teacher.seed}{caveat}")  # fmt: skip
 
 
 def step_state(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], runs: list[Run]) -> str:

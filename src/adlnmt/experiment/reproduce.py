@@ -45,22 +45,26 @@ def keep_replaced(archive: Path, run_dir: Path) -> None:
         kept.rename(run_dir / REPLACED)
 
 
+def processor_here(archived: RunResult, device: str) -> str | None:
+    """The processor this machine would train ``archived``'s run on (``device``: a ``--device`` value), when it is not
+    the one the run was evaluated on; None when it is."""
+    from adlnmt.train.device import pick_device
+
+    now = Machine.here(str(pick_device(device, 0))).processor
+    return now if now != archived.provenance.machine.processor else None
+
+
 def processor_note(archive: Path, label: str, device: str) -> str | None:
     """A warning, before ``label`` is trained again here on ``device`` (a ``--device`` value), when its archived result
     in ``archive`` was evaluated on another processor (so it will likely not reproduce); None when it was this one, or
     there is none."""
-    from adlnmt.train.device import pick_device
-
     archived = read_result(archive / RESULT_FILE)
-    if archived is None:
-        return None
-    before, now = archived.provenance.machine.processor, Machine.here(str(pick_device(device, 0))).processor
-    if before == now:
+    if archived is None or (now := processor_here(archived, device)) is None:
         return None
     return (
-        f"warning: {label} was evaluated on {before}, this machine trains it on {now}: another processor may "
-        "round differently (other vectorised kernels), so it will likely not reproduce its archived result bit "
-        "for bit (docs/training.md)"
+        f"warning: {label} was evaluated on {archived.provenance.machine.processor}, this machine trains it on {now}: "
+        "another processor may round differently (other vectorised kernels), so it will likely not reproduce its "
+        "archived result bit for bit (docs/training.md)"
     )
 
 
