@@ -398,6 +398,12 @@ def test_a_run_another_grid_archived_with_the_same_settings_is_copied_not_traine
     grid.write_text(yaml.safe_dump(other), encoding="utf-8")
     status, stdout = experiment(str(grid), "--dry-run", "--rerun")  # retrained on purpose: not copied
     assert status == 0 and "baseline [runs/baseline, data default]: seed 1 new" in stdout
+    pending = root / "results/other/runs/baseline/seed-1/replaced"  # a rerun of it, stopped before it finished
+    pending.mkdir(parents=True)
+    shutil.copyfile(archived / "result.json", pending / "result.json")
+    status, stdout = experiment(str(grid), "--dry-run")
+    assert status == 0 and "baseline [runs/baseline, data default]: seed 1 new" in stdout  # resumes: not copied
+    shutil.rmtree(root / "results/other")
     status, stdout = experiment(str(grid), "--dry-run")
     assert "baseline [runs/baseline, data default]: seed 1 finished as tiny/runs/a/seed-1 (shared)" in stdout
     assert "c [runs/c, data default]: seed 1 new" in stdout

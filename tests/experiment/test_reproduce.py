@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from adlnmt.experiment.reproduce import REPLACED, Comparison, compare, keep_replaced, processor_note, report_replaced
+from adlnmt.experiment.reproduce import (
+    REPLACED,
+    Comparison,
+    compare,
+    keep_replaced,
+    processor_note,
+    report_replaced,
+    rerun_pending,
+)
 from adlnmt.experiment.results import RESULT_FILE, Machine, Provenance, RunResult
 
 from .sample_results import machine, run_result
@@ -104,13 +113,20 @@ def test_the_replaced_archive_is_kept_in_the_run_folder_until_compared(tmp_path:
     archive = archived(tmp_path / "results" / "a" / "seed-1", result, HYPOTHESES)
     run_dir = tmp_path / "work" / "a" / "seed-1"
     (run_dir / "model").mkdir(parents=True)
-    keep_replaced(archive, run_dir)
+    assert not keep_replaced(archive, run_dir)
     assert not archive.exists() and [p.name for p in run_dir.iterdir()] == [REPLACED]
+    state = run_dir / "model" / "states" / "update-200.state.pt"  # the rerun stopped here ...
+    state.parent.mkdir(parents=True)
+    state.write_bytes(b"state")
+    assert rerun_pending(run_dir) and keep_replaced(archive, run_dir)  # ... and --rerun again resumes it
+    assert state.read_bytes() == b"state" and (run_dir / REPLACED / RESULT_FILE).is_file()
+    shutil.rmtree(run_dir / "model")
     assert report_replaced(run_dir, archived(archive, result, HYPOTHESES)).startswith("reproduced")
     assert not (run_dir / REPLACED).exists() and report_replaced(run_dir, archive) is None
-    keep_replaced(archive, archive)  # a grid that trains in its archive: the same folder
+    assert not rerun_pending(run_dir)
+    assert not keep_replaced(archive, archive)  # a grid that trains in its archive: the same folder
     assert [p.name for p in archive.iterdir()] == [REPLACED]
-    assert (archive / REPLACED / RESULT_FILE).is_file()
+    assert (archive / REPLACED / RESULT_FILE).is_file() and keep_replaced(archive, archive)  # stopped: resumes
 
 
 def test_the_new_result_records_what_it_replaced(tmp_path: Path) -> None:

@@ -132,7 +132,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         for run in retrained:  # the archived result kept until the new one is compared with it
             if args.executor == "local" and (note := processor_note(run.archive, run.label, args.device)):
                 print(note)
-            keep_replaced(run.archive, run.dir)
+            if keep_replaced(run.archive, run.dir):
+                print(f"{run.label}: resuming its rerun, stopped before it finished (the replaced result is kept "
+                      "until the two are compared)")  # fmt: skip
         if args.retime or args.score_added:
             finished = [run for run in selected if run.finished_in() is not None]
             for run in finished:

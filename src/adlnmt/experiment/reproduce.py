@@ -31,9 +31,19 @@ class Comparison:
     line: str
 
 
-def keep_replaced(archive: Path, run_dir: Path) -> None:
+def rerun_pending(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a rerun stopped before it finished: the replaced archive kept, no new result
+    archived yet. Running the grid again, with or without ``--rerun``, resumes it (never a copy of another grid's
+    result with the same settings: that is the result being checked)."""
+    return (run_dir / REPLACED / RESULT_FILE).is_file()
+
+
+def keep_replaced(archive: Path, run_dir: Path) -> bool:
     """Empty ``run_dir`` and ``archive`` (the same folder when a grid trains in its archive), keeping the archived
-    run, if any, as ``run_dir``/replaced."""
+    run, if any, as ``run_dir``/replaced. A rerun stopped before it finished (:func:`rerun_pending`, and nothing
+    archived since) is left as it is, to resume: True then."""
+    if rerun_pending(run_dir) and not (archive / RESULT_FILE).is_file():
+        return True
     kept = run_dir.parent / f".{run_dir.name}.{REPLACED}"
     shutil.rmtree(kept, ignore_errors=True)
     if (archive / RESULT_FILE).is_file():
@@ -43,6 +53,7 @@ def keep_replaced(archive: Path, run_dir: Path) -> None:
     if kept.is_dir():
         run_dir.mkdir(parents=True)
         kept.rename(run_dir / REPLACED)
+    return False
 
 
 def processor_here(archived: RunResult, device: str) -> str | None:

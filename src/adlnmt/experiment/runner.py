@@ -57,7 +57,7 @@ from adlnmt.experiment.folders import absolute, default_results
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
 from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.quiet import DecodeAlone
-from adlnmt.experiment.reproduce import report_replaced
+from adlnmt.experiment.reproduce import report_replaced, rerun_pending
 from adlnmt.experiment.results import RESULT_FILE, RunResult, read_result
 from adlnmt.jsontext import read_object
 from adlnmt.store import ModelDir
@@ -304,9 +304,10 @@ def running_order(runs: Iterable[Run]) -> list[Run]:
 def shared_runs(grid: Grid, runs: Iterable[Run], results: Path) -> list[tuple[Run, Path, str]]:
     """The runs of ``grid`` not finished here that another experiment (a grid of another name; the same grid in
     another output directory is a rerun, not shared) archived beside ``results`` (``results/../*/runs``) with the
-    same fingerprint: (run, that archived run's folder, its name relative to ``results/..``)."""
+    same fingerprint: (run, that archived run's folder, its name relative to ``results/..``). A run being trained
+    again (:func:`~adlnmt.experiment.reproduce.rerun_pending`) is not: it resumes."""
     pending = {}
-    for run in (run for run in runs if run.finished_in() is None):
+    for run in (run for run in runs if run.finished_in() is None and not rerun_pending(run.dir)):
         pending.update({key: run for key in (run.fingerprint, *(old for old, _ in run.earlier))})
     root = results.resolve().parent
     found: dict[str, tuple[Run, Path, str]] = {}
