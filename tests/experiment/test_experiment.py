@@ -31,6 +31,7 @@ from adlnmt.analysis.contrastive import write_suite
 from adlnmt.analysis.demo_suite import demo_suite
 from adlnmt.bench.machine import PROC_STAT, BusyBeside
 from adlnmt.cli import main
+from adlnmt.experiment.reproduce import RERUN_MARK
 
 TINY = {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 6, "checkpoint_interval": 3, "lr": 2e-3}
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
@@ -403,6 +404,16 @@ def test_a_run_another_grid_archived_with_the_same_settings_is_copied_not_traine
     shutil.copyfile(archived / "result.json", pending / "result.json")
     status, stdout = experiment(str(grid), "--dry-run")
     assert status == 0 and "baseline [runs/baseline, data default]: seed 1 new" in stdout  # resumes: not copied
+    shutil.rmtree(pending)  # ... or being trained again in another output folder: neither copied nor trained here
+    (pending.parent / RERUN_MARK).write_text(f"{root / 'work/runs/baseline/seed-1'}\n", encoding="utf-8")
+    status, stdout = experiment(str(grid), "--dry-run")
+    assert f"seed 1 trained again in {root / 'work/runs/baseline/seed-1'} (not here)" in stdout, stdout
+    status, stdout = experiment(str(grid), "--variants", "baseline", "--seeds", "1")
+    assert (
+        status == 0
+        and "baseline seed 1: being trained again in" in stdout
+        and "1 runs, 0 finished (skipped), 0 to run" in stdout
+    ), stdout
     shutil.rmtree(root / "results/other")
     status, stdout = experiment(str(grid), "--dry-run")
     assert "baseline [runs/baseline, data default]: seed 1 finished as tiny/runs/a/seed-1 (shared)" in stdout

@@ -6,14 +6,19 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from adlnmt.errors import UserError
 from adlnmt.experiment.reproduce import (
     REPLACED,
+    RERUN_MARK,
     Comparison,
     compare,
     keep_replaced,
     processor_note,
     report_replaced,
-    rerun_pending,
+    rerun_elsewhere,
+    rerun_folder,
 )
 from adlnmt.experiment.results import RESULT_FILE, Machine, Provenance, RunResult
 
@@ -113,20 +118,28 @@ def test_the_replaced_archive_is_kept_in_the_run_folder_until_compared(tmp_path:
     archive = archived(tmp_path / "results" / "a" / "seed-1", result, HYPOTHESES)
     run_dir = tmp_path / "work" / "a" / "seed-1"
     (run_dir / "model").mkdir(parents=True)
-    assert not keep_replaced(archive, run_dir)
-    assert not archive.exists() and [p.name for p in run_dir.iterdir()] == [REPLACED]
+    assert rerun_folder(run_dir, archive) is None and not keep_replaced(archive, run_dir)
+    assert [p.name for p in run_dir.iterdir()] == [REPLACED]
+    assert [p.name for p in archive.iterdir()] == [RERUN_MARK]  # for the grid's commands in other output folders
     state = run_dir / "model" / "states" / "update-200.state.pt"  # the rerun stopped here ...
     state.parent.mkdir(parents=True)
     state.write_bytes(b"state")
-    assert rerun_pending(run_dir) and keep_replaced(archive, run_dir)  # ... and --rerun again resumes it
+    assert rerun_folder(run_dir, archive) == run_dir and keep_replaced(archive, run_dir)  # ... --rerun resumes it
     assert state.read_bytes() == b"state" and (run_dir / REPLACED / RESULT_FILE).is_file()
+    other = tmp_path / "other-work" / "a" / "seed-1"  # the same grid in another output folder: not trained there
+    assert rerun_folder(other, archive) == run_dir.resolve() and rerun_elsewhere(other, archive) == run_dir.resolve()
+    with pytest.raises(UserError, match=f"being trained again in {run_dir}.*resume it there"):
+        keep_replaced(archive, other)
+    assert not other.exists() and state.is_file()
     shutil.rmtree(run_dir / "model")
     assert report_replaced(run_dir, archived(archive, result, HYPOTHESES)).startswith("reproduced")
     assert not (run_dir / REPLACED).exists() and report_replaced(run_dir, archive) is None
-    assert not rerun_pending(run_dir)
+    assert rerun_folder(run_dir, archive) is None and rerun_folder(other, archive) is None  # finished: a result
+    (archive / RERUN_MARK).unlink()  # (the runner's archiving removes it)
     assert not keep_replaced(archive, archive)  # a grid that trains in its archive: the same folder
     assert [p.name for p in archive.iterdir()] == [REPLACED]
     assert (archive / REPLACED / RESULT_FILE).is_file() and keep_replaced(archive, archive)  # stopped: resumes
+    assert rerun_elsewhere(other, archive) == archive
 
 
 def test_the_new_result_records_what_it_replaced(tmp_path: Path) -> None:

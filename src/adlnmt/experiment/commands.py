@@ -18,10 +18,14 @@ if TYPE_CHECKING:  # the grid and runner import PyTorch and sacreBLEU: not neede
 
 
 def status(run: Run, shared: dict[str, str]) -> str:
+    from adlnmt.experiment.reproduce import rerun_elsewhere
+
     if (folder := run.finished_in()) is not None:
         return "finished" + (" (archived)" if folder != run.dir else "")
     if run.fingerprint in shared:
         return f"finished as {shared[run.fingerprint]} (shared)"
+    if (elsewhere := rerun_elsewhere(run.dir, run.archive)) is not None:
+        return f"trained again in {elsewhere} (not here)"
     if not run.model_dir.exists():
         return "new"
     from adlnmt.store import ModelDir
@@ -171,6 +175,7 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
     """Prepare the data, write every selected run's spec and run the unfinished ones (a grid's distillation step
     between its teacher and its students: :mod:`adlnmt.experiment.distill_runs`)."""
     from adlnmt.experiment import slurm
+    from adlnmt.experiment.reproduce import rerun_elsewhere
     from adlnmt.experiment.runner import (
         check_inputs,
         distillations,
@@ -192,9 +197,14 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
 
     for run in selected:
         write(run)
-    pending = running_order(run for run in selected if run.result() is None)
+    elsewhere = {run.label: folder for run in selected if (folder := rerun_elsewhere(run.dir, run.archive))}
+    for label, folder in elsewhere.items():
+        print(f"{label}: being trained again in {folder} (stopped before it finished): not trained here; resume it "
+              "with the command that trains there")  # fmt: skip
+    pending = running_order(run for run in selected if run.result() is None and run.label not in elsewhere)
     resumed = sum(run.resumable for run in pending)
-    print(f"{grid.name} (scale {grid.scale or '-'}): {len(selected)} runs, {len(selected) - len(pending)} finished "
+    finished = len(selected) - len(pending) - len(elsewhere)
+    print(f"{grid.name} (scale {grid.scale or '-'}): {len(selected)} runs, {finished} finished "
           f"(skipped), {len(pending)} to run ({resumed} resumed first), "
           f"{'as SLURM jobs' if options else f'{args.jobs} at a time'} with {threads} thread(s) each; output {out}",
           flush=True)  # fmt: skip

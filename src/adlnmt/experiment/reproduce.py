@@ -16,9 +16,12 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from adlnmt.errors import UserError
 from adlnmt.experiment.results import RESULT_FILE, Machine, Rerun, ResultError, RunResult, read_result
+from adlnmt.store.atomic import atomic_write
 
 REPLACED = "replaced"  # RUN/replaced: the archived folder a --rerun replaces, until the run finishes again
+RERUN_MARK = "rerun.txt"  # ARCHIVE/rerun.txt: the run folder (another output folder) that trains it again, till then
 
 
 @dataclass(frozen=True)
@@ -31,18 +34,36 @@ class Comparison:
     line: str
 
 
-def rerun_pending(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a rerun stopped before it finished: the replaced archive kept, no new result
-    archived yet. Running the grid again, with or without ``--rerun``, resumes it (never a copy of another grid's
-    result with the same settings: that is the result being checked)."""
-    return (run_dir / REPLACED / RESULT_FILE).is_file()
+def rerun_folder(run_dir: Path, archive: Path) -> Path | None:
+    """Where the run is being trained again (``--rerun``) after it stopped before it finished: ``run_dir``, the
+    archive (a grid that trains there), or another output folder's run named in the archive (``RERUN_MARK``); None
+    when no rerun is pending (the archive holds a result). Such a run resumes there, with or without ``--rerun``, and
+    is never replaced by a copy of another grid's result with the same settings: that is the result being checked."""
+    if (archive / RESULT_FILE).is_file():
+        return None
+    for folder in (run_dir, archive):
+        if (folder / REPLACED / RESULT_FILE).is_file():
+            return folder
+    mark = archive / RERUN_MARK
+    return Path(mark.read_text(encoding="utf-8").strip()) if mark.is_file() else None
+
+
+def rerun_elsewhere(run_dir: Path, archive: Path) -> Path | None:
+    """The other folder where the run is being trained again (:func:`rerun_folder`), if not ``run_dir``."""
+    folder = rerun_folder(run_dir, archive)
+    return folder if folder is not None and folder.resolve() != run_dir.resolve() else None
 
 
 def keep_replaced(archive: Path, run_dir: Path) -> bool:
     """Empty ``run_dir`` and ``archive`` (the same folder when a grid trains in its archive), keeping the archived
-    run, if any, as ``run_dir``/replaced. A rerun stopped before it finished (:func:`rerun_pending`, and nothing
-    archived since) is left as it is, to resume: True then."""
-    if rerun_pending(run_dir) and not (archive / RESULT_FILE).is_file():
+    run, if any, as ``run_dir``/replaced and naming ``run_dir`` in the archive (``RERUN_MARK``) for the grid's
+    commands in other output folders. A rerun stopped before it finished in ``run_dir`` (:func:`rerun_folder`) is
+    left as it is, to resume: True then. One pending in another folder is an error."""
+    if (elsewhere := rerun_elsewhere(run_dir, archive)) is not None:
+        raise UserError(f"{run_dir}: its run is being trained again in {elsewhere} (stopped before it finished): "
+                        f"resume it there (the same command with that --out), or delete that folder and "
+                        f"{archive / RERUN_MARK} to train it again here")  # fmt: skip
+    if rerun_folder(run_dir, archive) is not None:
         return True
     kept = run_dir.parent / f".{run_dir.name}.{REPLACED}"
     shutil.rmtree(kept, ignore_errors=True)
@@ -53,6 +74,9 @@ def keep_replaced(archive: Path, run_dir: Path) -> bool:
     if kept.is_dir():
         run_dir.mkdir(parents=True)
         kept.rename(run_dir / REPLACED)
+        if archive.resolve() != run_dir.resolve():
+            archive.mkdir(parents=True, exist_ok=True)
+            atomic_write(archive / RERUN_MARK, lambda tmp: tmp.write_text(f"{run_dir.resolve()}\n", encoding="utf-8"))
     return False
 
 

@@ -57,7 +57,7 @@ from adlnmt.experiment.folders import absolute, default_results
 from adlnmt.experiment.grid import DataSpec, Grid, Variant
 from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.quiet import DecodeAlone
-from adlnmt.experiment.reproduce import report_replaced, rerun_pending
+from adlnmt.experiment.reproduce import RERUN_MARK, report_replaced, rerun_folder
 from adlnmt.experiment.results import RESULT_FILE, RunResult, read_result
 from adlnmt.jsontext import read_object
 from adlnmt.store import ModelDir
@@ -148,6 +148,7 @@ class Run:
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, lambda tmp, text=hypotheses: tmp.write_text(text, encoding="utf-8"))
         result.save(self.archive / RESULT_FILE)  # last: the archived run is complete
+        (self.archive / RERUN_MARK).unlink(missing_ok=True)  # a rerun trained elsewhere has finished
 
 
 # --- inputs and data -------------------------------------------------------------------------------------------
@@ -305,9 +306,9 @@ def shared_runs(grid: Grid, runs: Iterable[Run], results: Path) -> list[tuple[Ru
     """The runs of ``grid`` not finished here that another experiment (a grid of another name; the same grid in
     another output directory is a rerun, not shared) archived beside ``results`` (``results/../*/runs``) with the
     same fingerprint: (run, that archived run's folder, its name relative to ``results/..``). A run being trained
-    again (:func:`~adlnmt.experiment.reproduce.rerun_pending`) is not: it resumes."""
+    again (:func:`~adlnmt.experiment.reproduce.rerun_folder`) is not: it resumes."""
     pending = {}
-    for run in (run for run in runs if run.finished_in() is None and not rerun_pending(run.dir)):
+    for run in (run for run in runs if run.finished_in() is None and rerun_folder(run.dir, run.archive) is None):
         pending.update({key: run for key in (run.fingerprint, *(old for old, _ in run.earlier))})
     root = results.resolve().parent
     found: dict[str, tuple[Run, Path, str]] = {}
