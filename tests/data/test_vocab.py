@@ -59,8 +59,12 @@ def test_unknown_characters_map_to_unk(vocab: Vocab) -> None:
 
 def test_training_is_deterministic_and_unigram_works(texts: list[str], tmp_path: Path) -> None:
     first = train_sentencepiece(texts, tmp_path / "a", vocab_size=200)
-    second = train_sentencepiece(iter(texts), tmp_path / "b", vocab_size=200)
+    second = train_sentencepiece(iter(texts), tmp_path / "elsewhere" / "b", vocab_size=200)
     assert pieces(first) == pieces(second)
+    # byte for byte wherever written (a run resumed on data prepared in another folder checks their SHA-256)
+    assert first.read_bytes() == second.read_bytes() and b"elsewhere" not in second.read_bytes()
+    listing = (tmp_path / "a.vocab").read_text(encoding="utf-8").splitlines()
+    assert len(listing) == Vocab.load(first).size and listing[EOS] == "</s>\t0"
     unigram = Vocab.load(train_sentencepiece(texts, tmp_path / "u", vocab_size=200, model_type="unigram"))
     assert unigram.piece(EOS) == "</s>"
     assert unigram.decode(unigram.encode(texts[0])) == texts[0]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
 
+from adlnmt.atomic import atomic_write
 from adlnmt.data.options import MODEL_TYPES
 from adlnmt.errors import DataError
 
@@ -62,7 +64,9 @@ def train_sentencepiece(
     Items of ``texts_or_files`` that are ``os.PathLike`` (e.g. ``Path``) are text files read line by line (gzip when
     named ``*.gz``); ``str`` items are sentences. Empty lines are skipped. Special ids: PAD=0, UNK=1, BOS=2, EOS=3.
     The whole input is used in order (no sampling or shuffling) with one thread, so the same input gives the same
-    model. ``vocab_size`` is a soft limit: a tiny corpus yields a smaller vocabulary rather than an error.
+    model, byte for byte wherever it is written (sentencepiece would record ``model_prefix`` in it: it writes to
+    memory instead, and the model and its ``.vocab`` listing are written atomically). ``vocab_size`` is a soft
+    limit: a tiny corpus yields a smaller vocabulary rather than an error.
     ``user_defined_symbols`` (e.g. the language tags ``<2en>``) get one id each, right after the special ids.
     """
     if model_type not in MODEL_TYPES:
@@ -73,10 +77,11 @@ def train_sentencepiece(
     prefix = Path(model_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     spm.set_random_generator_seed(1)
+    written = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(feed),
-            model_prefix=str(prefix),
+            model_writer=written,
             vocab_size=vocab_size,
             model_type=model_type,
             pad_id=PAD,
@@ -97,7 +102,12 @@ def train_sentencepiece(
         if feed.count == 0:
             raise DataError("no text to train the subword model on (every line is empty)", source) from None
         raise DataError(f"sentencepiece training failed: {str(err).strip()}") from None
-    return prefix.with_name(prefix.name + ".model")
+    model = written.getvalue()
+    listing = "".join(f"{piece}\t{score:g}\n" for piece, score, _ in Vocab.from_bytes(model).table())
+    atomic_write(prefix.with_name(prefix.name + ".vocab"), lambda tmp: tmp.write_text(listing, encoding="utf-8"))
+    path = prefix.with_name(prefix.name + ".model")
+    atomic_write(path, lambda tmp: tmp.write_bytes(model))
+    return path
 
 
 class Vocab:
@@ -138,9 +148,9 @@ class Vocab:
         return self.processor.serialized_model_proto()
 
     def table(self) -> list[tuple[str, float, str]]:
-        """What makes the ids mean the same: every id's piece, score and kind. (The model files of two vocabularies
-        trained on the same text differ in the path they were written to, which changes nothing, so two models are
-        compared by their tables, never by their bytes.)"""
+        """What makes the ids mean the same: every id's piece, score and kind. (Model files trained before
+        2026-11-30, or by sentencepiece itself, record the path they were written to, which changes nothing, so two
+        models are compared by their tables, never by their bytes.)"""
         processor = self.processor
         kinds = (("control", processor.is_control), ("unknown", processor.is_unknown), ("unused", processor.is_unused),
                  ("byte", processor.is_byte))  # fmt: skip
