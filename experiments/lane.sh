@@ -2,7 +2,8 @@
 # A background lane of grid runs on a shared CPU: each line of QUEUE (read as the lane goes, so lines can be appended
 # while it runs) is the argument list of one `adlnmt experiment` command, run at nice 19 in CHECKOUT, a separate
 # clone of the repository (docs/experiments.md, "A long grid from a separate checkout"). After each command the lane
-# commits in CHECKOUT every new result.json folder under experiments/results/*/runs/, one commit a run, then each new
+# commits in CHECKOUT every new result.json folder under experiments/results/*/runs/ (or one trained again with
+# --rerun: its result.json records what it replaced), one commit a run, then each new
 # speed.json of a run committed before (a speed: section's timings), then each new or replaced distillation archived
 # under experiments/results/*/distilled/ (one commit each), and nothing else (reports are rebuilt in the checkout you
 # publish from). With RETIME set to a pattern, a command whose line matches it and that finished a run
@@ -33,6 +34,12 @@ commit_finished() {  # MESSAGE: one commit for each run folder whose result.json
             run=$(dirname "$f")
             git add -- "$run" && git commit -q -m "${run#experiments/results/}: $1" -- "$run" &&
                 echo "committed ${run#experiments/results/}"
+        done
+        for f in $(git ls-files --modified -- "experiments/results/*/runs/*/seed-*/result.json"); do
+            grep -q "\"rerun\":" "$f" || continue  # a run trained again (--rerun) records what it replaced
+            run=$(dirname "$f")
+            git add -A -- "$run" && git commit -q -m "${run#experiments/results/}: trained again, $1" -- "$run" &&
+                echo "committed ${run#experiments/results/} (trained again)"
         done
         for f in $(git ls-files --others --exclude-standard -- "experiments/results/*/runs/*/seed-*/speed.json"); do
             git add -- "$f" && git commit -q -m "$(dirname "${f#experiments/results/}"): speed timed" -- "$f" &&

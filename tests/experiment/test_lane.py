@@ -1,4 +1,4 @@
-"""experiments/lane.sh: one commit a finished run, and --retime only for runs the line itself finished."""
+"""experiments/lane.sh: one commit a finished run (or one trained again), and --retime only for runs the line itself finished."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ shift 3
 if [[ " $* " == *" --retime "* ]]; then echo retime >> "$CALLS"; echo '{{"retimed": true}}' > {RESULT}; exit 0; fi
 echo run >> "$CALLS"
 [ -e {RESULT} ] || {{ mkdir -p $(dirname {RESULT}) && echo '{{}}' > {RESULT}; }}
+[ -z "${{RERUN:-}}" ] || echo '{{"rerun": {{"reproduced": false}}}}' > {RESULT}
 [ -z "${{SPEED:-}}" ] || echo '{{}}' > $(dirname {RESULT})/speed.json
 [ -z "${{DISTILLED:-}}" ] || {{ mkdir -p {DISTILLED}/targets && echo "$DISTILLED" > {DISTILLED}/record.json &&
     echo "$DISTILLED" > {DISTILLED}/targets/000000.npy; }}
@@ -119,4 +120,16 @@ def test_an_archived_distillation_is_committed_and_so_is_its_replacement(lane: L
     out = lane(DISTILLED="second")  # the step's distillation replaced (another teacher checkpoint, say)
     assert "archived grid-cpu/distilled/distilled-row-seed-1" in out
     assert _git(lane.checkout, "show", f"HEAD:{DISTILLED}/targets/000000.npy").strip() == "second"
+    assert not _git(lane.checkout, "status", "--porcelain")
+
+
+def test_a_run_trained_again_is_committed_and_a_result_edited_otherwise_is_not(lane: Lane) -> None:
+    lane()
+    (lane.checkout / RESULT).write_text('{"edited": true}\n')  # not by a run of this lane: left as it is
+    out = lane()
+    assert "committed" not in out and _git(lane.checkout, "status", "--porcelain").split() == ["M", RESULT]
+    out = lane(RERUN="1")  # --rerun: the new result records what it replaced
+    assert "committed grid-cpu/runs/row/seed-1 (trained again)" in out and "committed the retiming" in out
+    log = _git(lane.checkout, "log", "--format=%s").splitlines()
+    assert log[1] == "grid-cpu/runs/row/seed-1: trained again, finished on this machine (nice 19, lane A)"
     assert not _git(lane.checkout, "status", "--porcelain")
