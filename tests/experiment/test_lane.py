@@ -1,4 +1,4 @@
-"""experiments/lane.sh: one commit a finished run (or one trained again), and --retime only for runs the line itself finished."""
+"""experiments/lane.sh: one commit a finished run (or a rerun), and --retime only for runs the line itself finished."""
 
 from __future__ import annotations
 
