@@ -381,6 +381,12 @@ def test_a_fresh_clone_skips_the_archived_runs_and_rebuilds_the_report(
     rerun = result["rerun"]  # what it replaced, and the comparison
     assert rerun["reproduced"] and rerun["comparison"].startswith("reproduced: the same weights")
     assert rerun["replaced_weights_sha256"] == result["provenance"]["weights_sha256"]
+    archived, replaced = clone / "results/tiny/runs/a/seed-1", clone / "runs/tiny/runs/a/seed-1/replaced"
+    shutil.copytree(archived / "hyp", replaced / "hyp")  # a rerun finished, not compared (a SLURM job, no --wait) ...
+    shutil.copyfile(archived / "result.json", replaced / "result.json")
+    status, stdout = experiment(str(clone / "grid.yaml"), "--report-only")  # ... is compared by the next command
+    assert status == 0 and "a seed 1 trained again: reproduced: the same weights" in stdout, stdout
+    assert not replaced.exists()
 
 
 def test_a_run_another_grid_archived_with_the_same_settings_is_copied_not_trained(

@@ -130,6 +130,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         outcomes: list[Outcome] = []
         for run in runs:  # results of runs finished before the archive existed, or by an interrupted command
             run.archive_result()
+            if (line := run.compare_rerun()) is not None:  # e.g. a SLURM job's, submitted without --wait
+                print(f"{run.label} trained again: {line}")
         for run, folder, name in shared:
             run.adopt(folder, name)
             print(f"{run.label}: finished as {name} (the same settings), copied into {run.archive}")

@@ -134,6 +134,12 @@ class Run:
             return
         self._archive(self.dir, result)
 
+    def compare_rerun(self) -> str | None:
+        """Once a rerun has finished: whether it reproduced the result it replaced, recorded in its result
+        (:func:`~adlnmt.experiment.reproduce.report_replaced`); None for a run not finished or not trained again."""
+        folder = self.finished_in()
+        return None if folder is None else report_replaced(self.dir, folder)
+
     def adopt(self, folder: Path, name: str) -> None:
         """Archive the finished run in ``folder`` as this one: another experiment's run (``name``) with this run's
         fingerprint, i.e. the same model, training, data, seed and evaluation, so trained once for both. Its
@@ -474,7 +480,7 @@ def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str]
                 report(f"stopped {where}: checkpointed; running the experiment again resumes it")
             elif outcome.ok and outcome.result is not None:
                 report(f"done   {where} in {outcome.seconds / 60:.1f} min: {summary(outcome.result)}")
-                if (line := report_replaced(run.dir, run.finished_in() or run.dir)) is not None:
+                if (line := run.compare_rerun()) is not None:
                     report(f"       {run.label} trained again: {line}")
             else:
                 tail = last_lines(run.log).replace("\n", "\n         ")

@@ -289,6 +289,8 @@ def wait(runs: list[Run], report: Callable[[str], None] = print) -> list[Outcome
             where = f"[{len(outcomes)}/{len(runs)}] {run.label}"
             if result:
                 report(f"done   {where}: {summary(result)}")
+                if (line := run.compare_rerun()) is not None:
+                    report(f"       {run.label} trained again: {line}")
             else:
                 verdict = "CANCELLED" if state == "CANCELLED" else "FAILED"
                 report(f"{verdict} {where}: {describe(run, records[path], state)}")
