@@ -248,8 +248,12 @@ def test_report_only_and_dry_run_change_no_run(sequence: SimpleNamespace) -> Non
     status, stdout = experiment(*sequence.args, "--report-only")
     assert status == 0 and "| b | 2/2 |" in stdout
     status, stdout = experiment(*sequence.args, "--dry-run")
-    assert status == 0 and "seed 1 finished, seed 2 finished" in stdout
-    assert stamps(sequence.out) == sequence.stamps
+    assert status == 0 and "seed 1 finished, seed 2 finished" in stdout and "selected:" not in stdout
+    status, stdout = experiment(*sequence.args, "--dry-run", "--rerun", "--variants", "a", "--seeds", "1")
+    assert status == 0 and "selected: 1 of 4 runs" in stdout and "--rerun: 1 finished run(s) trained again" in stdout
+    assert "seed 1 finished, trained again (--rerun), seed 2 finished (not selected)" in stdout, stdout
+    assert "seed 1 finished (not selected), seed 2 finished (not selected)" in stdout  # b
+    assert stamps(sequence.out) == sequence.stamps  # a dry run deletes nothing, with --rerun too
 
 
 def test_retime_measures_the_speed_again_and_keeps_the_first_timing(sequence: SimpleNamespace, tmp_path: Path) -> None:

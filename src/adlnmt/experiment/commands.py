@@ -39,13 +39,31 @@ def where(folders: Folders) -> str:
     return f"output {folders.work}" + ("" if folders.one else f", archive and report {folders.archive}")
 
 
-def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, str]) -> None:
+def planned(run: Run, shared: dict[str, str], selected: list[Run], retrained: list[Run]) -> str:
+    """A run's state in the plan, and what this command does to it: trains it again (``--rerun``: its finished
+    result replaced once the new one is compared with it), or leaves it alone (not selected)."""
+    state = status(run, shared)
+    if run not in selected:
+        return f"{state} (not selected)"
+    return f"{state}, trained again (--rerun)" if run in retrained and run.finished_in() is not None else state
+
+
+def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, str], selected: list[Run],
+               retrained: list[Run]) -> None:  # fmt: skip
+    """The grid's runs and their state, marking those this command (``--variants``, ``--seeds``, ``--rerun``) trains
+    again or leaves alone."""
     print(f"{grid.path}: {grid.name}, scale {grid.scale or '-'}: {len(grid.variants)} variants × "
           f"{len(grid.seeds)} seeds {list(grid.seeds)}, {where(folders)}")  # fmt: skip
     tests = ", ".join(t.name for t in grid.tests)
     print(f"  tests {tests}; metrics {', '.join(grid.metrics)}; translate {grid.translate}")
+    if len(selected) < len(runs):
+        print(f"  selected: {len(selected)} of {len(runs)} runs (--variants, --seeds); the others are left alone")
+    if again := sum(run.finished_in() is not None for run in retrained):
+        print(f"  --rerun: {again} finished run(s) trained again, each result kept (replaced/) until the new one is "
+              "compared with it")  # fmt: skip
     for variant in grid.variants:
-        states = ", ".join(f"seed {r.seed} {status(r, shared)}" for r in runs if r.variant is variant)
+        states = ", ".join(f"seed {r.seed} {planned(r, shared, selected, retrained)}"
+                           for r in runs if r.variant is variant)  # fmt: skip
         print(f"  {variant.name} [runs/{variant.slug}, data {variant.data.prepared or variant.data.key}]: {states}")
         print("    " + ", ".join(f"{key}={value}" for key, value in variant.train.items()))
     if (step := grid.distill) is not None:
@@ -114,7 +132,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         print(power_table(grid, args.pilot))
         return 0
     if args.dry_run:
-        print_plan(grid, runs, folders, {run.fingerprint: name for run, _, name in shared})
+        print_plan(grid, runs, folders, {run.fingerprint: name for run, _, name in shared}, selected, retrained)
         check_input_files(grid)
         return 0
     if args.status:

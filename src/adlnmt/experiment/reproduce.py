@@ -59,12 +59,12 @@ def keep_replaced(archive: Path, run_dir: Path) -> bool:
     run, if any, as ``run_dir``/replaced and naming ``run_dir`` in the archive (``RERUN_MARK``) for the grid's
     commands in other output folders. A rerun stopped before it finished in ``run_dir`` (:func:`rerun_folder`) is
     left as it is, to resume: True then. One pending in another folder is an error."""
-    if (elsewhere := rerun_elsewhere(run_dir, archive)) is not None:
-        raise UserError(f"{run_dir}: its run is being trained again in {elsewhere} (stopped before it finished): "
+    if (pending := rerun_folder(run_dir, archive)) is not None:
+        if pending.resolve() == run_dir.resolve():
+            return True
+        raise UserError(f"{run_dir}: its run is being trained again in {pending} (stopped before it finished): "
                         f"resume it there (the same command with that --out), or delete that folder and "
                         f"{archive / RERUN_MARK} to train it again here")  # fmt: skip
-    if rerun_folder(run_dir, archive) is not None:
-        return True
     kept = run_dir.parent / f".{run_dir.name}.{REPLACED}"
     shutil.rmtree(kept, ignore_errors=True)
     if (archive / RESULT_FILE).is_file():
