@@ -18,6 +18,8 @@
 #
 # Two lanes must not run the same grid in one output folder (it is locked: the second command stops with an error);
 # give the second its own --out and the same --results (docs/experiments.md).
+# A line with --rerun trains its finished runs again each time it runs; once it has completed (exit 0, not stopped by a
+# signal) the lane appends it to QUEUE.done and skips it when started again on the queue (a session's next lane).
 # PYTHON (default python3) runs adlnmt from CHECKOUT/src.
 set -u
 usage="usage: experiments/lane.sh NAME QUEUE [CHECKOUT]"
@@ -52,14 +54,25 @@ commit_finished() {  # MESSAGE: one commit for each run folder whose result.json
         done' sh "$1"
 }
 
+reran=$queue.done  # the --rerun lines this lane completed: not run again by a lane started again on the queue
 line_number=0
 while line=$(sed -n "$((line_number + 1))p" "$queue") && [ -n "$line" ]; do
     line_number=$((line_number + 1))
+    rerun=; [[ " $line " == *" --rerun "* ]] && rerun=1
+    if [ -n "$rerun" ] && grep -qxF -e "$line" "$reran" 2>/dev/null; then
+        echo "$(date -u +%FT%TZ) skipped: $line (completed before, $reran: delete the line there to train them again)"
+        continue
+    fi
     echo "$(date -u +%FT%TZ) start: $line"
     eval "set -- $line"
-    nice -n 19 "$python" -m adlnmt experiment "$@"
-    status=$?
+    output=$(mktemp)
+    PYTHONUNBUFFERED=1 nice -n 19 "$python" -m adlnmt experiment "$@" 2>&1 | tee "$output"
+    status=${PIPESTATUS[0]}
     echo "$(date -u +%FT%TZ) exit $status: $line"
+    if [ -n "$rerun" ] && [ $status = 0 ] && ! grep -q '^stopped by a signal' "$output"; then
+        echo "$line" >> "$reran"  # its runs trained again: a second pass would train them a third time
+    fi
+    rm -f "$output"
     said=$(commit_finished "finished on this machine (nice 19, lane $name)")
     [ -n "$said" ] && echo "$said"
     committed=$(echo "$said" | grep '^committed ')

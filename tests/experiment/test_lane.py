@@ -1,4 +1,5 @@
-"""experiments/lane.sh: one commit a finished run (or a rerun), and --retime only for runs the line itself finished."""
+"""experiments/lane.sh: one commit a finished run (or a rerun), --retime only for runs the line itself finished, and a
+--rerun line trained once however often the lane starts again."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ FAKE_PYTHON = f"""#!/usr/bin/env bash
 shift 3
 if [[ " $* " == *" --retime "* ]]; then echo retime >> "$CALLS"; echo '{{"retimed": true}}' > {RESULT}; exit 0; fi
 echo run >> "$CALLS"
+[ -z "${{STOPPED:-}}" ] || {{ echo "stopped by a signal: 1 run(s) not finished"; exit 0; }}  # as SIGTERM ends it
 [ -e {RESULT} ] || {{ mkdir -p $(dirname {RESULT}) && echo '{{}}' > {RESULT}; }}
 [ -z "${{RERUN:-}}" ] || echo '{{"rerun": {{"reproduced": false}}}}' > {RESULT}
 [ -z "${{SPEED:-}}" ] || echo '{{}}' > $(dirname {RESULT})/speed.json
@@ -133,3 +135,19 @@ def test_a_run_trained_again_is_committed_and_a_result_edited_otherwise_is_not(l
     log = _git(lane.checkout, "log", "--format=%s").splitlines()
     assert log[1] == "grid-cpu/runs/row/seed-1: trained again, finished on this machine (nice 19, lane A)"
     assert not _git(lane.checkout, "status", "--porcelain")
+
+
+def test_a_completed_rerun_line_is_not_run_again_when_the_lane_starts_again(lane: Lane) -> None:
+    """A lane started again on its queue (the next session) would train a --rerun line's runs a third time."""
+    lane.queue.write_text('grid.yaml --scale cpu --rerun --variants "row" --seeds 1\n')
+    out = lane(RERUN="1", STOPPED="1")  # stopped by a signal (exit 0): not completed, so it runs again
+    assert "stopped by a signal" in out and not Path(f"{lane.queue}.done").exists()
+    lane(RERUN="1")
+    assert Path(f"{lane.queue}.done").read_text() == lane.queue.read_text()
+    out = lane(RERUN="1")
+    assert "skipped: grid.yaml --scale cpu --rerun" in out and "delete the line there" in out
+    assert lane.calls.read_text().split() == ["run", "run", "retime"]
+    lane.queue.write_text('grid.yaml --scale cpu --variants "row" --seeds 1\n')  # without --rerun: runs every time
+    lane()
+    lane()
+    assert lane.calls.read_text().split() == ["run", "run", "retime", "run", "run"]
