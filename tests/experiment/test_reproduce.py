@@ -34,6 +34,11 @@ def archived(folder: Path, result: RunResult, hypotheses: list[str]) -> Path:
     return folder
 
 
+def same_fingerprint(result: RunResult) -> bool:
+    """Stands in for ``Run.matches`` of the run whose fingerprint :func:`run_result` gives."""
+    return result.fingerprint == run_result().fingerprint
+
+
 def with_weights(result: RunResult, digest: str) -> RunResult:
     provenance: Provenance = replace(result.provenance, weights_sha256=digest)
     return replace(result, provenance=provenance)
@@ -71,9 +76,6 @@ def test_each_difference_is_named(tmp_path: Path) -> None:
                                        "same")  # fmt: skip
     legacy = archived(tmp_path / "legacy", run_result(), HYPOTHESES)  # recorded no weights' digest: not compared
     assert compared(legacy, before)[1].startswith("reproduced: the same 4 checkpoints")
-    other = archived(tmp_path / "other", run_result(fingerprint="e" * 16), HYPOTHESES)
-    assert compared(other, before) == (False, "not compared: the replaced result had other settings (another "
-                                       "fingerprint)")  # fmt: skip
     xeon = replace(machine(capability="AVX512"), cpu="Intel(R) Xeon(R) Processor")
     elsewhere = archived(tmp_path / "elsewhere", with_weights(run_result(ppls=(10.0, 11.5, 12.0, 13.0), on=xeon),
                                                               "b" * 64), HYPOTHESES)  # fmt: skip
@@ -132,8 +134,8 @@ def test_the_replaced_archive_is_kept_in_the_run_folder_until_compared(tmp_path:
         keep_replaced(archive, other)
     assert not other.exists() and state.is_file()
     shutil.rmtree(run_dir / "model")
-    assert report_replaced(run_dir, archived(archive, result, HYPOTHESES)).startswith("reproduced")
-    assert not (run_dir / REPLACED).exists() and report_replaced(run_dir, archive) is None
+    assert report_replaced(run_dir, archived(archive, result, HYPOTHESES), same_fingerprint).startswith("reproduced")
+    assert not (run_dir / REPLACED).exists() and report_replaced(run_dir, archive, same_fingerprint) is None
     assert rerun_folder(run_dir, archive) is None and rerun_folder(other, archive) is None  # finished: a result
     (archive / RERUN_MARK).unlink()  # (the runner's archiving removes it)
     assert not keep_replaced(archive, archive)  # a grid that trains in its archive: the same folder
@@ -148,12 +150,31 @@ def test_the_new_result_records_what_it_replaced(tmp_path: Path) -> None:
     archived(run_dir / REPLACED, before, HYPOTHESES)
     folder = archived(tmp_path / "archive", with_weights(run_result(ppls=(10.0, 11.5, 12.0, 13.0)), "b" * 64),
                       HYPOTHESES)  # fmt: skip
-    line = report_replaced(run_dir, folder)
+    line = report_replaced(run_dir, folder, same_fingerprint)
     rerun = RunResult.load(folder / RESULT_FILE).rerun
     assert rerun is not None and not rerun.reproduced and rerun.same_hypotheses and rerun.comparison == line
     assert line is not None and line.startswith("not reproduced: other weights (SHA-256)")
     assert rerun.replaced_weights_sha256 == "a" * 64 and rerun.replaced_machine == before.provenance.machine
     assert not (run_dir / REPLACED).exists()
+
+
+def test_a_replaced_result_is_compared_when_it_is_the_runs_under_an_earlier_fingerprint(tmp_path: Path) -> None:
+    """The efficiency grid's teacher replaced a result shared from the AAN grid, archived under an earlier update cap's
+    fingerprint that the run still answers to (``Run.matches``): it was "not compared: other settings" and recorded
+    nothing (2026-11-30). A result of other settings is still not compared, and nothing is recorded."""
+    now = with_weights(run_result(), "b" * 64)
+    for fingerprint, compared_now in (("e" * 16, True), ("0" * 16, False)):
+        run_dir = tmp_path / fingerprint / "run"
+        archived(run_dir / REPLACED, with_weights(run_result(fingerprint=fingerprint), "a" * 64), HYPOTHESES)
+        folder = archived(tmp_path / fingerprint / "archive", now, HYPOTHESES)
+        line = report_replaced(run_dir, folder, lambda result: result.fingerprint in (now.fingerprint, "e" * 16))
+        rerun = RunResult.load(folder / RESULT_FILE).rerun
+        assert not (run_dir / REPLACED).exists()
+        if compared_now:
+            assert line == "not reproduced: other weights (SHA-256)" and rerun is not None and rerun.comparison == line
+        else:
+            assert line == "not compared: the replaced result had other settings (another fingerprint)"
+            assert rerun is None
 
 
 def test_a_rerun_on_another_processor_is_told_it_will_likely_not_reproduce(tmp_path: Path) -> None:

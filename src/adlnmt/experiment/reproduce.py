@@ -13,6 +13,7 @@ says so before a rerun starts.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -103,9 +104,11 @@ def processor_note(archive: Path, label: str, device: str) -> str | None:
     )
 
 
-def report_replaced(run_dir: Path, folder: Path) -> str | None:
+def report_replaced(run_dir: Path, folder: Path, same_settings: Callable[[RunResult], bool]) -> str | None:
     """:func:`compare` of the run's replaced result (then removed) with its new one in ``folder``, recorded in the new
-    ``result.json`` (``rerun``); None when the run replaced none."""
+    ``result.json`` (``rerun``); None when the run replaced none. ``same_settings`` says whether a result is the run's
+    (:meth:`~adlnmt.experiment.runner.Run.matches`: its fingerprint, or an earlier one the run still answers to, e.g.
+    that of a result shared from another grid under a lower update cap); one that is not is not compared."""
     replaced = run_dir / REPLACED
     if not replaced.is_dir():
         return None
@@ -114,9 +117,11 @@ def report_replaced(run_dir: Path, folder: Path) -> str | None:
     except (OSError, ResultError) as err:
         line = f"not compared with the replaced result ({err})"
     else:
-        found = compare(before, replaced, after, folder)
-        line = found.line
-        if before.fingerprint == after.fingerprint:
+        if not same_settings(before):
+            line = "not compared: the replaced result had other settings (another fingerprint)"
+        else:
+            found = compare(before, replaced, after, folder)
+            line = found.line
             rerun = Rerun(replaced_machine=before.provenance.machine, replaced_code=before.provenance.code,
                           replaced_weights_sha256=before.provenance.weights_sha256, reproduced=found.reproduced,
                           same_hypotheses=found.same_hypotheses, comparison=line)  # fmt: skip
@@ -166,14 +171,13 @@ def _hypotheses_difference(before: RunResult, replaced: Path, after: RunResult, 
 
 def compare(before: RunResult, replaced: Path, after: RunResult, folder: Path) -> Comparison:
     """Whether the result ``after`` (archived in ``folder`` with its hypotheses) reproduces ``before`` (in
-    ``replaced``), and one line saying so or where they differ (and on which processors, where those differ).
+    ``replaced``; a result of the same run's settings), and one line saying so or where they differ (and on which
+    processors, where those differ).
 
     Reproduced means the same training: the same weights evaluated (their SHA-256) where both recorded them, else the
     same training loss at every checkpoint, to the last bit. Validation perplexity and hypotheses come from the
     evaluation code as well, which may have changed between the two (validation batching, search): where only they
     differ, the run is reproduced and its evaluation is said to differ, with both commits."""
-    if before.fingerprint != after.fingerprint:
-        return Comparison(False, False, "not compared: the replaced result had other settings (another fingerprint)")
     weights = (before.provenance.weights_sha256, after.provenance.weights_sha256)
     loss = _curve_difference(before, after, "train_loss")
     trained = [loss] if loss else []

@@ -138,7 +138,7 @@ class Run:
         """Once a rerun has finished: whether it reproduced the result it replaced, recorded in its result
         (:func:`~adlnmt.experiment.reproduce.report_replaced`); None for a run not finished or not trained again."""
         folder = self.finished_in()
-        return None if folder is None else report_replaced(self.dir, folder)
+        return None if folder is None else report_replaced(self.dir, folder, self.matches)
 
     def adopt(self, folder: Path, name: str) -> None:
         """Archive the finished run in ``folder`` as this one: another experiment's run (``name``) with this run's
