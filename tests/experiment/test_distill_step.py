@@ -220,8 +220,10 @@ def test_a_teacher_trained_again_that_did_not_reproduce_does_not_teach_beside_st
     replace(result, rerun=replace(rerun, reproduced=True)).save(teacher)  # the same weights and translations
     assert "distilled by" in experiment(str(path), "--out", str(out), "--dry-run")[1]
     replace(result, rerun=rerun).save(teacher)
-    status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student", "--seeds", "1",
-                                "--rerun")  # fmt: skip
+    args = (str(path), "--out", str(out), "--variants", "student", "--seeds", "1", "--rerun")
+    stdout = experiment(*args, "--dry-run")[1]
+    assert "distillation distilled-teacher-seed-1: distilled by" in stdout, stdout  # as --rerun then does
+    status, stdout = experiment(*args, "--threads", "1")
     assert status == 0 and "done   distillation distilled-teacher-seed-1" in stdout, stdout
     assert RunResult.load(student).provenance.distillation is not None
 

@@ -70,7 +70,8 @@ def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, 
         from adlnmt.experiment.distill_runs import step_state, teacher_of
 
         data_dirs = {key: folders.work / "data" / key for key in (step.key, grid.variant(step.teacher).data.key)}
-        print(f"  distillation {step.key}: {step_state(step, teacher_of(step, runs), data_dirs, runs)}")
+        standing = [run for run in runs if run not in retrained]  # --rerun sets the others' results aside first
+        print(f"  distillation {step.key}: {step_state(step, teacher_of(step, runs), data_dirs, standing)}")
 
 
 def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None) -> list[Run]:
