@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A background lane of grid runs on a shared CPU: each line of QUEUE (read as the lane goes, so lines can be appended
 # while it runs) is the argument list of one `adlnmt experiment` command, run at nice 19 in CHECKOUT, a separate
-# clone of the repository (docs/experiments.md, "A long grid from a separate checkout"). After each command the lane
-# commits in CHECKOUT every new result.json folder under experiments/results/*/runs/ (or one trained again with
+# clone of the repository (docs/experiments.md, "A long grid from a separate checkout"). While a command runs (every
+# COMMIT_EVERY seconds, 600 by default: a line of many runs keeps what finished if the machine is lost) and after it,
+# the lane commits in CHECKOUT every new result.json folder under experiments/results/*/runs/ (or one trained again with
 # --rerun: its result.json records what it replaced), one commit a run, then each new
 # speed.json of a run committed before (a speed: section's timings), then each new or replaced distillation archived
 # under experiments/results/*/distilled/ (one commit each), and nothing else (reports are rebuilt in the checkout you
@@ -55,6 +56,19 @@ commit_finished() {  # MESSAGE: one commit for each run folder whose result.json
 }
 
 reran=$queue.done  # the --rerun lines this lane completed: not run again by a lane started again on the queue
+commit_while_running() {  # MESSAGE FLAG: commit_finished every COMMIT_EVERY seconds while the file FLAG exists
+    local waited=0 said
+    while [ -e "$2" ]; do
+        sleep 1
+        waited=$((waited + 1))
+        if [ $waited -ge "${COMMIT_EVERY:-600}" ]; then
+            waited=0
+            said=$(commit_finished "$1")
+            [ -n "$said" ] && echo "$said" | tee -a "$2.said"
+        fi
+    done
+}
+
 line_number=0
 while line=$(sed -n "$((line_number + 1))p" "$queue") && [ -n "$line" ]; do
     line_number=$((line_number + 1))
@@ -66,16 +80,21 @@ while line=$(sed -n "$((line_number + 1))p" "$queue") && [ -n "$line" ]; do
     echo "$(date -u +%FT%TZ) start: $line"
     eval "set -- $line"
     output=$(mktemp)
+    message="finished on this machine (nice 19, lane $name)"
+    touch "$output.running"
+    commit_while_running "$message" "$output.running" &
     PYTHONUNBUFFERED=1 nice -n 19 "$python" -m adlnmt experiment "$@" 2>&1 | tee "$output"
     status=${PIPESTATUS[0]}
+    rm -f "$output.running"
+    wait $!
     echo "$(date -u +%FT%TZ) exit $status: $line"
     if [ -n "$rerun" ] && [ $status = 0 ] && ! grep -q '^stopped by a signal' "$output"; then
         echo "$line" >> "$reran"  # its runs trained again: a second pass would train them a third time
     fi
-    rm -f "$output"
-    said=$(commit_finished "finished on this machine (nice 19, lane $name)")
+    said=$(commit_finished "$message")
     [ -n "$said" ] && echo "$said"
-    committed=$(echo "$said" | grep '^committed ')
+    committed=$({ cat "$output.running.said" 2>/dev/null; echo "$said"; } | grep '^committed ')
+    rm -f "$output" "$output.running.said"
     if [ $status = 0 ] && [ -n "$committed" ] && [ -n "${RETIME:-}" ] && [[ $line =~ $RETIME ]]; then
         others=$(pgrep -f "adlnmt experiment" | tr '\n' ' ')
         children=$(for pid in $others; do pgrep -P "$pid"; done | tr '\n' ' ')

@@ -24,6 +24,10 @@ echo run >> "$CALLS"
 [ -e {RESULT} ] || {{ mkdir -p $(dirname {RESULT}) && echo '{{}}' > {RESULT}; }}
 [ -z "${{RERUN:-}}" ] || echo '{{"rerun": {{"reproduced": false}}}}' > {RESULT}
 [ -z "${{SPEED:-}}" ] || echo '{{}}' > $(dirname {RESULT})/speed.json
+if [ -n "${{SLOW:-}}" ]; then  # a line of many runs: this one finished, the command goes on (the lane commits it)
+    for _ in $(seq 100); do git log --format=%s | grep -q "seed-1: finished" && break; sleep 0.1; done
+    git log --format=%s | grep -q "seed-1: finished" && echo committed-while-running >> "$CALLS"
+fi
 [ -z "${{DISTILLED:-}}" ] || {{ mkdir -p {DISTILLED}/targets && echo "$DISTILLED" > {DISTILLED}/record.json &&
     echo "$DISTILLED" > {DISTILLED}/targets/000000.npy; }}
 """
@@ -96,6 +100,14 @@ def test_a_finished_run_is_committed_and_retimed(lane: Lane) -> None:
     log = _git(lane.checkout, "log", "--format=%s").splitlines()
     assert log[0].startswith("retimed with the other lanes stopped (lane A)")
     assert log[1] == "grid-cpu/runs/row/seed-1: finished on this machine (nice 19, lane A)"
+    assert not _git(lane.checkout, "status", "--porcelain")
+
+
+def test_a_run_is_committed_while_its_command_goes_on(lane: Lane) -> None:
+    """A line of many runs (the students' rerun: about 16 hours) commits each run as it finishes, not at its end."""
+    out = lane(SLOW="1", COMMIT_EVERY="1")
+    assert lane.calls.read_text().split() == ["run", "committed-while-running", "retime"]
+    assert out.count("committed grid-cpu/runs/row/seed-1") == 1 and "committed the retiming" in out  # retimed once
     assert not _git(lane.checkout, "status", "--porcelain")
 
 
