@@ -20,7 +20,8 @@
 # Two lanes must not run the same grid in one output folder (it is locked: the second command stops with an error);
 # give the second its own --out and the same --results (docs/experiments.md).
 # A line with --rerun trains its finished runs again each time it runs; once it has completed (exit 0, not stopped by a
-# signal) the lane appends it to QUEUE.done and skips it when started again on the queue (a session's next lane).
+# signal) the lane appends it to QUEUE.done and skips it when started again on the queue (a session's next lane); one
+# stopped part-way would train its finished runs again, so a long line is better written with --rerun-before DATE.
 # PYTHON (default python3) runs adlnmt from CHECKOUT/src.
 set -u
 usage="usage: experiments/lane.sh NAME QUEUE [CHECKOUT]"

@@ -256,6 +256,30 @@ def test_report_only_and_dry_run_change_no_run(sequence: SimpleNamespace) -> Non
     assert stamps(sequence.out) == sequence.stamps  # a dry run deletes nothing, with --rerun too
 
 
+def test_rerun_before_trains_again_only_the_runs_evaluated_before_its_date(
+    sequence: SimpleNamespace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--rerun-before DATE``: the same command run again (a lane started again next session) trains none twice."""
+    out = tmp_path / "out"
+    shutil.copytree(sequence.out, out)
+    args = (sequence.args[0], "--out", str(out), "--dry-run", "--variants", "a")
+    status, stdout = experiment(*args, "--rerun-before", "2000-01-01T00:00")
+    assert status == 0 and "trained again" not in stdout  # every run evaluated since
+    result_path = run_dir(out, "a", 2) / "result.json"
+    result = json.loads(result_path.read_text())
+    result["provenance"]["machine"]["date"] = "2020-01-01T08:00:00+00:00"  # as if a lost teacher had taught it
+    result_path.write_text(json.dumps(result), encoding="utf-8")
+    status, stdout = experiment(*args, "--rerun-before", "2021-01-01T05:00Z")
+    assert status == 0 and "--rerun: 1 finished run(s) trained again" in stdout, stdout
+    assert "seed 1 finished, seed 2 finished, trained again (--rerun)" in stdout  # seed 1 evaluated after the date
+    for flags, message in ((("--rerun-before", "yesterday"), "not an ISO 8601 date and time"),
+                           (("--rerun-before", "2999-01-01"), "in the future"),
+                           (("--rerun", "--rerun-before", "2021-01-01"), "give one of them"),
+                           (("--retime", "--rerun-before", "2021-01-01"), "goes with neither")):  # fmt: skip
+        assert main(["experiment", *args[:-2], *flags]) == 2
+        assert message in capsys.readouterr().err
+
+
 def test_retime_measures_the_speed_again_and_keeps_the_first_timing(sequence: SimpleNamespace, tmp_path: Path) -> None:
     out = tmp_path / "out"
     shutil.copytree(sequence.out, out)

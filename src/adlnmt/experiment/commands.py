@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,6 +99,29 @@ def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None)
             and (numbers is None or run.seed in numbers)]  # fmt: skip
 
 
+def rerun_before(given: str | None) -> datetime | None:
+    """``--rerun-before DATE``: a moment in the past (ISO 8601; UTC when it names no zone)."""
+    if given is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(given)
+    except ValueError:
+        raise UserError(f"--rerun-before {given!r}: not an ISO 8601 date and time, e.g. 2026-11-30T05:00Z") from None
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    if moment > datetime.now(UTC):
+        raise UserError(f"--rerun-before {given}: in the future, so the runs it trains again would be trained again "
+                        "each time the command runs; give the moment the runs to replace were made before")  # fmt: skip
+    return moment
+
+
+def to_train_again(selected: list[Run], everyone: bool, before: datetime | None) -> list[Run]:
+    """The selected runs ``--rerun`` (``everyone``) or ``--rerun-before`` trains again: with the latter, those whose
+    result was evaluated before ``before`` (a run it trained since is not trained a second time)."""
+    if everyone:
+        return selected
+    return [run for run in selected if before is not None and (r := run.result()) is not None and r.evaluated < before]
+
+
 def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment import slurm
     from adlnmt.experiment.checks import check_input_files, unreadable_results
@@ -113,9 +137,12 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
     if args.pilot and not args.power:
         raise UserError("--pilot names the pilot grids of --power; give --power too")
+    before = rerun_before(args.rerun_before)
+    if args.rerun and before is not None:
+        raise UserError("--rerun and --rerun-before: give one of them")
     for flag, what in (("--retime", "times finished runs again"), ("--score-added", "scores finished runs")):
-        if getattr(args, flag[2:].replace("-", "_")) and (args.rerun or args.report_only):
-            raise UserError(f"{flag} {what}: it goes with neither --rerun nor --report-only")
+        if getattr(args, flag[2:].replace("-", "_")) and (args.rerun or before or args.report_only):
+            raise UserError(f"{flag} {what}: it goes with neither --rerun(-before) nor --report-only")
     if args.retime and args.score_added:
         raise UserError("--retime and --score-added: give one of them at a time")
     grid = load_grid(args.grid, args.scale)
@@ -125,7 +152,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     results = folders.archive
     runs = plan_runs(grid, folders.work, results)
     selected = select(grid, runs, args.variants, args.seeds)
-    retrained = selected if args.rerun and not args.report_only else []
+    retrained = [] if args.report_only else to_train_again(selected, args.rerun, before)
     shared = [found for found in shared_runs(grid, runs, results) if found[0] not in retrained]
     if args.power:
         from adlnmt.experiment.power import power_table
@@ -316,6 +343,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="delete the selected runs (trained and archived) first and train them again (not copied from "
         "another experiment's archive either), saying whether each reproduced the result it replaced",
+    )
+    parser.add_argument(
+        "--rerun-before",
+        metavar="DATE",
+        help="like --rerun, for the selected runs evaluated before DATE (ISO 8601, UTC by default, e.g. "
+        "2026-11-30T05:00Z) only: run again (a lane started again), the command trains none of them twice",
     )
     parser.add_argument("--jobs", type=_positive, default=1, help="runs at once, each its own process (default 1)")
     parser.add_argument("--threads", type=_positive, help="torch threads per run (default: CPU cores / jobs)")
