@@ -117,9 +117,9 @@ def rerun_before(given: str | None) -> datetime | None:
 def to_train_again(selected: list[Run], everyone: bool, before: datetime | None) -> list[Run]:
     """The selected runs ``--rerun`` (``everyone``) or ``--rerun-before`` trains again: with the latter, those whose
     result was evaluated before ``before`` (a run it trained since is not trained a second time)."""
-    if everyone:
-        return selected
-    return [run for run in selected if before is not None and (r := run.result()) is not None and r.evaluated < before]
+    if everyone or before is None:
+        return selected if everyone else []
+    return [run for run in selected if (result := run.result()) is not None and result.evaluated < before]
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
