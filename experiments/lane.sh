@@ -10,7 +10,9 @@
 # publish from). With RETIME set to a pattern, a command whose line matches it and that finished a run
 # is run again with --retime while every other `adlnmt experiment` process on the machine and its children are
 # stopped (SIGSTOP, then SIGCONT), so that the decoding speeds a speed claim compares are taken alone; a line whose
-# runs were finished before (a lane started again on its old queue) is not timed again.
+# runs were finished before (a lane started again on its old queue) is not timed again. A line with --retime of its
+# own (a seed's claim rows timed together once the last of them has finished) trains nothing: the lane commits its
+# timings as a retiming, never as runs trained again (a rerun's result.json says "rerun" however often it is timed).
 #
 #   experiments/lane.sh NAME QUEUE [CHECKOUT]        e.g., two lanes on two cores:
 #   RETIME=aan-table2 nohup experiments/lane.sh B queue-b.txt ../grid > lane-b.log 2>&1 &
@@ -22,6 +24,7 @@
 # A line with --rerun trains its finished runs again each time it runs; once it has completed (exit 0, not stopped by a
 # signal) the lane appends it to QUEUE.done and skips it when started again on the queue (a session's next lane); one
 # stopped part-way would train its finished runs again, so a long line is better written with --rerun-before DATE.
+# A --retime line goes there too once it has timed every run it selects.
 # PYTHON (default python3) runs adlnmt from CHECKOUT/src.
 set -u
 usage="usage: experiments/lane.sh NAME QUEUE [CHECKOUT]"
@@ -56,7 +59,12 @@ commit_finished() {  # MESSAGE: one commit for each run folder whose result.json
         done' sh "$1"
 }
 
-reran=$queue.done  # the --rerun lines this lane completed: not run again by a lane started again on the queue
+commit_retiming() {  # MESSAGE: one commit of the results and speed records a --retime changed, if any
+    flock "$lock" sh -c 'git diff --quiet -- "experiments/results/*/runs/*" ||
+        { git commit -q -m "$1" -- "experiments/results/*/runs/*" && echo "committed the retiming"; }' sh "$1"
+}
+
+reran=$queue.done  # the --rerun and --retime lines this lane completed: not run again by a lane started again on the queue
 commit_while_running() {  # MESSAGE FLAG: commit_finished every COMMIT_EVERY seconds while the file FLAG exists
     local waited=0 said
     while [ -e "$2" ]; do
@@ -74,12 +82,24 @@ line_number=0
 while line=$(sed -n "$((line_number + 1))p" "$queue") && [ -n "$line" ]; do
     line_number=$((line_number + 1))
     rerun=; [[ " $line " == *" --rerun "* ]] && rerun=1
-    if [ -n "$rerun" ] && grep -qxF -e "$line" "$reran" 2>/dev/null; then
-        echo "$(date -u +%FT%TZ) skipped: $line (completed before, $reran: delete the line there to train them again)"
+    if [[ -n "$rerun" || " $line " == *" --retime "* ]] && grep -qxF -e "$line" "$reran" 2>/dev/null; then
+        echo "$(date -u +%FT%TZ) skipped: $line (completed before, $reran: delete the line there to run it again)"
         continue
     fi
     echo "$(date -u +%FT%TZ) start: $line"
     eval "set -- $line"
+    if [[ " $line " == *" --retime "* ]]; then
+        output=$(mktemp)
+        PYTHONUNBUFFERED=1 nice -n 19 "$python" -m adlnmt experiment "$@" 2>&1 | tee "$output"
+        status=${PIPESTATUS[0]}
+        echo "$(date -u +%FT%TZ) exit $status: $line"
+        commit_retiming "retimed (lane $name): $line"
+        if [ $status = 0 ] && ! grep -q -e '^stopped by a signal' -e 'not finished: not timed' "$output"; then
+            echo "$line" >> "$reran"  # every selected run timed: a lane started again does not time them again
+        fi
+        rm -f "$output"
+        continue
+    fi
     output=$(mktemp)
     message="finished on this machine (nice 19, lane $name)"
     touch "$output.running"
@@ -104,9 +124,7 @@ while line=$(sed -n "$((line_number + 1))p" "$queue") && [ -n "$line" ]; do
         "$python" -m adlnmt experiment "$@" --retime
         kill -CONT $others $children 2>/dev/null
         trap - EXIT
-        flock "$lock" sh -c 'git diff --quiet -- "experiments/results/*/runs/*" ||
-            { git commit -q -m "$1" -- "experiments/results/*/runs/*" && echo "committed the retiming"; }' sh \
-            "retimed with the other lanes stopped (lane $name): $line"
+        commit_retiming "retimed with the other lanes stopped (lane $name): $line"
     fi
 done
 echo "$(date -u +%FT%TZ) queue done"

@@ -1,5 +1,5 @@
-"""experiments/lane.sh: one commit a finished run (or a rerun), --retime only for runs the line itself finished, and a
---rerun line trained once however often the lane starts again."""
+"""experiments/lane.sh: one commit a finished run (or a rerun), --retime only for runs the line itself finished, a
+--rerun line trained once however often the lane starts again, and a --retime line committed as a retiming."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ DISTILLED = "experiments/results/grid-cpu/distilled/distilled-row-seed-1"
 # stands in for `python -m adlnmt experiment ARGS`: the first call finishes the run, --retime rewrites its result
 FAKE_PYTHON = f"""#!/usr/bin/env bash
 shift 3
-if [[ " $* " == *" --retime "* ]]; then echo retime >> "$CALLS"; echo '{{"retimed": true}}' > {RESULT}; exit 0; fi
+if [[ " $* " == *" --retime "* ]]; then
+    echo retime >> "$CALLS"
+    [ -z "${{UNFINISHED:-}}" ] || echo "1 of the selected runs not finished: not timed"
+    echo "{{\"retimed\": true${{RERUN:+, \"rerun\": {{}}}}}}" > {RESULT}  # a rerun's result keeps saying so
+    exit 0
+fi
 echo run >> "$CALLS"
 [ -z "${{STOPPED:-}}" ] || {{ echo "stopped by a signal: 1 run(s) not finished"; exit 0; }}  # as SIGTERM ends it
 [ -e {RESULT} ] || {{ mkdir -p $(dirname {RESULT}) && echo '{{}}' > {RESULT}; }}
@@ -163,3 +168,24 @@ def test_a_completed_rerun_line_is_not_run_again_when_the_lane_starts_again(lane
     lane()
     lane()
     assert lane.calls.read_text().split() == ["run", "run", "retime", "run", "run"]
+
+
+def test_a_retime_line_is_committed_as_a_retiming_once_every_run_it_selects_is_timed(lane: Lane) -> None:
+    """A queue line of its own with --retime (a seed's claim rows timed together): a rerun's result it times again is
+    committed as a retiming, not as the run trained again; timed in full, the lane does not time it again."""
+    (lane.checkout / RESULT).parent.mkdir(parents=True)
+    (lane.checkout / RESULT).write_text('{"rerun": {}}\n')
+    _git(lane.checkout, "add", RESULT)
+    _git(lane.checkout, "commit", "-q", "-m", "a rerun")
+    line = 'grid.yaml --scale cpu --retime --variants "row" --seeds 1'
+    lane.queue.write_text(line + "\n")
+    out = lane(RERUN="1", UNFINISHED="1")  # a run it selects not finished yet: timed again next time
+    assert "committed the retiming" in out and "trained again" not in out
+    assert _git(lane.checkout, "log", "-1", "--format=%s").strip() == f"retimed (lane A): {line}"
+    assert not Path(f"{lane.queue}.done").exists()
+    lane(RERUN="1")
+    assert Path(f"{lane.queue}.done").read_text() == line + "\n"
+    out = lane(RERUN="1")
+    assert "skipped: " + line in out
+    assert lane.calls.read_text().split() == ["retime", "retime"]
+    assert not _git(lane.checkout, "status", "--porcelain")
