@@ -437,7 +437,11 @@ def test_a_run_another_grid_archived_with_the_same_settings_is_copied_not_traine
     pending.mkdir(parents=True)
     shutil.copyfile(archived / "result.json", pending / "result.json")
     status, stdout = experiment(str(grid), "--dry-run")
-    assert status == 0 and "baseline [runs/baseline, data default]: seed 1 new" in stdout  # resumes: not copied
+    assert (
+        status == 0
+        and "baseline [runs/baseline, data default]: seed 1 to be trained again here (its replaced result kept)"
+        in stdout
+    )  # resumes as a rerun: not copied, not new
     shutil.rmtree(pending)  # ... or being trained again in another output folder: neither copied nor trained here
     (pending.parent / RERUN_MARK).write_text(f"{root / 'work/runs/baseline/seed-1'}\n", encoding="utf-8")
     status, stdout = experiment(str(grid), "--dry-run")

@@ -19,20 +19,22 @@ if TYPE_CHECKING:  # the grid and runner import PyTorch and sacreBLEU: not neede
 
 
 def status(run: Run, shared: dict[str, str]) -> str:
-    from adlnmt.experiment.reproduce import rerun_elsewhere
+    from adlnmt.experiment.reproduce import rerun_folder
 
     if (folder := run.finished_in()) is not None:
         return "finished" + (" (archived)" if folder != run.dir else "")
     if run.fingerprint in shared:
         return f"finished as {shared[run.fingerprint]} (shared)"
-    if (elsewhere := rerun_elsewhere(run.dir, run.archive)) is not None:
-        return f"trained again in {elsewhere} (not here)"
+    rerun = rerun_folder(run.dir, run.archive)
+    if rerun is not None and rerun.resolve() != run.dir.resolve():
+        return f"trained again in {rerun} (not here)"
+    again = " as a rerun (its replaced result kept)" if rerun is not None else ""
     if not run.model_dir.exists():
-        return "new"
+        return "to be trained again here (its replaced result kept)" if again else "new"
     from adlnmt.store import ModelDir
 
     states = ModelDir(run.model_dir).states()
-    return f"started (resumes at update {states[-1][0]})" if states else "started"
+    return f"started{again} (resumes at update {states[-1][0]})" if states else f"started{again}"
 
 
 def where(folders: Folders) -> str:
