@@ -3,6 +3,7 @@ choice is in the shortlist, with two batch compositions) and bad inputs."""
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -198,6 +199,27 @@ def test_a_shortlist_for_other_vocabularies_is_refused(translator, demo_data, tm
         translate_ids(translator.model, [[5, 3]], SearchOptions(beam=1, shortlist=str(other)))
 
 
+def test_a_shortlist_is_checked_by_the_vocabularies_tables_not_their_files_bytes(
+    translator, demo_data, tmp_path
+) -> None:
+    """The model's vocabularies written with their path inside (sentencepiece's files before 2026-11-30): other bytes,
+    the same ids, so a shortlist built from that copy of the data serves the model."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    copy = tmp_path / "data"
+    shutil.copytree(demo_data / "data", copy)
+    for model in copy.glob("*.model"):
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString(model.read_bytes())
+        proto.trainer_spec.model_prefix = str(model.with_suffix(""))
+        model.write_bytes(proto.SerializeToString())
+    data = DataDir.load(copy)
+    assert data.src_vocab.to_bytes() != translator.data.src_vocab.to_bytes()
+    path = tmp_path / "lex.safetensors"
+    build_shortlist(data, 3).save(path)
+    assert len(translator.search(["a b c"], SearchOptions(beam=1, shortlist=str(path)))) == 1
+
+
 def test_damaged_shortlists_are_refused(built: Path, tmp_path: Path) -> None:
     shortlist = load_shortlist(built)
     cases = {
@@ -218,6 +240,14 @@ def test_damaged_shortlists_are_refused(built: Path, tmp_path: Path) -> None:
         Shortlist.load(tmp_path / "garbage")
     with pytest.raises(UserError, match="no such shortlist file"):
         load_shortlist(tmp_path / "missing")
+    from safetensors import safe_open
+    from safetensors.numpy import load_file, save_file
+
+    with safe_open(str(built), "np") as handle:  # format 1 digested the vocabularies' bytes: not comparable
+        metadata = {**(handle.metadata() or {}), "format_version": "1"}
+    save_file(load_file(str(built)), str(tmp_path / "v1"), metadata=metadata)
+    with pytest.raises(UserError, match=r"version 2 \(found 'adlnmt-shortlist' version '1'\); build it again"):
+        Shortlist.load(tmp_path / "v1")
 
 
 def test_engines_without_shortlists_and_cuda_graphs_refuse_one(translator, built) -> None:

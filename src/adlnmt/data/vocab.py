@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -159,6 +161,11 @@ class Vocab:
             return next((name for name, test in kinds if test(i)), "normal")
 
         return [(processor.id_to_piece(i), round(float(processor.get_score(i)), 6), kind(i)) for i in range(self.size)]
+
+    def digest(self) -> str:
+        """SHA-256 of :meth:`table`: two vocabularies with one digest give every id the same meaning, whatever their
+        files' bytes."""
+        return hashlib.sha256(json.dumps(self.table()).encode()).hexdigest()
 
     @property
     def size(self) -> int:

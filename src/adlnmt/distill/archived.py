@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.data.data_dir import MANIFEST, DataDir
-from adlnmt.distill.kd import add_shard, distilled_record, finish, load_chunk, save_chunk, vocabulary_digests
+from adlnmt.distill.kd import add_shard, distilled_record, finish, load_chunk, save_chunk, vocabulary_record
 from adlnmt.errors import UserError
 from adlnmt.jsontext import parse_json, read_object
 from adlnmt.store.atomic import atomic_write
@@ -69,7 +69,7 @@ def restore(data_path: Path, folder: Path, out: Path) -> dict[str, Any]:
     data = DataDir.load(data_path)
     stored = parse_json((folder / RECORD).read_bytes())
     record = stored["distilled"]
-    if vocabulary_digests(data) != record["vocabularies"]:
+    if vocabulary_record(data) != record["vocabularies"]:
         raise UserError(f"{folder}: was distilled from data with other vocabularies than {data.path}")
     entries = data.shards("train")
     layout = [{"corpus": str(entry.get("corpus", "train")), "pairs": int(entry["pairs"])} for entry in entries]

@@ -33,7 +33,7 @@ import numpy as np
 from adlnmt.data.data_dir import FORMAT_VERSION as DATA_FORMAT
 from adlnmt.data.data_dir import MANIFEST, DataDir
 from adlnmt.data.shards import ShardBuilder, shard_stem
-from adlnmt.data.vocab import UNK, Vocab
+from adlnmt.data.vocab import UNK
 from adlnmt.errors import UserError
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
 from adlnmt.jsontext import parse_json, read_object
@@ -52,13 +52,10 @@ CHUNK_SIZE = 1000
 SEARCH_KEYS = ("beam", "batch_size", "length_penalty", "max_len_ratio", "max_len_extra")
 
 
-def vocabulary_digests(data: DataDir) -> dict[str, Any]:
-    """SHA-256 of each side's :meth:`Vocab.table`, and whether sources carry BOS markers."""
-
-    def digest(vocab: Vocab) -> str:
-        return hashlib.sha256(json.dumps(vocab.table()).encode()).hexdigest()
-
-    return {"src": digest(data.src_vocab), "tgt": digest(data.tgt_vocab), "source_markers": data.source_markers}
+def vocabulary_record(data: DataDir) -> dict[str, Any]:
+    """What a distillation records of the data's vocabularies: each side's :meth:`Vocab.digest`, and whether sources
+    carry BOS markers."""
+    return {"src": data.src_vocab.digest(), "tgt": data.tgt_vocab.digest(), "source_markers": data.source_markers}
 
 
 def check_vocabularies(teacher: DataDir, data: DataDir, name: str) -> None:
@@ -112,7 +109,7 @@ def _plan(data: DataDir, teacher: dict[str, Any], options: SearchOptions, chunk_
         "search": {key: getattr(options, key) for key in SEARCH_KEYS},
         "chunk_size": chunk_size,
         "sentences": sum(int(entry["pairs"]) for entry in data.shards("train")),
-        "vocabularies": vocabulary_digests(data),
+        "vocabularies": vocabulary_record(data),
     }
     return parse_json(json.dumps(plan))  # as it reads back from JSON
 

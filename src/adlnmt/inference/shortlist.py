@@ -16,7 +16,6 @@ sentencepiece models: a shortlist is refused by a model of other vocabularies. W
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from adlnmt.data.vocab import Vocab
 
 FORMAT = "adlnmt-shortlist"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: vocabularies digested by their tables (1: by their files' bytes, which hold a path)
 SPECIALS = tuple(sorted(SPECIAL_IDS.values()))  # always allowed: PAD, UNK, BOS, EOS keep their ids in a slice
 VMAP = "vmap.txt"  # CTranslate2 reads its vocabulary map from this file in the model directory
 
@@ -46,9 +45,8 @@ def check_k(k: int) -> int:
 
 
 def vocabulary_digests(data: DataDir) -> tuple[str, str]:
-    """SHA-256 of the source and target sentencepiece models of a data, model or export directory."""
-    spm = data.manifest["spm"]
-    return tuple(hashlib.sha256((data.path / spm[side]).read_bytes()).hexdigest() for side in ("src", "tgt"))  # type: ignore[return-value]
+    """The :meth:`Vocab.digest` of the source and target vocabularies of a data, model or export directory."""
+    return data.src_vocab.digest(), data.tgt_vocab.digest()
 
 
 @dataclass(frozen=True)
@@ -116,7 +114,8 @@ class Shortlist:
             raise UserError(f"{path}: not a shortlist file ({str(err).splitlines()[0] if str(err) else err})") from None
         if metadata.get("format") != FORMAT or metadata.get("format_version") != str(FORMAT_VERSION):
             found = f"{metadata.get('format')!r} version {metadata.get('format_version')!r}"
-            raise UserError(f"{path}: not a shortlist of format {FORMAT} version {FORMAT_VERSION} (found {found})")
+            raise UserError(f"{path}: not a shortlist of format {FORMAT} version {FORMAT_VERSION} (found {found}); "
+                            "build it again with `adlnmt shortlist`")  # fmt: skip
         try:
             numbers = {name: int(metadata[name]) for name in ("k", "src_size", "tgt_size")}
             shortlist = cls(**numbers, method=metadata["method"], src_digest=metadata["src_digest"],
