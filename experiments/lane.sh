@@ -24,7 +24,7 @@
 # A line with --rerun trains its finished runs again each time it runs; once it has completed (exit 0, not stopped by a
 # signal) the lane appends it to QUEUE.done and skips it when started again on the queue (a session's next lane); one
 # stopped part-way would train its finished runs again, so a long line is better written with --rerun-before DATE.
-# A --retime line goes there too once it has timed every run it selects.
+# A --retime line goes there too once it has timed every run it selects, alone (its last line says so).
 # PYTHON (default python3) runs adlnmt from CHECKOUT/src.
 set -u
 usage="usage: experiments/lane.sh NAME QUEUE [CHECKOUT]"
@@ -94,7 +94,7 @@ while line=$(sed -n "$((line_number + 1))p" "$queue") && [ -n "$line" ]; do
         status=${PIPESTATUS[0]}
         echo "$(date -u +%FT%TZ) exit $status: $line"
         commit_retiming "retimed (lane $name): $line"
-        if [ $status = 0 ] && ! grep -q -e '^stopped by a signal' -e 'not finished: not timed' "$output"; then
+        if [ $status = 0 ] && grep -qxF -e '--retime: every selected run timed again, alone' "$output"; then
             echo "$line" >> "$reran"  # every selected run timed: a lane started again does not time them again
         fi
         rm -f "$output"

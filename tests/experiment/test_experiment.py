@@ -31,6 +31,7 @@ from adlnmt.analysis.contrastive import write_suite
 from adlnmt.analysis.demo_suite import demo_suite
 from adlnmt.bench.machine import PROC_STAT, BusyBeside
 from adlnmt.cli import main
+from adlnmt.experiment.commands import RETIMED_IN_FULL
 from adlnmt.experiment.reproduce import RERUN_MARK
 
 TINY = {"d_model": 32, "heads": 4, "batch_tokens": 600, "max_updates": 6, "checkpoint_interval": 3, "lr": 2e-3}
@@ -297,18 +298,21 @@ def test_retime_measures_the_speed_again_and_keeps_the_first_timing(sequence: Si
     assert re.search(r"retimed a seed 1: sentences/s test [\d.]+ → [\d.]+ on .+ \(\w+\)", stdout), stdout
     assert "skipped b seed 1: its model is not on this machine" in stdout
     assert "skipped b seed 2: its test translation differs from the archived one" in stdout
+    assert "--retime: 2 timing(s) not taken in full or not alone (the lines above say why)" in stdout, stdout
     again = json.loads(result_path.read_text())
     assert again["retimed"]["before"]["tests"]["test"]["sentences_per_s"] == first["tests"]["test"]["sentences_per_s"]
     assert again["tests"]["test"]["scores"] == first["tests"]["test"]["scores"]
     assert again["retimed"]["before"]["machine"] == first["provenance"]["machine"] and "git_commit" in again["retimed"]
     assert "Speeds measured again after training (`--retime`" in (out / "results.md").read_text()
-    status, _ = experiment(*args, "--variants", "a", "--seeds", "1")  # a second retime keeps the first timing
+    status, stdout = experiment(*args, "--variants", "a", "--seeds", "1")  # a second retime keeps the first timing
+    assert RETIMED_IN_FULL in stdout.splitlines()  # the line a lane's --retime line looks for
     assert json.loads(result_path.read_text())["retimed"]["before"] == again["retimed"]["before"]
     kept = result_path.read_text()
     with pytest.MonkeyPatch.context() as patch:  # other processes busy: the timing is not taken
         patch.setattr(BusyBeside, "cores", lambda self: 1.5)
         status, stdout = experiment(*args, "--variants", "a", "--seeds", "1")
     assert "skipped a seed 1: other processes kept 1.5 cores busy while its test was timed" in stdout
+    assert RETIMED_IN_FULL not in stdout and "--retime: 1 timing(s) not taken in full or not alone" in stdout
     assert status == 0 and result_path.read_text() == kept
     assert experiment(*args, "--rerun")[0] == 2  # a user error: --retime trains nothing
 

@@ -20,7 +20,8 @@ FAKE_PYTHON = f"""#!/usr/bin/env bash
 shift 3
 if [[ " $* " == *" --retime "* ]]; then
     echo retime >> "$CALLS"
-    [ -z "${{UNFINISHED:-}}" ] || echo "1 of the selected runs not finished: not timed"
+    [ -n "${{UNFINISHED:-}}" ] && echo "--retime: 1 timing(s) not taken in full or not alone" ||
+        echo "--retime: every selected run timed again, alone"
     echo "{{\"retimed\": true${{RERUN:+, \"rerun\": {{}}}}}}" > {RESULT}  # a rerun's result keeps saying so
     exit 0
 fi
@@ -179,7 +180,7 @@ def test_a_retime_line_is_committed_as_a_retiming_once_every_run_it_selects_is_t
     _git(lane.checkout, "commit", "-q", "-m", "a rerun")
     line = 'grid.yaml --scale cpu --retime --variants "row" --seeds 1'
     lane.queue.write_text(line + "\n")
-    out = lane(RERUN="1", UNFINISHED="1")  # a run it selects not finished yet: timed again next time
+    out = lane(RERUN="1", UNFINISHED="1")  # a run not timed (unfinished, busy machine): timed again next time
     assert "committed the retiming" in out and "trained again" not in out
     assert _git(lane.checkout, "log", "-1", "--format=%s").strip() == f"retimed (lane A): {line}"
     assert not Path(f"{lane.queue}.done").exists()

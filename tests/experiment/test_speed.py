@@ -126,6 +126,7 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
     status, stdout = experiment(str(grid_file(tmp_path, demo_data / "corpus", fewer)), *args[1:], "--retime")
     assert status == 0 and "speed of transformer seed 1: torch beam 1" in stdout  # timed again, though current
     assert "speed of aan seed 1: not timed, its model is not on this machine" in stdout
+    assert "--retime: 2 timing(s) not taken in full or not alone" in stdout  # test set and speed: a lane retries
     assert (out / "runs" / "transformer" / "seed-1" / SPEED_FILE).read_text() != before["transformer"]
     assert (out / "runs" / "aan" / "seed-1" / SPEED_FILE).read_text() == before["aan"]
     (out / "elsewhere").rename(out / "runs" / "aan" / "seed-1" / "model")

@@ -17,6 +17,9 @@ if TYPE_CHECKING:  # the grid and runner import PyTorch and sacreBLEU: not neede
     from adlnmt.experiment.grid import Grid
     from adlnmt.experiment.runner import Outcome, Run
 
+# the last line of a --retime that timed every selected run again, alone (experiments/lane.sh looks for it)
+RETIMED_IN_FULL = "--retime: every selected run timed again, alone"
+
 
 def status(run: Run, shared: dict[str, str]) -> str:
     from adlnmt.experiment.reproduce import rerun_folder
@@ -189,12 +192,16 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             if keep_replaced(run.archive, run.dir):
                 print(f"{run.label}: resuming its rerun, stopped before it finished (the replaced result is kept "
                       "until the two are compared)")  # fmt: skip
+        untimed = 0  # --retime: selected runs not timed again in full, alone (a lane times such a line again)
         if args.retime or args.score_added:
             finished = [run for run in selected if run.finished_in() is not None]
             for run in finished:
-                print(retime(run) if args.retime else score_added(grid, run), flush=True)
+                said = retime(run) if args.retime else score_added(grid, run)
+                print(said, flush=True)
+                untimed += not said.startswith("retimed ")
             if unfinished := len(selected) - len(finished):
                 print(f"{unfinished} of the selected runs not finished: not {'timed' if args.retime else 'scored'}")
+                untimed += unfinished
         elif not args.report_only:
             outcomes = run_selected(grid, selected, folders.work, args, runs)
             if args.executor == "slurm" and not args.wait:
@@ -205,8 +212,12 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             if any(outcome.stopped for outcome in outcomes):  # a stop signal ends the command, not its timings
                 print("stopped by a signal: no decoding timed; re-run the same command to time the finished runs")
             else:
-                for line in time_finished(grid, selected, again=args.retime):
+                for line, alone in time_finished(grid, selected, again=args.retime):
                     print(line, flush=True)
+                    untimed += not alone
+        if args.retime:
+            print(RETIMED_IN_FULL if not untimed else f"--retime: {untimed} timing(s) not taken in full or not alone "
+                  "(the lines above say why): run it again once they can be")  # fmt: skip
         if not any(run.finished_in() for run in runs):  # nothing to report: leave the archive as it was
             print(f"no finished run yet, so no report in {results}")
             return exit_status(outcomes)

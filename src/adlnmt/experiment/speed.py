@@ -227,10 +227,11 @@ def time_run(run: Any, spec: SpeedSpec, test: Any, translate: dict[str, Any], me
     return SpeedRecord(result.fingerprint, result.checkpoint, spec.settings(), machine, tuple(measurements))
 
 
-def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[str]:
+def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[tuple[str, bool]]:
     """Time every finished run of ``runs`` that lacks a current speed record (``again``: every finished run, its
     record replaced; ``--retime``), one after another with adlnmt training on the machine stopped; what happened, a
-    line per run."""
+    line per run, and whether the run was timed in full with the machine to itself (an engine that cannot run the
+    model counts as timed: it never will)."""
     from adlnmt.experiment.quiet import machine_alone
     from adlnmt.store import ModelDir
 
@@ -238,7 +239,7 @@ def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[str]:
     test = next(t for t in grid.tests if t.name == spec.test)
     pending = [run for run in runs if run.result() is not None and (again or run_record(run, spec) is None)]
     here = [run for run in pending if ModelDir(run.model_dir).exists()]
-    said = [f"speed of {run.label}: not timed, its model is not on this machine ({run.model_dir})"
+    said = [(f"speed of {run.label}: not timed, its model is not on this machine ({run.model_dir})", False)
             for run in pending if run not in here]  # fmt: skip
     with machine_alone():
         for run in here:
@@ -246,8 +247,10 @@ def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[str]:
             record = time_run(run, spec, test, grid.translate, grid.metrics[0])
             record.save(run.archive / SPEED_FILE)
             timed = ", ".join(f"{m.engine} beam {m.beam} " + (f"{m.sentences_per_s:.1f} sent/s" if m.seconds
-                              else f"not timed ({m.skipped})") for m in record.measurements)  # fmt: skip
-            said.append(f"speed of {run.label}: {timed}")
+                              else f"not timed ({m.skipped})") + (" (beside other work)" if m.beside_others else "")
+                              for m in record.measurements)  # fmt: skip
+            alone = not any(m.beside_others for m in record.measurements)
+            said.append((f"speed of {run.label}: {timed}", alone))
     return said
 
 
