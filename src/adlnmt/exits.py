@@ -19,7 +19,8 @@ def exit_status(command: Callable[[], int]) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        print("interrupted (a training run resumes from its last checkpoint when re-run)", file=sys.stderr)
+        print("interrupted (the same command resumes a training run from its last checkpoint, a distillation from "
+              "its last chunk)", file=sys.stderr)  # fmt: skip
         return 130
     except OSError as err:  # unwritable output, full disk ...: the user's environment, not a bug
         where = f"{err.filename}: " if err.filename else ""  # never an empty name before the colon

@@ -18,7 +18,7 @@ from adlnmt.cli import main
 from adlnmt.data.data_dir import MANIFEST, DataDir
 from adlnmt.data.demo import write_demo_corpus
 from adlnmt.data.prepare import prepare
-from adlnmt.distill.kd import CHUNKS, PLAN, distill, teacher_record
+from adlnmt.distill.kd import CHUNKS, PLAN, distill, distilling_alone, teacher_record
 from adlnmt.errors import DataError, UserError
 from adlnmt.inference.options import SearchOptions
 from adlnmt.inference.translator import Translator
@@ -195,6 +195,10 @@ def test_a_directory_in_the_way_is_refused(data: Path, teacher: Path, tmp_path: 
     with pytest.raises(UserError, match="exists and is not an unfinished distillation"):
         run(data, teacher, busy)
     assert [p.name for p in busy.iterdir()] == ["notes.txt"]
+    held = tmp_path / "held"  # another process distilling into it (a grid's step started again beside its first)
+    with distilling_alone(held), pytest.raises(UserError, match="another process is distilling into this directory"):
+        run(data, teacher, held)
+    assert not any(held.iterdir())
 
 
 def test_a_teacher_of_other_vocabularies_is_refused(teacher: Path, tmp_path: Path) -> None:

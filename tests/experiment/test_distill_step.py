@@ -8,6 +8,10 @@ import contextlib
 import io
 import json
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -377,3 +381,59 @@ def test_slurm_jobs_wait_for_the_teacher_and_the_distillation(
     assert {run.variant.name for run in on_slurm} == {"teacher", "student"}
     record = json.loads((tmp_path / "out" / "data" / "distilled-teacher-seed-1.slurm.json").read_text())
     assert record["job_id"] == step["job_id"]
+
+
+# stands in for `adlnmt distill`: records its pid, then whether a SIGTERM reached it
+FAKE_DISTILL = """
+import os, pathlib, signal, sys, time
+marker = pathlib.Path(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda *_: (marker.write_text("stopped"), sys.exit(143)))
+marker.write_text(str(os.getpid()))
+time.sleep(120)
+"""
+# the grid's distillation step in a process of its own, which the test stops
+STEP = """
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from adlnmt.experiment import distill_runs
+marker, fake = Path(sys.argv[1]), sys.argv[2]
+distill_runs.distilled_by = lambda *_: False
+distill_runs.teacher_model = lambda *_: Path("teacher")
+distill_runs.command = lambda *_: [sys.executable, fake, str(marker)]
+teacher = SimpleNamespace(label="teacher seed 1", variant=SimpleNamespace(data=SimpleNamespace(key="default")))
+dirs = {"distilled": marker.parent / "distilled", "default": marker.parent / "default"}
+print(distill_runs.distil_locally(SimpleNamespace(key="distilled"), teacher, [], dirs, "cpu", 1, print), flush=True)
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_grid_stops_its_distillation_which_never_outlives_it(tmp_path: Path, stop: int) -> None:
+    """SIGTERM is passed on and the step says it was stopped (the grid then reports, and resumes it when run
+    again); the distillation never goes on as an orphan (SIGKILL of the grid: Linux's parent-death signal), so a
+    second command could never distil into the same directory beside it."""
+    fake, marker = tmp_path / "fake.py", tmp_path / "marker"
+    fake.write_text(FAKE_DISTILL)
+    step = subprocess.Popen([sys.executable, "-c", STEP, str(marker), str(fake)], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60  # bounds a hang only
+    while not (marker.exists() and marker.read_text().isdigit()):
+        assert time.monotonic() < deadline and step.poll() is None
+        time.sleep(0.05)
+    child = int(marker.read_text())
+    step.send_signal(stop)
+    out, _ = step.communicate(timeout=60)
+    while marker.read_text() != "stopped":
+        assert time.monotonic() < deadline + 60
+        time.sleep(0.05)
+    if stop == signal.SIGTERM:
+        assert step.returncode == 0 and out.splitlines()[-1] == distill_runs.STOPPED_BY_SIGNAL, out
+    while running(child):  # gone: reaped by its parent, or a zombie once orphaned
+        assert time.monotonic() < deadline + 60
+        time.sleep(0.05)
+
+
+def running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False

@@ -20,11 +20,14 @@ shard's targets.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import hashlib
 import json
+import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -165,6 +168,25 @@ def _claim(out: Path, plan: dict[str, Any], log: Callable[[str], None]) -> bool:
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / PLAN, plan)
     return False
+
+
+@contextlib.contextmanager
+def distilling_alone(out: Path) -> Iterator[None]:
+    """The body runs with an exclusive flock on the output directory (made if missing; nothing when ``out`` is not a
+    directory, which :func:`_claim` refuses): a UserError while another process distils into it."""
+    if out.exists() and not out.is_dir():
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"{out}: another process is distilling into this directory; wait for it to end") from None
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
 def _chunk_path(out: Path, index: int) -> Path:
@@ -309,6 +331,13 @@ def distill(
     sentences = min(chunk_size, max((len(shard) for shard in shards), default=0))  # a chunk never spans two shards
     translator.check(options, sentences=sentences, longest_source=longest)  # beam, memory, output lengths
     plan = _plan(data, teacher, options, chunk_size)
+    with distilling_alone(out):
+        return _distil_into(out, data, translator, plan, options, chunk_size, log)
+
+
+def _distil_into(out: Path, data: DataDir, translator: Translator, plan: dict[str, Any], options: SearchOptions,
+                 chunk_size: int, log: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
+    """:func:`distill`'s work once its input is checked and ``out`` is this process's."""
     if _claim(out, plan, log):
         _clean(out)
         log(f"{out}: already distilled with this teacher and these settings")

@@ -40,15 +40,18 @@ from adlnmt.experiment import slurm
 from adlnmt.experiment.distill_job import DistillJob
 from adlnmt.experiment.distill_step import DistillStep
 from adlnmt.experiment.grid import Grid
+from adlnmt.experiment.lock import die_with_parent
 from adlnmt.experiment.reproduce import processor_here
 from adlnmt.experiment.runner import STOPPED, Outcome, Run, execute, last_lines, running_order, write_json
 from adlnmt.flags import flag_of
 from adlnmt.inference.options import SearchOptions
 from adlnmt.jsontext import read_object
 from adlnmt.store import ModelDir
+from adlnmt.train.signals import StopSignals
 
 DISTILLED = "distilled"  # NAME-SCALE/distilled/<key>: a grid archive's distillations
 SEARCH_FIELDS = {f.name: f for f in fields(SearchOptions) if f.name in SEARCH_KEYS}
+STOPPED_BY_SIGNAL = "stopped by a signal"  # distil_locally's answer when a stop signal ended the distillation
 
 
 def split(pending: list[Run]) -> tuple[list[Run], dict[DistillStep, list[Run]]]:
@@ -216,7 +219,8 @@ def step_state(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], runs
 
 def distil_locally(step: DistillStep, teacher: Run, runs: list[Run], data_dirs: dict[str, Path], device: str,
                    threads: int, report: Callable[[str], None]) -> str | None:  # fmt: skip
-    """Run the step in a subprocess; None when its data is complete, else why not."""
+    """Run the step in a subprocess; None when its data is complete, else why not (:data:`STOPPED_BY_SIGNAL`: a
+    stop signal ended it, to resume)."""
     if distilled_by(step, teacher, data_dirs):
         report(f"done   distillation {step.key} (complete; its teacher's weights are not needed)")
         return None
@@ -228,10 +232,23 @@ def distil_locally(step: DistillStep, teacher: Run, runs: list[Run], data_dirs: 
     line = command(step, model, data_dirs[teacher.variant.data.key], data_dirs[step.key], device, threads)
     report(f"distil {step.key}: {teacher.label} translates the training source (log: {log})")
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    with open(log, "a", encoding="utf-8") as handle:
+    started: list[subprocess.Popen] = []
+
+    def forward(number: int) -> None:  # a stop signal reaches the distillation too: it resumes from its last chunk
+        for process in started:
+            process.send_signal(number)
+
+    with open(log, "a", encoding="utf-8") as handle, StopSignals(announce=False, forward=forward) as stop:
         handle.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(line)}\n")
         handle.flush()
-        returncode = subprocess.run(line, stdout=handle, stderr=subprocess.STDOUT, env=env, check=False).returncode
+        if stop.received is None:  # it never outlives the grid's command either
+            started.append(subprocess.Popen(line, stdout=handle, stderr=subprocess.STDOUT, env=env,
+                                            preexec_fn=die_with_parent))  # fmt: skip
+            if stop.received is not None:  # arrived while it started
+                started[0].send_signal(stop.received)
+            returncode = started[0].wait()
+    if stop.received is not None:
+        return STOPPED_BY_SIGNAL
     if returncode != 0:
         return f"its distillation {step.key} failed (exit status {returncode}); see {log}:\n{last_lines(log)}"
     report(f"done   distillation {step.key}")
@@ -252,6 +269,9 @@ def run_local(grid: Grid, pending: list[Run], runs: list[Run], data_dirs: dict[s
         teacher = teacher_of(step, runs)
         restore_archived(step, teacher, data_dirs, report)
         reason = distil_locally(step, teacher, runs, data_dirs, device, threads * jobs, report)
+        if reason == STOPPED_BY_SIGNAL:  # as for training: no further step or student starts
+            report(f"stopped distillation {step.key}: running the experiment again resumes it")
+            return outcomes + [Outcome(run, STOPPED["SIGTERM"], 0.0, None) for runs in taught.values() for run in runs]
         if reason is None:
             archive_distilled(step, teacher, data_dirs, report)
             ready += students
