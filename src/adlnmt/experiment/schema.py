@@ -8,10 +8,9 @@ import os
 from pathlib import Path
 from typing import Any, NoReturn
 
-import yaml
-
 from adlnmt.bounds import SEED_HIGH
 from adlnmt.errors import UserError
+from adlnmt.yamltext import read_yaml_file
 
 
 def show(value: Any) -> str:
@@ -95,12 +94,4 @@ def read_yaml(path: Path, keys: tuple[str, ...]) -> dict[str, Any]:
     """The top-level mapping of a YAML file, its keys checked against ``keys``."""
     if not path.is_file():
         raise UserError(f"{path}: file not found")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{path}{line}: invalid YAML: {getattr(err, 'problem', err)}") from None
-    except RecursionError:
-        raise UserError(f"{path}: invalid YAML: nested too deeply") from None
-    return Reader(path).mapping(raw, "", keys)
+    return Reader(path).mapping(read_yaml_file(path), "", keys)

@@ -11,8 +11,6 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from adlnmt.adl.syntax import rename_layers, to_text
 from adlnmt.bounds import FRACTION, POSITIVE, SEED, Bounds, at_least
 from adlnmt.data.vocab import PAD
@@ -21,6 +19,7 @@ from adlnmt.flags import add_flags, option, out_of_bounds
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
 from adlnmt.store.model_dir import EARLY_STOP_METRICS
+from adlnmt.yamltext import read_yaml_file
 
 
 @dataclass
@@ -219,16 +218,7 @@ def build_config(values: dict[str, Any]) -> TrainConfig:
 def load_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{path}: config file not found")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise UserError(f"{path}{line}: invalid YAML: {getattr(err, 'problem', err)}") from None
-    except RecursionError:
-        raise UserError(f"{path}: invalid YAML: nested too deeply") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: invalid UTF-8") from None
+    raw = read_yaml_file(path) or {}
     if not isinstance(raw, dict):
         raise UserError(f"{path}: expected a mapping of option: value")
     known = {f.name: f for f in fields(TrainConfig)}
