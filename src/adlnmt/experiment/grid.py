@@ -329,6 +329,8 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
     if "name" not in block:
         reader.fail(where, "missing 'name' (the row label in the results table)")
     name = reader.name(block["name"], f"{where}.name")
+    if "," in name:
+        reader.fail(f"{where}.name", "no commas in a variant's name: --variants lists names separated by commas")
     train = {**context["train"], **_train_options(reader, block.get("train"), f"{where}.train")}
     scale = context["scale"]
     scales = reader.mapping(block.get("scales") or {}, f"{where}.scales", context["scales"])
