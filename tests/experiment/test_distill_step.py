@@ -97,6 +97,15 @@ def test_a_students_fingerprint_covers_its_teacher_and_the_step(demo_data: Path,
         ({"distill": {"teacher": "teachr"}}, r"distill.teacher: unknown variant 'teachr' \(did you mean 'teacher'"),
         ({"distill": {"teacher": "teacher", "seed": 7}}, r"distill.seed: 7 is not one of the grid's seeds \[1\]"),
         ({"distill": {"teacher": "teacher", "beam": 0}}, r"distill.beam: must be >= 1, got 0"),
+        (
+            {"distill": {"teacher": "teacher", "beam": 500}},
+            r"distill.beam: a beam of 500 is wider than the target "
+            r"vocabulary of 'teacher' \(150 pieces\)",
+        ),
+        (
+            {"translate": {"beam": 151}},
+            r"translate.beam: a beam of 151 is wider than the target vocabulary of 'teacher'",
+        ),
         ({"distill": {"teacher": "teacher", "checkpoint": "worst"}}, r"distill.checkpoint: expected one of best"),
         ({"distill": {"teacher": "teacher", "temperature": 2}}, r"distill.temperature: unknown key; expected one of"),
         ({"distill": None}, r"'student'.*distilled: a distilled variant needs the grid's 'distill' section"),

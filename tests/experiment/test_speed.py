@@ -14,6 +14,7 @@ import yaml
 
 from adlnmt.cli import main
 from adlnmt.errors import UserError
+from adlnmt.experiment.checks import check_speed_machine
 from adlnmt.experiment.grid import Grid, load_grid
 from adlnmt.experiment.judge import Judge, write_claims
 from adlnmt.experiment.runner import STOPPED, Outcome, Run
@@ -286,6 +287,11 @@ def test_a_speed_claim_registers_like_the_grids_claims(demo_data: Path, tmp_path
         ({"workers": 0}, r"speed\.workers: must be at least 1, got 0"),
         ({"test": "nope"}, r"speed\.test: unknown test set"),
         ({"beams": [1, 1]}, r"speed\.beams: values must be distinct"),
+        (
+            {"beams": [1, 1000]},
+            r"speed\.beams: a beam of 1000 is wider than the target vocabulary of 'transformer' "
+            r"\(150 pieces\)",
+        ),
         ({"claims": [{"quote": "q", "faster": ["aan", "rnn"], "ratio": 2}]}, r"claims\[0\]\.faster: unknown variant"),
         ({"claims": [{"quote": "q", "faster": ["aan", "transformer"], "ratio": 0}]}, r"\.ratio: expected a positive"),
         (
@@ -297,6 +303,19 @@ def test_a_speed_claim_registers_like_the_grids_claims(demo_data: Path, tmp_path
 def test_a_bad_speed_section_names_its_key(demo_data: Path, tmp_path: Path, speed: dict, message: str) -> None:
     with pytest.raises(UserError, match=message):
         load_grid(str(grid_file(tmp_path, demo_data / "corpus", speed)), None)
+
+
+def test_more_threads_or_workers_than_cores_are_refused_before_anything_trains(
+    demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    for key in ("threads", "workers"):
+        grid = grid_file(tmp_path, demo_data / "corpus", {key: 3})
+        for more in (["--dry-run"], []):
+            status, _ = experiment(str(grid), "--out", str(tmp_path / "out"), *more)
+            assert status == 2 and not (tmp_path / "out").exists()
+    with pytest.raises(UserError, match=r"grid\.yaml: speed\.workers 3: this machine has 2 CPU core\(s\)"):
+        check_speed_machine(load_grid(str(grid), None))
 
 
 def test_the_speed_section_is_optional_and_has_defaults(demo_data: Path, tmp_path: Path) -> None:

@@ -37,6 +37,16 @@ def input_problems(grid: Grid) -> list[str]:
     return problems
 
 
+def check_speed_machine(grid: Grid) -> None:
+    """A UserError when the ``speed:`` section asks for more threads or workers than this machine has cores (its
+    timings would fail only once every run has trained)."""
+    from adlnmt.devices import check_cpu_count
+
+    if grid.speed is not None:
+        for key in ("threads", "workers"):
+            check_cpu_count(f"{grid.path}: speed.{key}", getattr(grid.speed, key))
+
+
 def check_input_files(grid: Grid) -> None:
     """UserError listing every input file of the grid that cannot be read."""
     if problems := input_problems(grid):

@@ -129,7 +129,7 @@ def to_train_again(selected: list[Run], everyone: bool, before: datetime | None)
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment import slurm
-    from adlnmt.experiment.checks import check_input_files, unreadable_results
+    from adlnmt.experiment.checks import check_input_files, check_speed_machine, unreadable_results
     from adlnmt.experiment.folders import claim, output_folders
     from adlnmt.experiment.grid import load_grid
     from adlnmt.experiment.judge import write_claims
@@ -167,11 +167,14 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(grid, runs, folders, {run.fingerprint: name for run, _, name in shared}, selected, retrained)
         check_input_files(grid)
+        check_speed_machine(grid)
         return 0
     if args.status:
         print(f"{grid.name} (scale {grid.scale or '-'}), {where(folders)}:")
         slurm.print_status(selected)
         return 0
+    if not (args.report_only or args.score_added):  # this command times decoding once its runs have trained
+        check_speed_machine(grid)
     for line in unreadable_results(runs):
         print(f"warning: {line}: counted as not finished, left out of the report")
     if args.report_only and not shared and not any(run.finished_in() for run in runs):  # before any folder is made

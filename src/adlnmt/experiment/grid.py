@@ -402,6 +402,24 @@ def _shallower(reader: Reader, where: str, values: dict[str, Any], factor: float
     return values
 
 
+def _check_beams(reader: Reader, variants: tuple[Variant, ...], translate: dict[str, Any], speed: SpeedSpec | None,
+                 step: DistillStep | None) -> None:  # fmt: skip
+    """No beam the grid asks for is wider than the target vocabulary it prepares (translate, speed and distillation
+    would refuse it only after training): one error naming the key. The size of a vocabulary prepared elsewhere or
+    imported (vocab_from) is not known here: translating checks those."""
+    sizes = {v.name: int(v.data.arguments().get("vocab_size", PREPARE_DEFAULTS.vocab_size)) for v in variants
+             if v.data.prepared is None and "vocab_from" not in v.data.arguments()}  # fmt: skip
+    asked = [("translate.beam", int(translate.get("beam", SearchOptions().beam)), tuple(sizes))]
+    if speed is not None:
+        asked += [("speed.beams", beam, tuple(sizes)) for beam in speed.beams]
+    if step is not None:
+        asked.append(("distill.beam", step.options().beam, (step.teacher,)))
+    for key, beam, names in asked:
+        if narrow := [(sizes[n], n) for n in names if n in sizes and beam > sizes[n]]:
+            size, name = min(narrow, key=lambda pair: pair[0])  # the narrowest, the first in the grid of those
+            reader.fail(key, f"a beam of {beam} is wider than the target vocabulary of {name!r} ({size:,} pieces)")
+
+
 def _check_model(reader: Reader, where: str, values: dict[str, Any], data: DataSpec) -> None:
     """Resolve the training options and build the model on the meta device: ADL and size errors before any run."""
     import torch
@@ -620,6 +638,8 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     cap = train.get("max_updates", TrainConfig.max_updates)
     if earlier_caps and not (cap and max(earlier_caps) < cap):
         reader.fail(f"{at}.earlier_max_updates", f"earlier caps must lie below this scale's max_updates ({cap})")
+    translate = _translate(reader, [(raw.get("translate"), "translate"), (chosen.get("translate"), f"{at}.translate")])
+    _check_beams(reader, variants, translate, speed, step)
     return Grid(
         path=path,
         name=name,
@@ -630,9 +650,7 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
         seeds=seeds,
         tests=tests,
         metrics=metrics,
-        translate=_translate(
-            reader, [(raw.get("translate"), "translate"), (chosen.get("translate"), f"{at}.translate")]
-        ),
+        translate=translate,
         length_buckets=reader.positive_ints(raw.get("length_buckets", [10, 20, 30]), "length_buckets", increasing=True),
         baseline=baseline,
         bootstrap_resamples=resamples,
