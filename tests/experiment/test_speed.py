@@ -14,6 +14,7 @@ import yaml
 
 from adlnmt.cli import main
 from adlnmt.errors import UserError
+from adlnmt.experiment import speed
 from adlnmt.experiment.checks import check_speed_machine
 from adlnmt.experiment.grid import Grid, load_grid
 from adlnmt.experiment.judge import Judge, write_claims
@@ -138,6 +139,20 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
     status, stdout = experiment(*args)
     assert status == 0 and "speed of" not in stdout and "stopped by a signal: no decoding timed" in stdout
     assert not (out / "runs" / "aan" / "seed-1" / SPEED_FILE).exists()
+    monkeypatch.undo()  # run again: a timing that fails is said, the others go on, the report is written
+    monkeypatch.setattr("adlnmt.bench.machine.BusyBeside", Quiet)
+    (out / "report.md").unlink()
+    timed = speed.time_run
+
+    def failing(run: Run, *rest: object) -> SpeedRecord:
+        if run.variant.name == "aan":
+            raise UserError("aan seed 1: timing torch beam 1 failed (exit status 2): error: out of luck")
+        return timed(run, *rest)
+
+    monkeypatch.setattr(speed, "time_run", failing)
+    status, stdout = experiment(*args)
+    assert status == 1 and "speed of aan seed 1: not timed: aan seed 1: timing torch beam 1 failed" in stdout
+    assert (out / "report.md").is_file() and not (out / "runs" / "aan" / "seed-1" / SPEED_FILE).exists()
 
 
 def point(variant: str, speeds: dict[int, float], score: float | None = 30.0, beam: int = 5) -> Point:

@@ -196,6 +196,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                 print(f"{run.label}: resuming its rerun, stopped before it finished (the replaced result is kept "
                       "until the two are compared)")  # fmt: skip
         untimed = 0  # --retime: selected runs not timed again in full, alone (a lane times such a line again)
+        timing_failed = 0  # whole-command timings that failed: said, the report written, the command's status 1
         if args.retime or args.score_added:
             finished = [run for run in selected if run.finished_in() is not None]
             for run in finished:
@@ -215,9 +216,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             if any(outcome.stopped for outcome in outcomes):  # a stop signal ends the command, not its timings
                 print("stopped by a signal: no decoding timed; re-run the same command to time the finished runs")
             else:
-                for line, alone in time_finished(grid, selected, again=args.retime):
-                    print(line, flush=True)
-                    untimed += not alone
+                for timed in time_finished(grid, selected, again=args.retime):
+                    print(timed.line, flush=True)
+                    untimed += not timed.alone
+                    timing_failed += timed.failed
         if args.retime:
             print(RETIMED_IN_FULL if not untimed else f"--retime: {untimed} timing(s) not taken in full or not alone "
                   "(the lines above say why): run it again once they can be")  # fmt: skip
@@ -231,7 +233,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
             print(f"claims: {counts} ({results / 'claims.md'})")
         print(f"\n{table}\n\nreport: {results / 'report.md'}  (tables: results.md, results.csv, runs.csv; plots/)")
-        return exit_status(outcomes)
+        return exit_status(outcomes) or (1 if timing_failed else 0)
 
 
 def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Namespace, runs: list[Run]

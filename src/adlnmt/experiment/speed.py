@@ -227,11 +227,20 @@ def time_run(run: Any, spec: SpeedSpec, test: Any, translate: dict[str, Any], me
     return SpeedRecord(result.fingerprint, result.checkpoint, spec.settings(), machine, tuple(measurements))
 
 
-def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[tuple[str, bool]]:
+@dataclass(frozen=True)
+class Timed:
+    """What :func:`time_finished` did to one run: a line to print; whether the run was timed in full with the machine
+    to itself (an engine that cannot run the model counts as timed: it never will); whether a timing failed."""
+
+    line: str
+    alone: bool
+    failed: bool = False
+
+
+def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[Timed]:
     """Time every finished run of ``runs`` that lacks a current speed record (``again``: every finished run, its
-    record replaced; ``--retime``), one after another with adlnmt training on the machine stopped; what happened, a
-    line per run, and whether the run was timed in full with the machine to itself (an engine that cannot run the
-    model counts as timed: it never will)."""
+    record replaced; ``--retime``), one after another with adlnmt training on the machine stopped; a failed timing
+    is said and the others go on (the report is written all the same)."""
     from adlnmt.experiment.quiet import machine_alone
     from adlnmt.store import ModelDir
 
@@ -239,18 +248,21 @@ def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[tuple
     test = next(t for t in grid.tests if t.name == spec.test)
     pending = [run for run in runs if run.result() is not None and (again or run_record(run, spec) is None)]
     here = [run for run in pending if ModelDir(run.model_dir).exists()]
-    said = [(f"speed of {run.label}: not timed, its model is not on this machine ({run.model_dir})", False)
+    said = [Timed(f"speed of {run.label}: not timed, its model is not on this machine ({run.model_dir})", False)
             for run in pending if run not in here]  # fmt: skip
     with machine_alone():
         for run in here:
             run.archive_result()  # the record lies beside the archived result
-            record = time_run(run, spec, test, grid.translate, grid.metrics[0])
+            try:
+                record = time_run(run, spec, test, grid.translate, grid.metrics[0])
+            except UserError as err:
+                said.append(Timed(f"speed of {run.label}: not timed: {err}", False, failed=True))
+                continue
             record.save(run.archive / SPEED_FILE)
             timed = ", ".join(f"{m.engine} beam {m.beam} " + (f"{m.sentences_per_s:.1f} sent/s" if m.seconds
                               else f"not timed ({m.skipped})") + (" (beside other work)" if m.beside_others else "")
                               for m in record.measurements)  # fmt: skip
-            alone = not any(m.beside_others for m in record.measurements)
-            said.append((f"speed of {run.label}: {timed}", alone))
+            said.append(Timed(f"speed of {run.label}: {timed}", not any(m.beside_others for m in record.measurements)))
     return said
 
 
