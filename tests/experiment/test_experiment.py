@@ -281,6 +281,32 @@ def test_rerun_before_trains_again_only_the_runs_evaluated_before_its_date(
         assert message in capsys.readouterr().err
 
 
+def test_a_run_started_with_other_training_settings_is_refused_with_the_way_out(
+    sequence: SimpleNamespace, tmp_path: Path
+) -> None:
+    """A grid whose training settings changed under a run that had started (its model in its folder, no result):
+    the trainer would refuse it with advice for `adlnmt train`; the grid says which settings and how to go on."""
+    out = tmp_path / "out"
+    shutil.copytree(sequence.out, out)
+    (run_dir(out, "a", 1) / "result.json").unlink()  # started, not finished
+    spec = (run_dir(out, "a", 1) / "run.json").read_text()
+    grid = yaml.safe_load(Path(sequence.args[0]).read_text(encoding="utf-8"))
+    grid["variants"][0]["train"] = {"lr": 1e-3, "warmup": 7}
+    changed = tmp_path / "grid.yaml"
+    changed.write_text(yaml.safe_dump(grid), encoding="utf-8")
+    status, stdout = experiment(str(changed), "--out", str(out), "--dry-run")
+    assert status == 0 and "seed 1 started with other settings (lr, warmup): not run; --rerun trains it" in stdout
+    status, stdout = experiment(str(changed), "--out", str(out), "--variants", "a", "--seeds", "1", "--threads", "1")
+    assert status == 1 and re.search(
+        r"FAILED a seed 1: not run: .*seed-1 holds a model trained with other settings "
+        r"\(lr, warmup\) than the grid gives this run now; put them back",
+        stdout,
+    ), stdout
+    assert (run_dir(out, "a", 1) / "run.json").read_text() == spec  # as the model was trained
+    status, stdout = experiment(sequence.args[0], "--out", str(out), "--dry-run")  # the settings put back
+    assert "a [runs/a, data default]: seed 1 started (resumes at update" in stdout, stdout
+
+
 def test_retime_measures_the_speed_again_and_keeps_the_first_timing(sequence: SimpleNamespace, tmp_path: Path) -> None:
     out = tmp_path / "out"
     shutil.copytree(sequence.out, out)

@@ -31,6 +31,8 @@ def status(run: Run, shared: dict[str, str]) -> str:
     rerun = rerun_folder(run.dir, run.archive)
     if rerun is not None and rerun.resolve() != run.dir.resolve():
         return f"trained again in {rerun} (not here)"
+    if (why := run.other_settings()) is not None:
+        return f"started with other settings ({why}): not run; --rerun trains it again with these"
     again = " as a rerun (its replaced result kept)" if rerun is not None else ""
     if not run.model_dir.exists():
         return "to be trained again here (its replaced result kept)" if again else "new"
@@ -243,6 +245,7 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
     from adlnmt.experiment import slurm
     from adlnmt.experiment.reproduce import rerun_elsewhere
     from adlnmt.experiment.runner import (
+        Outcome,
         check_inputs,
         distillations,
         execute,
@@ -261,6 +264,12 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
         key = run.variant.data.key
         write_spec(grid, run, data_dirs[key], args.device, threads, taught.get(key))
 
+    refused = [(run, why) for run in selected if run.result() is None and (why := run.other_settings())]
+    for run, why in refused:  # its spec is left as it is: the settings its model was trained with
+        print(f"FAILED {run.label}: not run: {run.dir} holds a model trained with other settings ({why}) than the "
+              "grid gives this run now; put them back to resume it, or train it again with these (--rerun, with "
+              "--variants and --seeds to pick it)")  # fmt: skip
+    selected = [run for run in selected if all(run is not other for other, _ in refused)]
     for run in selected:
         write(run)
     elsewhere = {run.label: folder for run in selected if (folder := rerun_elsewhere(run.dir, run.archive))}
@@ -274,14 +283,15 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
           f"(skipped), {len(pending)} to run ({resumed} resumed first), "
           f"{'as SLURM jobs' if options else f'{args.jobs} at a time'} with {threads} thread(s) each; output {out}",
           flush=True)  # fmt: skip
+    failed = [Outcome(run, 1, 0.0, None) for run, _ in refused]
     if grid.distill is not None:  # the teacher, its distillation, its students, in that order
         from adlnmt.experiment import distill_runs
 
-        return distill_runs.run_in_order(grid, pending, runs, out, data_dirs, write, args, options, threads)
+        return failed + distill_runs.run_in_order(grid, pending, runs, out, data_dirs, write, args, options, threads)
     if options is not None:
         on_slurm = slurm.submit(grid, pending, out, options, threads)
-        return slurm.wait(on_slurm) if args.wait else []
-    return execute(pending, args.jobs, threads, decode_alone=not args.decode_beside_training)
+        return failed + (slurm.wait(on_slurm) if args.wait else [])
+    return failed + execute(pending, args.jobs, threads, decode_alone=not args.decode_beside_training)
 
 
 def exit_status(outcomes: list[Outcome]) -> int:

@@ -73,7 +73,7 @@ def with_teachers(first: list[Run], taught: dict[DistillStep, list[Run]], runs: 
     """``first`` and every unfinished teacher of ``taught`` (its spec written by ``write``): students wait for it."""
     added: list[Run] = []
     for teacher in (teacher_of(step, runs) for step in taught):
-        if teacher not in first and teacher not in added and teacher.result() is None:
+        if teacher not in first and teacher not in added and teacher.result() is None and not teacher.other_settings():
             added.append(teacher)
     for run in added:
         write(run)

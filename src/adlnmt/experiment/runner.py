@@ -62,6 +62,7 @@ from adlnmt.experiment.results import RESULT_FILE, RunResult, read_result
 from adlnmt.jsontext import read_object
 from adlnmt.store import ModelDir
 from adlnmt.store.atomic import atomic_write, file_sha256
+from adlnmt.yamltext import read_yaml_file
 
 # Exit statuses of a worker stopped by a signal after checkpointing its training (128 + the signal's number), and
 # of one the signal ended outside training (translation and scoring are redone by the next attempt).
@@ -69,6 +70,8 @@ STOPPED = {"SIGTERM": 143, "SIGINT": 130}
 ENDED_BY = {-signal.SIGTERM: "SIGTERM", -signal.SIGINT: "SIGINT"}
 # Training options that may differ between attempts of one run without changing its result.
 NOT_FINGERPRINTED = ("device", "threads", "progress", "log_interval", "tensorboard")  # what a run shows
+# train.yaml's options that the runner sets for each run (paths, seed) or that do not change the model
+RUN_OPTIONS = {"data", "model", "seed", *NOT_FINGERPRINTED}
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -106,6 +109,24 @@ class Run:
     def resumable(self) -> bool:
         """Whether an earlier attempt stopped with a training state to resume from."""
         return bool(ModelDir(self.model_dir).states())
+
+    def other_settings(self) -> str | None:
+        """The training settings that keep the run's folder from resuming ("lr, warmup"; "its data" when no option
+        differs): it holds a model trained with other settings than the grid gives the run now (``run.json``'s train
+        fingerprint; one under an earlier update cap resumes). None when it can resume, or holds no model."""
+        stored = read_object(self.dir / "run.json")
+        if stored is None or not ModelDir(self.model_dir).exists():
+            return None
+        if stored.get("train_fingerprint") in (None, self.train_fingerprint):
+            return None
+        if stored.get("fingerprint") in {old for old, _ in self.earlier}:
+            return None
+        try:
+            before = read_yaml_file(self.dir / "train.yaml") or {}
+        except (UserError, OSError):
+            before = {}
+        now = self.variant.train
+        return ", ".join(sorted(k for k in {*now, *before} - RUN_OPTIONS if now.get(k) != before.get(k))) or "its data"
 
     def matches(self, result: RunResult | None) -> bool:
         """Whether ``result`` is this run's: its fingerprint is the current one, or one under an earlier, lower
