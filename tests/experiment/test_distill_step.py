@@ -165,6 +165,16 @@ def test_the_local_executor_runs_teacher_distillation_students(demo_data: Path, 
     assert stdout.index("done   distillation") < stdout.index("start  student seed 1")
     again, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student")
     assert again == 0 and "0 to run" in stdout and "distil " not in stdout
+    step = {**grid_dict(demo_data)["distill"], "beam": 3}
+    other = write_grid(tmp_path, grid_dict(demo_data / "corpus", distill=step), "other.yaml")
+    why = f"{distilled} holds a distillation made with other distill: settings (beam) than the grid's now"
+    assert f"distillation distilled-teacher-seed-1: cannot be made: {why}" in experiment(str(other), "--out", str(out),
+                                                                                         "--dry-run")[1]  # fmt: skip
+    status, stdout = experiment(str(other), "--out", str(out), "--threads", "1", "--variants", "student")
+    assert status == 1 and "FAILED student seed 1: not run: " in stdout and "(its data)" in stdout  # trained on it
+    status, stdout = experiment(str(other), "--out", str(out), "--threads", "1", "--variants", "student", "--rerun")
+    assert status == 1 and f"FAILED student seed 1: not run, {why}; put them back, or delete" in stdout, stdout
+    assert DataDir.load(distilled).manifest["distilled"]["search"]["beam"] == 2  # left as it was
 
 
 def test_a_student_records_its_distillation_and_a_second_one_must_train_on_the_same(

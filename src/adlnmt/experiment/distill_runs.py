@@ -95,15 +95,31 @@ def log_of(step: DistillStep, data_dirs: dict[str, Path]) -> Path:
     return data_dirs[step.key].parent / f"{step.key}.log"
 
 
-def is_step_of(record: dict[str, Any] | None, step: DistillStep) -> bool:
-    """Whether a distillation's provenance ``record`` is the step's: one teacher's ``step.checkpoint`` searched as the
-    step says, in the step's chunks."""
-    if record is None:
-        return False
+def step_differences(record: dict[str, Any], step: DistillStep) -> list[str]:
+    """What keeps a distillation's provenance ``record`` from being the step's (one teacher's ``step.checkpoint``
+    searched as the step says, in the step's chunks): the ``distill:`` keys that differ."""
     members = record.get("teacher", {}).get("members", [])
-    identity = step.identity()
-    return (len(members) == 1 and members[0].get("checkpoint") == step.checkpoint
-            and record.get("search") == identity["search"] and record.get("chunk_size") == step.chunk_size)  # fmt: skip
+    search, ours = record.get("search") or {}, step.identity()["search"]
+    differences = [] if len(members) == 1 and members[0].get("checkpoint") == step.checkpoint else ["checkpoint"]
+    differences += sorted(key for key in {*search, *ours} if search.get(key) != ours.get(key))
+    return differences + ([] if record.get("chunk_size") == step.chunk_size else ["chunk_size"])
+
+
+def is_step_of(record: dict[str, Any] | None, step: DistillStep) -> bool:
+    """Whether a distillation's provenance ``record`` is the step's (:func:`step_differences`)."""
+    return record is not None and not step_differences(record, step)
+
+
+def other_distillation(step: DistillStep, data_dirs: dict[str, Path]) -> str | None:
+    """Why the step's data directory cannot be made: it holds a complete distillation of other ``distill:``
+    settings, which students may have trained on (None when it holds none, or the step's)."""
+    target = data_dirs[step.key]
+    record = distilled_record(target)
+    if record is None or not (differences := step_differences(record, step)):
+        return None
+    return (f"{target} holds a distillation made with other distill: settings ({', '.join(differences)}) than the "
+            "grid's now; put them back, or delete that folder (and the grid archive's distilled/"
+            f"{step.key}) to distil again with these")  # fmt: skip
 
 
 def distilled_by(step: DistillStep, teacher: Run, data_dirs: dict[str, Path]) -> bool:
@@ -214,6 +230,8 @@ def step_state(step: DistillStep, teacher: Run, data_dirs: dict[str, Path], runs
     if is_step_of(archived_record(folder), step):
         return f"restored from {folder} (no teacher needed)"
     model = teacher_model(step, teacher, runs)
+    if isinstance(model, Path) and (other := other_distillation(step, data_dirs)) is not None:
+        return f"cannot be made: {other}"
     return f"distilled by {model}" if isinstance(model, Path) else f"cannot be made: {model}"
 
 
@@ -227,6 +245,8 @@ def distil_locally(step: DistillStep, teacher: Run, runs: list[Run], data_dirs: 
     model = teacher_model(step, teacher, runs)
     if isinstance(model, str):
         return model
+    if (other := other_distillation(step, data_dirs)) is not None:
+        return other
     log = log_of(step, data_dirs)
     log.parent.mkdir(parents=True, exist_ok=True)
     line = command(step, model, data_dirs[teacher.variant.data.key], data_dirs[step.key], device, threads)
