@@ -5,6 +5,7 @@ arrays as an uninterrupted run), and the refusals (another vocabulary, another p
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -199,6 +200,18 @@ def test_a_directory_in_the_way_is_refused(data: Path, teacher: Path, tmp_path: 
     with distilling_alone(held), pytest.raises(UserError, match="another process is distilling into this directory"):
         run(data, teacher, held)
     assert not any(held.iterdir())
+
+
+def test_a_data_directory_missing_a_file_it_names_is_refused_before_anything_is_translated(
+    data: Path, teacher: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "data"
+    shutil.copytree(data, copy)
+    (copy / "valid.tgt.txt").unlink()
+    engine = CountingEngine(None)
+    with pytest.raises(UserError, match=rf"^{copy}: valid.tgt.txt missing \(its manifest names them\)"):
+        run(copy, teacher, tmp_path / "out", engine)
+    assert engine.calls == 0 and not (tmp_path / "out").exists()
 
 
 def test_a_teacher_of_other_vocabularies_is_refused(teacher: Path, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from adlnmt.store.atomic import (
     FILE_MODE,
     append_line,
     atomic_write,
+    copy_atomic,
     file_sha256,
     read_records,
     write_output,
@@ -83,3 +84,12 @@ def test_write_output_writes_a_special_file_in_place(tmp_path: Path, capsys) -> 
     assert capsys.readouterr().out == "to stdout\n"
     write_output(str(tmp_path / "new" / "out.txt"), "a file\n")
     assert (tmp_path / "new" / "out.txt").read_text(encoding="utf-8") == "a file\n"
+
+
+def test_copy_atomic_names_a_missing_source_not_its_target(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"abc" * 1000)
+    copy_atomic(tmp_path / "a", tmp_path / "out" / "b")
+    assert (tmp_path / "out" / "b").read_bytes() == b"abc" * 1000
+    with pytest.raises(UserError, match=f"^{tmp_path / 'missing'}: cannot read \\(No such file or directory\\)$"):
+        copy_atomic(tmp_path / "missing", tmp_path / "out" / "c")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b"]

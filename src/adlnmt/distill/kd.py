@@ -260,19 +260,25 @@ def add_shard(out: Path, data: DataDir, entry: dict[str, Any], source: Split, le
     counts["empty"] += int(np.count_nonzero(lengths == 0))
 
 
+def kept_files(data: DataDir) -> list[str]:
+    """The files of ``data`` a distillation copies as they are: the vocabularies, the other splits' shards, the
+    validation text."""
+    names = {*data.manifest["spm"].values()}
+    for split, entries in data.manifest["shards"].items():
+        if split != "train":
+            names.update(name for entry in entries for name in entry["bytes"])
+    for sides in data.manifest.get("text", {}).values():
+        names.update(sides.values())
+    return sorted(names)
+
+
 def finish(data: DataDir, out: Path, plan: dict[str, Any], shards: list[dict[str, Any]],
            targets: dict[str, dict[str, int]], finished: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Copy the files kept as they are, then write the manifest (last) naming the new training ``shards``;
     ``targets``: per corpus the new target's ``pieces``, ``unk``, ``longest`` and ``empty`` translations;
     ``finished``: when the distillation finished (default: now)."""
     manifest = parse_json(json.dumps(data.manifest))
-    names = {*manifest["spm"].values()}
-    for split, entries in manifest["shards"].items():
-        if split != "train":
-            names.update(name for entry in entries for name in entry["bytes"])
-    for sides in manifest.get("text", {}).values():
-        names.update(sides.values())
-    for name in sorted(names):
+    for name in kept_files(data):
         copy_atomic(data.path / name, out / name)
     manifest["shards"]["train"] = shards
 
@@ -326,6 +332,8 @@ def distill(
             "(adlnmt prepare ... --vocab-from TEACHER_MODEL) and distil that"
         )
     check_vocabularies(translator.data, data, str(translator.model_dir or "the teacher"))
+    if missing := [name for name in kept_files(data) if not (data.path / name).is_file()]:  # copied at the end
+        raise UserError(f"{data.path}: {', '.join(missing)} missing (its manifest names them); prepare it again")
     shards = [data.open_shard("train", index) for index in range(len(data.shards("train")))]
     longest = max((int(shard.src_lengths.max(initial=0)) for shard in shards), default=0)
     sentences = min(chunk_size, max((len(shard) for shard in shards), default=0))  # a chunk never spans two shards

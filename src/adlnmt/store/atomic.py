@@ -56,7 +56,19 @@ def is_special_file(path: str | Path) -> bool:
 
 
 def copy_atomic(source: Path, target: Path) -> None:
-    atomic_write(target, lambda tmp: shutil.copyfile(source, tmp))
+    """``source`` copied to ``target`` atomically (:func:`atomic_write`); a source that cannot be read is a
+    UserError naming it, not the target."""
+    try:
+        reading = open(source, "rb")  # noqa: SIM115 (closed below, after the copy)
+    except OSError as err:
+        raise UserError(f"{source}: cannot read ({err.strerror or err})") from None
+
+    def copy(tmp: Path) -> None:
+        with open(tmp, "wb") as writing:
+            shutil.copyfileobj(reading, writing)
+
+    with reading:
+        atomic_write(target, copy)
 
 
 def append_line(path: Path, text: str) -> None:
