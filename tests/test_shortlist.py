@@ -185,6 +185,12 @@ def test_an_existing_file_is_not_overwritten(demo_data: Path, built: Path, capsy
     assert main(["shortlist", "--data", str(demo_data / "data"), "--k", "2", "--out", str(built)]) != 0
     assert "exists; pass --overwrite" in capsys.readouterr().err
     assert built.read_bytes() == before
+    args = ["shortlist", "--data", str(demo_data / "data"), "--k", "2", "--overwrite", "--out"]
+    assert main([*args, str(built.parent)]) == 2  # a directory: never written into or over
+    assert f"{built.parent}: a directory; give the shortlist file's path" in capsys.readouterr().err
+    assert main([*args, str(built / "lex.safetensors")]) == 2  # a file where its folder should be
+    assert f"{built / 'lex.safetensors'}: cannot write ({built} is not a folder)" in capsys.readouterr().err
+    assert built.read_bytes() == before
 
 
 def test_a_shortlist_for_other_vocabularies_is_refused(translator, demo_data, tmp_path) -> None:

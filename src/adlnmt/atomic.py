@@ -55,7 +55,12 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """``write(tmp)`` then fsync and rename over ``path``: a kill leaves the old file or the new one. A failed write
     (e.g. a full disk) is a UserError naming ``path``; the old file stays. The file gets the mode of any other new
     file (:data:`FILE_MODE`), also where ``write`` made it private (safetensors writes 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as err:  # a file where a folder of the path should be
+        raise UserError(f"{path}: cannot write ({err.filename or path.parent} is not a folder)") from None
+    except OSError as err:
+        raise UserError(f"{path}: cannot write (its folder: {err.strerror or err})") from None
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         write(tmp)

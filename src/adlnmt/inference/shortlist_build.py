@@ -92,6 +92,8 @@ def build_shortlist(data: DataDir, k: int) -> Shortlist:
 
 def cmd_shortlist(args: argparse.Namespace) -> int:
     out = Path(args.out)
+    if out.is_dir():
+        raise UserError(f"{out}: a directory; give the shortlist file's path (e.g. {out / 'lex.safetensors'})")
     if out.exists() and not args.overwrite:
         raise UserError(f"{out} exists; pass --overwrite to replace it")
     shortlist = build_shortlist(DataDir.load(args.data), args.k)
