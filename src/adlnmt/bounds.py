@@ -33,6 +33,13 @@ class Bounds:
             return f"{'<' if self.high_open else '<='} {high}"
         return "a finite number"
 
+    def refusal(self, value: float, shown: object = None) -> str:
+        """Why ``value`` (written as ``shown``, by default as itself) is refused: "must be >= 0, got -1"; a value
+        that is not finite says so ("must be a finite number >= 0, got inf")."""
+        finite = "" if not isinstance(value, float) or math.isfinite(value) else "a finite number "
+        rule = self.describe() if not finite or self != FINITE else ""
+        return f"must be {finite}{rule}".rstrip() + f", got {value if shown is None else shown}"
+
     def holds(self, value: float) -> bool:
         if isinstance(value, float) and not math.isfinite(value):
             return False
@@ -65,7 +72,7 @@ def flag_type(kind: type[int] | type[float], bounds: Bounds) -> Callable[[str], 
             raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
                                              f"got {text!r}") from None  # fmt: skip
         if not bounds.holds(value):
-            raise argparse.ArgumentTypeError(f"must be {bounds.describe()}, got {text}")
+            raise argparse.ArgumentTypeError(bounds.refusal(value, text))
         return value
 
     parse.__name__ = kind.__name__  # argparse's messages name the type

@@ -115,7 +115,7 @@ def from_flags(options: type[Options], args: argparse.Namespace, names: Iterable
 def out_of_bounds(options: Any) -> list[str]:
     """``--flag must be ..., got value`` for every field of the dataclass instance ``options`` out of its range."""
     return [
-        f"{flag_of(f)} must be {bounds.describe()}, got {value}"
+        f"{flag_of(f)} {bounds.refusal(value)}"
         for f in flagged(type(options))
         if (bounds := bounds_of(f)) is not None
         and (value := getattr(options, f.name)) is not None

@@ -23,7 +23,7 @@ from serve.server import ClientFactory
         ({"max_batch_sentences": 0}, "--max-batch-sentences must be >= 1, got 0"),
         ({"port": 70000}, "--port must be in [0, 65535], got 70000"),
         ({"max_wait_ms": -1}, "--max-wait-ms must be >= 0, got -1"),
-        ({"max_wait_ms": float("nan")}, "--max-wait-ms must be >= 0, got nan"),
+        ({"max_wait_ms": float("nan")}, "--max-wait-ms must be a finite number >= 0, got nan"),
         ({"request_timeout_s": 0}, "--request-timeout must be > 0, got 0"),
         ({"max_queue_sentences": 10}, "--max-queue-sentences (10) must be at least --max-sentences (256)"),
         ({"precision": "fp8"}, "unknown --precision 'fp8'; choose one of fp32, bf16, fp16, int8"),

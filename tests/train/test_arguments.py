@@ -25,14 +25,14 @@ TRANSLATE = ["translate", "--model", "m"]
     [
         ([*TRAIN, "--seed", str(2**70)], "argument --seed: must be in [0, 4294967295], got 1180591620717411303424"),
         ([*TRAIN, "--seed", "-1"], "argument --seed: must be in [0, 4294967295], got -1"),
-        ([*TRAIN, "--lr", "nan"], "argument --lr: must be >= 0, got nan"),
+        ([*TRAIN, "--lr", "nan"], "argument --lr: must be a finite number >= 0, got nan"),
         ([*TRAIN, "--max-updates", "-1"], "argument --max-updates: must be >= 0, got -1"),
         ([*TRAIN, "--max-minutes", "-1"], "argument --max-minutes: must be >= 0, got -1"),
         ([*TRAIN, "--threads", "-1"], "argument --threads: must be >= 0, got -1"),
-        ([*TRAIN, "--dropout", "inf"], "argument --dropout: must be in [0, 1), got inf"),
+        ([*TRAIN, "--dropout", "inf"], "argument --dropout: must be a finite number in [0, 1), got inf"),
         ([*TRANSLATE, "--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
         ([*TRANSLATE, "--max-len-ratio", "-1"], "argument --max-len-ratio: must be >= 0, got -1"),
-        ([*TRANSLATE, "--length-penalty", "nan"], "argument --length-penalty: must be >= 0, got nan"),
+        ([*TRANSLATE, "--length-penalty", "nan"], "argument --length-penalty: must be a finite number >= 0, got nan"),
         ([*TRANSLATE, "--threads", "-1"], "argument --threads: must be >= 0, got -1"),
         ([*TRANSLATE, "--beam", "0"], "argument --beam: must be >= 1, got 0"),
         (["export", "--model", "m", "--format", "onnx", "--out", "o", "--threads", "-3"],
@@ -52,9 +52,9 @@ def test_nonsense_flags_are_refused_naming_the_flag(argv: list[str], message: st
     ("yaml_text", "message"),
     [
         (f"seed: {2**70}\n", "--seed must be in [0, 4294967295], got 1180591620717411303424"),
-        ("lr: .nan\n", "--lr must be >= 0, got nan"),
+        ("lr: .nan\n", "--lr must be a finite number >= 0, got nan"),
         ("max_updates: -1\n", "--max-updates must be >= 0, got -1"),
-        ("max_minutes: -.inf\n", "--max-minutes must be >= 0, got -inf"),
+        ("max_minutes: -.inf\n", "--max-minutes must be a finite number >= 0, got -inf"),
     ],
 )
 def test_yaml_values_are_checked_against_the_same_ranges(tmp_path: Path, capsys, yaml_text: str, message: str) -> None:

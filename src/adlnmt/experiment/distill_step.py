@@ -75,7 +75,7 @@ def read_step(reader: Reader, value: Any, names: dict[str, str], seeds: tuple[in
     search = {key: reader.typed(block[key], SEARCH_KINDS[key], f"distill.{key}") for key in SEARCH_KEYS if key in block}
     for f in fields(SearchOptions):
         if f.name in search and (bounds := bounds_of(f)) is not None and not bounds.holds(search[f.name]):
-            reader.fail(f"distill.{f.name}", f"must be {bounds.describe()}, got {search[f.name]}")
+            reader.fail(f"distill.{f.name}", bounds.refusal(search[f.name]))
     chunk_size = reader.typed(block.get("chunk_size", CHUNK_SIZE), int, "distill.chunk_size")
     if chunk_size < 1:
         reader.fail("distill.chunk_size", f"must be at least 1, got {chunk_size}")

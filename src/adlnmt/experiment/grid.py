@@ -311,7 +311,7 @@ def _translate(reader: Reader, blocks: list[tuple[Any, str]]) -> dict[str, Any]:
                 _average(reader, item, f"{where}.average")
     for key, f in SEARCH_FIELDS.items():
         if (bounds := bounds_of(f)) is not None and not bounds.holds(options[key]):
-            reader.fail(f"translate.{key}", f"must be {bounds.describe()}, got {options[key]}")
+            reader.fail(f"translate.{key}", bounds.refusal(options[key]))
     if options["checkpoint"] not in ("best", "last"):
         reader.fail("translate.checkpoint", "expected best or last (or set translate.average)")
     return options
