@@ -335,6 +335,8 @@ def test_complete_distilled_data_needs_no_teacher_weights(demo_data: Path, tmp_p
     other = write_grid(tmp_path, grid_dict(demo_data / "corpus", distill={"teacher": "teacher", "seed": 1, "beam": 3,
                                                                           "chunk_size": 500}))  # fmt: skip
     status, stdout = experiment(str(other), "--out", str(out), "--threads", "1", "--variants", "student")
+    assert status == 1 and "(its data) than the grid gives this run now" in stdout  # trained on the other data
+    status, stdout = experiment(str(other), "--out", str(out), "--threads", "1", "--variants", "student", "--rerun")
     assert status == 1 and "FAILED student seed 1: not run, the best weights of its teacher" in stdout
 
 
