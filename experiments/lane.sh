@@ -43,7 +43,7 @@ commit_finished() {  # MESSAGE: one commit for each run folder whose result.json
                 echo "committed ${run#experiments/results/}"
         done
         for f in $(git ls-files --modified -- "experiments/results/*/runs/*/seed-*/result.json"); do
-            grep -q "\"rerun\":" "$f" || continue  # a run trained again (--rerun) records what it replaced
+            [ -f "$f" ] && grep -q "\"rerun\":" "$f" || continue  # a run trained again (--rerun) records what it replaced (one set aside: deleted)
             run=$(dirname "$f")
             git add -A -- "$run" && git commit -q -m "${run#experiments/results/}: trained again, $1" -- "$run" &&
                 echo "committed ${run#experiments/results/} (trained again)"
