@@ -92,8 +92,8 @@ def test_variants_start_from_the_pretrained_model_as_it_is_and_changed(
     weights = load_file(best)
     save_file({name: tensor * 0.5 for name, tensor in weights.items()}, best)  # the pretrained model changed
     status, stdout = experiment(str(grid), "--out", str(out), "--threads", "1", "--variants", "as imported")
-    assert status == 1 and "0 finished (skipped), 1 to run" in stdout, stdout
-    assert "started from another version of" in (run_dir(out, "as-imported", 1) / "log.txt").read_text()
+    assert status == 1 and "FAILED as imported seed 1: not run: " in stdout, stdout  # trained from the old one
+    assert "other settings (its data or the model it starts from)" in stdout and "--rerun" in stdout
     status, stdout = experiment(str(grid), "--out", str(out), "--threads", "1", "--variants", "as imported", "--rerun")
     assert status == 0, stdout
     record = json.loads((same / "init_from.json").read_text())

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from adlnmt.bench.machine import PROC_STAT
 from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.experiment import speed
@@ -70,11 +71,20 @@ class Quiet:
         return 0.0
 
 
+def quiet(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """Every timing, in this process and in the workers, reads a machine where nothing else runs: CPU counters that
+    never move (--retime's test sets too: a loaded machine would otherwise skip them)."""
+    stat = folder / "stat"
+    stat.write_text("cpu  100 0 100 1000 0 0 0 0 0 0\n")
+    monkeypatch.setenv(PROC_STAT, str(stat))
+    monkeypatch.setattr("adlnmt.bench.machine.BusyBeside", Quiet)
+
+
 def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'adlnmt[ct2]'")
     pytest.importorskip("onnxruntime", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
-    monkeypatch.setattr("adlnmt.bench.machine.BusyBeside", Quiet)
+    quiet(monkeypatch, tmp_path)
     out = tmp_path / "out"
     args = (str(grid_file(tmp_path, demo_data / "corpus")), "--out", str(out), "--threads", "1")
     status, stdout = experiment(*args)
@@ -140,7 +150,7 @@ def test_finished_runs_are_timed_once_and_reported(demo_data: Path, tmp_path: Pa
     assert status == 0 and "speed of" not in stdout and "stopped by a signal: no decoding timed" in stdout
     assert not (out / "runs" / "aan" / "seed-1" / SPEED_FILE).exists()
     monkeypatch.undo()  # run again: a timing that fails is said, the others go on, the report is written
-    monkeypatch.setattr("adlnmt.bench.machine.BusyBeside", Quiet)
+    quiet(monkeypatch, tmp_path)
     (out / "report.md").unlink()
     timed = speed.time_run
 

@@ -111,7 +111,7 @@ class Run:
         return bool(ModelDir(self.model_dir).states())
 
     def other_settings(self) -> str | None:
-        """The training settings that keep the run's folder from resuming ("lr, warmup"; "its data" when no option
+        """The training settings that keep the run's folder from resuming ("lr, warmup"; its inputs when no option
         differs): it holds a model trained with other settings than the grid gives the run now (``run.json``'s train
         fingerprint; one under an earlier update cap resumes). None when it can resume, or holds no model."""
         stored = read_object(self.dir / "run.json")
@@ -126,7 +126,8 @@ class Run:
         except (UserError, OSError):
             before = {}
         now = self.variant.train
-        return ", ".join(sorted(k for k in {*now, *before} - RUN_OPTIONS if now.get(k) != before.get(k))) or "its data"
+        changed = ", ".join(sorted(k for k in {*now, *before} - RUN_OPTIONS if now.get(k) != before.get(k)))
+        return changed or "its data or the model it starts from"
 
     def matches(self, result: RunResult | None) -> bool:
         """Whether ``result`` is this run's: its fingerprint is the current one, or one under an earlier, lower
