@@ -184,6 +184,8 @@ def test_temperature_and_weights_set_the_epoch_counts() -> None:
     counts = epoch_counts([900, 600], [1.0, 1.0], 2.0)
     shares = np.sqrt([0.6, 0.4]) / np.sqrt([0.6, 0.4]).sum()
     assert sum(counts) == 1500 and abs(counts[0] - 1500 * shares[0]) <= 1
+    assert epoch_counts([900, 600], [1e308, 1.0], 1.0) == [1500, 0]  # weight × size would overflow to inf, then NaN
+    assert epoch_counts([900, 600], [2e307, 6e307], 1.0) == [500, 1000]  # the ratio is what counts
 
 
 def test_weighted_epochs_draw_the_planned_proportions(corpora: dict[str, Path]) -> None:

@@ -40,7 +40,8 @@ _SHARD_ORDER, _PAIR_ORDER = 1_000_003, 2_000_003  # seed tags of the shard and p
 def epoch_counts(sizes: list[int], weights: list[float], temperature: float) -> list[int]:
     """Pairs per corpus in one epoch (module docstring): the sizes themselves when the shares are proportional."""
     total = sum(sizes)
-    mass = np.array([w * n for w, n in zip(weights, sizes, strict=True)], dtype=np.float64)
+    relative = np.array(weights, dtype=np.float64) / max(weights)  # at most 1: weight × pairs never overflows
+    mass = relative * np.array(sizes, dtype=np.float64)
     shares = (mass / mass.sum()) ** (1.0 / temperature)
     shares /= shares.sum()
     if np.allclose(shares, np.array(sizes) / total, rtol=0, atol=1e-12):
