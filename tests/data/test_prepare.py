@@ -182,16 +182,41 @@ def test_refuses_to_overwrite(demo: Path, tmp_path: Path) -> None:
     assert json.loads((tmp_path / MANIFEST).read_text())["src_vocab_size"] == manifest["src_vocab_size"] == 150
 
 
-def test_failure_leaves_no_manifest(demo: Path, tmp_path: Path) -> None:
+def test_a_failed_replacement_leaves_the_old_data_set_as_it_was(demo: Path, tmp_path: Path) -> None:
+    """--overwrite prepares beside the old data set and swaps it in once complete: bad input found half-way (here
+    invalid UTF-8) loses nothing the user had."""
     out = tmp_path / "out"
     prepare(*inputs(demo), out, vocab_size=200)
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
     bad_valid = tmp_path / "bad.tgt"
     bad_valid.write_bytes((demo / "valid.tgt").read_bytes().replace(b"\n", b"\xff\n", 1))
     train_src, train_tgt, valid_src, _ = inputs(demo)
     with pytest.raises(DataError) as info:
         prepare(train_src, train_tgt, valid_src, bad_valid, out, vocab_size=200, overwrite=True)
     assert (info.value.path, info.value.line) == (str(bad_valid), 1)
-    assert not (out / MANIFEST).exists()
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+    manifest = prepare(*inputs(demo), out, vocab_size=150, overwrite=True)  # replaced once it is complete
+    assert json.loads((out / MANIFEST).read_text()) == manifest and manifest["src_vocab_size"] == 150
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.tgt", "out"]  # no folder left beside it
+
+
+def test_a_folder_of_other_files_or_holding_an_input_is_refused(demo: Path, tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "train.important.npy").write_bytes(b"the user's")
+    with pytest.raises(DataError, match=r"exists and holds other files \(train.important.npy\), not a prepared"):
+        prepare(*inputs(demo), mine, vocab_size=150)
+    assert [path.name for path in mine.iterdir()] == ["train.important.npy"]
+    out = tmp_path / "out"
+    prepare(*inputs(demo), out, vocab_size=150)
+    (out / "notes.txt").write_text("mine\n")
+    with pytest.raises(DataError, match=r"holds other files than its prepared data set \(notes.txt\)"):
+        prepare(*inputs(demo), out, vocab_size=150, overwrite=True)
+    (out / "notes.txt").unlink()
+    train_src, train_tgt, valid_src, _ = inputs(demo)
+    inside = out / "valid.tgt.txt"  # the data set's own validation text as an input of its replacement
+    with pytest.raises(DataError, match="an input lies inside the output directory"):
+        prepare(train_src, train_tgt, valid_src, inside, out, vocab_size=150, overwrite=True)
 
 
 def test_missing_input_fails_before_writing(demo: Path, tmp_path: Path) -> None:
@@ -238,3 +263,17 @@ def test_multi30k(tmp_path: Path) -> None:
     assert manifest["src_vocab_size"] == 8000
     assert len(np.load(tmp_path / "valid.src.lengths.npy", mmap_mode="r")) == 1014
     assert len((tmp_path / "valid.tgt.txt").read_text(encoding="utf-8").splitlines()) == 1014
+
+
+def test_an_interrupted_prepare_resumes_only_with_the_same_vocabulary_content(tmp_path: Path) -> None:
+    """--vocab-from names a model's vocabulary by path: another vocabulary copied there since must not resume the
+    shards encoded with the first (they would be mixed, the manifest naming the second)."""
+    from adlnmt.data.prepare import _fingerprint
+
+    vocab = tmp_path / "vocab"
+    vocab.mkdir()
+    (vocab / "spm.model").write_bytes(b"first")
+    first = _fingerprint({"vocab_from": str(vocab)}, [], [], vocab)
+    assert _fingerprint({"vocab_from": str(vocab)}, [], [], vocab) == first
+    (vocab / "spm.model").write_bytes(b"other")
+    assert _fingerprint({"vocab_from": str(vocab)}, [], [], vocab) != first

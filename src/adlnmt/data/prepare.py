@@ -24,7 +24,9 @@ import hashlib
 import json
 import math
 import multiprocessing
+import os
 import random
+import shutil
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -34,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from adlnmt.atomic import atomic_write
+from adlnmt.atomic import atomic_write, fsync_dir
 from adlnmt.data.corpus import (
     BLOCK_LINES,
     RATIO_MIN_LEN,
@@ -47,6 +49,7 @@ from adlnmt.data.corpus import (
     require_regular_file,
 )
 from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SIDES
+from adlnmt.data.digests import file_digest
 from adlnmt.data.language_codes import SourceEncoder
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.shards import ShardBuilder, shard_stem, token_dtype
@@ -327,10 +330,15 @@ def _input_identity(path: Path) -> dict[str, Any]:
     return {"path": str(path.resolve()), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def _fingerprint(settings: dict[str, Any], corpora: Sequence[Corpus], valid: Sequence[Corpus]) -> str:
+def _fingerprint(settings: dict[str, Any], corpora: Sequence[Corpus], valid: Sequence[Corpus],
+                 vocab_from: str | Path | None) -> str:  # fmt: skip
     """What an interrupted prepare must match to be continued: the data format written, options and the identity of
-    every input file (shards of another format are never continued)."""
+    every input file (shards of another format are never continued), and the content of the vocabulary copied
+    (``vocab_from``: shards encoded with another would be mixed with the new one's)."""
     inputs = [[c.name, _input_identity(c.src), _input_identity(c.tgt), c.weight] for c in (*corpora, *valid)]
+    if vocab_from is not None and Path(vocab_from).is_dir():  # (one that is not: refused when it is copied)
+        files = sorted(path for path in Path(vocab_from).iterdir() if path.is_file())
+        inputs.append({path.name: file_digest(path) for path in files})
     return hashlib.sha256(json.dumps([FORMAT_VERSION, settings, inputs], sort_keys=True).encode()).hexdigest()
 
 
@@ -362,10 +370,22 @@ def _remove_files(out: Path, names: set[str]) -> None:
             (out / name).unlink(missing_ok=True)
 
 
-def _claim_output(out: Path, overwrite: bool) -> None:
-    """Check that ``out`` may receive a prepared data set; remove the one it replaces (manifest first)."""
+def _claim_output(out: Path, overwrite: bool, inputs: Sequence[Path]) -> Path:
+    """The directory to prepare in: ``out`` (new, empty, or an interrupted prepare's), or, replacing the prepared data
+    set in it (``overwrite``), a folder beside it that :func:`_swap_in` puts in its place once complete, so that a
+    failed or interrupted replacement leaves the old data set as it was. Refuses an ``out`` that holds other files
+    than a prepared data set's, and inputs inside ``out``."""
     if out.exists() and not out.is_dir():
         raise DataError("output path exists and is not a directory", out)
+    replacing = out.with_name(f".{out.name}.replacing")
+    if not out.exists() and (replacing / MANIFEST).is_file():  # a swap cut short between its two renames
+        _swap_in(replacing, out)
+    inside = [str(path) for path in inputs if out.resolve() in path.resolve().parents]
+    if inside:
+        raise DataError(f"an input lies inside the output directory ({', '.join(inside)}); choose another --out", out)
+    if not out.is_dir():
+        return out
+    present = {path.name for path in out.iterdir()}
     manifest_path = out / MANIFEST
     if manifest_path.exists():
         if not overwrite:
@@ -374,8 +394,26 @@ def _claim_output(out: Path, overwrite: bool) -> None:
             old = parse_json(manifest_path.read_bytes())
         except JsonError:
             old = {}
-        manifest_path.unlink()  # from here on the directory is incomplete until the new manifest is written
-        _remove_files(out, _listed_files(old) if isinstance(old, dict) else set())
+        ours = _listed_files(old) if isinstance(old, dict) else set()
+        if others := sorted(present - ours - {MANIFEST, STATE}):
+            raise DataError(f"holds other files than its prepared data set ({', '.join(others[:5])}); move them out "
+                            "before replacing it, or choose another --out", out)  # fmt: skip
+        return replacing
+    if present and STATE not in present:
+        raise DataError(f"exists and holds other files ({', '.join(sorted(present)[:5])}), not a prepared data set "
+                        "or an interrupted prepare; choose a new or empty directory", out)  # fmt: skip
+    return out
+
+
+def _swap_in(prepared: Path, out: Path) -> None:
+    """Put the complete data set ``prepared`` in the place of ``out`` (the old one removed once it is replaced)."""
+    old = out.with_name(f".{out.name}.replaced")
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        os.rename(out, old)
+    os.rename(prepared, out)
+    fsync_dir(out.parent)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 @dataclass
@@ -504,11 +542,11 @@ def prepare(
         require_regular_file(corpus.src, "prepare")
         require_regular_file(corpus.tgt, "prepare")
         read_parallel(corpus.src, corpus.tgt)  # fail fast on a missing file, before training anything
-    _claim_output(out, overwrite)
+    final, out = out, _claim_output(out, overwrite, [path for c in (*corpora, *valid) for path in (c.src, c.tgt)])
     out.mkdir(parents=True, exist_ok=True)
     settings = {**asdict(options), "spm_sample": spm_sample, "shard_size": shard_size, "target_tags": target_tags,
                 "vocab_from": None if vocab_from is None else str(Path(vocab_from).resolve())}  # fmt: skip
-    fingerprint = _fingerprint(settings, corpora, valid)
+    fingerprint = _fingerprint(settings, corpora, valid, vocab_from)
     state = _resume_state(out, fingerprint)
 
     if vocab_from is not None:
@@ -578,6 +616,8 @@ def prepare(
     }
     _write_json(out / MANIFEST, manifest)
     (out / STATE).unlink(missing_ok=True)
+    if out != final:
+        _swap_in(out, final)
     return manifest
 
 
