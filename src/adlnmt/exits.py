@@ -19,8 +19,8 @@ def exit_status(command: Callable[[], int]) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        print("interrupted (the same command resumes a training run from its last checkpoint, a distillation from "
-              "its last chunk)", file=sys.stderr)  # fmt: skip
+        print("interrupted (the same command resumes training from its last checkpoint, prepare from its last "
+              "shard, a distillation from its last chunk)", file=sys.stderr)  # fmt: skip
         return 130
     except OSError as err:  # unwritable output, full disk ...: the user's environment, not a bug
         where = f"{err.filename}: " if err.filename else ""  # never an empty name before the colon

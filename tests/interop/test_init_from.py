@@ -58,6 +58,29 @@ def test_prepare_vocab_from_copies_the_models_vocabulary(pretrained: Path) -> No
     assert manifest["model_type"] == "marian"
 
 
+def test_vocabulary_flags_that_vocab_from_would_ignore_are_refused(pretrained: Path, tmp_path: Path, capsys) -> None:
+    corpus = pretrained.parent  # any files: the flags are refused before they are read
+    argv = [
+        "prepare",
+        "--train-src",
+        str(corpus),
+        "--train-tgt",
+        str(corpus),
+        "--valid-src",
+        str(corpus),
+        "--valid-tgt",
+        str(corpus),
+        "--out",
+        str(tmp_path / "data"),
+        "--vocab-from",
+        str(pretrained / "model"),
+    ]
+    assert main([*argv, "--vocab-size", "77", "--model-type", "unigram"]) == 2
+    err = capsys.readouterr().err
+    assert "--vocab-size, --model-type with --vocab-from: the model's vocabulary decides them" in err
+    assert not (tmp_path / "data").exists()
+
+
 def test_init_from_starts_from_the_models_weights(pretrained: Path) -> None:
     assert train(pretrained, "same", "--max-updates", "1", "--checkpoint-interval", "1", "--lr", "0") == 0
     record = json.loads((pretrained / "same" / "init_from.json").read_text())

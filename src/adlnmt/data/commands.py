@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.bounds import SEED, at_least, flag_type
-from adlnmt.data.options import PrepareOptions
+from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.vocab_from import MODEL_VOCAB_DIR
-from adlnmt.errors import DataError
+from adlnmt.errors import DataError, UserError
 from adlnmt.flags import add_flags
 
 _positive_int = flag_type(int, at_least(1))
@@ -80,6 +80,13 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     """Run ``prepare`` and print a short summary."""
     from adlnmt.data.prepare import parse_corpus, prepare
 
+    if args.vocab_from is not None:  # the model's vocabulary decides these: a flag given would do nothing
+        given = [flag for flag, value, default in (("--vocab-size", args.vocab_size, PREPARE_DEFAULTS.vocab_size),
+                 ("--separate", args.joint, PREPARE_DEFAULTS.joint),
+                 ("--model-type", args.model_type, PREPARE_DEFAULTS.model_type)) if value != default]  # fmt: skip
+        if given:
+            raise UserError(f"{', '.join(given)} with --vocab-from: the model's vocabulary decides them; leave "
+                            f"{'them' if len(given) > 1 else 'it'} out")  # fmt: skip
     manifest = prepare(
         args.train_src,
         args.train_tgt,
