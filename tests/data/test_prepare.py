@@ -277,3 +277,15 @@ def test_an_interrupted_prepare_resumes_only_with_the_same_vocabulary_content(tm
     assert _fingerprint({"vocab_from": str(vocab)}, [], [], vocab) == first
     (vocab / "spm.model").write_bytes(b"other")
     assert _fingerprint({"vocab_from": str(vocab)}, [], [], vocab) != first
+
+
+def test_a_mix_of_the_two_forms_of_input_is_named_by_its_flags(demo: Path, tmp_path: Path) -> None:
+    from adlnmt.data.prepare import Corpus
+
+    train_src, train_tgt, valid_src, valid_tgt = inputs(demo)
+    with pytest.raises(DataError, match=r"give either both --train-src and --train-tgt, or named corpora"):
+        prepare(train_src, None, valid_src, valid_tgt, tmp_path / "a")
+    two = [Corpus("de-en", Path(train_src), Path(train_tgt)), Corpus("fr-en", Path(train_src), Path(train_tgt))]
+    with pytest.raises(DataError, match=r"--valid-src/--valid-tgt with several --train corpora: name the corpus"):
+        prepare(None, None, valid_src, valid_tgt, tmp_path / "b", corpora=two)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -468,12 +468,15 @@ def _corpora(train_src: str | Path | None, train_tgt: str | Path | None, valid_s
     mix, a repeated or unknown name."""
     if train_src is not None or train_tgt is not None:
         if corpora or None in (train_src, train_tgt):
-            raise DataError("give either the training files train_src and train_tgt or named corpora (--train)")
+            raise DataError("give either both --train-src and --train-tgt, or named corpora (--train NAME=SRC,TGT)")
         corpora = [Corpus(LEGACY_CORPUS, Path(train_src), Path(train_tgt))]  # type: ignore[arg-type]
     if valid_src is not None or valid_tgt is not None:
         if valid or None in (valid_src, valid_tgt):
-            raise DataError("give either the validation files valid_src and valid_tgt or named sets (--valid)")
-        valid = [Corpus(corpora[0].name if len(corpora) == 1 else LEGACY_CORPUS, Path(valid_src), Path(valid_tgt))]  # type: ignore[arg-type]
+            raise DataError("give either both --valid-src and --valid-tgt, or named sets (--valid NAME=SRC,TGT)")
+        if len(corpora) > 1:
+            raise DataError("--valid-src/--valid-tgt with several --train corpora: name the corpus each validation "
+                            "set belongs to (--valid NAME=SRC,TGT)")  # fmt: skip
+        valid = [Corpus(corpora[0].name if corpora else LEGACY_CORPUS, Path(valid_src), Path(valid_tgt))]  # type: ignore[arg-type]
     if not corpora:
         raise DataError("no training corpus given (--train-src/--train-tgt or --train NAME=SRC,TGT)")
     if not valid:
