@@ -41,7 +41,7 @@ DEMO_DECODER := pos -> repeat(2, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_at
 
 demo: $(STAMP)
 	rm -rf $(DEMO)/model
-	$(BIN)/adlnmt demo-corpus --out $(DEMO)/corpus --size 12000 --seed 1
+	$(BIN)/adlnmt demo-corpus --out $(DEMO)/corpus --size 12000 --seed 1 --overwrite
 	$(BIN)/adlnmt prepare --train-src $(DEMO)/corpus/train.src --train-tgt $(DEMO)/corpus/train.tgt \
 	  --valid-src $(DEMO)/corpus/valid.src --valid-tgt $(DEMO)/corpus/valid.tgt --out $(DEMO)/data \
 	  --vocab-size 1000 --joint --overwrite

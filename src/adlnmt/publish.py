@@ -12,38 +12,91 @@ claims about its variant. The folder is written beside ``--out`` and renamed int
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
-from adlnmt.interop.staging import write_new_directory
+from adlnmt.interop.staging import check_new_directory, write_new_directory
 from adlnmt.store import ModelDir, names
 from adlnmt.store.atomic import read_json_object
 
 RESULT = "result.json"  # beside a grid run's model directory (adlnmt experiment): its test scores
 CLAIMS = "claims.json"  # in the grid's results folder: the claims and their verdicts
 ONNX_DIR = "onnx"  # the ONNX export's folder in the published folder (--onnx)
+WHAT = "publish"  # in messages about --out
 MODEL_SETTINGS = ("d_model", "heads", "ff_factor", "dropout", "tie_source", "tie_output", "max_len")
 TRAINING_SETTINGS = ("label_smoothing", "batch_tokens", "accumulate", "lr", "lr_schedule", "warmup", "max_updates",
                      "max_epochs", "patience", "seed", "precision", "init_from")  # fmt: skip
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _refuse(where: str, wanted: str, value: Any) -> UserError:
+    return UserError(f"{where}: must be {wanted}, got {json.dumps(value)}")
+
+
+def checked_tests(result: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
+    """result.json's ``tests`` (test set → its ``scores`` and ``signatures`` by metric), checked: a UserError naming
+    ``path`` and the entry where one is not what the card shows."""
+    tests = result.get("tests", {})
+    if not isinstance(tests, dict):
+        raise _refuse(f"{path}: tests", "an object of test sets", tests)
+    for test, entry in tests.items():
+        if not isinstance(entry, dict):
+            raise _refuse(f"{path}: tests.{test}", "an object (scores, signatures)", entry)
+        for key in ("scores", "signatures"):
+            if not isinstance(entry.get(key, {}), dict):
+                raise _refuse(f"{path}: tests.{test}.{key}", "an object by metric", entry[key])
+        for metric, value in entry.get("scores", {}).items():
+            if not _is_number(value):
+                raise _refuse(f"{path}: tests.{test}.scores.{metric}", "a number", value)
+    return tests
+
+
+def checked_claims(claims: dict[str, Any], path: Path) -> list[dict[str, Any]]:
+    """claims.json's ``claims``, checked: a list of objects (a UserError naming ``path`` and the entry)."""
+    entries = claims.get("claims", [])
+    if not isinstance(entries, list):
+        raise _refuse(f"{path}: claims", "a list of claims", entries)
+    for index, claim in enumerate(entries):
+        if not isinstance(claim, dict):
+            raise _refuse(f"{path}: claims[{index}]", "an object (a claim)", claim)
+    return entries
+
+
 def grid_run(model_dir: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """The grid run's result.json beside ``model_dir`` (None when it is not a grid run) and the claims about its
-    variant from the grid's claims.json (searched up to four folders above)."""
+    """The grid run's result.json beside ``model_dir`` (None when it is not a grid run; its ``tests`` checked) and
+    the claims about its variant from the grid's claims.json (searched up to four folders above)."""
     result_path = model_dir.parent / RESULT
     if not result_path.is_file():
         return None, []
     result = read_json_object(result_path)
+    checked_tests(result, result_path)
     for folder in list(model_dir.parents)[1:5]:
         path = folder / CLAIMS
         if path.is_file():
             claims = read_json_object(path)
             if claims.get("grid") == result.get("experiment"):
                 variant = result.get("variant")
-                return result, [c for c in claims.get("claims", []) if variant in (c.get("first"), c.get("second"))]
+                return result, [c for c in checked_claims(claims, path)
+                                if variant in (c.get("first"), c.get("second"))]  # fmt: skip
     return result, []
+
+
+def checked_records(files: ModelDir) -> list[dict[str, Any]]:
+    """The validated checkpoints' records of ``metrics.jsonl``; a UserError naming it and the update where a score
+    is not a number."""
+    records = files.checkpoint_records()
+    for record in records:
+        for key in ("valid_ppl", "valid_bleu"):
+            if record.get(key) is not None and not _is_number(record[key]):
+                raise _refuse(f"{files.metrics_file}: the record of update {record['update']}: {key}", "a number",
+                              record[key])  # fmt: skip
+    return records
 
 
 def validation_summary(records: list[dict[str, Any]]) -> list[str]:
@@ -104,7 +157,7 @@ def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: 
     body += [f"| model {key} | {model[key]} |" for key in MODEL_SETTINGS if key in model]
     if not imported:
         body += [f"| training {key} | {train[key]} |" for key in TRAINING_SETTINGS if train.get(key) is not None]
-    body += ["", "## Validation", "", *validation_summary(files.checkpoint_records()), "", "## Test scores", ""]
+    body += ["", "## Validation", "", *validation_summary(checked_records(files)), "", "## Test scores", ""]
     if tests:
         body += ["| test set | metric | score | signature |", "|---|---|---|---|"]
         for test, entry in tests.items():
@@ -147,6 +200,7 @@ def publish(model_dir: Path, out: Path, checkpoint: str = "best", onnx: bool = F
     """Write the folder ``out`` (new) for the model in ``model_dir``; the names of what it holds."""
     from adlnmt.interop.hf_export import marian_writer
 
+    check_new_directory(out, WHAT)
     files = ModelDir(model_dir)
     stored = files.config()
     model, data, max_len = files.load_model(checkpoint)
@@ -163,6 +217,8 @@ def publish(model_dir: Path, out: Path, checkpoint: str = "best", onnx: bool = F
     except (ImportError, UserError) as err:
         missing = str(err)
 
+    text = card(model_dir, stored, refusal, diagram, missing, onnx)  # reads (and checks) the records before writing
+
     def fill(directory: Path) -> None:
         if write_marian is not None:
             write_marian(directory)
@@ -177,10 +233,9 @@ def publish(model_dir: Path, out: Path, checkpoint: str = "best", onnx: bool = F
             from adlnmt.export.formats import export_model
 
             export_model(Source(model.eval(), data, max_len, model_dir), directory / ONNX_DIR, "onnx", "none")
-        text = card(model_dir, stored, refusal, diagram, missing, onnx)
         (directory / "README.md").write_text(text, encoding="utf-8")
 
-    write_new_directory(out, fill, "publish")
+    write_new_directory(out, fill, WHAT)
     return sorted(path.name for path in out.iterdir())
 
 

@@ -111,3 +111,19 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
     done = cli(*[f"--train-src={missing}" if a.startswith("--train-src") else a for a in argv])
     assert done.returncode == 2
     assert str(missing) in done.stderr and "file not found" in done.stderr
+
+
+def test_demo_corpus_refuses_an_empty_out_and_existing_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty --out wrote into the current folder; a user's train.src in --out was silently replaced."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match=r"no output directory given \(--out\)"):
+        run(["demo-corpus", "--out", "", "--size", "60"])
+    assert not any(tmp_path.iterdir())
+    out = tmp_path / "c"
+    out.mkdir()
+    (out / "train.src").write_text("mine\n")
+    with pytest.raises(DataError, match=r"already holds train\.src; pass --overwrite to replace them"):
+        run(["demo-corpus", "--out", str(out), "--size", "60"])
+    assert [p.name for p in out.iterdir()] == ["train.src"] and (out / "train.src").read_text() == "mine\n"
+    assert run(["demo-corpus", "--out", str(out), "--size", "60", "--overwrite"]) == 0
+    assert len((out / "train.src").read_text().splitlines()) == 60

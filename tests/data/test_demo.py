@@ -145,7 +145,7 @@ def test_a_failed_write_keeps_the_previous_file_and_leaves_no_partial_one(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(Path, "write_text", fill_the_disk)
-    assert main(["demo-corpus", "--out", str(out), "--size", "300", "--seed", "2"]) != 0
+    assert main(["demo-corpus", "--out", str(out), "--size", "300", "--seed", "2", "--overwrite"]) != 0
     assert f"{out / 'train.tgt'}: cannot write (No space left on device)" in capsys.readouterr().err
     assert (out / "train.tgt").read_bytes() == before["train.tgt"]
     assert sorted(path.name for path in out.iterdir()) == sorted(FILES)

@@ -134,3 +134,22 @@ def marian_dir(corpus: Path, out: Path, seed: int = 0, drop: tuple[str, ...] = (
     encode = MarianTokenizer.from_pretrained(out)
     settings = {"share_encoder_decoder_embeddings": False, **settings} if separate else settings
     return marian_model(out, len(table), seed, [encode(text)["input_ids"] for text in sentences], **settings)
+
+
+def with_source_markers(model: Path, out: Path) -> Path:
+    """A copy ``out`` of the model directory ``model`` whose vocabulary manifest says its data was prepared with
+    ``--source-markers`` (a BOS before every source), its recorded hash updated to match."""
+    import shutil
+
+    from adlnmt.store import names
+    from adlnmt.store.atomic import file_sha256
+
+    shutil.copytree(model, out)
+    manifest_path = out / names.VOCAB_DIR / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["source_markers"] = manifest["options"]["source_markers"] = True
+    manifest_path.write_text(json.dumps(manifest))
+    config = json.loads((out / names.CONFIG).read_text())
+    config[names.VOCAB_HASHES]["manifest.json"] = file_sha256(manifest_path)
+    (out / names.CONFIG).write_text(json.dumps(config))
+    return out

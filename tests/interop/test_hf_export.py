@@ -20,7 +20,7 @@ from adlnmt.interop.marian_shape import match_model
 from adlnmt.model import Seq2Seq
 from adlnmt.model_config import ModelConfig
 from adlnmt.store import ModelDir
-from interop.marian_fixtures import SAMPLE, marian_dir
+from interop.marian_fixtures import SAMPLE, marian_dir, with_source_markers
 
 transformers = pytest.importorskip("transformers")
 
@@ -80,6 +80,34 @@ def test_export_refuses_an_existing_out(exported: Path, capsys: pytest.CaptureFi
     argv = ["export", "--model", str(exported / "model"), "--format", "hf-marian", "--out", str(exported / "out")]
     assert main(argv) == 2
     assert "exists; choose a new --out" in capsys.readouterr().err
+
+
+def test_quantize_is_refused_before_anything_is_written(exported: Path, tmp_path: Path, capsys) -> None:
+    """MarianMT exports are fp32: --quantize int8 was ignored (the weights byte-identical to an fp32 export)."""
+    argv = ["export", "--model", str(exported / "model"), "--format", "hf-marian", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--quantize", "int8"]) == 2
+    err = capsys.readouterr().err
+    assert "--quantize int8 with --format hf-marian: MarianMT exports are fp32" in err and "Traceback" not in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_source_markers_are_refused(exported: Path, tmp_path: Path, capsys) -> None:
+    """Data prepared with --source-markers puts a BOS before every source; MarianMT's sources have none, so the
+    export would translate differently."""
+    model = with_source_markers(exported / "model", tmp_path / "model")
+    argv = ["export", "--model", str(model), "--format", "hf-marian", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "MarianMT has no counterpart of source markers" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_an_out_inside_a_file_is_named(exported: Path, tmp_path: Path, capsys) -> None:
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "afile" / "x"
+    assert main(["export", "--model", str(exported / "model"), "--format", "hf-marian", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out}: cannot write the export: {tmp_path / 'afile'} is not a folder" in err and ".tmp-" not in err
 
 
 @pytest.mark.parametrize(

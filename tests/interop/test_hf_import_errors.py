@@ -79,6 +79,28 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
     "pad id outside vocab.json": (edit_json("config.json", lambda c: c.update(pad_token_id=500,
                                                                                decoder_start_token_id=500)),
                                   "pad (500) ids must be ids of its"),
+    "zero d_model": (edit_json("config.json", lambda c: c.update(d_model=0)),
+                     "config.json: d_model: must be an integer ≥ 1, got 0"),
+    "no positions": (edit_json("config.json", lambda c: c.update(max_position_embeddings=0)),
+                     "config.json: max_position_embeddings: must be an integer ≥ 2, got 0"),
+    "dropout above 1": (edit_json("config.json", lambda c: c.update(dropout=2.0)),
+                        "config.json: dropout: must be a number in [0, 1), got 2.0"),
+    "NaN attention dropout": (edit_json("config.json", lambda c: c.update(attention_dropout=float("nan"))),
+                              "config.json: attention_dropout: must be a number in [0, 1), got nan"),
+    "heads not dividing d_model": (edit_json("config.json", lambda c: c.update(encoder_attention_heads=3)),
+                                   "config.json: encoder_attention_heads: 3 does not divide d_model 16"),
+    "scale_embedding as a string": (edit_json("config.json", lambda c: c.update(scale_embedding="false")),
+                                    "config.json: scale_embedding: must be true or false, got 'false'"),
+    "tie_word_embeddings as a string": (edit_json("config.json", lambda c: c.update(tie_word_embeddings="no")),
+                                        "config.json: tie_word_embeddings: must be true or false, got 'no'"),
+    "separate_vocabs as a string": (edit_json("tokenizer_config.json", lambda c: c.update(separate_vocabs="false")),
+                                    "tokenizer_config.json: separate_vocabs: must be true or false, got 'false'"),
+    "pad id not an integer": (edit_json("config.json", lambda c: c.update(pad_token_id=1.5)),
+                              "config.json: pad_token_id: must be an integer ≥ 0, got 1.5"),
+    "NaN weights": (edit_weights(lambda t: t[LAYER].__setitem__((0, 0), float("nan"))),
+                    f"model.safetensors: the tensor {LAYER} holds NaN or infinite values"),
+    "integer weights": (edit_weights(lambda t: t.update({LAYER: t[LAYER].to(torch.int32)})),
+                        f"model.safetensors: the tensor {LAYER} holds int32, not floating-point weights"),
 }  # fmt: skip
 
 
@@ -144,3 +166,24 @@ def test_a_pickle_with_code_is_refused(marian: Path, tmp_path: Path, capsys) -> 
     err = capsys.readouterr().err
     assert "pytorch_model.bin: damaged" in err and "Traceback" not in err
     assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize("where", ["x.txt", "/proc/adlnmt-test.svg", "folder.svg"])
+def test_a_bad_diagram_leaves_nothing_written(where: str, marian: Path, tmp_path: Path, capsys) -> None:
+    """The import and its diagram: an unknown suffix or a folder is refused before the import, an unwritable file
+    after it (then its model directory goes too), so the same command with a good --diagram then succeeds."""
+    (tmp_path / "folder.svg").mkdir()
+    diagram = where if where.startswith("/") else str(tmp_path / where)
+    argv = ["import", str(marian), "--from", "hf-marian", "--out", str(tmp_path / "model")]
+    assert main([*argv, "--diagram", diagram]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {diagram}: ") and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.svg"]
+
+
+def test_an_out_inside_a_file_is_named(marian: Path, tmp_path: Path, capsys) -> None:
+    (tmp_path / "afile").write_text("")
+    out = tmp_path / "afile" / "x"
+    assert main(["import", str(marian), "--from", "hf-marian", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out}: cannot write an import: {tmp_path / 'afile'} is not a folder" in err and ".tmp-" not in err

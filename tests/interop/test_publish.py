@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from adlnmt.cli import main
-from interop.marian_fixtures import marian_dir
+from interop.marian_fixtures import marian_dir, with_source_markers
 
 transformers = pytest.importorskip("transformers")
 NATIVE = [
@@ -86,3 +86,52 @@ def test_publish_with_onnx_translates_as_the_model(demo_data: Path, tmp_path: Pa
         assert main(["translate", *argv, "--input", str(source), "--beam", "2"]) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 5
+
+
+@pytest.fixture(scope="module")
+def imported(demo_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("imported")
+    marian_dir(demo_data / "corpus", root / "hf", seed=8)
+    assert main(["import", str(root / "hf"), "--from", "hf-marian", "--out", str(root / "model")]) == 0
+    return root / "model"
+
+
+def test_source_markers_publish_in_adlnmts_format(imported: Path, tmp_path: Path) -> None:
+    """MarianMT's sources have no BOS: a model whose data has source markers is published in adlnmt's format."""
+    model = with_source_markers(imported, tmp_path / "model")
+    assert main(["publish", str(model), "--out", str(tmp_path / "card")]) == 0
+    files = {p.name for p in (tmp_path / "card").iterdir()}
+    assert {"README.md", "model.safetensors", "config.json", "vocab"} <= files and "vocab.json" not in files
+    text = (tmp_path / "card" / "README.md").read_text()
+    assert "adlnmt's own format (MarianMT has no counterpart of source markers" in text
+
+
+CLAIM = {"first": "v", "second": "w", "tested_as": "v > w", "metric": "bleu", "test": "test", "verdict": "holds"}
+MALFORMED = {
+    "metrics": ("model/metrics.jsonl", {"update": 2, "valid_ppl": "high"},
+                'metrics.jsonl: the record of update 2: valid_ppl: must be a number, got "high"'),
+    "score": ("result.json", {"tests": {"test": {"scores": {"bleu": "high"}}}},
+              'result.json: tests.test.scores.bleu: must be a number, got "high"'),
+    "test entry": ("result.json", {"tests": {"test": "oops"}},
+                   'result.json: tests.test: must be an object (scores, signatures), got "oops"'),
+    "tests": ("result.json", {"tests": [1, 2]}, "result.json: tests: must be an object of test sets, got [1, 2]"),
+    "claim": ("../claims.json", {"grid": "g", "claims": [CLAIM, "junk"]},
+              'claims.json: claims[1]: must be an object (a claim), got "junk"'),
+    "claims": ("../claims.json", {"grid": "g", "claims": "notalist"},
+               'claims.json: claims: must be a list of claims, got "notalist"'),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_records_are_one_clear_error(case: str, imported: Path, tmp_path: Path, capsys) -> None:
+    """A grid run (result.json beside the model, claims.json above) or a training log with a malformed entry: the
+    file and the entry are named, no traceback, nothing written."""
+    name, content, expected = MALFORMED[case]
+    run = tmp_path / "run"
+    shutil.copytree(imported, run / "model")
+    (run / "result.json").write_text(json.dumps({"experiment": "g", "variant": "v", "seed": 1}))
+    (run / name).write_text(json.dumps(content) + ("\n" if name.endswith(".jsonl") else ""))
+    assert main(["publish", str(run / "model"), "--out", str(tmp_path / "card")]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "card").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".card")]

@@ -13,6 +13,7 @@ from adlnmt.errors import DataError, UserError
 from adlnmt.flags import add_flags
 
 _positive_int = flag_type(int, at_least(1))
+DEMO_FILES = [f"{split}.{side}" for split in ("train", "valid", "test") for side in ("src", "tgt")]  # demo-corpus's
 
 
 def add_commands(subparsers: Any) -> None:
@@ -73,6 +74,7 @@ def add_commands(subparsers: Any) -> None:
     demo.add_argument("--out", required=True, help="output directory")
     demo.add_argument("--size", type=_positive_int, default=12000, help="training pairs (default 12000)")
     demo.add_argument("--seed", type=flag_type(int, SEED), default=1, help="random seed (default 1)")
+    demo.add_argument("--overwrite", action="store_true", help="replace corpus files already in --out")
     demo.set_defaults(func=cmd_demo_corpus)
 
 
@@ -136,9 +138,14 @@ def cmd_demo_corpus(args: argparse.Namespace) -> int:
 
     from adlnmt.data.demo import write_demo_corpus
 
+    if not args.out:
+        raise DataError("no output directory given (--out)")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise DataError("output path exists and is not a directory", out)
+    existing = [name for name in DEMO_FILES if (out / name).exists()]
+    if existing and not args.overwrite:
+        raise DataError(f"already holds {', '.join(existing)}; pass --overwrite to replace them", out)
     sizes = write_demo_corpus(out, size=args.size, seed=args.seed)
     for split, count in sizes.items():
         print(f"{out / split}.src, {out / split}.tgt: {count} pairs")

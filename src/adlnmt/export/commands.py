@@ -27,7 +27,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.format == HF_MARIAN:
         from adlnmt.interop.hf_export import export_marian
 
-        export_marian(args.model, args.out, args.checkpoint)
+        export_marian(args.model, args.out, args.checkpoint, args.quantize)
         print(f"exported {args.model} ({args.checkpoint}) as a Hugging Face MarianMT directory {args.out}")
         return 0
     started = time.perf_counter()

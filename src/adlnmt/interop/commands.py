@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import sys
 from pathlib import Path
+
+from adlnmt.errors import UserError
 
 SOURCES = ("hf-marian",)
 
@@ -21,15 +24,31 @@ def describe_command(config) -> str:
     return shlex.join(["adlnmt", "describe", *flags])
 
 
+def check_diagram(path: Path) -> None:
+    """Refuse a ``--diagram`` path that cannot name a diagram, before anything is written."""
+    from adlnmt.diagram import WRITERS
+
+    if path.suffix.lower() not in WRITERS:
+        raise UserError(f"{path}: --diagram is drawn as {', '.join(WRITERS)}, not '{path.suffix or 'no suffix'}'")
+    if path.is_dir():
+        raise UserError(f"{path}: --diagram names a folder, not a file")
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from adlnmt.interop.hf_import import import_marian
 
+    if args.diagram:
+        check_diagram(Path(args.diagram))
     imported = import_marian(Path(args.source), Path(args.out))
     model = imported.model
     if args.diagram:
         from adlnmt.diagram import write_diagram
 
-        write_diagram(model, args.diagram)
+        try:
+            write_diagram(model, args.diagram)
+        except BaseException:  # the import is not done: its model directory (new, ours) goes too
+            shutil.rmtree(args.out, ignore_errors=True)
+            raise
         print(f"diagram written to {args.diagram}", file=sys.stderr)
     vocabularies = imported.vocabularies
     missing = {*vocabularies["src"].missing, *vocabularies["tgt"].missing}

@@ -6,7 +6,8 @@ Written: ``model.safetensors`` (tied tensors once, as ``transformers`` 5 saves t
 :func:`adlnmt.interop.marian_vocab.marian_table`; with separate source and target vocabularies the source's, and
 ``target_vocab.json`` with ``separate_vocabs`` in ``tokenizer_config.json``), ``source.spm``/``target.spm`` (the
 model's own sentencepiece models: MarianTokenizer looks their pieces up in vocab.json) and ``tokenizer_config.json``.
-Any other architecture is refused with the first layer that has no MarianMT counterpart; nothing is written then.
+Any other architecture is refused with the first layer that has no MarianMT counterpart, and so are source markers
+(MarianMT's sources have no BOS) and ``--quantize`` (the weights are float32); nothing is written then.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
 from adlnmt.interop.marian_shape import MARIAN_ACTIVATION, SideMatch, ffl_activation, marian_links, match_model
 from adlnmt.interop.marian_vocab import NEVER_PREDICTED, TARGET_VOCAB, marian_table, select_rows
-from adlnmt.interop.staging import write_new_directory
+from adlnmt.interop.staging import check_new_directory, write_new_directory
 from adlnmt.model import Seq2Seq
 from adlnmt.store import ModelDir
 
 MAX_LENGTH = 512  # generation_config.json's max_length (OPUS-MT's; the start token included)
+WHAT = "the export"  # in messages about --out
 
 
 def _uniform(values: list[int], what: str, side: str) -> int:
@@ -114,6 +116,9 @@ def marian_writer(model: Seq2Seq, data: DataDir) -> Callable[[Path], None]:
     when the model has no MarianMT counterpart."""
     from safetensors.torch import save_file
 
+    if data.source_markers:
+        raise UserError("MarianMT has no counterpart of source markers (the data was prepared with --source-markers: "
+                        "a BOS before every source, which MarianMT's sources never have)")  # fmt: skip
     sides = match_model(model.eval())
     tables = marian_tables(data, model.config.tie_source)
     separate = tables["src"] is not tables["tgt"]
@@ -140,7 +145,12 @@ def marian_writer(model: Seq2Seq, data: DataDir) -> Callable[[Path], None]:
     return fill
 
 
-def export_marian(model_dir: str | Path, out: str | Path, checkpoint: str = "best") -> None:
-    """Write the model in ``model_dir`` (``checkpoint``) as the new MarianMT directory ``out``."""
+def export_marian(model_dir: str | Path, out: str | Path, checkpoint: str = "best", quantize: str = "none") -> None:
+    """Write the model in ``model_dir`` (``checkpoint``) as the new MarianMT directory ``out`` (float32 weights:
+    ``quantize`` other than none is refused)."""
+    if quantize != "none":
+        raise UserError(f"--quantize {quantize} with --format hf-marian: MarianMT exports are fp32; leave out "
+                        "--quantize (or export --format onnx or ctranslate2 to quantize)")  # fmt: skip
+    check_new_directory(Path(out), WHAT)
     model, data, _ = ModelDir(model_dir).load_model(checkpoint)
-    write_new_directory(Path(out), marian_writer(model, data), "the export")
+    write_new_directory(Path(out), marian_writer(model, data), WHAT)

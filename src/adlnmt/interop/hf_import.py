@@ -22,7 +22,7 @@ from torch import Tensor
 from adlnmt.data.data_dir import FORMAT_VERSION, MANIFEST, SPLIT_FILES
 from adlnmt.data.vocab import SPECIAL_IDS
 from adlnmt.errors import UserError
-from adlnmt.interop.marian_shape import MarianArchitecture, marian_adl, marian_links, read_architecture
+from adlnmt.interop.marian_shape import MarianArchitecture, flag, marian_adl, marian_links, number, read_architecture
 from adlnmt.interop.marian_vocab import (
     NEVER_PREDICTED,
     TARGET_VOCAB,
@@ -32,7 +32,7 @@ from adlnmt.interop.marian_vocab import (
     select_rows,
     side_model,
 )
-from adlnmt.interop.staging import write_new_directory
+from adlnmt.interop.staging import check_new_directory, write_new_directory
 from adlnmt.layers.basic import sinusoid_halves
 from adlnmt.model import Seq2Seq
 from adlnmt.model_config import ModelConfig
@@ -44,6 +44,7 @@ TOKENIZER_FILES = ("vocab.json", "source.spm", "target.spm")
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 IMPORT_RECORD = "imported"  # config.json's entry: where the model came from and how its tensors were mapped
 SPM_FILES = {"src": "spm.src.model", "tgt": "spm.tgt.model"}
+WHAT = "an import"  # in messages about --out
 
 
 @dataclass
@@ -77,6 +78,12 @@ def read_weights(directory: Path) -> dict[str, Tensor]:
             raise UserError(f"{path}: damaged ({describe(err)})") from None
         if not isinstance(tensors, dict) or not all(isinstance(t, Tensor) for t in tensors.values()):
             raise UserError(f"{path}: malformed (expected a mapping of names to tensors)")
+        for key, value in tensors.items():
+            if not value.is_floating_point():
+                raise UserError(f"{path}: the tensor {key} holds {str(value.dtype).removeprefix('torch.')}, not "
+                                "floating-point weights")  # fmt: skip
+            if not bool(value.isfinite().all()):
+                raise UserError(f"{path}: the tensor {key} holds NaN or infinite values")
         return {key: value.float() for key, value in tensors.items()}
     raise UserError(f"{directory}: no weights ({' or '.join(WEIGHT_FILES)})")
 
@@ -85,17 +92,11 @@ def separate_vocabs(directory: Path) -> bool:
     """Whether the tokenizer has a vocabulary per side (``tokenizer_config.json``'s ``separate_vocabs``, as
     MarianTokenizer reads it: ``target_vocab.json`` is read only then)."""
     path = directory / "tokenizer_config.json"
-    return path.is_file() and bool(read_json_object(path).get("separate_vocabs"))
+    return path.is_file() and flag(read_json_object(path), "separate_vocabs", path, False)
 
 
-def vocab_size(config: dict[str, Any], key: str, path: Path) -> int:
-    size = config.get(key)
-    if not isinstance(size, int) or isinstance(size, bool) or size < 4:
-        raise UserError(f"{path}: {key} must be an integer ≥ 4, got {size!r}")
-    return size
-
-
-def read_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[dict[str, MarianVocabulary], dict[str, bytes]]:
+def read_tokenizer(directory: Path, config: dict[str, Any], arch: MarianArchitecture
+                   ) -> tuple[dict[str, MarianVocabulary], dict[str, bytes]]:  # fmt: skip
     """Each side's vocabulary (one shared, or with ``separate_vocabs`` the source's from ``vocab.json`` and the
     target's from ``target_vocab.json``) and each side's renumbered sentencepiece model."""
     separate = separate_vocabs(directory)
@@ -106,17 +107,18 @@ def read_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[dict[str, M
     config_path = directory / "config.json"
     target_key = "vocab_size" if config.get("decoder_vocab_size") is None else "decoder_vocab_size"
     keys = {"src": "vocab_size", "tgt": target_key}
-    sizes = {side: vocab_size(config, key, config_path) for side, key in keys.items()}
+    sizes = {side: number(config, key, config_path, least=4) for side, key in keys.items()}
     if not separate and sizes["src"] != sizes["tgt"]:
         raise UserError(f"{config_path}: decoder_vocab_size {sizes['tgt']} differs from vocab_size {sizes['src']}, "
                         "but the tokenizer has one vocab.json for both sides (tokenizer_config.json has no "
                         "separate_vocabs)")  # fmt: skip
-    if separate and config.get("share_encoder_decoder_embeddings", True):
+    if separate and arch.shared:
         raise UserError(f"{config_path}: share_encoder_decoder_embeddings is true, but the tokenizer has separate "
                         "vocabularies (separate_vocabs): one embedding table cannot hold two vocabularies")  # fmt: skip
     files = {"src": directory / "source.spm", "tgt": directory / "target.spm"}
     models = {side: path.read_bytes() for side, path in files.items()}
-    eos, pad = config.get("eos_token_id", 0), config.get("pad_token_id", sizes["tgt"] - 1)
+    eos, pad = number(config, "eos_token_id", config_path, default=0), number(config, "pad_token_id", config_path,
+                                                                               default=sizes["tgt"] - 1)  # fmt: skip
     if config.get("decoder_start_token_id", pad) != pad:
         raise UserError(f"{config_path}: decoder_start_token_id must be the pad token {pad} (its zero "
                         "embedding starts decoding)")  # fmt: skip
@@ -137,7 +139,7 @@ def read_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[dict[str, M
     return vocabularies, spm_models
 
 
-def model_config(arch: MarianArchitecture, config: dict[str, Any], sizes: dict[str, int]) -> ModelConfig:
+def model_config(arch: MarianArchitecture, sizes: dict[str, int]) -> ModelConfig:
     encoder, decoder, heads, factor = marian_adl(arch)
     return ModelConfig(
         encoder=encoder,
@@ -149,10 +151,8 @@ def model_config(arch: MarianArchitecture, config: dict[str, Any], sizes: dict[s
         dropout=arch.dropout,
         ff_factor=factor,
         max_len=arch.max_positions,
-        tie_output=bool(config.get("tie_word_embeddings", True)),
-        tie_source=bool(
-            config.get("share_encoder_decoder_embeddings", True) and config.get("tie_word_embeddings", True)
-        ),
+        tie_output=arch.tied,
+        tie_source=arch.shared and arch.tied,
     )
 
 
@@ -224,11 +224,11 @@ def convert(directory: Path) -> tuple[Imported, dict[str, bytes], ModelConfig]:
     config_path = directory / "config.json"
     config = read_json_object(config_path)
     arch = read_architecture(config, str(config_path))
-    vocabularies, spm_models = read_tokenizer(directory, config)
+    vocabularies, spm_models = read_tokenizer(directory, config, arch)
     weights = read_weights(directory)
     path = next(directory / name for name in WEIGHT_FILES if (directory / name).is_file())
     reader = TensorReader(weights, path)
-    settings = model_config(arch, config, {side: vocabulary.size for side, vocabulary in vocabularies.items()})
+    settings = model_config(arch, {side: vocabulary.size for side, vocabulary in vocabularies.items()})
     model = Seq2Seq(settings).eval()
     mapping: dict[str, str] = {}
     names_of = {id(p): n for n, p in model.named_parameters()}
@@ -317,8 +317,7 @@ def write_model_dir(directory: Path, imported: Imported, spm_models: dict[str, b
 def import_marian(source: str | Path, out: str | Path) -> Imported:
     """Import the MarianMT directory ``source`` as the new model directory ``out`` (refused when it exists)."""
     source, out = Path(source), Path(out)
-    if out.exists():
-        raise UserError(f"{out}: exists; choose a new --out (an import never overwrites)")
+    check_new_directory(out, WHAT)
     if not source.is_dir():
         raise UserError(f"{source}: not a directory (expected a MarianMT model: config.json, weights, tokenizer)")
     imported, spm_models, settings = convert(source)
@@ -334,5 +333,5 @@ def import_marian(source: str | Path, out: str | Path) -> Imported:
     if imported.separate:
         record[f"pieces_missing_from_{TARGET_VOCAB.replace('.', '_')}"] = vocabularies["tgt"].missing
     write_new_directory(out, lambda directory: write_model_dir(directory, imported, spm_models, settings, record),
-                        "an import")  # fmt: skip
+                        WHAT)  # fmt: skip
     return imported

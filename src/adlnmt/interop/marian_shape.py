@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from torch import Tensor, nn
@@ -63,12 +64,28 @@ class MarianArchitecture:
     attention_dropout: float
     activation_dropout: float
     max_positions: int
+    shared: bool  # share_encoder_decoder_embeddings
+    tied: bool  # tie_word_embeddings
 
 
-def _number(config: dict[str, Any], key: str, path: str, kind: type = int, default: Any = None) -> Any:
+def number(config: dict[str, Any], key: str, path: str | Path, kind: type = int, default: Any = None, least: int = 0,
+           below: int | None = None) -> Any:  # fmt: skip
+    """``config[key]`` (``default`` when absent): an integer (``kind`` float: a finite number) ≥ ``least`` and, with
+    ``below``, < ``below``; else the UserError ``path: key: what is wrong``."""
     value = config.get(key, default)
-    if value is None or isinstance(value, bool) or not isinstance(value, kind | int) or value < 0:
-        raise UserError(f"{path}: {key} must be a non-negative {kind.__name__}, got {value!r}")
+    finite = isinstance(value, int) or (kind is float and isinstance(value, float) and math.isfinite(value))
+    if isinstance(value, bool) or not finite or value < least or (below is not None and value >= below):
+        wanted = f"in [{least}, {below})" if below is not None else f"≥ {least}"
+        got = json_text(value) if key in config else "nothing (missing)"
+        raise UserError(f"{path}: {key}: must be {'a number' if kind is float else 'an integer'} {wanted}, got {got}")
+    return value
+
+
+def flag(config: dict[str, Any], key: str, path: str | Path, default: bool) -> bool:
+    """``config[key]`` (``default`` when absent), which must be a JSON boolean; else the UserError ``path: key: …``."""
+    value = config.get(key, default)
+    if not isinstance(value, bool):
+        raise UserError(f"{path}: {key}: must be true or false, got {json_text(value)}")
     return value
 
 
@@ -87,21 +104,26 @@ def read_architecture(config: dict[str, Any], path: str) -> MarianArchitecture:
     if activation not in ACTIVATION_OF:
         raise UserError(f"{path}: unsupported activation_function {activation!r} "
                         f"(supported: {', '.join(ACTIVATION_OF)})")  # fmt: skip
-    d = _number(config, "d_model", path)
+    d = number(config, "d_model", path, least=1)
     sides = ("encoder", "decoder")
-    layers = {side: _number(config, f"{side}_layers", path) for side in sides}
-    heads = {side: _number(config, f"{side}_attention_heads", path) for side in sides}
-    ffn = {side: _number(config, f"{side}_ffn_dim", path) for side in sides}
+    layers = {side: number(config, f"{side}_layers", path, least=1) for side in sides}
+    heads = {side: number(config, f"{side}_attention_heads", path, least=1) for side in sides}
+    ffn = {side: number(config, f"{side}_ffn_dim", path, least=1) for side in sides}
     for side in sides:
-        if layers[side] < 1 or heads[side] < 1 or d % heads[side]:
-            raise UserError(f"{path}: {side}_layers must be ≥ 1 and {side}_attention_heads must divide d_model {d}")
-        if ffn[side] < 1 or ffn[side] % d:
-            raise UserError(f"{path}: {side}_ffn_dim {ffn[side]} is not a multiple of d_model {d} (ffl's hidden "
+        if d % heads[side]:
+            raise UserError(f"{path}: {side}_attention_heads: {heads[side]} does not divide d_model {d}")
+        if ffn[side] % d:
+            raise UserError(f"{path}: {side}_ffn_dim: {ffn[side]} is not a multiple of d_model {d} (ffl's hidden "
                             "width is factor · d)")  # fmt: skip
-    rates = {key: float(_number(config, key, path, float, 0.1 if key == "dropout" else 0.0)) for key in DROPOUTS}
-    max_positions = _number(config, "max_position_embeddings", path, int, 1024)
-    scale = bool(config.get("scale_embedding", False))
-    return MarianArchitecture(d, layers, heads, ffn, ACTIVATION_OF[activation], scale, *rates.values(), max_positions)
+    rates = {key: float(number(config, key, path, float, 0.1 if key == "dropout" else 0.0, below=1))
+             for key in DROPOUTS}  # fmt: skip
+    # a position for </s> and one for a piece at least
+    max_positions = number(config, "max_position_embeddings", path, int, 1024, least=2)
+    scale = flag(config, "scale_embedding", path, False)
+    shared = flag(config, "share_encoder_decoder_embeddings", path, True)
+    tied = flag(config, "tie_word_embeddings", path, True)
+    return MarianArchitecture(d, layers, heads, ffn, ACTIVATION_OF[activation], scale, *rates.values(), max_positions,
+                              shared, tied)  # fmt: skip
 
 
 def json_text(value: Any) -> str:

@@ -10,11 +10,21 @@ from pathlib import Path
 from adlnmt.errors import UserError
 
 
-def write_new_directory(out: Path, fill: Callable[[Path], None], what: str) -> None:
-    """``fill(temporary)`` then rename it to ``out``; ``out`` must not exist (never overwritten). On any failure the
-    temporary directory is removed and ``out`` does not exist; an OSError becomes a UserError naming the file."""
+def check_new_directory(out: Path, what: str) -> None:
+    """Refuse ``out`` as the new directory of ``what`` (checked before anything is read or written): it exists, or
+    the folder it would be made in is a file."""
     if out.exists():
         raise UserError(f"{out}: exists; choose a new --out ({what} never overwrites)")
+    parent = next((folder for folder in out.parents if folder.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UserError(f"{out}: cannot write {what}: {parent} is not a folder")
+
+
+def write_new_directory(out: Path, fill: Callable[[Path], None], what: str) -> None:
+    """``fill(temporary)`` then rename it to ``out``; ``out`` must not exist (never overwritten). On any failure the
+    temporary directory is removed and ``out`` does not exist; an OSError becomes a UserError naming the file (as
+    it would be named in ``out``)."""
+    check_new_directory(out, what)
     temporary = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(temporary, ignore_errors=True)
     try:
@@ -22,6 +32,7 @@ def write_new_directory(out: Path, fill: Callable[[Path], None], what: str) -> N
         fill(temporary)
         temporary.rename(out)
     except OSError as err:
-        raise UserError(f"{err.filename or out}: cannot write {what} ({err.strerror or err})") from None
+        where = str(err.filename or out).replace(str(temporary), str(out), 1)
+        raise UserError(f"{where}: cannot write {what} ({err.strerror or err})") from None
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
