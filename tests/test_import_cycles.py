@@ -83,7 +83,7 @@ def test_the_check_finds_an_injected_cycle(tmp_path: Path) -> None:
 # imports only units of lower levels. A new unit gets a level here.
 LEVELS: tuple[set[str], ...] = (
     {"errors", "version", "jsontext"},
-    {"bounds", "atomic"},
+    {"bounds", "atomic", "yamltext"},
     {"flags"},
     {"adl", "data", "speedups", "memory", "devices"},
     {"exits", "layers", "published", "metrics"},
