@@ -202,9 +202,12 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         if args.retime or args.score_added:
             finished = [run for run in selected if run.finished_in() is not None]
             for run in finished:
-                said = retime(run) if args.retime else score_added(grid, run)
-                print(said, flush=True)
-                untimed += not said.startswith("retimed ")
+                if args.retime:
+                    timed = retime(run)
+                    print(timed.line, flush=True)
+                    untimed += not timed.alone
+                else:
+                    print(score_added(grid, run), flush=True)
             if unfinished := len(selected) - len(finished):
                 print(f"{unfinished} of the selected runs not finished: not {'timed' if args.retime else 'scored'}")
                 untimed += unfinished

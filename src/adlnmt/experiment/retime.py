@@ -23,6 +23,7 @@ from adlnmt.experiment.quiet import machine_alone
 from adlnmt.experiment.report import timed_on
 from adlnmt.experiment.results import RESULT_FILE, FirstTiming, Machine, Retimed, RunResult, Timing, read_result
 from adlnmt.experiment.runner import Run
+from adlnmt.experiment.speed import Timed
 from adlnmt.jsontext import read_object
 from adlnmt.store import ModelDir
 from adlnmt.store.atomic import write_text_atomic
@@ -59,35 +60,38 @@ def keep(run: Run, result: RunResult, files: dict[str, str] | None = None) -> No
             result.save(place / RESULT_FILE)  # last: the files it names are there
 
 
-def retime(run: Run) -> str:
-    """Time ``run``'s test sets again and update its results where they are kept; what happened, in one line."""
+def retime(run: Run) -> Timed:
+    """Time ``run``'s test sets again and update its results where they are kept: what happened, in one line, and
+    whether every test set was timed again with the machine to itself (else the run is left as it was)."""
     from adlnmt.experiment.worker import code_version, evaluate_test
 
     folder = run.finished_in()
     result = read_result(folder / RESULT_FILE) if folder else None
     spec = read_object(run.dir / "run.json")
     if folder is None or result is None:
-        return f"skipped {run.label}: not finished"
+        return Timed(f"skipped {run.label}: not finished", alone=False)
     if spec is None:
-        return f"skipped {run.label}: its model is not on this machine ({run.model_dir})"
+        return Timed(f"skipped {run.label}: its model is not on this machine ({run.model_dir})", alone=False)
     translator = load_weights(run, result)
     if isinstance(translator, str):
-        return f"skipped {run.label}: {translator}"
+        return Timed(f"skipped {run.label}: {translator}", alone=False)
     timed: dict[str, Timing] = {}
     with tempfile.TemporaryDirectory() as scratch, machine_alone():  # training on the machine stopped meanwhile
         for test in (t for t in spec["tests"] if t["name"] in result.tests):  # not those added after it finished
             found = evaluate_test(translator, test, spec, Path(scratch))
             again = (Path(scratch) / found.hypotheses).read_text(encoding="utf-8")
             if again != (folder / result.tests[test["name"]].hypotheses).read_text(encoding="utf-8"):
-                return (
+                return Timed(
                     f"skipped {run.label}: its {test['name']} translation differs from the archived one (other "
-                    "code or weights than the run was evaluated with): its speed would not be comparable"
+                    "code or weights than the run was evaluated with): its speed would not be comparable",
+                    alone=False,
                 )
             timed[test["name"]] = found.timing
             if (busy := found.timing.busy_beside or 0.0) > BUSY_BESIDE_LIMIT:
-                return (
+                return Timed(
                     f"skipped {run.label}: other processes kept {busy:.1f} cores busy while its {test['name']} was "
-                    "timed: stop them and retime it"
+                    "timed: stop them and retime it",
+                    alone=False,
                 )
     previous = {name: test.timing for name, test in result.tests.items()}
     first = result.retimed.before if result.retimed else FirstTiming(machine=result.provenance.machine, tests=previous)
@@ -96,4 +100,4 @@ def retime(run: Run) -> str:
     keep(run, result)
     speeds = ", ".join(f"{name} {previous[name].sentences_per_s:.1f} → {timing.sentences_per_s:.1f}"
                        for name, timing in timed.items())  # fmt: skip
-    return f"retimed {run.label}: sentences/s {speeds} on {timed_on(result)}"
+    return Timed(f"retimed {run.label}: sentences/s {speeds} on {timed_on(result)}", alone=True)
