@@ -107,6 +107,11 @@ def test_a_students_fingerprint_covers_its_teacher_and_the_step(demo_data: Path,
             r"translate.beam: a beam of 151 is wider than the target vocabulary of 'teacher'",
         ),
         ({"distill": {"teacher": "teacher", "checkpoint": "worst"}}, r"distill.checkpoint: expected one of best"),
+        (
+            {"distill": {"teacher": "teacher", "checkpoint": "averaged"}},
+            r"distill.checkpoint: 'averaged' is the checkpoint translate.average writes, and this grid has no "
+            r"translate.average \(at this scale\)",
+        ),
         ({"distill": {"teacher": "teacher", "temperature": 2}}, r"distill.temperature: unknown key; expected one of"),
         ({"distill": None}, r"'student'.*distilled: a distilled variant needs the grid's 'distill' section"),
     ],

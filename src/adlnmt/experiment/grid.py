@@ -639,6 +639,10 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     if earlier_caps and not (cap and max(earlier_caps) < cap):
         reader.fail(f"{at}.earlier_max_updates", f"earlier caps must lie below this scale's max_updates ({cap})")
     translate = _translate(reader, [(raw.get("translate"), "translate"), (chosen.get("translate"), f"{at}.translate")])
+    if taught and step is not None and step.checkpoint == "averaged" and not translate.get("average"):
+        reader.fail("distill.checkpoint", "'averaged' is the checkpoint translate.average writes, and this grid has "
+                    "no translate.average (at this scale): set one (e.g. translate: {average: {best: 5}}) or let "
+                    "the best or last checkpoint teach")  # fmt: skip
     _check_beams(reader, variants, translate, speed, step)
     return Grid(
         path=path,
