@@ -90,6 +90,21 @@ def test_rerunning_a_finished_run_trains_nothing_more(demo_data: Path, tmp_path:
     assert [r["update"] for r in records(tmp_path / "m")] == [10]
 
 
+def test_a_refused_start_leaves_no_model_directory_behind(demo_data: Path, tmp_path: Path, capsys) -> None:
+    """A run refused before it starts (its ADL, its data: e.g. a distillation not finished yet) leaves no model
+    directory it made, only the lock file, behind; a directory that was there before stays."""
+    unfinished = tmp_path / "data-kd"
+    unfinished.mkdir()  # what an interrupted `adlnmt distill` leaves: no manifest yet
+    ssru_encoder = ["--encoder", "pos -> repeat(1, res_nd(ssru) -> res_nd(ffl)) -> norm"]
+    for data, extra in ((demo_data / "data", ssru_encoder), (unfinished, []), (tmp_path / "missing", [])):
+        assert main(train_args(data, tmp_path / "student", *extra, "--max-updates", "2")) == 2
+        assert not (tmp_path / "student").exists(), data
+    assert "'ssru' cannot be used in the encoder" in capsys.readouterr().err
+    (tmp_path / "mine").mkdir()
+    assert main(train_args(unfinished, tmp_path / "mine", "--max-updates", "2")) == 2
+    assert (tmp_path / "mine").is_dir()
+
+
 def test_a_different_run_in_the_same_directory_is_refused(demo_data: Path, tmp_path: Path) -> None:
     main(train_args(demo_data / "data", tmp_path / "m", "--max-updates", "5", "--no-valid-bleu"))
     with pytest.raises(UserError, match=r"different settings .*lr"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -159,6 +160,7 @@ class Trainer:
             raise UserError("train needs --data DIR and --model DIR")
         self.dir = Path(config.model)
         self.files = ModelDir(self.dir)
+        made = self.main and not self.dir.exists()  # removed again should the run be refused before it starts
         self.lock = DirectoryLock(self.dir) if self.main else None  # rank 0 writes; released by close()
         self.board: Board | None = None
         self.grad_norm = math.nan  # of the last update (NaN when nothing clips or shows it)
@@ -169,6 +171,8 @@ class Trainer:
             self._setup()
         except BaseException:
             self.close()
+            if made:  # nothing trained: no directory of the lock file (and vocabularies) alone left behind
+                shutil.rmtree(self.dir, ignore_errors=True)
             raise
 
     def _setup(self) -> None:
