@@ -182,6 +182,24 @@ def test_other_settings_do_not_resume_or_overwrite(data: Path, teacher: Path, tm
     assert arrays(out) == complete
 
 
+def test_the_default_precision_named_or_not_is_the_same_teacher(
+    data: Path, teacher: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model directory's teacher runs in fp32 by default: ``--precision fp32`` given on resuming (or again on a
+    complete distillation) is the same teacher; another precision is refused, saying what of the teacher differs."""
+    out = tmp_path / "kd"
+    argv = ["distill", "--data", str(data), "--model", str(teacher), "--out", str(out), "--beam", "2",
+            "--batch-size", "16", "--chunk-size", str(CHUNK)]  # fmt: skip
+    assert main(argv) == 0
+    complete = arrays(out)
+    capsys.readouterr()
+    assert main([*argv, "--precision", "fp32"]) == 0
+    assert "already distilled" in capsys.readouterr().out
+    assert main([*argv, "--precision", "bf16"]) == 2
+    assert "holds data distilled with other teacher (precision)" in capsys.readouterr().err
+    assert arrays(out) == complete
+
+
 def test_a_directory_in_the_way_is_refused(data: Path, teacher: Path, tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not into the data directory itself"):
         run(data, teacher, data)

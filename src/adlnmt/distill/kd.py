@@ -117,8 +117,30 @@ def _plan(data: DataDir, teacher: dict[str, Any], options: SearchOptions, chunk_
     return parse_json(json.dumps(plan))  # as it reads back from JSON
 
 
+def _comparable(teacher: Any) -> Any:
+    """A teacher record as compared with another: a model directory's precision None (its default) is fp32."""
+    if not isinstance(teacher, dict) or teacher.get("precision") is not None:
+        return teacher
+    members = teacher.get("members")
+    if not isinstance(members, list) or not all(isinstance(m, dict) and "model" in m for m in members):
+        return teacher  # an export runs as exported by default
+    return {**teacher, "precision": "fp32"}
+
+
 def _differences(stored: dict[str, Any], plan: dict[str, Any]) -> list[str]:
-    return [key for key in plan if stored.get(key) != plan[key]]
+    """The keys of ``plan`` whose values ``stored`` does not share; for the teacher, which of its entries differ."""
+    found = []
+    for key in plan:
+        if key != "teacher":
+            if stored.get(key) != plan[key]:
+                found.append(key)
+            continue
+        ours, theirs = _comparable(plan[key]), _comparable(stored.get(key))
+        if ours != theirs:
+            entries = ([name for name in ours if theirs.get(name) != ours[name]]
+                       if isinstance(theirs, dict) and theirs.keys() == ours.keys() else [])  # fmt: skip
+            found.append(f"teacher ({', '.join(entries)})" if entries else "teacher")
+    return found
 
 
 def _write_json(path: Path, value: dict[str, Any]) -> None:
