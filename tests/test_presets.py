@@ -164,6 +164,12 @@ def test_students_move_depth_from_the_decoder_to_the_encoder() -> None:
     assert PRESET_GROUPS["@students"][-1] == "transformer-postnorm" and len(PRESET_GROUPS["@students"]) == 13
 
 
+def test_the_benchmark_page_names_every_preset_group() -> None:
+    """The groups are used by ``adlnmt bench --preset`` (only there): its page's synopsis names each of them."""
+    synopsis = (Path(__file__).parents[1] / "docs" / "benchmarks.md").read_text(encoding="utf-8").split("\n\n")[1]
+    assert [group for group in PRESET_GROUPS if group not in synopsis] == []
+
+
 def test_flags_override_the_preset_size() -> None:
     config = build_config({"preset": "comet"})
     assert (config.d_model, config.heads, config.d_ff) == (256, 8, 2048)
