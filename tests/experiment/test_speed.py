@@ -317,6 +317,9 @@ def test_a_speed_claim_registers_like_the_grids_claims(demo_data: Path, tmp_path
             r"speed\.beams: a beam of 1000 is wider than the target vocabulary of 'transformer' "
             r"\(150 pieces\)",
         ),
+        ({"claims": 5}, r"speed\.claims: expected a list of claims, got int 5"),
+        ({"claims": "faster"}, r"speed\.claims: expected a list of claims, got str 'faster'"),
+        ({"claims": {"faster": ["aan", "transformer"]}}, r"speed\.claims: expected a list of claims, got dict"),
         ({"claims": [{"quote": "q", "faster": ["aan", "rnn"], "ratio": 2}]}, r"claims\[0\]\.faster: unknown variant"),
         ({"claims": [{"quote": "q", "faster": ["aan", "transformer"], "ratio": 0}]}, r"\.ratio: expected a positive"),
         (

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from adlnmt.experiment.schema import Reader
+from adlnmt.experiment.schema import Reader, show
 from adlnmt.verdicts.claims import Claim, registration_of
 
 SPEED_KEYS = ("test", "engines", "precision", "threads", "workers", "beams", "repeats", "lines", "claims")
@@ -67,8 +67,11 @@ def parse_speed(reader: Reader, value: Any, tests: tuple[str, ...], variants: tu
         if numbers[key] < low:
             reader.fail(f"speed.{key}", f"must be at least {low}, got {numbers[key]}")
     beams = reader.positive_ints(block.get("beams", [1, 5]), "speed.beams")
+    listed = block.get("claims") or []
+    if not isinstance(listed, list):
+        reader.fail("speed.claims", f"expected a list of claims, got {show(listed)}")
     claims = tuple(_claim(reader, item, f"speed.claims[{i}]", variants, test, beams, tuple(engines))
-                   for i, item in enumerate(block.get("claims") or []))  # fmt: skip
+                   for i, item in enumerate(listed))  # fmt: skip
     return SpeedSpec(test, tuple(engines), precision, beams=beams, claims=claims, **numbers)
 
 
