@@ -151,8 +151,13 @@ def test_the_local_executor_runs_teacher_distillation_students(demo_data: Path, 
     out = tmp_path / "out"
     state = "distillation distilled-teacher-seed-1: distilled once its teacher teacher seed 1 has finished"
     assert state in experiment(str(path), "--out", str(out), "--dry-run")[1]
+    plan = experiment(str(path), "--out", str(out), "--dry-run", "--variants", "student")[1]
+    assert "the others are left alone, but for 1 teacher(s) of selected students, trained first" in plan
+    assert "teacher [runs/teacher, data default]: seed 1 new (not selected, but trained first: the selected " in plan
+    assert "student on refs [runs/student-on-refs, data default]: seed 1 new (not selected)" in plan
     status, stdout = experiment(str(path), "--out", str(out), "--threads", "1", "--variants", "student")
     assert status == 0, stdout
+    assert "1 runs, 0 finished (skipped), 1 to run and 1 teacher(s) of them first (not selected) (0 resumed" in stdout
     state = f"distillation distilled-teacher-seed-1: complete in {out / 'data' / 'distilled-teacher-seed-1'}"
     assert state in experiment(str(path), "--out", str(out), "--dry-run")[1]
     teacher_result = out / "runs" / "teacher" / "seed-1" / "result.json"

@@ -47,10 +47,14 @@ def where(folders: Folders) -> str:
     return f"output {folders.work}" + ("" if folders.one else f", archive and report {folders.archive}")
 
 
-def planned(run: Run, shared: dict[str, str], selected: list[Run], retrained: list[Run]) -> str:
+def planned(run: Run, shared: dict[str, str], selected: list[Run], retrained: list[Run],
+            teachers: list[Run] | None = None) -> str:  # fmt: skip
     """A run's state in the plan, and what this command does to it: trains it again (``--rerun``: its finished
-    result replaced once the new one is compared with it), or leaves it alone (not selected)."""
+    result replaced once the new one is compared with it), trains it first as the unfinished teacher of selected
+    students (``teachers``), or leaves it alone (not selected)."""
     state = status(run, shared)
+    if run in (teachers or []):
+        return f"{state} (not selected, but trained first: the selected students learn from it)"
     if run not in selected:
         return f"{state} (not selected)"
     return f"{state}, trained again (--rerun)" if run in retrained and run.finished_in() is not None else state
@@ -64,13 +68,19 @@ def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, 
           f"{len(grid.seeds)} seeds {list(grid.seeds)}, {where(folders)}")  # fmt: skip
     tests = ", ".join(t.name for t in grid.tests)
     print(f"  tests {tests}; metrics {', '.join(grid.metrics)}; translate {grid.translate}")
+    teachers: list[Run] = []
+    if grid.distill is not None:
+        from adlnmt.experiment.distill_runs import teachers_added
+
+        teachers = teachers_added([run for run in selected if run.result() is None], runs)
     if len(selected) < len(runs):
-        print(f"  selected: {len(selected)} of {len(runs)} runs (--variants, --seeds); the others are left alone")
+        but = f", but for {len(teachers)} teacher(s) of selected students, trained first" if teachers else ""
+        print(f"  selected: {len(selected)} of {len(runs)} runs (--variants, --seeds); the others are left alone{but}")
     if again := sum(run.finished_in() is not None for run in retrained):
         print(f"  --rerun: {again} finished run(s) trained again, each result kept (replaced/) until the new one is "
               "compared with it")  # fmt: skip
     for variant in grid.variants:
-        states = ", ".join(f"seed {r.seed} {planned(r, shared, selected, retrained)}"
+        states = ", ".join(f"seed {r.seed} {planned(r, shared, selected, retrained, teachers)}"
                            for r in runs if r.variant is variant)  # fmt: skip
         print(f"  {variant.name} [runs/{variant.slug}, data {variant.data.prepared or variant.data.key}]: {states}")
         print("    " + ", ".join(f"{key}={value}" for key, value in variant.train.items()))
@@ -282,8 +292,14 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
     pending = running_order(run for run in selected if run.result() is None and run.label not in elsewhere)
     resumed = sum(run.resumable for run in pending)
     finished = len(selected) - len(pending) - len(elsewhere)
+    teachers = []
+    if grid.distill is not None:
+        from adlnmt.experiment.distill_runs import teachers_added
+
+        teachers = teachers_added(pending, runs)
+    first = f" and {len(teachers)} teacher(s) of them first (not selected)" if teachers else ""
     print(f"{grid.name} (scale {grid.scale or '-'}): {len(selected)} runs, {finished} finished "
-          f"(skipped), {len(pending)} to run ({resumed} resumed first), "
+          f"(skipped), {len(pending)} to run{first} ({resumed} resumed first), "
           f"{'as SLURM jobs' if options else f'{args.jobs} at a time'} with {threads} thread(s) each; output {out}",
           flush=True)  # fmt: skip
     failed = [Outcome(run, 1, 0.0, None) for run, _ in refused]

@@ -91,6 +91,13 @@ def command(step: DistillStep, teacher: Path, source: Path, target: Path, device
     return line
 
 
+def teachers_added(pending: list[Run], runs: list[Run]) -> list[Run]:
+    """The unfinished teachers the pending runs' students need that are not pending themselves: the command trains
+    them first (:func:`with_teachers`), selected or not."""
+    first, taught = split(pending)
+    return [run for run in with_teachers(first, taught, runs, lambda _: None) if run not in first]
+
+
 def log_of(step: DistillStep, data_dirs: dict[str, Path]) -> Path:
     return data_dirs[step.key].parent / f"{step.key}.log"
 
