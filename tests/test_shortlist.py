@@ -246,6 +246,8 @@ def test_damaged_shortlists_are_refused(built: Path, tmp_path: Path) -> None:
         Shortlist.load(tmp_path / "garbage")
     with pytest.raises(UserError, match="no such shortlist file"):
         load_shortlist(tmp_path / "missing")
+    with pytest.raises(UserError, match=r"a directory, not a shortlist file \(give the file"):
+        load_shortlist(tmp_path)  # e.g. the data directory it was built from
     from safetensors import safe_open
     from safetensors.numpy import load_file, save_file
 

@@ -102,6 +102,8 @@ class Shortlist:
     def load(cls, path: str | Path) -> Shortlist:
         """The shortlist in ``path``, every field and id checked; a UserError naming the file and what is wrong."""
         path = Path(path)
+        if path.is_dir():
+            raise UserError(f"{path}: a directory, not a shortlist file (give the file `adlnmt shortlist --out` wrote)")
         if not path.is_file():
             raise UserError(f"{path}: no such shortlist file (build one with `adlnmt shortlist`)")
         try:
