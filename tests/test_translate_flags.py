@@ -113,3 +113,20 @@ def test_an_export_refuses_a_precision_or_checkpoint_it_would_ignore(model: Path
     assert f"{out} is an onnx export, run by --engine onnxruntime" in capsys.readouterr().err
     assert main(translate(out, tmp_path)) == 0  # as exported
     assert Translator.load(out).engine_name == "onnxruntime"
+
+
+def test_the_engine_table_of_the_docs_is_the_engines_capabilities() -> None:
+    """docs/translating.md, *What each engine gives*: a row per search flag of ``FEATURES``, each cell the engine's
+    ``Capabilities`` (yes, possibly with a note, or no)."""
+    from adlnmt.inference.engine import CAPABILITIES, FEATURES
+
+    text = (Path(__file__).parents[1] / "docs" / "translating.md").read_text(encoding="utf-8")
+    lines = text[text.index("### What each engine gives") :].splitlines()
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines if line.startswith("| ")]
+    engines = rows[0][1:]
+    assert engines == ["torch", "ensemble", "onnxruntime", "ctranslate2"]
+    for feature, (flag, _) in FEATURES.items():
+        found = [row for row in rows if f"`{flag}`" in row[0]]
+        assert len(found) == 1, f"no row of {flag}"
+        said = {engine: cell.split()[0] for engine, cell in zip(engines, found[0][1:], strict=True)}
+        assert said == {engine: "yes" if getattr(CAPABILITIES[engine], feature) else "no" for engine in engines}, flag
