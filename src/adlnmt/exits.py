@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 
 from adlnmt.errors import UserError
 
@@ -26,3 +30,27 @@ def exit_status(command: Callable[[], int]) -> int:
         where = f"{err.filename}: " if err.filename else ""  # never an empty name before the colon
         print(f"error: {where}{err.strerror or err}", file=sys.stderr)
         return 2
+
+
+@contextlib.contextmanager
+def said_on_sigterm(what: str) -> Iterator[None]:
+    """The body runs with a SIGTERM handler that says ``SIGTERM: {what}`` on stderr, then ends the process by the
+    signal as it would have ended without the handler (status -15 to a parent, 143 in a shell): for a command whose
+    committed work the same command resumes. Processes forked meanwhile end silently; off the main thread (a library
+    call) nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+
+    def stop(number: int, frame: object) -> None:
+        if os.getpid() == owner:
+            print(f"SIGTERM: {what}", file=sys.stderr, flush=True)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

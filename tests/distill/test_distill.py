@@ -316,6 +316,25 @@ def test_a_killed_distillation_resumes_to_the_same_arrays(data: Path, teacher: P
     assert not (out / CHUNKS).exists()
 
 
+def test_a_terminated_distillation_says_so_and_resumes(data: Path, teacher: Path, tmp_path: Path) -> None:
+    """SIGTERM (a cluster's preemption, the grid's stop) after a chunk is committed: one line on stderr saying how to
+    resume, the process ended by the signal as before (a parent sees -15), and the same command resumes."""
+    from faults.harness import environment
+
+    out = tmp_path / "kd"
+    argv = [sys.executable, "-m", "adlnmt", "distill", "--data", str(data), "--model", str(teacher), "--out", str(out),
+            "--beam", "2", "--batch-size", "16", "--chunk-size", str(CHUNK), "--threads", "1"]  # fmt: skip
+    stopped = subprocess.run(argv, env=environment("term@000001.npy:replaced"), capture_output=True, text=True,
+                             check=False)  # fmt: skip
+    assert stopped.returncode == -signal.SIGTERM, stopped.stderr
+    assert stopped.stderr.strip().splitlines()[-1] == (
+        f"SIGTERM: distillation stopped; {out} keeps its translated chunks and the same command resumes from them"
+    )
+    assert "Traceback" not in stopped.stderr
+    done = subprocess.run(argv, env=environment(), capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "resuming an interrupted distillation (2 chunk(s) done)" in done.stdout, done.stderr
+
+
 def test_a_sharded_directory_is_distilled_shard_by_shard_and_trains(
     data: Path, teacher: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

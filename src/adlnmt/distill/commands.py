@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from adlnmt.bounds import at_least, flag_type
+from adlnmt.exits import said_on_sigterm
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.commands import add_model_arguments
 from adlnmt.inference.options import SearchOptions
@@ -20,7 +21,9 @@ def cmd_distill(args: argparse.Namespace) -> int:
     options = from_flags(SearchOptions, args, SEARCH_FLAGS)
     translator = load_translator(args, options)
     teacher = teacher_record(args.model, args.checkpoint or [], translator, args.precision, args.device, args.combine)
-    distill(args.data, args.out, translator, teacher, options, args.chunk_size)
+    with said_on_sigterm(f"distillation stopped; {args.out} keeps its translated chunks and the same command "
+                         "resumes from them"):  # fmt: skip
+        distill(args.data, args.out, translator, teacher, options, args.chunk_size)
     return 0
 
 
