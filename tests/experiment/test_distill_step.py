@@ -108,6 +108,10 @@ def test_a_students_fingerprint_covers_its_teacher_and_the_step(demo_data: Path,
         ),
         ({"distill": {"teacher": "teacher", "checkpoint": "worst"}}, r"distill.checkpoint: expected one of best"),
         (
+            {"distill": {"teacher": "teacher", "checkpoint": None}},
+            r"distill.checkpoint: expected one of .*, got nothing",
+        ),
+        (
             {"distill": {"teacher": "teacher", "checkpoint": "averaged"}},
             r"distill.checkpoint: 'averaged' is the checkpoint translate.average writes, and this grid has no "
             r"translate.average \(at this scale\)",

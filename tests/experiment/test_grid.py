@@ -222,6 +222,12 @@ def test_claims_are_checked(tmp_path: Path) -> None:
     assert "claims[0].better: unknown variant" in error(tmp_path, grid)
     grid["claims"] = [{"quote": "q", "better": ["a", "b"], "close": ["a", "b"]}]
     assert "claims[0]: give 'quote' and one of" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": ["q"], "better": ["a", "b"]}]  # YAML's `quote: [q]`: a list, not the text "['q']"
+    assert "claims[0].quote: expected non-empty text (in quotes where YAML would read it" in error(tmp_path, grid)
+    grid["claims"] = [{"quote": "q", "where": 2018, "better": ["a", "b"]}]
+    assert "claims[0].where: expected text (in quotes where YAML would read it as something else), got int 2018" in (
+        error(tmp_path, grid)
+    )
     grid["claims"] = [{"quote": "q", "close": ["a", "b"], "margin": 0.5, "metric": "ter"}]
     assert "claims[0].metric: unknown metric" in error(tmp_path, grid)
     grid["claims"][0]["metric"] = "bleu"

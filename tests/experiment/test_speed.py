@@ -312,6 +312,11 @@ def test_a_speed_claim_registers_like_the_grids_claims(demo_data: Path, tmp_path
         ({"workers": 0}, r"speed\.workers: must be at least 1, got 0"),
         ({"test": "nope"}, r"speed\.test: unknown test set"),
         ({"beams": [1, 1]}, r"speed\.beams: values must be distinct"),
+        ({"beams": [2, 0]}, r"speed\.beams\[1\]: must be a positive integer of at most 4294967295, got 0"),
+        (
+            {"claims": [{"quote": ["q"], "faster": ["aan", "transformer"], "ratio": 2}]},
+            r"claims\[0\]\.quote: expected non",
+        ),
         (
             {"beams": [1, 1000]},
             r"speed\.beams: a beam of 1000 is wider than the target vocabulary of 'transformer' "

@@ -65,7 +65,9 @@ def test_yaml_values_are_checked_against_the_same_ranges(tmp_path: Path, capsys,
 
 
 def test_grid_seeds_take_the_same_range(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="every value must be a positive integer of at most 4294967295"):
+    with pytest.raises(
+        UserError, match=r"seeds\[1\]: must be a positive integer of at most 4294967295, got 1180591620717411303424"
+    ):
         Reader(tmp_path / "grid.yaml").positive_ints([1, 2**70], "seeds")
 
 

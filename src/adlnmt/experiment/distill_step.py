@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from adlnmt.distill.kd import CHUNK_SIZE, SEARCH_KEYS
-from adlnmt.experiment.schema import Reader
+from adlnmt.experiment.schema import Reader, show
 from adlnmt.flags import bounds_of
 from adlnmt.inference.options import SearchOptions
 
@@ -69,9 +69,9 @@ def read_step(reader: Reader, value: Any, names: dict[str, str], seeds: tuple[in
     seed = reader.typed(block.get("seed", seeds[0]), int, "distill.seed")
     if seed not in seeds:
         reader.fail("distill.seed", f"{seed} is not one of the grid's seeds {list(seeds)} (the teacher's run)")
-    checkpoint = str(block.get("checkpoint", "best"))
+    checkpoint = block.get("checkpoint", "best")
     if checkpoint not in CHECKPOINTS:
-        reader.fail("distill.checkpoint", f"expected one of {', '.join(CHECKPOINTS)}, got {checkpoint!r}")
+        reader.fail("distill.checkpoint", f"expected one of {', '.join(CHECKPOINTS)}, got {show(checkpoint)}")
     search = {key: reader.typed(block[key], SEARCH_KINDS[key], f"distill.{key}") for key in SEARCH_KEYS if key in block}
     for f in fields(SearchOptions):
         if f.name in search and (bounds := bounds_of(f)) is not None and not bounds.holds(search[f.name]):

@@ -499,7 +499,9 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
         registered = registration_of(str(block.get("registered", "")))
     except ValueError as err:
         reader.fail(f"{where}.registered", str(err))
-    claim = Claim(str(block["quote"]).strip(), str(block.get("where", "")), kind, pair[0], pair[1], margin, metric,
+    quote = reader.text(block["quote"], f"{where}.quote")
+    source = reader.text(block.get("where", ""), f"{where}.where", empty=True)
+    claim = Claim(quote, source, kind, pair[0], pair[1], margin, metric,
                   test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(), *registered,
                   *(str(step[1]) for step in steps))  # fmt: skip
     return replace(claim, own_test_only=reader.typed(block.get("own_test_only", False), bool, f"{where}.own_test_only"))

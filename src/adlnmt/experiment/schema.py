@@ -70,6 +70,14 @@ class Reader:
             self.fail(where, f"expected a non-empty name, got {show(value)}")
         return value.strip()
 
+    def text(self, value: Any, where: str, empty: bool = False) -> str:
+        """``value`` as text (stripped), not empty unless ``empty``: a list, mapping or number is refused (YAML reads
+        ``[a]`` as a list and ``1.0`` as a number: quote such text)."""
+        if not isinstance(value, str) or not (empty or value.strip()):
+            self.fail(where, f"expected {'' if empty else 'non-empty '}text (in quotes where YAML would read it as "
+                             f"something else), got {show(value)}")  # fmt: skip
+        return value.strip()
+
     def path_value(self, value: Any, where: str) -> Path:
         """An absolute path: ``~`` and ``$VARS`` expanded, relative to the file's directory, ``..`` folded lexically
         (symbolic links kept: the runs' fingerprints name the data by the path the grid gives)."""
@@ -83,8 +91,9 @@ class Reader:
         if not isinstance(value, list) or not value:
             self.fail(where, f"expected a non-empty list of positive integers, got {show(value)}")
         numbers = tuple(self.typed(item, int, f"{where}[{i}]") for i, item in enumerate(value))
-        if any(not 1 <= n <= SEED_HIGH for n in numbers):
-            self.fail(where, f"every value must be a positive integer of at most {SEED_HIGH}")
+        for i, n in enumerate(numbers):
+            if not 1 <= n <= SEED_HIGH:
+                self.fail(f"{where}[{i}]", f"must be a positive integer of at most {SEED_HIGH}, got {n}")
         if len(set(numbers)) != len(numbers) or (increasing and list(numbers) != sorted(numbers)):
             self.fail(where, "values must be distinct" + (" and increasing" if increasing else ""))
         return numbers

@@ -100,6 +100,8 @@ def _claim(reader: Reader, value: Any, where: str, variants: tuple[str, ...], te
         registered = registration_of(str(block.get("registered", "")))
     except ValueError as err:
         reader.fail(f"{where}.registered", str(err))
-    return Claim(str(block["quote"]).strip(), str(block.get("where", "")), "faster", pair[0], pair[1], 0.0,
+    quote = reader.text(block["quote"], f"{where}.quote")
+    source = reader.text(block.get("where", ""), f"{where}.where", empty=True)
+    return Claim(quote, source, "faster", pair[0], pair[1], 0.0,
                  "sentences_per_s", test, ratio, registered=registered[0], registered_at=registered[1], engine=engine,
                  beam=beam)  # fmt: skip
