@@ -319,6 +319,9 @@ def test_retime_measures_the_speed_again_and_keeps_the_first_timing(sequence: Si
     spec = json.loads((run_dir(out, "a", 1) / "run.json").read_text())  # as after a test set was added to the grid
     spec["tests"].append({**spec["tests"][0], "name": "added"})
     (run_dir(out, "a", 1) / "run.json").write_text(json.dumps(spec))
+    status, stdout = experiment(*args, "--seeds", "1", "--dry-run")  # what it would time, training nothing
+    assert status == 0 and re.search(r"  a \[runs/a, .*\]: seed 1 finished[^,]*, timed again \(--retime\), seed 2 "
+                                     r"finished[^,]* \(not selected\)", stdout), stdout  # fmt: skip
     status, stdout = experiment(*args)
     assert status == 0, stdout
     assert re.search(r"retimed a seed 1: sentences/s test [\d.]+ → [\d.]+ on .+ \(\w+\)", stdout), stdout

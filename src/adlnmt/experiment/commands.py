@@ -47,29 +47,34 @@ def where(folders: Folders) -> str:
     return f"output {folders.work}" + ("" if folders.one else f", archive and report {folders.archive}")
 
 
-def planned(run: Run, shared: dict[str, str], selected: list[Run], retrained: list[Run],
-            teachers: list[Run] | None = None) -> str:  # fmt: skip
+def planned(run: Run, shared: dict[str, str], selected: list[Run], retrained: list[Run], teachers: list[Run],
+            only: str | None) -> str:  # fmt: skip
     """A run's state in the plan, and what this command does to it: trains it again (``--rerun``: its finished
     result replaced once the new one is compared with it), trains it first as the unfinished teacher of selected
-    students (``teachers``), or leaves it alone (not selected)."""
+    students (``teachers``), times or scores it again if finished (``only``: --retime, --score-added, which train
+    nothing), or leaves it alone (not selected)."""
     state = status(run, shared)
-    if run in (teachers or []):
+    if run in teachers:
         return f"{state} (not selected, but trained first: the selected students learn from it)"
     if run not in selected:
         return f"{state} (not selected)"
+    if only is not None:
+        if run.finished_in() is None:
+            return f"{state} (not finished: {only} trains nothing)"
+        return f"{state}, {'timed again' if only == '--retime' else 'scored on the added test sets'} ({only})"
     return f"{state}, trained again (--rerun)" if run in retrained and run.finished_in() is not None else state
 
 
 def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, str], selected: list[Run],
-               retrained: list[Run]) -> None:  # fmt: skip
+               retrained: list[Run], only: str | None = None) -> None:  # fmt: skip
     """The grid's runs and their state, marking those this command (``--variants``, ``--seeds``, ``--rerun``) trains
-    again or leaves alone."""
+    again or leaves alone, or (``only``: --retime, --score-added) times or scores again."""
     print(f"{grid.path}: {grid.name}, scale {grid.scale or '-'}: {len(grid.variants)} variants × "
           f"{len(grid.seeds)} seeds {list(grid.seeds)}, {where(folders)}")  # fmt: skip
     tests = ", ".join(t.name for t in grid.tests)
     print(f"  tests {tests}; metrics {', '.join(grid.metrics)}; translate {grid.translate}")
     teachers: list[Run] = []
-    if grid.distill is not None:
+    if grid.distill is not None and only is None:
         from adlnmt.experiment.distill_runs import teachers_added
 
         teachers = teachers_added([run for run in selected if run.result() is None], runs)
@@ -80,7 +85,7 @@ def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, 
         print(f"  --rerun: {again} finished run(s) trained again, each result kept (replaced/) until the new one is "
               "compared with it")  # fmt: skip
     for variant in grid.variants:
-        states = ", ".join(f"seed {r.seed} {planned(r, shared, selected, retrained, teachers)}"
+        states = ", ".join(f"seed {r.seed} {planned(r, shared, selected, retrained, teachers, only)}"
                            for r in runs if r.variant is variant)  # fmt: skip
         print(f"  {variant.name} [runs/{variant.slug}, data {variant.data.prepared or variant.data.key}]: {states}")
         print("    " + ", ".join(f"{key}={value}" for key, value in variant.train.items()))
@@ -177,7 +182,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         print(power_table(grid, args.pilot))
         return 0
     if args.dry_run:
-        print_plan(grid, runs, folders, {run.fingerprint: name for run, _, name in shared}, selected, retrained)
+        only = "--retime" if args.retime else "--score-added" if args.score_added else None
+        print_plan(grid, runs, folders, {run.fingerprint: name for run, _, name in shared}, selected, retrained, only)
         check_input_files(grid)
         check_speed_machine(grid)
         return 0
