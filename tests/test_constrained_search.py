@@ -172,7 +172,24 @@ def test_the_translator_encodes_phrases_as_target_text(translator: Translator, c
     assert found[1] == []
     assert occurrences(vocab.ids(found[0][0].pieces), vocab.encode("Lo kane")) >= 1
     assert occurrences(vocab.ids(found[0][0].pieces), vocab.encode("un")) == 0
-    assert capsys.readouterr().err == ""
+    # the include phrase of the empty line 2 has no translation to go into: said, not dropped in silence
+    assert capsys.readouterr().err == (
+        "warning: input line 2: include phrase(s) 'Lo' not used, as the line is empty (an empty line gets an empty "
+        "translation)\n"
+    )
+
+
+def test_include_phrases_on_an_empty_line_are_warned_of_not_dropped(translator: Translator, capsys) -> None:
+    """An empty (or blank) line gets an empty translation, which cannot hold its include phrases: a warning names
+    the line and the phrases, as for a prefix on an empty line; its exclusions alone need none."""
+    lines = ["A king sleeps.", "  ", ""]
+    constraints = [None, Constraints(("Lo kane", "un")), Constraints((), ("Lo",))]
+    found = translator.search(lines, SearchOptions(beam=3), constraints=constraints)
+    assert found[1] == [] and found[2] == []
+    assert capsys.readouterr().err == (
+        "warning: input line 2: include phrase(s) 'Lo kane', 'un' not used, as the line is empty (an empty line gets "
+        "an empty translation)\n"
+    )
 
 
 def test_the_translator_warns_per_line_when_a_phrase_cannot_be_spelled_or_met(translator: Translator, capsys) -> None:

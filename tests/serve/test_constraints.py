@@ -70,3 +70,16 @@ def test_an_unmeetable_include_phrase_is_a_warning(
             w.startswith("input line 2: include phrase(s) 'Lo kane' cannot be met") for w in reply.json()["warnings"]
         )
         assert occurrences(vocab.ids(reply.json()["translations"][1]["pieces"]), vocab.encode("kane")) == 0
+
+
+def test_include_phrases_of_an_empty_sentence_are_a_warning(make_client: ClientFactory, test_lines: list[str]) -> None:
+    """An empty sentence gets an empty translation: its include phrases are not used, and ``warnings`` says so."""
+    with make_client() as client:
+        request = {"text": [test_lines[0], ""], "beam": 2, "constraints": [None, {"include": ["Lo kane"]}]}
+        reply = client.post("/translate", json=request)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["translations"][1]["translation"] == ""
+        assert reply.json()["warnings"] == [
+            "input line 2: include phrase(s) 'Lo kane' not used, as the line is empty (an empty line gets an empty "
+            "translation)"
+        ]

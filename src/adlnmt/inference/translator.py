@@ -366,11 +366,17 @@ class Translator:
         first: int = 1,
     ) -> list[str]:  # fmt: skip
         """A warning for each line (numbered from ``first``) whose best translation lacks an include phrase: the
-        search could not meet them within the length limit and translated the line without them."""
+        search could not meet them within the length limit and translated the line without them; or the line is
+        empty, so it has no translation to hold them."""
         warnings: list[str] = []
         vocab = self.data.tgt_vocab
         for number, (line, hyps) in enumerate(zip(constraints or [], found, strict=False), first):
-            if not line or not line.include or not hyps:
+            if not line or not line.include:
+                continue
+            if not hyps:  # only an empty line gets no translation
+                phrases = ", ".join(repr(vocab.decode(phrase)) for phrase in line.include)
+                warnings.append(f"input line {number}: include phrase(s) {phrases} not used, as the line is empty "
+                                "(an empty line gets an empty translation)")  # fmt: skip
                 continue
             missing = unmet(vocab.ids(hyps[0].pieces), line.include)
             if missing:
