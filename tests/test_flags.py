@@ -126,3 +126,24 @@ def test_serve_options_name_every_problem_by_its_flag() -> None:
         UserError, match=re.escape("--port must be in [0, 65535], got -1; --read-timeout must be > 0, got 0")
     ):
         ServeOptions(model="m", port=-1, read_timeout_s=0)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["score-pairs", "--source", "s", "--target", "t"],
+        ["contrastive", "--suite", "s"],
+        ["serve"],
+    ],
+)
+def test_a_command_of_one_model_refuses_a_second_model(argv: list[str], capsys) -> None:
+    """``--model A --model B`` is an ensemble for ``adlnmt translate``; the commands that run one model refuse it
+    with both names (argparse would have kept B in silence), before anything loads."""
+    with pytest.raises(SystemExit) as stopped:
+        build_parser(argv[0]).parse_args([*argv, "--model", "m1", "--model", "m2"])
+    assert stopped.value.code == 2
+    assert (
+        "error: argument --model: given twice ('m1', then 'm2'); this command runs one model (an ensemble of "
+        "several: adlnmt translate --model A --model B)" in capsys.readouterr().err
+    )
+    assert build_parser(argv[0]).parse_args([*argv, "--model", "m1"]).model == "m1"

@@ -30,7 +30,7 @@ def option(
     negatable: bool = False,
     parse: Callable[[str], Any] | None = None,
     metavar: str | None = None,
-    action: str | None = None,
+    action: str | type[argparse.Action] | None = None,
 ) -> Any:
     """A dataclass field and its flag (no ``default``: a required flag).
 
@@ -38,10 +38,25 @@ def option(
     (``--d-model`` for ``d_model``); ``bounds``: a number's range (floats are finite at least); ``switch``: a bool
     set by a flag without value (``--x`` sets it, or clears one that defaults to True, e.g. ``--uncached``;
     ``negatable``: ``--x`` and ``--no-x``); ``parse``: the flag's text → the value, for types other than numbers and
-    text; ``action="append"``: a repeatable flag collecting a list."""
+    text; ``action="append"``: a repeatable flag collecting a list; an ``argparse.Action`` subclass (e.g.
+    :class:`OneModel`): the flag's action."""
     metadata = {"help": help, "flag": flag, "choices": choices, "bounds": bounds, "switch": switch,
                 "negatable": negatable, "parse": parse, "metavar": metavar, "action": action}  # fmt: skip
     return field(default=default, metadata=metadata)
+
+
+class OneModel(argparse.Action):
+    """``--model`` of a command that runs one model: given again, an error naming both values (argparse would keep
+    the last in silence, while ``adlnmt translate --model A --model B`` decodes an ensemble)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        previous = getattr(namespace, self.dest, self.default)
+        if previous is not self.default:
+            parser.error(f"argument {option}: given twice ({previous!r}, then {values!r}); this command runs one "
+                         "model (an ensemble of several: adlnmt translate --model A --model B)")  # fmt: skip
+        setattr(namespace, self.dest, values)
 
 
 def flag_of(f: Field) -> str:
@@ -96,6 +111,7 @@ def _argument(f: Field, bounded: bool, unset: bool) -> dict[str, Any]:
     parse = meta["parse"] or (flag_type(kind, bounds) if bounded and bounds is not None else kind)
     metavar = meta["metavar"] or (None if meta["choices"] else flag_of(f)[2:].upper().replace("-", "_"))
     return {
+        **({"action": meta["action"]} if meta["action"] else {}),
         "type": None if parse is str else parse,
         "default": default,
         "required": f.default is MISSING,

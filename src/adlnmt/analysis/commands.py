@@ -12,6 +12,7 @@ from pathlib import Path
 
 from adlnmt.bounds import SEED, at_least, flag_type
 from adlnmt.errors import UserError
+from adlnmt.flags import OneModel
 from adlnmt.inference.engine import able
 
 
@@ -98,7 +99,9 @@ def cmd_contrastive_suite(args: argparse.Namespace) -> int:
 
 
 def _scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="model directory, or a CTranslate2 export directory")
+    parser.add_argument(
+        "--model", required=True, action=OneModel, help="model directory, or a CTranslate2 export directory"
+    )
     parser.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
     parser.add_argument(
         "--batch-size",

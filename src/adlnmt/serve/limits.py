@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from adlnmt.bounds import POSITIVE, Bounds, at_least
 from adlnmt.errors import UserError
-from adlnmt.flags import option, out_of_bounds
+from adlnmt.flags import OneModel, option, out_of_bounds
 from adlnmt.inference.engine import ENGINE_CHOICES as ENGINES
 from adlnmt.inference.translator import PRECISIONS
 
@@ -45,7 +45,7 @@ class ServeOptions:
     """The model to serve, where, how requests are batched, and the limits on requests; each field declares its
     flag of ``adlnmt serve`` (:mod:`adlnmt.flags`; their ranges are checked here, all problems in one message)."""
 
-    model: str = option(help="model directory, or an export directory (adlnmt export)")
+    model: str = option(help="model directory, or an export directory (adlnmt export)", action=OneModel)
     """Model directory (or an export directory, ``adlnmt export``)."""
     host: str = option("127.0.0.1", "address to listen on (default %(default)s)")
     """Address to listen on (loopback by default: put a reverse proxy in front to expose it)."""
