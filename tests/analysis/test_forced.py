@@ -104,6 +104,10 @@ def test_ctranslate2_score_batch_gives_the_torch_scores(agreement_model: Path, d
     with pytest.raises(UserError, match="is a model directory; the ctranslate2 engine runs an export of it: run "
                        f"`adlnmt export --model {agreement_model} --format ctranslate2"):  # fmt: skip
         PairScorer.load(agreement_model, engine="ctranslate2")
+    # torch asked for by name does not run an export (it ran CTranslate2 in silence, whatever --engine said)
+    with pytest.raises(UserError, match="ct2 is a ctranslate2 export, run by --engine ctranslate2, not torch"):
+        PairScorer.load(tmp_path / "ct2", engine="torch")
+    assert PairScorer.load(tmp_path / "ct2", engine="ctranslate2").translator.engine_name == "ctranslate2"
 
 
 def test_score_pairs_writes_json_lines(agreement_model: Path, demo_data: Path, tmp_path: Path, capsys) -> None:

@@ -112,10 +112,9 @@ def _scoring_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument(
         "--engine",
-        default="torch",
         choices=able("scores"),
-        help="torch (default) or ctranslate2 (score_batch; --model is then a CTranslate2 export: adlnmt export "
-        "--model M --format ctranslate2 --out DIR)",
+        help="default: torch for a model directory, ctranslate2 for a CTranslate2 export; torch; or ctranslate2 "
+        "(score_batch; --model is then a CTranslate2 export: adlnmt export --model M --format ctranslate2 --out DIR)",
     )
     parser.add_argument("--normalize", action="store_true", help="score = mean log-probability per token")
 

@@ -176,7 +176,7 @@ def evaluate_model(
     normalize: bool = False,
     resamples: int = 1000,
     seed: int = 1,
-    engine: str = "torch",
+    engine: str | None = None,
 ) -> dict[str, Any]:
     """A model directory (or CTranslate2 export) on a suite file: the result of :func:`evaluate_suite` with the
     model and suite paths added (what a grid records per finished run)."""

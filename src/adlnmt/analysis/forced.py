@@ -98,15 +98,15 @@ class PairScorer:
 
     @classmethod
     def load(
-        cls, model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", engine: str = "torch"
+        cls, model_dir: str | Path, checkpoint: str = "best", device: str = "cpu", engine: str | None = None
     ) -> PairScorer:
-        """A model directory (``engine`` torch; an export engine is a UserError naming ``adlnmt export``) or a
-        CTranslate2 export (scored by CTranslate2 whatever ``engine`` says)."""
-        if engine not in SCORING_ENGINES:
+        """A model directory (on torch; an export engine is a UserError naming ``adlnmt export``) or a CTranslate2
+        export (on CTranslate2). ``engine`` None: the directory's own; an engine that does not run the directory
+        (torch for an export) is a UserError naming the one that does."""
+        if engine is not None and engine not in SCORING_ENGINES:
             raise UserError(f"unknown scoring engine {engine!r}; choose one of {', '.join(SCORING_ENGINES)}")
-        return cls(
-            Translator.load(model_dir, checkpoint, device, engine="auto" if is_export_dir(model_dir) else engine)
-        )
+        own = "auto" if is_export_dir(model_dir) else "torch"
+        return cls(Translator.load(model_dir, checkpoint, device, engine=engine or own))
 
     def score(self, sources: Sequence[str], targets: Sequence[str], batch_size: int = 64) -> list[PairScore]:
         """One :class:`PairScore` per pair, in input order; sources and targets longer than the model's limits are
