@@ -133,6 +133,7 @@ def test_a_constraints_line_is_parsed() -> None:
         ('{"exclude": [""]}', "c.jsonl:3: 'exclude' phrase 1 is empty"),
         ('{"include": ["a b"], "exclude": ["a b "]}', "c.jsonl:3: phrase 'a b' is both in 'include' and in 'exclude'"),
         ('{"includes": ["a"]}', "c.jsonl:3: unknown constraint key(s) 'includes'"),
+        ('{"include": ["a"], "include": ["b"]}', "c.jsonl:3: malformed JSON (key 'include' given twice in one object)"),
         (json.dumps({"include": ["w"] * 1000}), f"1,000 constraint phrases on one line; at most {MAX_PHRASES}"),
     ],
 )

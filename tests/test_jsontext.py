@@ -31,6 +31,7 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "adlnmt"
          "character"),
         ('{"\\ud800": 1}', "the object: a key with a lone surrogate (U+D800), not a Unicode character"),
         ('"\\udc00"', "the value: a lone surrogate (U+DC00) at character 1, not a Unicode character"),
+        ('{"a": 1, "b": [{"c": 1, "c": 2}]}', "key 'c' given twice in one object"),  # json.loads keeps the last
     ],
 )  # fmt: skip
 def test_hostile_json_is_one_message(text: str | bytes, message: str) -> None:

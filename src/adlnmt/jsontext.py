@@ -3,8 +3,9 @@ with bounds, so that no file or request turns into a traceback.
 
 :func:`parse_json` refuses, each with a :class:`JsonError` (a ValueError) whose message says what is wrong:
 text that is not JSON (with line and column), nesting deeper than :data:`MAX_DEPTH` levels (``json.loads`` would
-recurse until a RecursionError), a number of more digits than Python converts, and a string with a lone surrogate
-(a ``"\\ud800"`` escape: valid JSON, but not a Unicode character, so no tokenizer or UTF-8 file takes it)."""
+recurse until a RecursionError), a number of more digits than Python converts, a string with a lone surrogate
+(a ``"\\ud800"`` escape: valid JSON, but not a Unicode character, so no tokenizer or UTF-8 file takes it), and an
+object with a key given twice (``json.loads`` keeps the last value, so the first would be lost in silence)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,16 @@ def lone_surrogate(value: Any, where: str = "") -> LoneSurrogate | None:
     return None
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's ``pairs`` as a dict, or a :class:`JsonError` naming a key given twice."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise JsonError(f"key {twice!r} given twice in one object")
+    return value
+
+
 def parse_json(text: str | bytes) -> Any:
     """``json.loads(text)``, or a :class:`JsonError` saying why not (see the module's docstring); bytes must be
     UTF-8."""
@@ -91,9 +102,11 @@ def parse_json(text: str | bytes) -> Any:
     if too_deep(text):
         raise JsonError(f"nested deeper than {MAX_DEPTH} levels")
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
         raise JsonError(err.msg, err.lineno, err.colno) from None
+    except JsonError:  # a key given twice
+        raise
     except RecursionError:  # not reached past the depth check; kept so that no input can give a traceback
         raise JsonError(f"nested deeper than {MAX_DEPTH} levels") from None
     except ValueError:  # an integer of more digits than Python converts (its message names interpreter settings)

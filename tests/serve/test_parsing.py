@@ -38,6 +38,8 @@ LONG_LINE = ("ein kleiner Hund läuft über die grüne Wiese . " * 120)[:5000]
          "character 2, not a Unicode character"),
         (b'{"text": ["ok"], "\\udc00": 1}', 422, "invalid request: the object: a key with a lone surrogate (U+DC00), "
          "not a Unicode character"),
+        (b'{"text": ["a"], "text": ["b"]}', 400, "request body is not valid JSON: key 'text' given twice in one "
+         "object"),
         (b'["a", "b"]', 422, 'expected a JSON object like {"text": ["..."]}, got list'),
         (b'{"text": 7}', 422, "invalid request: text: Input should be a valid list"),
         (b'{"text": ["a", 7]}', 422, "invalid request: text.1: Input should be a valid string"),
