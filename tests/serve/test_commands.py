@@ -126,3 +126,30 @@ def test_a_second_signal_stops_at_once(stop: signal.Signals, status: int, serve_
         assert process.wait(60) == status, log.read_text()
         client.close()
     assert "Traceback" not in log.read_text(), log.read_text()
+
+
+def test_a_port_in_use_is_one_message_and_status_2(serve_model: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The port is bound before the server says it serves: a port in use (or a host that is not this machine's) is
+    one message naming --host and --port, status 2, not uvicorn's log line and status 3 after 'serving ...'."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--model", str(serve_model), "--port", str(port), "--threads", "1"]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"error: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)\n"
+    )
+    assert main(["serve", "--model", str(serve_model), "--host", "no-such-host.invalid", "--threads", "1"]) == 2
+    assert capsys.readouterr().err.startswith("error: --host no-such-host.invalid --port 8000: cannot listen there (")
+
+
+def test_port_0_listens_on_one_free_port_it_names() -> None:
+    from adlnmt.serve.server import listening_sockets
+
+    sockets = listening_sockets("127.0.0.1", 0)
+    try:
+        assert len(sockets) == 1 and sockets[0].getsockname()[1] > 0
+    finally:
+        for sock in sockets:
+            sock.close()

@@ -15,6 +15,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from adlnmt.errors import UserError
 from adlnmt.serve.limits import MAX_HEAD_BYTES, ServeOptions
 
 
@@ -112,3 +113,31 @@ def server(app: Any, options: ServeOptions) -> BoundedServer:
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )
     return BoundedServer(config, options.shutdown_timeout_s)
+
+
+def listening_sockets(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address of ``host`` on ``port`` (as asyncio's ``create_server`` binds them; port 0:
+    one free port), for :meth:`BoundedServer.run`; a UserError naming ``--host``/``--port`` when they cannot be
+    bound (a port in use, an address not of this machine, a name that does not resolve), so that this is one
+    message and status 2 before the server says it serves, not uvicorn's log line and status 3 after."""
+    where = f"--host {host} --port {port}"
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as err:
+        raise UserError(f"{where}: cannot listen there ({getattr(err, 'strerror', None) or err})") from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(addresses):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(sockets) > 1:  # the same free port on every address
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock.bind(address)
+    except OSError as err:
+        for sock in sockets:
+            sock.close()
+        raise UserError(f"{where}: cannot listen there ({err.strerror or err})") from None
+    return sockets
