@@ -130,3 +130,18 @@ def test_the_engine_table_of_the_docs_is_the_engines_capabilities() -> None:
         assert len(found) == 1, f"no row of {flag}"
         said = {engine: cell.split()[0] for engine, cell in zip(engines, found[0][1:], strict=True)}
         assert said == {engine: "yes" if getattr(CAPABILITIES[engine], feature) else "no" for engine in engines}, flag
+
+
+def test_an_unwritable_output_is_refused_before_the_model_loads(model: Path, tmp_path: Path, capsys) -> None:
+    """``--output`` a directory (or under a file) is named before anything loads or is searched, not after the
+    whole input was translated; a folder still to be made is fine (the write makes it)."""
+    (tmp_path / "file").write_text("")
+    for output, reason in ((tmp_path, "a directory, not a file to write"),
+                           (tmp_path / "file" / "out.txt", "cannot write (Not a directory)")):  # fmt: skip
+        argv = ["translate", "--model", str(tmp_path / "no-model"), "--output", str(output)]
+        assert main(argv) == 2
+        assert capsys.readouterr().err == f"error: {output}: {reason}\n"
+    argv = translate(model, tmp_path, "--beam", "1")
+    argv[argv.index("--output") + 1] = str(tmp_path / "new" / "folder" / "out.txt")
+    assert main(argv) == 0
+    assert (tmp_path / "new" / "folder" / "out.txt").read_text(encoding="utf-8").count("\n") == 1

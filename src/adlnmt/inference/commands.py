@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
+    from adlnmt.analysis.commands import check_writable
     from adlnmt.data.corpus import decode_lines, read_lines
     from adlnmt.inference.constraints import read_constraints
     from adlnmt.inference.options import sampling_rule
@@ -36,6 +37,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise UserError(problem)
     check_cpu_count("--threads", args.threads)
     check_cpu_count("--workers", args.workers)
+    check_writable(args.output)  # before the search, which may take hours
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
     translator.check(options, bool(args.prefix), constraints=bool(args.constraints))  # before reading the input
