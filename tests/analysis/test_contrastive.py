@@ -13,6 +13,7 @@ from adlnmt.analysis.contrastive import (
     SuiteItem,
     accuracy_report,
     bucket,
+    evaluate_model,
     evaluate_suite,
     markdown_table,
     read_suite,
@@ -153,6 +154,24 @@ def test_a_trained_demo_model_beats_chance_and_an_untrained_one_does_not(
         untrained.append(evaluate_suite(PairScorer(fresh), items, resamples=10)["overall"]["accuracy"])
     assert abs(sum(untrained) / len(untrained) - 0.5) < 0.06, untrained
     assert max(untrained) < result["overall"]["low"], untrained
+
+
+def test_a_cut_source_is_warned_of_once_by_its_suite_line(
+    agreement_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A source longer than the model's input limit is scored cut, with one warning naming the suite's file and
+    line (not one per variant, numbered by the flattened pairs: 'input line 5' for line 3 of a 2-item suite)."""
+    trained = PairScorer.load(agreement_model).translator
+    short = PairScorer(Translator(trained.model, trained.data, 3))
+    monkeypatch.setattr(PairScorer, "load", classmethod(lambda cls, *args: short))
+    long_source = "The dog sees a big cat today ."
+    suite = tmp_path / "suite.jsonl"
+    items = [{**ITEM, "source": "A"}, {**ITEM, "source": long_source, "contrastive": ["c", "d"]}]
+    suite.write_text(json.dumps(items[0]) + "\n\n" + json.dumps(items[1]) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    evaluate_model(agreement_model, suite, resamples=10)
+    pieces = short.translator.encode_line(long_source).pieces
+    assert capsys.readouterr().err == f"warning: {suite}:3: source of {pieces} pieces truncated to 3\n"
 
 
 def test_an_unwritable_output_is_named_before_the_scoring(

@@ -92,7 +92,13 @@ def parse_item(line: str, path: str | Path, number: int) -> SuiteItem:
 
 def read_suite(path: str | Path) -> list[SuiteItem]:
     """The items of a suite file (blank lines skipped); DataError for a malformed line or an empty suite."""
-    items = [parse_item(line, path, number) for number, line in enumerate(read_lines(path), start=1) if line.strip()]
+    return [item for _, item in numbered_suite(path)]
+
+
+def numbered_suite(path: str | Path) -> list[tuple[int, SuiteItem]]:
+    """:func:`read_suite` with each item's line number in the file (1-based)."""
+    items = [(number, parse_item(line, path, number))
+             for number, line in enumerate(read_lines(path), start=1) if line.strip()]  # fmt: skip
     if not items:
         raise DataError("the suite has no items", path)
     return items
@@ -151,12 +157,17 @@ def evaluate_suite(
     normalize: bool = False,
     resamples: int = 1000,
     seed: int = 1,
+    names: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Score every reference and variant of ``items`` with ``scorer`` → :func:`accuracy_report` plus per item
-    ``correct`` (bool) and ``margin`` (reference score − best variant score)."""
+    ``correct`` (bool) and ``margin`` (reference score − best variant score). ``names``: each item's name in the
+    warnings of a side cut to the model's limits (default ``item N``; :func:`evaluate_model`: ``FILE:LINE``)."""
     sources = [item.source for item in items for _ in range(1 + len(item.contrastive))]
     targets = [target for item in items for target in (item.reference, *item.contrastive)]
-    scores = [score.score(normalize) for score in scorer.score(sources, targets, batch_size)]
+    names = names or [f"item {number}" for number in range(1, len(items) + 1)]
+    where = [(name, f"{name} {'reference' if k == 0 else f'variant {k}'}")
+             for name, item in zip(names, items, strict=True) for k in range(1 + len(item.contrastive))]  # fmt: skip
+    scores = [score.score(normalize) for score in scorer.score(sources, targets, batch_size, where)]
     margins, start = [], 0
     for item in items:
         end = start + 1 + len(item.contrastive)
@@ -180,9 +191,10 @@ def evaluate_model(
 ) -> dict[str, Any]:
     """A model directory (or CTranslate2 export) on a suite file: the result of :func:`evaluate_suite` with the
     model and suite paths added (what a grid records per finished run)."""
-    items = read_suite(suite)  # a malformed suite fails before the model loads
+    numbered = numbered_suite(suite)  # a malformed suite fails before the model loads
+    items, names = [item for _, item in numbered], [f"{suite}:{number}" for number, _ in numbered]
     result = evaluate_suite(PairScorer.load(model_dir, checkpoint, device, engine), items, batch_size, normalize,
-                            resamples, seed)  # fmt: skip
+                            resamples, seed, names)  # fmt: skip
     return {**result, "model": str(model_dir), "suite": str(suite)}
 
 

@@ -12,6 +12,7 @@ into batches and returned in input order. A CTranslate2 export scores with CTran
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,17 +109,26 @@ class PairScorer:
         own = "auto" if is_export_dir(model_dir) else "torch"
         return cls(Translator.load(model_dir, checkpoint, device, engine=engine or own))
 
-    def score(self, sources: Sequence[str], targets: Sequence[str], batch_size: int = 64) -> list[PairScore]:
+    def score(
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        batch_size: int = 64,
+        where: Sequence[tuple[str, str]] | None = None,
+    ) -> list[PairScore]:
         """One :class:`PairScore` per pair, in input order; sources and targets longer than the model's limits are
-        cut (with a warning naming the line), as for translation."""
+        cut (with a warning naming the line), as for translation. ``where``: per pair, the names of its source and
+        its target in those warnings (``suite.jsonl:7``, ``suite.jsonl:7 variant 2``) instead of their line numbers;
+        a warning repeated word for word is given once."""
         if len(sources) != len(targets):
             raise UserError(f"{len(sources)} sources but {len(targets)} targets: need one target per source")
         translator = self.translator
-        src_ids = [translator.encode(line, number) for number, line in enumerate(sources, start=1)]
-        tgt_ids = [
-            translator.cut_target(ids, number, "target")
-            for number, ids in enumerate(translator.data.tgt_vocab.encode_batch(list(targets)), start=1)
-        ]
+        tgt_pieces = translator.data.tgt_vocab.encode_batch(list(targets))
+        if where is None:
+            src_ids = [translator.encode(line, number) for number, line in enumerate(sources, start=1)]
+            tgt_ids = [translator.cut_target(ids, number, "target") for number, ids in enumerate(tgt_pieces, start=1)]
+        else:
+            src_ids, tgt_ids = self.cut_named(sources, tgt_pieces, where)
         if translator.model is not None:
             values = forced_log_probs(translator.model, src_ids, tgt_ids, batch_size, translator.device)
         else:
@@ -128,6 +138,31 @@ class PairScorer:
             PairScore(token_log_probs, [vocab.piece(t) for t in [*ids, EOS]])
             for ids, token_log_probs in zip(tgt_ids, values, strict=True)
         ]
+
+    def cut_named(
+        self, sources: Sequence[str], targets: Sequence[list[int]], where: Sequence[tuple[str, str]]
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """The source ids and the target pieces of each pair cut to the model's limits, with a warning on stderr
+        naming each cut side as ``where`` does (each distinct warning once)."""
+        if len(where) != len(sources):
+            raise UserError(f"{len(where)} names for {len(sources)} pairs: need one per pair")
+        translator = self.translator
+        warned: dict[str, None] = {}  # in order, each once
+        src_ids: list[list[int]] = []
+        tgt_ids: list[list[int]] = []
+        for source, target, (source_name, target_name) in zip(sources, targets, where, strict=True):
+            encoded, limit = translator.encode_line(source), translator.max_input_len
+            src_ids.append(encoded.ids)
+            if encoded.pieces > limit:
+                warned[f"{source_name}: source of {encoded.pieces} pieces truncated to {limit}"] = None
+            limit = translator.max_target_len
+            if limit is not None and len(target) > limit:
+                warned[f"{target_name}: target of {len(target)} pieces truncated to {limit}"] = None
+                target = target[:limit]
+            tgt_ids.append(target)
+        for warning in warned:
+            print(f"warning: {warning}", file=sys.stderr)
+        return src_ids, tgt_ids
 
     def ctranslate2_log_probs(
         self, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], batch_size: int
