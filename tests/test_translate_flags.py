@@ -80,6 +80,10 @@ def test_output_lengths_beyond_memory_are_refused_before_searching(
         (["--temperature", "0.5"], "--temperature 0.5 shapes sampling only: add --sampling"),
         (["--seed", "7"], "--seed 7 shapes sampling only: add --sampling"),
         (["--combine", "linear"], "--combine linear combines an ensemble: give several --model or --checkpoint"),
+        # the search would decode eagerly instead, saying so in a Python warning with its source path
+        (["--cuda-graphs"], "--cuda-graphs replays decoder steps on a CUDA device: add --device cuda (not cpu)"),
+        (["--cuda-graphs", "--device", "cuda", "--uncached"], "--cuda-graphs and --uncached do not go together"),
+        (["--cuda-graphs", "--device", "cuda:0", "--alignments"], "--cuda-graphs and --alignments do not go together"),
     ],
 )
 def test_an_option_the_search_would_ignore_is_an_error(

@@ -79,6 +79,13 @@ def ignored_option(args: argparse.Namespace) -> str | None:
                 return f"--{name} {getattr(args, name)} shapes sampling only: add --sampling topk:K or topp:P"
     if args.combine != "log-linear" and len(args.model) == 1 and len(args.checkpoint or ()) < 2:
         return f"--combine {args.combine} combines an ensemble: give several --model or --checkpoint"
+    if args.cuda_graphs:  # the search would decode eagerly instead, with a Python warning
+        if not args.device.startswith("cuda"):
+            return f"--cuda-graphs replays decoder steps on a CUDA device: add --device cuda (not {args.device})"
+        if not args.incremental:
+            return "--cuda-graphs and --uncached do not go together (a graph replays the cached incremental step)"
+        if args.alignments:
+            return "--cuda-graphs and --alignments do not go together (alignments read every step's attention maps)"
     return None
 
 
