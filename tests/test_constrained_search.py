@@ -230,3 +230,17 @@ def test_translate_constraints_flag_and_its_errors(demo_data: Path, tmp_path: Pa
     assert f"{constraints}:2: malformed JSON" in capsys.readouterr().err
     assert main([*translate[:5], "--sampling", "topk:3", "--constraints", str(constraints)]) == 2
     assert "--constraints needs beam or greedy search" in capsys.readouterr().err
+
+
+def test_one_string_for_a_list_of_sentences_is_a_type_error(translator: Translator) -> None:
+    """``t.translate("Ein Hund läuft.")`` would search each character as a sentence and return one translation per
+    character, in silence: a string where a list of sentences goes is refused (lines, prefixes, forced scoring)."""
+    from adlnmt.analysis.forced import PairScorer
+
+    with pytest.raises(TypeError, match=r"lines: give a list of sentences, not one string \(one sentence: \['A k"):
+        translator.translate("A king sleeps.")
+    with pytest.raises(TypeError, match="prefixes: give a list of sentences, not one string"):
+        translator.search(["A king sleeps."], SearchOptions(beam=2), prefixes="Lo")
+    with pytest.raises(TypeError, match="targets: give a list of sentences, not one string"):
+        PairScorer(translator).score(["A king sleeps."], "Lo rey")
+    assert len(translator.translate(["A king sleeps."])) == 1

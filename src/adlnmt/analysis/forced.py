@@ -25,7 +25,7 @@ from adlnmt.errors import UserError
 from adlnmt.inference.batching import length_batches
 from adlnmt.inference.engine import able
 from adlnmt.inference.search import evaluating, pad_batch
-from adlnmt.inference.translator import Translator
+from adlnmt.inference.translator import Translator, not_one_string
 from adlnmt.model import Seq2Seq
 from adlnmt.store import is_export_dir
 
@@ -120,6 +120,8 @@ class PairScorer:
         cut (with a warning naming the line), as for translation. ``where``: per pair, the names of its source and
         its target in those warnings (``suite.jsonl:7``, ``suite.jsonl:7 variant 2``) instead of their line numbers;
         a warning repeated word for word is given once."""
+        not_one_string(sources, "sources")
+        not_one_string(targets, "targets")
         if len(sources) != len(targets):
             raise UserError(f"{len(sources)} sources but {len(targets)} targets: need one target per source")
         translator = self.translator

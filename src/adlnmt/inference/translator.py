@@ -100,6 +100,13 @@ class Translation:
         return record
 
 
+def not_one_string(value: object, name: str) -> None:
+    """A TypeError when ``value``, meant as a list of sentences, is one string: iterated, it would be one sentence
+    per character, searched and returned in silence."""
+    if isinstance(value, str):
+        raise TypeError(f"{name}: give a list of sentences, not one string (one sentence: [{value[:40]!r}])")
+
+
 def hard_alignment(translation: Translation, first: int, count: int) -> str:
     """fairseq's ``--print-alignment`` of ``translation`` (which has an alignment): ``i-j`` pairs, space-separated,
     one per target piece j (0-based, EOS not counted) with i the source piece it attends to most (0-based among the
@@ -332,6 +339,8 @@ class Translator:
         are its lexical constraints (phrases to include and to exclude), with a warning on stderr for each line whose
         include phrases cannot be met (it is translated without them). A UserError for what the engine lacks
         (:meth:`~adlnmt.inference.engine.Engine.check`)."""
+        not_one_string(lines, "lines")
+        not_one_string(prefixes, "prefixes")
         sources = [self.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
         encoded_constraints, warnings_before = self.encode_constraints(constraints)
         found = self.search_encoded(sources, options, prefixes, encoded_constraints)
