@@ -113,3 +113,25 @@ def test_an_os_error_without_a_file_name_shows_no_empty_name(capsys) -> None:
 
     assert exit_status(fail) == 2
     assert capsys.readouterr().err == "error: No space left on device\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("translate", "interrupted\n"),  # its output is written at the end: nothing resumes
+        ("score-pairs", "interrupted\n"),
+        (None, "interrupted\n"),
+        ("train", "interrupted (the same command resumes training from its last checkpoint)\n"),
+        ("distill", "interrupted (the same command resumes from its last chunk)\n"),
+    ],
+)
+def test_ctrl_c_says_how_the_command_resumes_only_when_it_does(name: str | None, said: str, capsys) -> None:
+    """Ctrl-C on translate said 'the same command resumes training from its last checkpoint, prepare from ...':
+    a command that does not resume says only that it was interrupted."""
+    from adlnmt.exits import exit_status
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    assert exit_status(interrupted, name) == 130
+    assert capsys.readouterr().err == said

@@ -130,7 +130,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv[0] if argv else None).parse_args(argv)
-    return exit_status(lambda: args.func(args))
+    return exit_status(lambda: args.func(args), args.command)
 
 
 if __name__ == "__main__":

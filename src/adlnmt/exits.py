@@ -11,9 +11,18 @@ from collections.abc import Callable, Iterator
 
 from adlnmt.errors import UserError
 
+RESUMES = {
+    "train": "the same command resumes training from its last checkpoint",
+    "prepare": "the same command resumes from its last shard",
+    "distill": "the same command resumes from its last chunk",
+    "experiment": "the same command resumes the grid: finished runs are skipped, interrupted ones resume",
+}
+"""What re-running a command after Ctrl-C does, for the commands that resume; the others start over."""
 
-def exit_status(command: Callable[[], int]) -> int:
-    """Run ``command`` and return its exit status; user errors, interrupts and OS errors become messages."""
+
+def exit_status(command: Callable[[], int], name: str | None = None) -> int:
+    """Run ``command`` (the command ``name``, e.g. ``train``) and return its exit status; user errors, interrupts
+    and OS errors become messages (an interrupt says how the command resumes, when it does: :data:`RESUMES`)."""
     try:
         return command()
     except UserError as err:
@@ -23,8 +32,8 @@ def exit_status(command: Callable[[], int]) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        print("interrupted (the same command resumes training from its last checkpoint, prepare from its last "
-              "shard, a distillation from its last chunk)", file=sys.stderr)  # fmt: skip
+        resumes = RESUMES.get(name or "")
+        print(f"interrupted ({resumes})" if resumes else "interrupted", file=sys.stderr)
         return 130
     except OSError as err:  # unwritable output, full disk ...: the user's environment, not a bug
         where = f"{err.filename}: " if err.filename else ""  # never an empty name before the colon

@@ -314,7 +314,7 @@ def train(run_dir: Path) -> str:
 
 def run(run_dir: Path) -> int:
     """:func:`train_and_evaluate` → the exit status of the run (2 for a user error, with its message)."""
-    return exit_status(lambda: train_and_evaluate(run_dir))
+    return exit_status(lambda: train_and_evaluate(run_dir), "train")
 
 
 def train_and_evaluate(run_dir: Path) -> int:
