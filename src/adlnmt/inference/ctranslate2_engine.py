@@ -43,6 +43,14 @@ class CTranslate2Engine(Engine):
         self.other: tuple[tuple[str | None, int], Any] | None = None  # (shortlist, workers) → its translator
         self.src_vocab, self.tgt_vocab = export.data.src_vocab, export.data.tgt_vocab
         self.barred = [[self.tgt_vocab.piece(PAD)], [self.tgt_vocab.piece(BOS)]]
+        # the export stores its position tables with max_positions rows: outputs (and targets to score) stop within
+        # them, as the PyTorch search stops within learned positions (CTranslate2 raises past the table)
+        self.max_output_len = int(section["max_positions"]) - 1
+
+    def length_limit(self, source_length: int, options: SearchOptions) -> int:
+        """The most tokens (EOS not counted) the output of a source of ``source_length`` tokens may have: the search's
+        rule (:func:`~adlnmt.inference.batching.length_limit`) within the export's position tables."""
+        return min(length_limit(source_length, options), self.max_output_len)
 
     def load(self, vmap: str | None = None, workers: int = 1) -> Any:
         """``ctranslate2.Translator`` on the export's model; with ``vmap`` (the text of a vocabulary map), one that
@@ -83,7 +91,7 @@ class CTranslate2Engine(Engine):
         return self.translator_for(options).translate_batch(
             [self.src_vocab.pieces(s) for s in sources], beam_size=options.beam,
             num_hypotheses=options.beam, length_penalty=LENGTH_PENALTY,
-            max_decoding_length=max(length_limit(len(s), options) for s in sources), min_decoding_length=0,
+            max_decoding_length=max(self.length_limit(len(s), options) for s in sources), min_decoding_length=0,
             suppress_sequences=self.barred, return_scores=True, use_vmap=options.shortlist is not None,
             asynchronous=True,
         )  # fmt: skip
@@ -95,7 +103,7 @@ class CTranslate2Engine(Engine):
         ranked by our GNMT length penalty: on the Multi30k model 999 of 1,000 beam-5 outputs equal the PyTorch
         engine's."""
         found = []
-        for result, limit in zip(results, (length_limit(len(s), options) for s in sources), strict=True):
+        for result, limit in zip(results, (self.length_limit(len(s), options) for s in sources), strict=True):
             hyps = []
             for tokens, normalised in zip(result.hypotheses, result.scores, strict=True):
                 log_prob = normalised * (len(tokens) + 1) ** LENGTH_PENALTY  # its length counts the EOS

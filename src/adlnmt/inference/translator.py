@@ -237,7 +237,13 @@ class Translator:
             raise UserError(f"{export.path} is exported with quantization {quantize}; it cannot run in {precision} "
                             "(leave --precision out: it runs as exported)")  # fmt: skip
         runner = load_engine(export, engine_threads(threads), workers)
-        return cls(None, export.data, export.max_input_len, "cpu", export.path, runner)
+        max_input_len = export.max_input_len
+        if (section := export.manifest.get("ctranslate2")) is not None:
+            # one position table of max_positions rows per side, a sinusoidal encoder's too: sources are cut to it
+            # (markers and EOS take positions), or CTranslate2 raises past it
+            table = int(section["max_positions"]) - 1 - int(export.data.source_markers)
+            max_input_len = max(1, min(max_input_len, table))
+        return cls(None, export.data, max_input_len, "cpu", export.path, runner)
 
     def source_pieces(self, ids: Sequence[int]) -> list[str]:
         """The pieces of encoder input ``ids`` (:meth:`encode`'s: cut to the input limit, with markers and EOS)."""
