@@ -41,7 +41,9 @@ def write_onnx(source: Source, out: Path, quantize: str) -> dict[str, Any]:
     require("onnxruntime")
     from adlnmt.export.onnx import export_onnx, quantize_graphs
 
-    details = export_onnx(source.model, out, max_positions=source.model.config.max_len)
+    # the positions every side covers: the model's max_len, or fewer where a learned table (learn_pos(max_len=N)) ends
+    tables = [limit for limit in source.model.position_limits() if limit is not None]
+    details = export_onnx(source.model, out, max_positions=min([source.model.config.max_len, *tables]))
     verify_onnx(source, out, details)
     if quantize == "int8":
         quantize_graphs(out)

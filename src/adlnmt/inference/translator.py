@@ -238,11 +238,10 @@ class Translator:
                             "(leave --precision out: it runs as exported)")  # fmt: skip
         runner = load_engine(export, engine_threads(threads), workers)
         max_input_len = export.max_input_len
-        if (section := export.manifest.get("ctranslate2")) is not None:
-            # one position table of max_positions rows per side, a sinusoidal encoder's too: sources are cut to it
-            # (markers and EOS take positions), or CTranslate2 raises past it
-            table = int(section["max_positions"]) - 1 - int(export.data.source_markers)
-            max_input_len = max(1, min(max_input_len, table))
+        if (positions := export.manifest.get(export.format, {}).get("max_positions")) is not None:
+            # the position tables exported hold max_positions rows, a sinusoidal encoder's too: sources are cut to
+            # them (markers and EOS take positions), or the engine raises past them
+            max_input_len = max(1, min(max_input_len, int(positions) - 1 - int(export.data.source_markers)))
         return cls(None, export.data, max_input_len, "cpu", export.path, runner)
 
     def source_pieces(self, ids: Sequence[int]) -> list[str]:
