@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from adlnmt.analysis.commands import check_writable
 from adlnmt.analysis.contrastive import (
     SuiteItem,
     accuracy_report,
@@ -25,6 +24,7 @@ from adlnmt.cli import main
 from adlnmt.errors import DataError
 from adlnmt.inference.translator import Translator
 from adlnmt.model import Seq2Seq
+from adlnmt.store.atomic import check_writable
 
 ITEM = {"source": "s", "reference": "r", "contrastive": ["c"], "phenomenon": "p", "distance": 2}
 

@@ -5,38 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 
 from adlnmt.bounds import SEED, at_least, flag_type
 from adlnmt.errors import UserError
 from adlnmt.flags import OneModel
 from adlnmt.inference.engine import able
-
-
-def check_writable(*paths: str | None) -> None:
-    """A UserError naming the first of ``paths`` (None: stdout) that cannot be written: a directory, a read-only
-    file, a file where a folder of its path should be, or a folder that takes no new file. Missing folders are fine:
-    the write creates them (:func:`~adlnmt.store.atomic.write_output`), so the nearest existing one is tried.
-    Checked before the work whose results they hold."""
-    for path in filter(None, paths):
-        target = Path(path)
-        if target.is_dir():
-            raise UserError(f"{path}: a directory, not a file to write")
-        if target.exists() and not os.access(target, os.W_OK):
-            raise UserError(f"{path}: cannot write (permission denied)")
-        if target.exists() and not target.is_file():  # a device or pipe (/dev/stdout): written in place
-            continue
-        folder = target.absolute().parent
-        while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
-            folder = folder.parent  # a folder the write will create
-        try:
-            with tempfile.TemporaryFile(dir=folder):
-                pass
-        except OSError as err:
-            raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
+from adlnmt.store.atomic import check_writable
 
 
 def cmd_score_pairs(args: argparse.Namespace) -> int:

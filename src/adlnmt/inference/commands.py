@@ -23,11 +23,11 @@ if TYPE_CHECKING:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
-    from adlnmt.analysis.commands import check_writable
     from adlnmt.data.corpus import decode_lines, read_lines
     from adlnmt.inference.constraints import read_constraints
     from adlnmt.inference.options import sampling_rule
     from adlnmt.inference.prefixes import warn_prefixes
+    from adlnmt.store.atomic import check_writable
 
     if args.sampling:
         sampling_rule(args.sampling)

@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,29 @@ from adlnmt.jsontext import parse_json
 def describe(err: BaseException) -> str:
     """An exception as a short reason (its type when it has no message, e.g. ``EOFError``)."""
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def check_writable(*paths: str | None) -> None:
+    """A UserError naming the first of ``paths`` (None: stdout) that cannot be written: a directory, a read-only
+    file, a file where a folder of its path should be, or a folder that takes no new file. Missing folders are fine:
+    the write creates them (:func:`write_output`), so the nearest existing one is tried.
+    Checked before the work whose results they hold."""
+    for path in filter(None, paths):
+        target = Path(path)
+        if target.is_dir():
+            raise UserError(f"{path}: a directory, not a file to write")
+        if target.exists() and not os.access(target, os.W_OK):
+            raise UserError(f"{path}: cannot write (permission denied)")
+        if target.exists() and not target.is_file():  # a device or pipe (/dev/stdout): written in place
+            continue
+        folder = target.absolute().parent
+        while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+            folder = folder.parent  # a folder the write will create
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as err:
+            raise UserError(f"{path}: cannot write ({err.strerror or err})") from None
 
 
 def write_output(path: str | None, text: str) -> None:
