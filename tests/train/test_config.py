@@ -51,6 +51,8 @@ def test_yaml_numbers_without_a_dot_are_numbers(tmp_path: Path) -> None:
         ("nonsense_option: 1\n", "unknown option 'nonsense_option'"),
         ("- 1\n", "mapping"),
         ("lr: fast\n", "option 'lr' expects a number, got 'fast'"),
+        # two spellings of one option: YAML keeps both keys, and one value would silently win
+        ("d_model: 32\nd-model: 64\n", "c.yaml: 'd-model' and 'd_model' are one option, given twice"),
     ],
 )
 def test_bad_yaml_is_a_located_error(tmp_path: Path, yaml_text: str, message: str) -> None:

@@ -163,10 +163,13 @@ def _train_options(reader: Reader, value: Any, where: str) -> dict[str, Any]:
     """A block of TrainConfig options (keys as the flags, '-' or '_'), each checked for name, type and choices."""
     if value is None:
         return {}
-    options = {}
+    options, spelled = {}, {}
     for key, item in reader.mapping(value, where).items():
         name = str(key).replace("-", "_")
         at = f"{where}.{key}"
+        if name in spelled:  # d_model and d-model: one of the two values would silently win
+            reader.fail(at, f"'{key}' and '{spelled[name]}' are one option, given twice")
+        spelled[name] = key
         if name in CONTROLLED:
             reader.fail(at, f"set by the experiment (from {CONTROLLED[name]}), not a training option here")
         if name in MODEL_KEYS:

@@ -222,11 +222,14 @@ def load_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise UserError(f"{path}: expected a mapping of option: value")
     known = {f.name: f for f in fields(TrainConfig)}
-    values = {}
+    values, spelled = {}, {}
     for key, value in raw.items():
         name = str(key).replace("-", "_")
         if name not in known:
             raise UserError(f"{path}: unknown option '{key}'")
+        if name in spelled:  # d_model and d-model: one of the two values would silently win
+            raise UserError(f"{path}: '{key}' and '{spelled[name]}' are one option, given twice")
+        spelled[name] = key
         values[name] = _typed(path, key, value, known[name])
     return values
 
