@@ -130,6 +130,20 @@ def test_surgery_copies_matching_paths_and_records_the_rest(pretrained: Path, ca
     assert f"initialised {aan}gate.weight (absent)" in err and "unused encoder.layers.1.copies.1" in err
 
 
+def test_a_preset_is_surgery_at_the_models_sizes(pretrained: Path) -> None:
+    """--preset with --init-from takes the preset's architecture and MODEL's sizes: the preset's own sizes (which the
+    user did not give) were refused as '--d-model 256: --init-from keeps the model's d_model'."""
+    from adlnmt.presets import get_preset
+
+    assert train(pretrained, "preset", "--preset", "transformer-small", "--max-updates", "1") == 0
+    ours, theirs = (ModelDir(pretrained / name).config()["model"] for name in ("preset", "model"))
+    assert ours["encoder"] == get_preset("transformer-small").encoder
+    sizes = ("d_model", "heads", "ff_factor")
+    assert [ours[k] for k in sizes] == [theirs[k] for k in sizes]
+    record = json.loads((pretrained / "preset" / "init_from.json").read_text())
+    assert record["copied"] and record["initialised"]
+
+
 def test_data_with_another_vocabulary_is_refused(pretrained: Path, demo_data: Path, capsys) -> None:
     argv = ["train", "--data", str(demo_data / "data"), "--model", str(pretrained / "other"),
             "--init-from", str(pretrained / "model"), *TRAIN, "--max-updates", "1"]  # fmt: skip

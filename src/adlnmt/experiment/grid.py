@@ -386,6 +386,7 @@ def _shallower(reader: Reader, where: str, values: dict[str, Any], factor: float
     from adlnmt.adl.syntax import scale_repeats, to_text
     from adlnmt.presets import get_preset
     from adlnmt.store import ModelDir
+    from adlnmt.train.config import preset_options
 
     if values.get("init_from") and not values.get("preset"):
         own = ModelDir(values["init_from"]).config()["model"]
@@ -395,7 +396,8 @@ def _shallower(reader: Reader, where: str, values: dict[str, Any], factor: float
             preset = get_preset(values["preset"])
         except UserError as err:
             reader.fail(where, str(err))
-        values = {**preset.options, **{k: v for k, v in values.items() if k != "preset"}}
+        options = preset_options(values["preset"], bool(values.get("init_from")))
+        values = {**options, **{k: v for k, v in values.items() if k != "preset"}}
         values.update(encoder=preset.encoder, decoder=preset.decoder)
     for side in ("encoder", "decoder"):
         try:

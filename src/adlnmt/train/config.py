@@ -208,10 +208,20 @@ def from_arguments(args: argparse.Namespace) -> TrainConfig:
     return build_config(values)
 
 
+PRESET_SIZES = ("d_model", "heads", "d_ff")  # a preset's options that --init-from leaves to the pretrained model
+
+
+def preset_options(name: str, pretrained: bool) -> dict[str, Any]:
+    """The training options of preset ``name``; with ``--init-from`` (``pretrained``) without its sizes: surgery
+    takes the preset's architecture and keeps the pretrained model's width, heads and feed-forward width."""
+    options = get_preset(name).options
+    return {k: v for k, v in options.items() if k not in PRESET_SIZES} if pretrained else dict(options)
+
+
 def build_config(values: dict[str, Any]) -> TrainConfig:
     """Precedence: TrainConfig defaults < the preset's options < ``values`` (YAML, then flags)."""
     if values.get("preset"):
-        values = {**get_preset(values["preset"]).options, **values}
+        values = {**preset_options(values["preset"], bool(values.get("init_from"))), **values}
     return TrainConfig(**values).resolved()
 
 

@@ -66,6 +66,8 @@ def pretrained_model_config(config: TrainConfig) -> ModelConfig:
     if not config.preset:
         config = replace(config, encoder=config.encoder or base.encoder, decoder=config.decoder or base.decoder)
     given = config.model_config(base.src_vocab_size, base.tgt_vocab_size)
+    if config.preset:  # the preset's architecture, input feeding included (rnmt's), at MODEL's sizes
+        return replace(base, encoder=given.encoder, decoder=given.decoder, input_feeding=given.input_feeding)
     return replace(base, encoder=given.encoder, decoder=given.decoder)
 
 
