@@ -180,6 +180,19 @@ def test_a_size_init_from_would_ignore_is_refused(pretrained: Path, flag: str, v
     assert not (pretrained / f"size{flag}" / "config.json").exists()  # nothing started
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [["--input-feeding"], ["--learned-positions"], ["--max-positions", "64"], ["--var", "X=1"], ["--init", "fairseq"]],
+)
+def test_a_model_option_init_from_would_ignore_is_refused(pretrained: Path, flags: list[str], capsys) -> None:
+    """MODEL's input feeding, position table, initialisation and variables (and ties) are kept: each of these options
+    was accepted and silently ignored (config.json even recorded it)."""
+    model = f"option{flags[0]}"
+    assert train(pretrained, model, *flags, "--max-updates", "1") == 2
+    assert f"{' '.join(flags)}: --init-from" in capsys.readouterr().err
+    assert not (pretrained / model / "config.json").exists()  # nothing started
+
+
 def test_separate_vocabularies_prepare_and_fine_tune(demo_data: Path, tmp_path: Path) -> None:
     """An import with separate vocabularies (target_vocab.json): prepare --vocab-from copies both sides'
     sentencepiece models (not joint) and train --init-from starts from its weights."""

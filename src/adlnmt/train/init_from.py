@@ -82,6 +82,33 @@ def check_sizes(config: TrainConfig, base: ModelConfig) -> None:
         if given != defaults[name] and given != value:
             raise UserError(f"--{name.replace('_', '-')} {given}: --init-from {config.init_from} keeps the model's "
                             f"{name} ({value}); leave the option out")  # fmt: skip
+    check_model_options(config, base)
+
+
+def check_model_options(config: TrainConfig, base: ModelConfig) -> None:
+    """Refuse the other model options that ``--init-from`` would ignore without a word: MODEL's ties, input
+    feeding (a preset brings its own), position table, initialisation and variables are kept, and
+    ``--learned-positions`` only rewrites an architecture given with the options (surgery)."""
+    surgery = bool(config.preset or config.encoder or config.decoder)
+    theirs = {"tie_output": base.tie_output, "tie_source": base.tie_source, "input_feeding": base.input_feeding,
+              "max_positions": base.max_len, "init": base.init}  # fmt: skip
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    for name, value in theirs.items():
+        given = getattr(config, name)
+        if name == "input_feeding" and config.preset:
+            continue
+        if given != defaults[name] and given != value:
+            flag = f"--{name.replace('_', '-')}"
+            shown = flag if isinstance(given, bool) else f"{flag} {given}"
+            raise UserError(f"{shown}: --init-from {config.init_from} keeps the model's {name} ({value}); leave "
+                            "the option out")  # fmt: skip
+    if config.var:
+        raise UserError(f"--var {config.var[0]}: --init-from {config.init_from} keeps the model's ADL variables "
+                        f"({', '.join(f'{k}={v}' for k, v in base.variables.items()) or 'none'}); leave the option "
+                        "out")  # fmt: skip
+    if config.learned_positions and not surgery:
+        raise UserError(f"--learned-positions: --init-from {config.init_from} keeps the model's architecture; give "
+                        "it with --encoder/--decoder or --preset (surgery), or leave the option out")  # fmt: skip
 
 
 def pretrained_digest(init_dir: Path) -> str:
