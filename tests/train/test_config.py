@@ -108,3 +108,16 @@ def test_stopping_on_bleu_without_validation_bleu_is_an_error() -> None:
     with pytest.raises(UserError, match="--early-stop-metric bleu needs the validation BLEU that --no-valid-bleu"):
         parse(["--data", "d", "--model", "m", "--early-stop-metric", "bleu", "--no-valid-bleu"])
     assert parse(["--data", "d", "--model", "m", "--early-stop-metric", "bleu"]).early_stop_metric == "bleu"
+
+
+def test_a_variable_the_architecture_does_not_use_is_an_error() -> None:
+    """``--var NAME=VALUE`` for a $NAME neither chain has (a typo, or a variable of another architecture) was
+    ignored without a word; $FF_NUM_HIDDEN and $NUM_HIDDEN, which every model defines, stay allowed."""
+    encoder = "pos -> repeat($N, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+    decoder = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+    base = ["--data", "d", "--model", "m", "--encoder", encoder, "--decoder", decoder, "--var", "N=2"]
+    assert parse([*base, "--var", "FF_NUM_HIDDEN=64"]).model_config(8, 8).variables["N"] == "2"
+    with pytest.raises(UserError, match=r"--var NN=3: the architecture uses no \$NN \(its variables: \$N\)"):
+        parse([*base, "--var", "NN=3"]).model_config(8, 8)
+    with pytest.raises(UserError, match=r"uses no \$DROPOUT \(its variables: none\)"):
+        parse(["--data", "d", "--model", "m", "--preset", "transformer", "--var", "DROPOUT=0.3"]).model_config(8, 8)

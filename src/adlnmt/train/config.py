@@ -166,11 +166,18 @@ class TrainConfig:
                 to_text(rename_layers(prepare(text)[0], {"pos": "learn_pos"})) for text in (encoder, decoder)
             )
         variables = {"FF_NUM_HIDDEN": str(self.d_ff), "NUM_HIDDEN": str(self.d_model)}
+        used: set[str] | None = None
         for item in self.var or []:
             name, sep, value = item.partition("=")
             if not sep:
                 raise UserError(f"--var expects NAME=VALUE, got {item!r}")
-            variables[name.strip().lstrip("$")] = value.strip()
+            name = name.strip().lstrip("$")
+            if used is None:
+                used = _variables_used(encoder, decoder)
+            if name not in variables and name not in used:  # a typo or a variable of another architecture
+                raise UserError(f"--var {item}: the architecture uses no ${name} (its variables: "
+                                f"{', '.join(f'${n}' for n in sorted(used)) or 'none'})")  # fmt: skip
+            variables[name] = value.strip()
         return ModelConfig(
             encoder=encoder,
             decoder=decoder,
@@ -188,6 +195,20 @@ class TrainConfig:
             pad_id=PAD,
             init=self.init,
         )
+
+
+def _variables_used(encoder: str, decoder: str) -> set[str]:
+    """The ``$NAME`` s of the two ADL chains (an ADL error is left to the model's build, which locates it)."""
+    from adlnmt.adl.errors import ADLError
+    from adlnmt.adl.parser import parse, variable_names
+
+    used: set[str] = set()
+    for text in (encoder, decoder):
+        try:
+            used |= variable_names(parse(text))
+        except ADLError:
+            continue
+    return used
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
