@@ -436,6 +436,25 @@ def test_target_tags_are_one_id_first_in_every_source(multilingual: tuple[Path, 
     assert data.encode_source(f"<2en> {data.raw_text('valid', 'src')[0]}") == valid.src(0).tolist()
 
 
+def test_target_tags_with_the_vocabulary_of_a_model_trained_with_them(
+    multilingual: tuple[Path, dict], demo: Path, tmp_path: Path
+) -> None:
+    """Fine-tuning a model trained with --target-tags: prepare --vocab-from it --target-tags was refused ("a model's
+    vocabulary holds no tags it was not trained with") even though it holds them; now only a tag it lacks is."""
+    vocab_dir = multilingual[0]  # as a model's vocab/: manifest.json beside the sentencepiece models
+    files = {"train": (demo / "train.src", demo / "train.tgt"), "valid": (demo / "valid.src", demo / "valid.tgt")}
+    manifest = prepare(out_dir=tmp_path / "ft", corpora=[Corpus("de-en", *files["train"])],
+                       valid=[Corpus("de-en", *files["valid"])], target_tags=True, vocab_from=vocab_dir)  # fmt: skip
+    data = DataDir.load(tmp_path / "ft")
+    tag = data.src_vocab.tag_id("<2en>")
+    assert tag is not None and manifest["corpora"]["de-en"]["tag"] == "<2en>"
+    assert data.open_shard("train", 0).src_pieces(0)[0] == tag and data.split("valid").src(0)[0] == tag
+    with pytest.raises(DataError, match=r"source vocabulary has no <2cs> \(.*; it has <2en>\)"):
+        prepare(out_dir=tmp_path / "cs", corpora=[Corpus("de-cs", *files["train"])],
+                valid=[Corpus("de-cs", *files["valid"])], target_tags=True, vocab_from=vocab_dir)  # fmt: skip
+    assert not (tmp_path / "cs").exists()
+
+
 def test_target_tags_need_language_names(demo: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not name its languages as SRC-TGT"):
         prepare(**files_of(demo), out_dir=tmp_path / "o", target_tags=True)

@@ -54,7 +54,7 @@ from adlnmt.data.language_codes import SourceEncoder
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.shards import ShardBuilder, shard_stem, token_dtype
 from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, language_tag, train_sentencepiece
-from adlnmt.data.vocab_from import copy_vocabularies
+from adlnmt.data.vocab_from import check_model_tags, copy_vocabularies
 from adlnmt.errors import DataError
 from adlnmt.jsontext import JsonError, parse_json
 
@@ -540,7 +540,7 @@ def prepare(
     tags = {c.name: language_tag(target_language(c.name)) for c in corpora} if target_tags else {}
     out = Path(out_dir)
     if vocab_from is not None and target_tags:
-        raise DataError("--target-tags with --vocab-from: a model's vocabulary holds no tags it was not trained with")
+        check_model_tags(Path(vocab_from), tags)
     for corpus in (*corpora, *valid):
         require_regular_file(corpus.src, "prepare")
         require_regular_file(corpus.tgt, "prepare")
