@@ -455,6 +455,25 @@ def test_target_tags_with_the_vocabulary_of_a_model_trained_with_them(
     assert not (tmp_path / "cs").exists()
 
 
+def test_a_source_line_that_starts_with_a_tag_is_encoded_as_translate_reads_it(
+    multilingual: tuple[Path, dict], demo: Path, tmp_path: Path
+) -> None:
+    """Data for a model trained with --target-tags whose lines carry their tag (prepare --vocab-from MODEL): prepare
+    encoded "<2en> text" as [▁, <2en>, …], translate as [<2en>, …]."""
+    from adlnmt.data.language_codes import SourceEncoder
+
+    vocab = DataDir.load(multilingual[0]).src_vocab
+    first = lines(demo / "train.src")[0]
+    texts = [f"<2en> {first}", first, f"<2xx> {first}"]
+    assert SourceEncoder(vocab).batch(texts) == [vocab.encode(text) for text in texts]
+    assert SourceEncoder(vocab).batch(texts)[0][0] == vocab.tag_id("<2en>")
+    tagged = write_lines(tmp_path / "tagged.src", [f"<2en> {line}" for line in lines(demo / "train.src")[:50]])
+    head = write_lines(tmp_path / "head.tgt", lines(demo / "train.tgt")[:50])
+    prepare(out_dir=tmp_path / "ft", corpora=[Corpus("train", tagged, head)], valid=[Corpus("train", tagged, head)],
+            vocab_from=multilingual[0])  # fmt: skip
+    assert DataDir.load(tmp_path / "ft").open_shard("train", 0).src_pieces(0).tolist() == vocab.encode(texts[0])
+
+
 def test_target_tags_need_language_names(demo: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not name its languages as SRC-TGT"):
         prepare(**files_of(demo), out_dir=tmp_path / "o", target_tags=True)
