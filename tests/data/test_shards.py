@@ -474,6 +474,22 @@ def test_a_source_line_that_starts_with_a_tag_is_encoded_as_translate_reads_it(
     assert DataDir.load(tmp_path / "ft").open_shard("train", 0).src_pieces(0).tolist() == vocab.encode(texts[0])
 
 
+def test_vocab_from_takes_the_models_source_markers(demo: Path, tmp_path: Path) -> None:
+    """A model trained with --source-markers reads a BOS before every source: prepare --vocab-from it made data
+    without them (fine-tuning changed the model's input without a word); --source-markers against a model trained
+    without them is refused before anything is written."""
+    marked = prepare(**files_of(demo), out_dir=tmp_path / "marked", vocab_size=200, source_markers=True)
+    manifest = prepare(**files_of(demo), out_dir=tmp_path / "ft", vocab_from=tmp_path / "marked")
+    assert marked["source_markers"] and manifest["source_markers"] and manifest["options"]["source_markers"]
+    ours, theirs = (DataDir.load(tmp_path / name).split("valid").src(0).tolist() for name in ("ft", "marked"))
+    assert ours == theirs
+    plain = prepare(**files_of(demo), out_dir=tmp_path / "plain", vocab_size=200)
+    assert not plain["source_markers"]
+    with pytest.raises(DataError, match="--source-markers with --vocab-from: the model was trained without"):
+        prepare(**files_of(demo), out_dir=tmp_path / "no", vocab_from=tmp_path / "plain", source_markers=True)
+    assert not (tmp_path / "no").exists()
+
+
 def test_target_tags_need_language_names(demo: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not name its languages as SRC-TGT"):
         prepare(**files_of(demo), out_dir=tmp_path / "o", target_tags=True)

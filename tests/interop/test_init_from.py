@@ -153,6 +153,20 @@ def test_data_with_another_vocabulary_is_refused(pretrained: Path, demo_data: Pa
     assert not (pretrained / "other" / "config.json").exists()
 
 
+def test_data_without_the_models_source_markers_is_refused(pretrained: Path, tmp_path: Path, capsys) -> None:
+    """A model trained with a BOS before every source (--source-markers) fine-tuned on data without them read
+    another input than it was trained on, without a word."""
+    from interop.marian_fixtures import with_source_markers
+
+    marked = with_source_markers(pretrained / "model", tmp_path / "marked")
+    argv = ["train", "--data", str(pretrained / "data"), "--model", str(tmp_path / "ft"),
+            "--init-from", str(marked), *TRAIN, "--max-updates", "1"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "prepared without --source-markers, but" in err and "adlnmt prepare --vocab-from" in err
+    assert not (tmp_path / "ft" / "config.json").exists()
+
+
 def test_resume_does_not_initialise_again(pretrained: Path, capsys) -> None:
     assert train(pretrained, "resumed", "--max-updates", "2", "--checkpoint-interval", "2") == 0
     first = (pretrained / "resumed" / "init_from.json").read_text()

@@ -54,7 +54,7 @@ from adlnmt.data.language_codes import SourceEncoder
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.shards import ShardBuilder, shard_stem, token_dtype
 from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, language_tag, train_sentencepiece
-from adlnmt.data.vocab_from import check_model_tags, copy_vocabularies
+from adlnmt.data.vocab_from import check_model_tags, copy_vocabularies, model_source_markers
 from adlnmt.errors import DataError
 from adlnmt.jsontext import JsonError, parse_json
 
@@ -527,8 +527,8 @@ def prepare(
     ``Split.src`` start with BOS; it is recorded, not stored in tokens. Memory is bounded by the sample, one shard
     and the chunks in flight, whatever the corpus size. Refuses a directory that holds a manifest unless
     ``overwrite``. The output does not depend on ``workers``. ``vocab_from`` (a model's ``vocab/``) copies its
-    sentencepiece models instead of training new ones (the vocabulary options are then the model's; no tags).
-    """
+    sentencepiece models instead of training new ones (the vocabulary options and source markers are then the
+    model's; tags only those it holds)."""
     options = PrepareOptions(vocab_size, joint, model_type, max_len, max_ratio, source_markers)
     options.check()
     if not str(out_dir):
@@ -541,6 +541,11 @@ def prepare(
     out = Path(out_dir)
     if vocab_from is not None and target_tags:
         check_model_tags(Path(vocab_from), tags)
+    if vocab_from is not None and (markers := model_source_markers(Path(vocab_from))) is not None:
+        if source_markers and not markers:
+            raise DataError("--source-markers with --vocab-from: the model was trained without a BOS before every "
+                            "source; leave it out", Path(vocab_from).parent)  # fmt: skip
+        options = replace(options, source_markers=markers)  # the model's input, as it was trained on it
     for corpus in (*corpora, *valid):
         require_regular_file(corpus.src, "prepare")
         require_regular_file(corpus.tgt, "prepare")

@@ -40,3 +40,11 @@ def check_model_tags(vocab_dir: Path, tags: dict[str, str]) -> None:
         raise DataError(f"--target-tags with --vocab-from: the model's source vocabulary has no {', '.join(missing)} "
                         "(a model's vocabulary holds only the tags it was trained with; it has "
                         f"{', '.join(held) or 'none'})", vocab_dir.parent)  # fmt: skip
+
+
+def model_source_markers(vocab_dir: Path) -> bool | None:
+    """Whether the model whose vocabulary is ``vocab_dir`` was trained with a BOS before every source
+    (``--source-markers``); None for a folder that is no model's vocabulary (:func:`copy_vocabularies` says so)."""
+    if not (vocab_dir / "manifest.json").is_file():
+        return None
+    return bool(DataDir.load(vocab_dir).manifest.get("source_markers", False))

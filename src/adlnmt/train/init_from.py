@@ -45,6 +45,13 @@ def check_vocabulary(init_dir: Path, data: DataDir) -> None:
                 f"{data.path}: prepared with another {side} vocabulary than {init_dir} ({theirs.name} "
                 f"differs from {mine}); prepare it with: adlnmt prepare --vocab-from {init_dir}"
             )
+    theirs_markers = bool(data.manifest.get("source_markers", False))
+    if bool(vocabulary.manifest.get("source_markers", False)) != theirs_markers:
+        raise UserError(
+            f"{data.path}: prepared {'with' if theirs_markers else 'without'} --source-markers, but {init_dir} was "
+            f"trained {'without' if theirs_markers else 'with'} them (a BOS before every source); prepare it again "
+            f"with: adlnmt prepare --vocab-from {init_dir}"
+        )
 
 
 def check_pretrained(init_dir: Path) -> None:
