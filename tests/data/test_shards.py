@@ -490,6 +490,17 @@ def test_vocab_from_takes_the_models_source_markers(demo: Path, tmp_path: Path) 
     assert not (tmp_path / "no").exists()
 
 
+def test_a_corpus_left_empty_is_an_error(demo: Path, tmp_path: Path) -> None:
+    """One of several training corpora with no pair left (an empty file, or every pair filtered) was reported as
+    "0 kept" and the data prepared without it."""
+    empty = write_lines(tmp_path / "empty.txt", [])
+    corpora = [Corpus("de-en", demo / "train.src", demo / "train.tgt"), Corpus("fr-en", empty, empty)]
+    with pytest.raises(DataError, match=r"empty.txt: no training pairs of training corpus 'fr-en' left after"):
+        valid = [Corpus("de-en", demo / "valid.src", demo / "valid.tgt")]
+        prepare(out_dir=tmp_path / "o", corpora=corpora, valid=valid, vocab_size=200)
+    assert not (tmp_path / "o" / MANIFEST).exists()
+
+
 def test_target_tags_need_language_names(demo: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not name its languages as SRC-TGT"):
         prepare(**files_of(demo), out_dir=tmp_path / "o", target_tags=True)

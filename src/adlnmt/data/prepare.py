@@ -581,6 +581,9 @@ def prepare(
     corpus_summaries = {}
     for corpus in corpora:
         tally = _corpus_tally(state["corpora"][corpus.name])
+        if not tally.counts["kept"]:  # one of several corpora left empty would silently train without it
+            named = f" of training corpus {corpus.name!r}" if len(corpora) > 1 else ""
+            raise DataError(_NOTHING_LEFT["train"].replace("pairs left", f"pairs{named} left"), corpus.src)
         train_tally.merge(tally)
         corpus_summaries[corpus.name] = {
             "weight": corpus.weight,
@@ -588,8 +591,6 @@ def prepare(
             "train": tally.summary(options.source_markers, False),
             "valid": valid_ranges.get(corpus.name),
         }
-    if not train_tally.counts["kept"]:
-        raise DataError(_NOTHING_LEFT["train"], corpora[0].src)
     manifest = {
         "format_version": FORMAT_VERSION,
         "joint": options.joint,
