@@ -139,9 +139,9 @@ def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: 
             front += [f"    - {{type: {m}, value: {v:.2f}}}" for m, v in entry.get("scores", {}).items()]
     front.append("---")
     canonical = stored.get("canonical", {})
-    body = [f"# {model_dir.name}", "", "A neural machine translation model built and trained with "
-            "[adlnmt](https://github.com/) whose architecture is a sentence of the Architecture Definition Language "
-            "(Domhan 2018).", "", "## Architecture (ADL)", "", "```", f"encoder: {canonical.get('encoder')}",
+    body = [f"# {model_dir.name}", "", "A neural machine translation model built and trained with adlnmt; its "
+            "architecture is a sentence of the Architecture Definition Language (Domhan 2018).", "",
+            "## Architecture (ADL)", "", "```", f"encoder: {canonical.get('encoder')}",
             f"decoder: {canonical.get('decoder')}", "```", ""]  # fmt: skip
     body += [f"{stored.get('parameters', 0):,} parameters.", ""]
     body += [f"![architecture]({diagram})" if diagram else f"(No diagram: {missing}.)", ""]

@@ -32,6 +32,7 @@ def test_publish_an_imported_model(demo_data: Path, tmp_path: Path, capsys) -> N
     assert text.startswith("---\nlibrary_name: transformers") and "pipeline_tag: translation" in text
     assert "encoder: pos(layout=halves) -> repeat(2, res_d(mh_dot_self_att)" in text
     assert "Imported from a Hugging Face MarianMT checkpoint" in text and "huggingface-cli upload" in text
+    assert "](https://github.com/)" not in text  # a placeholder link to GitHub's front page named adlnmt
     if shutil.which("dot"):
         assert (tmp_path / "card" / "diagram.png").read_bytes()[:4] == b"\x89PNG" and "](diagram.png)" in text
     transformers.MarianMTModel.from_pretrained(tmp_path / "card")
