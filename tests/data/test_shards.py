@@ -501,6 +501,26 @@ def test_a_corpus_left_empty_is_an_error(demo: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "o" / MANIFEST).exists()
 
 
+def test_translate_warns_of_a_leading_tag_the_model_lacks(multilingual: tuple[Path, dict], capsys) -> None:
+    """A model trained with --target-tags read an unknown tag ("<2cs>" for a model of <2en>) as text without a word,
+    translating into whatever language it then guessed."""
+    from adlnmt.inference.translator import Translator
+    from adlnmt.model import Seq2Seq
+    from adlnmt.model_config import ModelConfig
+
+    data = DataDir.load(multilingual[0])
+    encoder = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+    decoder = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+    config = ModelConfig(encoder, decoder, data.src_vocab.size, data.tgt_vocab.size, d_model=16, heads=2)
+    translator = Translator(Seq2Seq(config), data, 64)
+    assert translator.encode("<2en> The dog runs.", 1)[0] == data.src_vocab.tag_id("<2en>")
+    assert capsys.readouterr().err == ""
+    translator.encode("<2cs> The dog runs.", 2)
+    assert "warning: input line 2: <2cs> is not a language tag of this model (its tags: <2en>)" in (
+        capsys.readouterr().err
+    )
+
+
 def test_target_tags_need_language_names(demo: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not name its languages as SRC-TGT"):
         prepare(**files_of(demo), out_dir=tmp_path / "o", target_tags=True)
