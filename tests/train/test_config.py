@@ -89,6 +89,11 @@ def test_quoted_yaml_booleans_are_parsed(tmp_path: Path, yaml_text: str, expecte
         ("lr: [1, 2]\n", "c.yaml: option 'lr' expects a number, got [1, 2]"),
         ("var: 7\n", "c.yaml: option 'var' expects a mapping NAME: VALUE or a list of NAME=VALUE, got 7"),
         ("preset: [x]\n", "c.yaml: option 'preset' expects a text value, got ['x']"),
+        (  # as docs/training.md writes --tensorboard off: YAML reads it as false
+            "tensorboard: off\n",
+            "c.yaml: option 'tensorboard' expects a text value, got False (YAML reads an unquoted off/no/false as "
+            "false: quote it, e.g. 'off')",
+        ),
         ("tie_output: maybe\n", "c.yaml: option 'tie_output' expects true or false, got 'maybe'"),
         ("heads: 2.5\n", "c.yaml: option 'heads' expects an integer, got 2.5"),
         ("lr_schedule: cosine\n", "c.yaml: option 'lr_schedule' expects one of plateau, inverse-sqrt, got 'cosine'"),

@@ -275,7 +275,11 @@ def _typed(path: Path, key: str, value: Any, option: Any) -> Any:
     try:
         typed = convert(value)
     except (TypeError, ValueError) as err:
-        raise UserError(f"{path}: option '{key}' expects {err}, got {value!r}") from None
+        hint = ""
+        if isinstance(value, bool) and convert is _text:  # tensorboard: off is False in YAML
+            words = "on/yes/true" if value else "off/no/false"
+            hint = f" (YAML reads an unquoted {words} as {str(value).lower()}: quote it, e.g. 'off')"
+        raise UserError(f"{path}: option '{key}' expects {err}, got {value!r}{hint}") from None
     choices = option.metadata.get("choices")
     if choices and typed not in choices:
         raise UserError(f"{path}: option '{key}' expects one of {', '.join(choices)}, got {value!r}")
