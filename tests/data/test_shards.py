@@ -352,6 +352,20 @@ def test_a_corpus_flag_with_a_weight(tmp_path: Path) -> None:
     assert parse_corpus("x=c:/a,c:/b").src == Path("c:/a")  # no weight: a colon inside a path stays in it
 
 
+def test_a_weight_where_none_goes_is_named(demo: Path) -> None:
+    """A weight on --valid (NAME=SRC,TGT:0.5) or a second weight was reported as "valid.tgt:0.5: file not found",
+    which reads as file:line (valid.tgt missing)."""
+    src, tgt = demo / "valid.src", demo / "valid.tgt"
+    with pytest.raises(DataError) as info:
+        parse_corpus(f"x={src},{tgt}:0.5", "--valid", weighted=False)
+    assert str(info.value) == f"--valid x: no file '{tgt}:0.5', but {tgt} followed by ':0.5' (a validation set " \
+        "takes no weight)"  # fmt: skip
+    with pytest.raises(DataError) as info:
+        parse_corpus(f"x={src},{tgt}:1:2")
+    assert "followed by ':1' (one weight per corpus, after TGT)" in str(info.value)
+    assert parse_corpus(f"x={src},{tgt}:2").weight == 2.0
+
+
 def test_an_unknown_or_repeated_corpus_name(demo: Path, tmp_path: Path, capsys) -> None:
     train, valid = f"{demo}/train.src,{demo}/train.tgt", f"{demo}/valid.src,{demo}/valid.tgt"
     argv = ["prepare", "--train", f"de-en={train}", "--valid", f"fr-en={valid}", "--out", str(tmp_path / "o")]

@@ -100,7 +100,20 @@ def parse_corpus(text: str, flag: str = "--train", weighted: bool = True) -> Cor
     src, _, tgt = files.partition(",")
     if not src or not tgt or "," in tgt:
         raise DataError(f"{flag} {name}: expected two files SRC,TGT, got {files!r}")
+    for path in (src, tgt):  # "valid.tgt:0.5" reported as "valid.tgt:0.5: file not found" reads as file:line
+        head, _, tail = path.rpartition(":")
+        if head and not Path(path).exists() and Path(head).is_file() and _is_number(tail):
+            why = "one weight per corpus, after TGT" if weighted else "a validation set takes no weight"
+            raise DataError(f"{flag} {name}: no file {path!r}, but {head} followed by ':{tail}' ({why})")
     return Corpus(name, Path(src), Path(tgt), weight)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def target_language(corpus: str) -> str:
