@@ -99,11 +99,15 @@ def checked_records(files: ModelDir) -> list[dict[str, Any]]:
     return records
 
 
-def validation_summary(records: list[dict[str, Any]]) -> list[str]:
+def validation_summary(records: list[dict[str, Any]], imported: bool = False) -> list[str]:
+    """The first, best and last validated checkpoints; the best is the one training kept as best.safetensors (the
+    last record's ``best_update``: with ``--early-stop-metric bleu`` not the one of least perplexity)."""
     if not records:
-        return ["No validated checkpoint (an imported model: its source's own evaluation applies)."]
+        why = "an imported model: its source's own evaluation applies" if imported else "metrics.jsonl holds none"
+        return [f"No validated checkpoint ({why})."]
     metric = "valid_ppl"
-    best = min(records, key=lambda r: r.get(metric, float("inf")))
+    kept = [r for r in records if r.get("update") == records[-1].get("best_update")]
+    best = kept[-1] if kept else min(records, key=lambda r: r.get(metric, float("inf")))
     lines = [f"{len(records)} validated checkpoints, updates {records[0]['update']} to {records[-1]['update']}.", "",
              "| checkpoint | update | valid ppl | valid BLEU |", "|---|---|---|---|"]  # fmt: skip
     for label, record in (("first", records[0]), ("best", best), ("last", records[-1])):
@@ -135,9 +139,9 @@ def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: 
             front += [f"    - {{type: {m}, value: {v:.2f}}}" for m, v in entry.get("scores", {}).items()]
     front.append("---")
     canonical = stored.get("canonical", {})
-    body = [f"# {model_dir.name}", "", "A neural machine translation model built and trained with "
-            "[adlnmt](https://github.com/) whose architecture is a sentence of the Architecture Definition Language "
-            "(Domhan 2018).", "", "## Architecture (ADL)", "", "```", f"encoder: {canonical.get('encoder')}",
+    body = [f"# {model_dir.name}", "", "A neural machine translation model built and trained with adlnmt; its "
+            "architecture is a sentence of the Architecture Definition Language (Domhan 2018).", "",
+            "## Architecture (ADL)", "", "```", f"encoder: {canonical.get('encoder')}",
             f"decoder: {canonical.get('decoder')}", "```", ""]  # fmt: skip
     body += [f"{stored.get('parameters', 0):,} parameters.", ""]
     body += [f"![architecture]({diagram})" if diagram else f"(No diagram: {missing}.)", ""]
@@ -157,7 +161,8 @@ def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: 
     body += [f"| model {key} | {model[key]} |" for key in MODEL_SETTINGS if key in model]
     if not imported:
         body += [f"| training {key} | {train[key]} |" for key in TRAINING_SETTINGS if train.get(key) is not None]
-    body += ["", "## Validation", "", *validation_summary(checked_records(files)), "", "## Test scores", ""]
+    validation = validation_summary(checked_records(files), bool(imported))
+    body += ["", "## Validation", "", *validation, "", "## Test scores", ""]
     if tests:
         body += ["| test set | metric | score | signature |", "|---|---|---|---|"]
         for test, entry in tests.items():

@@ -127,3 +127,16 @@ def test_demo_corpus_refuses_an_empty_out_and_existing_files(tmp_path: Path, mon
     assert [p.name for p in out.iterdir()] == ["train.src"] and (out / "train.src").read_text() == "mine\n"
     assert run(["demo-corpus", "--out", str(out), "--size", "60", "--overwrite"]) == 0
     assert len((out / "train.src").read_text().splitlines()) == 60
+
+
+def test_the_shard_size_help_and_docs_say_how_shards_are_rounded(capsys) -> None:
+    """``--shard-size 700`` on 2,000 pairs made one shard: shards end at a multiple of CHUNK_PAIRS pairs, which the
+    help ("training pairs per shard") and docs/training.md ("about --shard-size pairs") did not say."""
+    from adlnmt.data.prepare import CHUNK_PAIRS
+
+    with pytest.raises(SystemExit):
+        parser().parse_args(["prepare", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"a shard ends at the first multiple of {CHUNK_PAIRS:,} pairs" in help_text
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "training.md").read_text(encoding="utf-8").split())
+    assert f"a shard ends at the first multiple of {CHUNK_PAIRS:,} pairs" in docs

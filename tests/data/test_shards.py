@@ -352,6 +352,20 @@ def test_a_corpus_flag_with_a_weight(tmp_path: Path) -> None:
     assert parse_corpus("x=c:/a,c:/b").src == Path("c:/a")  # no weight: a colon inside a path stays in it
 
 
+def test_a_weight_where_none_goes_is_named(demo: Path) -> None:
+    """A weight on --valid (NAME=SRC,TGT:0.5) or a second weight was reported as "valid.tgt:0.5: file not found",
+    which reads as file:line (valid.tgt missing)."""
+    src, tgt = demo / "valid.src", demo / "valid.tgt"
+    with pytest.raises(DataError) as info:
+        parse_corpus(f"x={src},{tgt}:0.5", "--valid", weighted=False)
+    assert str(info.value) == f"--valid x: no file '{tgt}:0.5', but {tgt} followed by ':0.5' (a validation set " \
+        "takes no weight)"  # fmt: skip
+    with pytest.raises(DataError) as info:
+        parse_corpus(f"x={src},{tgt}:1:2")
+    assert "followed by ':1' (one weight per corpus, after TGT)" in str(info.value)
+    assert parse_corpus(f"x={src},{tgt}:2").weight == 2.0
+
+
 def test_an_unknown_or_repeated_corpus_name(demo: Path, tmp_path: Path, capsys) -> None:
     train, valid = f"{demo}/train.src,{demo}/train.tgt", f"{demo}/valid.src,{demo}/valid.tgt"
     argv = ["prepare", "--train", f"de-en={train}", "--valid", f"fr-en={valid}", "--out", str(tmp_path / "o")]
@@ -434,6 +448,91 @@ def test_target_tags_are_one_id_first_in_every_source(multilingual: tuple[Path, 
     assert data.open_shard("train", 0).src_pieces(0).tolist() == vocab.encode(f"<2en> {first}")
     valid = data.split("valid")
     assert data.encode_source(f"<2en> {data.raw_text('valid', 'src')[0]}") == valid.src(0).tolist()
+
+
+def test_target_tags_with_the_vocabulary_of_a_model_trained_with_them(
+    multilingual: tuple[Path, dict], demo: Path, tmp_path: Path
+) -> None:
+    """Fine-tuning a model trained with --target-tags: prepare --vocab-from it --target-tags was refused ("a model's
+    vocabulary holds no tags it was not trained with") even though it holds them; now only a tag it lacks is."""
+    vocab_dir = multilingual[0]  # as a model's vocab/: manifest.json beside the sentencepiece models
+    files = {"train": (demo / "train.src", demo / "train.tgt"), "valid": (demo / "valid.src", demo / "valid.tgt")}
+    manifest = prepare(out_dir=tmp_path / "ft", corpora=[Corpus("de-en", *files["train"])],
+                       valid=[Corpus("de-en", *files["valid"])], target_tags=True, vocab_from=vocab_dir)  # fmt: skip
+    data = DataDir.load(tmp_path / "ft")
+    tag = data.src_vocab.tag_id("<2en>")
+    assert tag is not None and manifest["corpora"]["de-en"]["tag"] == "<2en>"
+    assert data.open_shard("train", 0).src_pieces(0)[0] == tag and data.split("valid").src(0)[0] == tag
+    with pytest.raises(DataError, match=r"source vocabulary has no <2cs> \(.*; it has <2en>\)"):
+        prepare(out_dir=tmp_path / "cs", corpora=[Corpus("de-cs", *files["train"])],
+                valid=[Corpus("de-cs", *files["valid"])], target_tags=True, vocab_from=vocab_dir)  # fmt: skip
+    assert not (tmp_path / "cs").exists()
+
+
+def test_a_source_line_that_starts_with_a_tag_is_encoded_as_translate_reads_it(
+    multilingual: tuple[Path, dict], demo: Path, tmp_path: Path
+) -> None:
+    """Data for a model trained with --target-tags whose lines carry their tag (prepare --vocab-from MODEL): prepare
+    encoded "<2en> text" as [▁, <2en>, …], translate as [<2en>, …]."""
+    from adlnmt.data.language_codes import SourceEncoder
+
+    vocab = DataDir.load(multilingual[0]).src_vocab
+    first = lines(demo / "train.src")[0]
+    texts = [f"<2en> {first}", first, f"<2xx> {first}"]
+    assert SourceEncoder(vocab).batch(texts) == [vocab.encode(text) for text in texts]
+    assert SourceEncoder(vocab).batch(texts)[0][0] == vocab.tag_id("<2en>")
+    tagged = write_lines(tmp_path / "tagged.src", [f"<2en> {line}" for line in lines(demo / "train.src")[:50]])
+    head = write_lines(tmp_path / "head.tgt", lines(demo / "train.tgt")[:50])
+    prepare(out_dir=tmp_path / "ft", corpora=[Corpus("train", tagged, head)], valid=[Corpus("train", tagged, head)],
+            vocab_from=multilingual[0])  # fmt: skip
+    assert DataDir.load(tmp_path / "ft").open_shard("train", 0).src_pieces(0).tolist() == vocab.encode(texts[0])
+
+
+def test_vocab_from_takes_the_models_source_markers(demo: Path, tmp_path: Path) -> None:
+    """A model trained with --source-markers reads a BOS before every source: prepare --vocab-from it made data
+    without them (fine-tuning changed the model's input without a word); --source-markers against a model trained
+    without them is refused before anything is written."""
+    marked = prepare(**files_of(demo), out_dir=tmp_path / "marked", vocab_size=200, source_markers=True)
+    manifest = prepare(**files_of(demo), out_dir=tmp_path / "ft", vocab_from=tmp_path / "marked")
+    assert marked["source_markers"] and manifest["source_markers"] and manifest["options"]["source_markers"]
+    ours, theirs = (DataDir.load(tmp_path / name).split("valid").src(0).tolist() for name in ("ft", "marked"))
+    assert ours == theirs
+    plain = prepare(**files_of(demo), out_dir=tmp_path / "plain", vocab_size=200)
+    assert not plain["source_markers"]
+    with pytest.raises(DataError, match="--source-markers with --vocab-from: the model was trained without"):
+        prepare(**files_of(demo), out_dir=tmp_path / "no", vocab_from=tmp_path / "plain", source_markers=True)
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_corpus_left_empty_is_an_error(demo: Path, tmp_path: Path) -> None:
+    """One of several training corpora with no pair left (an empty file, or every pair filtered) was reported as
+    "0 kept" and the data prepared without it."""
+    empty = write_lines(tmp_path / "empty.txt", [])
+    corpora = [Corpus("de-en", demo / "train.src", demo / "train.tgt"), Corpus("fr-en", empty, empty)]
+    with pytest.raises(DataError, match=r"empty.txt: no training pairs of training corpus 'fr-en' left after"):
+        valid = [Corpus("de-en", demo / "valid.src", demo / "valid.tgt")]
+        prepare(out_dir=tmp_path / "o", corpora=corpora, valid=valid, vocab_size=200)
+    assert not (tmp_path / "o" / MANIFEST).exists()
+
+
+def test_translate_warns_of_a_leading_tag_the_model_lacks(multilingual: tuple[Path, dict], capsys) -> None:
+    """A model trained with --target-tags read an unknown tag ("<2cs>" for a model of <2en>) as text without a word,
+    translating into whatever language it then guessed."""
+    from adlnmt.inference.translator import Translator
+    from adlnmt.model import Seq2Seq
+    from adlnmt.model_config import ModelConfig
+
+    data = DataDir.load(multilingual[0])
+    encoder = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+    decoder = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+    config = ModelConfig(encoder, decoder, data.src_vocab.size, data.tgt_vocab.size, d_model=16, heads=2)
+    translator = Translator(Seq2Seq(config), data, 64)
+    assert translator.encode("<2en> The dog runs.", 1)[0] == data.src_vocab.tag_id("<2en>")
+    assert capsys.readouterr().err == ""
+    translator.encode("<2cs> The dog runs.", 2)
+    assert "warning: input line 2: <2cs> is not a language tag of this model (its tags: <2en>)" in (
+        capsys.readouterr().err
+    )
 
 
 def test_target_tags_need_language_names(demo: Path, tmp_path: Path) -> None:

@@ -83,6 +83,7 @@ def test_a_variant_may_name_its_own_prepared_directory(tmp_path: Path) -> None:
         (lambda g: g.update(variantz=[]), "variantz: unknown key (did you mean 'variants'?)"),
         (lambda g: g["train"].update(d_modle=8), "train.d_modle: unknown training option (did you mean 'd_model'?)"),
         (lambda g: g["train"].update(max_updates="ten"), "train.max_updates: expected int, got str 'ten'"),
+        (lambda g: g["train"].update({"d-model": 64}), "train.d-model: 'd-model' and 'd_model' are one option"),
         (lambda g: g["train"].update(seed=3), "train.seed: set by the experiment (from 'seeds')"),
         (lambda g: g["train"].update(lr_schedule="cosine"), "train.lr_schedule: 'cosine' is not one of"),
         (lambda g: g["train"].update(preset="transformer"), "train.preset: the architecture belongs to a variant"),

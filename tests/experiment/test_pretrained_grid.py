@@ -191,3 +191,12 @@ def test_a_shallower_scale_takes_the_pretrained_architecture_shallower(pretraine
     own, changed = half.variant("as imported").train, half.variant("AAN decoder").train
     assert own["encoder"] == changed["encoder"] == ENCODER.replace("repeat(1,", "repeat(2,")
     assert own["decoder"] == stored["model"]["decoder"] and "aan" in changed["decoder"]
+
+
+def test_a_preset_variant_keeps_the_pretrained_models_sizes(pretrained: Path, tmp_path: Path) -> None:
+    """A variant with a preset is surgery at the pretrained model's sizes (the preset's own sizes were refused as if
+    the grid gave them: '--d-model 256: --init-from ... keeps the model's d_model')."""
+    variants = [{"name": "small", "preset": "transformer-small"}]
+    loaded = load_grid(write_grid(tmp_path, "corpus", str(pretrained), variants=variants))
+    options = loaded.variants[0].train
+    assert options["preset"] == "transformer-small" and "d_model" not in options

@@ -164,8 +164,22 @@ def test_a_pickle_with_code_is_refused(marian: Path, tmp_path: Path, capsys) -> 
     )
     assert main(["import", str(source), "--from", "hf-marian", "--out", str(tmp_path / "model")]) == 2
     err = capsys.readouterr().err
-    assert "pytorch_model.bin: damaged" in err and "Traceback" not in err
+    assert "pytorch_model.bin: refused: it holds Python objects besides tensors (shutil.rmtree)" in err
+    assert "Traceback" not in err
+    assert "weights_only` set to `False`" not in err  # torch's advice to load it unsafely, passed on as it was
     assert not (tmp_path / "model").exists()
+
+
+def test_a_damaged_pickle_is_damaged_not_code(marian: Path, tmp_path: Path, capsys) -> None:
+    """A pytorch_model.bin that is no pickle at all fails weights_only loading too: it is damaged, with torch's
+    reason but without its advice to load it with weights_only=False."""
+    source = tmp_path / "hf"
+    shutil.copytree(marian, source)
+    (source / "model.safetensors").unlink()
+    (source / "pytorch_model.bin").write_bytes(b"garbage")
+    assert main(["import", str(source), "--from", "hf-marian", "--out", str(tmp_path / "model")]) == 2
+    err = capsys.readouterr().err
+    assert "pytorch_model.bin: damaged (not a PyTorch checkpoint" in err and "weights_only` set to" not in err
 
 
 @pytest.mark.parametrize("where", ["x.txt", "/proc/adlnmt-test.svg", "folder.svg"])

@@ -130,6 +130,20 @@ def test_surgery_copies_matching_paths_and_records_the_rest(pretrained: Path, ca
     assert f"initialised {aan}gate.weight (absent)" in err and "unused encoder.layers.1.copies.1" in err
 
 
+def test_a_preset_is_surgery_at_the_models_sizes(pretrained: Path) -> None:
+    """--preset with --init-from takes the preset's architecture and MODEL's sizes: the preset's own sizes (which the
+    user did not give) were refused as '--d-model 256: --init-from keeps the model's d_model'."""
+    from adlnmt.presets import get_preset
+
+    assert train(pretrained, "preset", "--preset", "transformer-small", "--max-updates", "1") == 0
+    ours, theirs = (ModelDir(pretrained / name).config()["model"] for name in ("preset", "model"))
+    assert ours["encoder"] == get_preset("transformer-small").encoder
+    sizes = ("d_model", "heads", "ff_factor")
+    assert [ours[k] for k in sizes] == [theirs[k] for k in sizes]
+    record = json.loads((pretrained / "preset" / "init_from.json").read_text())
+    assert record["copied"] and record["initialised"]
+
+
 def test_data_with_another_vocabulary_is_refused(pretrained: Path, demo_data: Path, capsys) -> None:
     argv = ["train", "--data", str(demo_data / "data"), "--model", str(pretrained / "other"),
             "--init-from", str(pretrained / "model"), *TRAIN, "--max-updates", "1"]  # fmt: skip
@@ -137,6 +151,20 @@ def test_data_with_another_vocabulary_is_refused(pretrained: Path, demo_data: Pa
     err = capsys.readouterr().err
     assert "prepared with another src vocabulary" in err and "adlnmt prepare --vocab-from" in err
     assert not (pretrained / "other" / "config.json").exists()
+
+
+def test_data_without_the_models_source_markers_is_refused(pretrained: Path, tmp_path: Path, capsys) -> None:
+    """A model trained with a BOS before every source (--source-markers) fine-tuned on data without them read
+    another input than it was trained on, without a word."""
+    from interop.marian_fixtures import with_source_markers
+
+    marked = with_source_markers(pretrained / "model", tmp_path / "marked")
+    argv = ["train", "--data", str(pretrained / "data"), "--model", str(tmp_path / "ft"),
+            "--init-from", str(marked), *TRAIN, "--max-updates", "1"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "prepared without --source-markers, but" in err and "adlnmt prepare --vocab-from" in err
+    assert not (tmp_path / "ft" / "config.json").exists()
 
 
 def test_resume_does_not_initialise_again(pretrained: Path, capsys) -> None:
@@ -164,6 +192,19 @@ def test_a_size_init_from_would_ignore_is_refused(pretrained: Path, flag: str, v
     assert train(pretrained, f"size{flag}", flag, value, "--max-updates", "1") == 2
     assert f"{flag} {value}: --init-from" in capsys.readouterr().err
     assert not (pretrained / f"size{flag}" / "config.json").exists()  # nothing started
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--input-feeding"], ["--learned-positions"], ["--max-positions", "64"], ["--var", "X=1"], ["--init", "fairseq"]],
+)
+def test_a_model_option_init_from_would_ignore_is_refused(pretrained: Path, flags: list[str], capsys) -> None:
+    """MODEL's input feeding, position table, initialisation and variables (and ties) are kept: each of these options
+    was accepted and silently ignored (config.json even recorded it)."""
+    model = f"option{flags[0]}"
+    assert train(pretrained, model, *flags, "--max-updates", "1") == 2
+    assert f"{' '.join(flags)}: --init-from" in capsys.readouterr().err
+    assert not (pretrained / model / "config.json").exists()  # nothing started
 
 
 def test_separate_vocabularies_prepare_and_fine_tune(demo_data: Path, tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ def test_publish_an_imported_model(demo_data: Path, tmp_path: Path, capsys) -> N
     assert text.startswith("---\nlibrary_name: transformers") and "pipeline_tag: translation" in text
     assert "encoder: pos(layout=halves) -> repeat(2, res_d(mh_dot_self_att)" in text
     assert "Imported from a Hugging Face MarianMT checkpoint" in text and "huggingface-cli upload" in text
+    assert "](https://github.com/)" not in text  # a placeholder link to GitHub's front page named adlnmt
     if shutil.which("dot"):
         assert (tmp_path / "card" / "diagram.png").read_bytes()[:4] == b"\x89PNG" and "](diagram.png)" in text
     transformers.MarianMTModel.from_pretrained(tmp_path / "card")
@@ -135,3 +136,21 @@ def test_malformed_records_are_one_clear_error(case: str, imported: Path, tmp_pa
     err = capsys.readouterr().err
     assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "card").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".card")]
+
+
+def test_the_cards_best_checkpoint_is_the_one_training_kept() -> None:
+    """With --early-stop-metric bleu, best.safetensors (what publish exports) is the checkpoint of the best BLEU; the
+    card's "best" row showed the one of least perplexity instead. A model that is not an import and has no
+    validated checkpoint was described as "an imported model"."""
+    from adlnmt.publish import validation_summary
+
+    records = [
+        {"update": 10, "valid_ppl": 9.0, "valid_bleu": 20.0, "best_update": 10},
+        {"update": 20, "valid_ppl": 8.0, "valid_bleu": 25.0, "best_update": 20},
+        {"update": 30, "valid_ppl": 7.0, "valid_bleu": 24.0, "best_update": 20},  # least ppl, not the best BLEU
+    ]
+    assert "| best | 20 | 8.00 | 25.00 |" in validation_summary(records)
+    assert "| best | 30 | 7.00 | 24.00 |" in validation_summary([{k: v for k, v in r.items() if k != "best_update"}
+                                                               for r in records])  # fmt: skip
+    assert "imported" not in validation_summary([])[0]
+    assert "an imported model" in validation_summary([], imported=True)[0]

@@ -51,6 +51,8 @@ def test_yaml_numbers_without_a_dot_are_numbers(tmp_path: Path) -> None:
         ("nonsense_option: 1\n", "unknown option 'nonsense_option'"),
         ("- 1\n", "mapping"),
         ("lr: fast\n", "option 'lr' expects a number, got 'fast'"),
+        # two spellings of one option: YAML keeps both keys, and one value would silently win
+        ("d_model: 32\nd-model: 64\n", "c.yaml: 'd-model' and 'd_model' are one option, given twice"),
     ],
 )
 def test_bad_yaml_is_a_located_error(tmp_path: Path, yaml_text: str, message: str) -> None:
@@ -87,6 +89,11 @@ def test_quoted_yaml_booleans_are_parsed(tmp_path: Path, yaml_text: str, expecte
         ("lr: [1, 2]\n", "c.yaml: option 'lr' expects a number, got [1, 2]"),
         ("var: 7\n", "c.yaml: option 'var' expects a mapping NAME: VALUE or a list of NAME=VALUE, got 7"),
         ("preset: [x]\n", "c.yaml: option 'preset' expects a text value, got ['x']"),
+        (  # as docs/training.md writes --tensorboard off: YAML reads it as false
+            "tensorboard: off\n",
+            "c.yaml: option 'tensorboard' expects a text value, got False (YAML reads an unquoted off/no/false as "
+            "false: quote it, e.g. 'off')",
+        ),
         ("tie_output: maybe\n", "c.yaml: option 'tie_output' expects true or false, got 'maybe'"),
         ("heads: 2.5\n", "c.yaml: option 'heads' expects an integer, got 2.5"),
         ("lr_schedule: cosine\n", "c.yaml: option 'lr_schedule' expects one of plateau, inverse-sqrt, got 'cosine'"),
@@ -106,3 +113,16 @@ def test_stopping_on_bleu_without_validation_bleu_is_an_error() -> None:
     with pytest.raises(UserError, match="--early-stop-metric bleu needs the validation BLEU that --no-valid-bleu"):
         parse(["--data", "d", "--model", "m", "--early-stop-metric", "bleu", "--no-valid-bleu"])
     assert parse(["--data", "d", "--model", "m", "--early-stop-metric", "bleu"]).early_stop_metric == "bleu"
+
+
+def test_a_variable_the_architecture_does_not_use_is_an_error() -> None:
+    """``--var NAME=VALUE`` for a $NAME neither chain has (a typo, or a variable of another architecture) was
+    ignored without a word; $FF_NUM_HIDDEN and $NUM_HIDDEN, which every model defines, stay allowed."""
+    encoder = "pos -> repeat($N, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+    decoder = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+    base = ["--data", "d", "--model", "m", "--encoder", encoder, "--decoder", decoder, "--var", "N=2"]
+    assert parse([*base, "--var", "FF_NUM_HIDDEN=64"]).model_config(8, 8).variables["N"] == "2"
+    with pytest.raises(UserError, match=r"--var NN=3: the architecture uses no \$NN \(its variables: \$N\)"):
+        parse([*base, "--var", "NN=3"]).model_config(8, 8)
+    with pytest.raises(UserError, match=r"uses no \$DROPOUT \(its variables: none\)"):
+        parse(["--data", "d", "--model", "m", "--preset", "transformer", "--var", "DROPOUT=0.3"]).model_config(8, 8)

@@ -218,6 +218,22 @@ def parse_assignments(assignments: list[str] | tuple[str, ...]) -> dict[str, Val
     return values
 
 
+def variable_names(chain: Chain) -> set[str]:
+    """The names of the variables (``$NAME``) that ``chain`` uses, at any depth."""
+
+    def names(v: Value) -> set[str]:
+        match v:
+            case Variable(name=name):
+                return {name}
+            case ListValue(items=items):
+                return set().union(*map(names, items))
+            case Chain(layers=layers):
+                return set().union(*(names(a.value) for layer in layers for a in layer.args))
+        return set()
+
+    return names(chain)
+
+
 def substitute(chain: Chain, variables: Mapping[str, Value], text: str = "") -> Chain:
     """Replace every ``$NAME`` by its value; an undefined variable is an error at its column."""
 

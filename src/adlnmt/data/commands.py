@@ -60,7 +60,11 @@ def add_commands(subparsers: Any) -> None:
         help="train the subword model(s) on a uniform sample of this many training pairs (default %(default)s)",
     )
     prepare.add_argument(
-        "--shard-size", type=_positive_int, default=1_000_000, help="training pairs per shard (default %(default)s)"
+        "--shard-size",
+        type=_positive_int,
+        default=1_000_000,
+        help="training pairs per shard: a shard ends at the first multiple of 8,192 pairs that reaches it (the "
+        "last of a corpus holds the rest) (default %(default)s)",
     )
     prepare.add_argument(
         "--workers", type=_positive_int, default=1, help="encoding processes (default 1; the output is the same)"

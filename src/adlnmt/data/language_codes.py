@@ -47,5 +47,13 @@ class SourceEncoder:
 
     def batch(self, texts: list[str]) -> list[list[int]]:
         """The ids of many source lines: one sentencepiece call when the vocabulary holds no codes (``prepare``'s
-        workers, :meth:`Vocab.encode_batch`), else line by line as :meth:`__call__`."""
-        return [self(text) for text in texts] if self.codes else self.vocab.encode_batch(texts)
+        workers, :meth:`Vocab.encode_batch`), else line by line as :meth:`__call__`; a line that starts with a
+        language tag of the vocabulary (``<2en> …``, data for a model trained with ``--target-tags``) has it as its
+        one id, as :meth:`__call__` reads it (sentencepiece alone puts a ``▁`` piece before it)."""
+        if self.codes:
+            return [self(text) for text in texts]
+        ids = self.vocab.encode_batch(texts)
+        for index, text in enumerate(texts):
+            if text.lstrip().startswith("<2"):
+                ids[index] = self(text)
+        return ids

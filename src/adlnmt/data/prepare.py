@@ -54,7 +54,7 @@ from adlnmt.data.language_codes import SourceEncoder
 from adlnmt.data.options import PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.shards import ShardBuilder, shard_stem, token_dtype
 from adlnmt.data.vocab import SPECIAL_IDS, UNK, Vocab, language_tag, train_sentencepiece
-from adlnmt.data.vocab_from import copy_vocabularies
+from adlnmt.data.vocab_from import check_model_tags, copy_vocabularies, model_source_markers
 from adlnmt.errors import DataError
 from adlnmt.jsontext import JsonError, parse_json
 
@@ -100,7 +100,20 @@ def parse_corpus(text: str, flag: str = "--train", weighted: bool = True) -> Cor
     src, _, tgt = files.partition(",")
     if not src or not tgt or "," in tgt:
         raise DataError(f"{flag} {name}: expected two files SRC,TGT, got {files!r}")
+    for path in (src, tgt):  # "valid.tgt:0.5" reported as "valid.tgt:0.5: file not found" reads as file:line
+        head, _, tail = path.rpartition(":")
+        if head and not Path(path).exists() and Path(head).is_file() and _is_number(tail):
+            why = "one weight per corpus, after TGT" if weighted else "a validation set takes no weight"
+            raise DataError(f"{flag} {name}: no file {path!r}, but {head} followed by ':{tail}' ({why})")
     return Corpus(name, Path(src), Path(tgt), weight)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def target_language(corpus: str) -> str:
@@ -527,8 +540,8 @@ def prepare(
     ``Split.src`` start with BOS; it is recorded, not stored in tokens. Memory is bounded by the sample, one shard
     and the chunks in flight, whatever the corpus size. Refuses a directory that holds a manifest unless
     ``overwrite``. The output does not depend on ``workers``. ``vocab_from`` (a model's ``vocab/``) copies its
-    sentencepiece models instead of training new ones (the vocabulary options are then the model's; no tags).
-    """
+    sentencepiece models instead of training new ones (the vocabulary options and source markers are then the
+    model's; tags only those it holds)."""
     options = PrepareOptions(vocab_size, joint, model_type, max_len, max_ratio, source_markers)
     options.check()
     if not str(out_dir):
@@ -540,7 +553,12 @@ def prepare(
     tags = {c.name: language_tag(target_language(c.name)) for c in corpora} if target_tags else {}
     out = Path(out_dir)
     if vocab_from is not None and target_tags:
-        raise DataError("--target-tags with --vocab-from: a model's vocabulary holds no tags it was not trained with")
+        check_model_tags(Path(vocab_from), tags)
+    if vocab_from is not None and (markers := model_source_markers(Path(vocab_from))) is not None:
+        if source_markers and not markers:
+            raise DataError("--source-markers with --vocab-from: the model was trained without a BOS before every "
+                            "source; leave it out", Path(vocab_from).parent)  # fmt: skip
+        options = replace(options, source_markers=markers)  # the model's input, as it was trained on it
     for corpus in (*corpora, *valid):
         require_regular_file(corpus.src, "prepare")
         require_regular_file(corpus.tgt, "prepare")
@@ -576,6 +594,9 @@ def prepare(
     corpus_summaries = {}
     for corpus in corpora:
         tally = _corpus_tally(state["corpora"][corpus.name])
+        if not tally.counts["kept"]:  # one of several corpora left empty would silently train without it
+            named = f" of training corpus {corpus.name!r}" if len(corpora) > 1 else ""
+            raise DataError(_NOTHING_LEFT["train"].replace("pairs left", f"pairs{named} left"), corpus.src)
         train_tally.merge(tally)
         corpus_summaries[corpus.name] = {
             "weight": corpus.weight,
@@ -583,8 +604,6 @@ def prepare(
             "train": tally.summary(options.source_markers, False),
             "valid": valid_ranges.get(corpus.name),
         }
-    if not train_tally.counts["kept"]:
-        raise DataError(_NOTHING_LEFT["train"], corpora[0].src)
     manifest = {
         "format_version": FORMAT_VERSION,
         "joint": options.joint,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adlnmt.data.data_dir import SIDES, DataDir
-from adlnmt.data.vocab import Vocab
+from adlnmt.data.vocab import Vocab, tag_text
 from adlnmt.errors import DataError
 
 MODEL_VOCAB_DIR = "vocab"  # a model directory's vocabulary folder (adlnmt.store.names.VOCAB_DIR, which data is below)
@@ -25,3 +25,26 @@ def copy_vocabularies(vocab_dir: Path, out: Path) -> tuple[dict[str, str], dict[
         shutil.copyfile(vocab_dir / name, out / name)
     vocabs = {side: Vocab.load(out / files[side]) for side in SIDES}
     return files, vocabs, bool(source.manifest["joint"]), str(source.manifest["model_type"])
+
+
+def check_model_tags(vocab_dir: Path, tags: dict[str, str]) -> None:
+    """Refuse ``--target-tags`` (``tags``: each corpus's tag) with the vocabulary of a model (``vocab_dir``) whose
+    source side lacks one of the tags: a model's vocabulary holds only the tags it was trained with. Nothing is
+    checked for a folder that is no model's vocabulary (:func:`copy_vocabularies` says so)."""
+    if not (vocab_dir / "manifest.json").is_file():
+        return
+    vocab = DataDir.load(vocab_dir).src_vocab
+    missing = sorted({tag for tag in tags.values() if vocab.tag_id(tag) is None})
+    if missing:
+        held = [piece for piece in vocab.pieces(list(range(vocab.size))) if tag_text(piece)]
+        raise DataError(f"--target-tags with --vocab-from: the model's source vocabulary has no {', '.join(missing)} "
+                        "(a model's vocabulary holds only the tags it was trained with; it has "
+                        f"{', '.join(held) or 'none'})", vocab_dir.parent)  # fmt: skip
+
+
+def model_source_markers(vocab_dir: Path) -> bool | None:
+    """Whether the model whose vocabulary is ``vocab_dir`` was trained with a BOS before every source
+    (``--source-markers``); None for a folder that is no model's vocabulary (:func:`copy_vocabularies` says so)."""
+    if not (vocab_dir / "manifest.json").is_file():
+        return None
+    return bool(DataDir.load(vocab_dir).manifest.get("source_markers", False))

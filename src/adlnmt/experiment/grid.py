@@ -163,10 +163,13 @@ def _train_options(reader: Reader, value: Any, where: str) -> dict[str, Any]:
     """A block of TrainConfig options (keys as the flags, '-' or '_'), each checked for name, type and choices."""
     if value is None:
         return {}
-    options = {}
+    options, spelled = {}, {}
     for key, item in reader.mapping(value, where).items():
         name = str(key).replace("-", "_")
         at = f"{where}.{key}"
+        if name in spelled:  # d_model and d-model: one of the two values would silently win
+            reader.fail(at, f"'{key}' and '{spelled[name]}' are one option, given twice")
+        spelled[name] = key
         if name in CONTROLLED:
             reader.fail(at, f"set by the experiment (from {CONTROLLED[name]}), not a training option here")
         if name in MODEL_KEYS:
@@ -383,6 +386,7 @@ def _shallower(reader: Reader, where: str, values: dict[str, Any], factor: float
     from adlnmt.adl.syntax import scale_repeats, to_text
     from adlnmt.presets import get_preset
     from adlnmt.store import ModelDir
+    from adlnmt.train.config import preset_options
 
     if values.get("init_from") and not values.get("preset"):
         own = ModelDir(values["init_from"]).config()["model"]
@@ -392,7 +396,8 @@ def _shallower(reader: Reader, where: str, values: dict[str, Any], factor: float
             preset = get_preset(values["preset"])
         except UserError as err:
             reader.fail(where, str(err))
-        values = {**preset.options, **{k: v for k, v in values.items() if k != "preset"}}
+        options = preset_options(values["preset"], bool(values.get("init_from")))
+        values = {**options, **{k: v for k, v in values.items() if k != "preset"}}
         values.update(encoder=preset.encoder, decoder=preset.decoder)
     for side in ("encoder", "decoder"):
         try:

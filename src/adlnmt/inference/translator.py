@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adlnmt.data.language_codes import SourceEncoder
+from adlnmt.data.vocab import tag_text
 from adlnmt.devices import check_cpu_count, checked_device
 from adlnmt.errors import UserError
 from adlnmt.inference.constraints import Constraints, EncodedConstraints, encode_constraints, unmet
@@ -143,6 +144,8 @@ class Translator:
         self.model_dir = model_dir
         self.data = data
         self.source_encoder = SourceEncoder(data.src_vocab)
+        vocab = data.src_vocab
+        self.tags = [piece for piece in vocab.pieces(list(range(vocab.size))) if tag_text(piece)]  # --target-tags
         self.max_input_len = max_input_len
         self.device = device
         if engine is None:
@@ -261,6 +264,16 @@ class Translator:
             return f"input line {number}: {line.pieces} pieces truncated to {self.max_input_len}"
         return None
 
+    def tag_warning(self, line: str, number: int) -> str | None:
+        """The warning for input line ``number`` of a model trained with target-language tags when it starts with
+        a tag the model lacks (``<2cs>`` for a model of ``<2en>`` and ``<2fr>``: read as text, so the output
+        language is anyone's guess), else None."""
+        head = line.lstrip().partition(" ")[0]
+        if self.tags and tag_text(head) and head not in self.tags:
+            return (f"input line {number}: {head} is not a language tag of this model (its tags: "
+                    f"{', '.join(self.tags)}); it is read as text")  # fmt: skip
+        return None
+
     def check(
         self,
         options: SearchOptions,
@@ -328,8 +341,9 @@ class Translator:
     def encode(self, line: str, number: int) -> list[int]:
         """The encoder's ids of input line ``number``, with a warning on stderr when it is cut."""
         encoded = self.encode_line(line)
-        if warning := self.input_warning(encoded, number):
-            print(f"warning: {warning}", file=sys.stderr)
+        for warning in (self.tag_warning(line, number), self.input_warning(encoded, number)):
+            if warning:
+                print(f"warning: {warning}", file=sys.stderr)
         return encoded.ids
 
     def search(

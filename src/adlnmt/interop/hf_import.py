@@ -75,7 +75,7 @@ def read_weights(directory: Path) -> dict[str, Tensor]:
             else:
                 tensors = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # safetensors and torch raise several types for damaged files
-            raise UserError(f"{path}: damaged ({describe(err)})") from None
+            raise UserError(f"{path}: {_load_failure(err)}") from None
         if not isinstance(tensors, dict) or not all(isinstance(t, Tensor) for t in tensors.values()):
             raise UserError(f"{path}: malformed (expected a mapping of names to tensors)")
         for key, value in tensors.items():
@@ -86,6 +86,23 @@ def read_weights(directory: Path) -> dict[str, Tensor]:
                 raise UserError(f"{path}: the tensor {key} holds NaN or infinite values")
         return {key: value.float() for key, value in tensors.items()}
     raise UserError(f"{directory}: no weights ({' or '.join(WEIGHT_FILES)})")
+
+
+def _load_failure(err: Exception) -> str:
+    """Why a weights file did not load: a pickle that names code (refused, never run) or a damaged file. Torch's
+    weights_only message advises loading with ``weights_only=False``, which would run that code: not passed on."""
+    import re
+
+    text = str(err)
+    if not text.startswith("Weights only load failed"):
+        return f"damaged ({describe(err)})"
+    if found := re.search(r"GLOBAL ([\w.]+)", text):
+        return (
+            f"refused: it holds Python objects besides tensors ({found.group(1)}), code that unpickling would run "
+            "(read with weights_only); save its tensors as model.safetensors from a copy you trust"
+        )
+    detail = re.search(r"WeightsUnpickler error:\s*(.+?)\s*(?:\n\n|$)", text, re.S)
+    return f"damaged (not a PyTorch checkpoint{': ' + detail.group(1) if detail else ''})"
 
 
 def separate_vocabs(directory: Path) -> bool:

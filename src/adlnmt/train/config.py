@@ -166,11 +166,18 @@ class TrainConfig:
                 to_text(rename_layers(prepare(text)[0], {"pos": "learn_pos"})) for text in (encoder, decoder)
             )
         variables = {"FF_NUM_HIDDEN": str(self.d_ff), "NUM_HIDDEN": str(self.d_model)}
+        used: set[str] | None = None
         for item in self.var or []:
             name, sep, value = item.partition("=")
             if not sep:
                 raise UserError(f"--var expects NAME=VALUE, got {item!r}")
-            variables[name.strip().lstrip("$")] = value.strip()
+            name = name.strip().lstrip("$")
+            if used is None:
+                used = _variables_used(encoder, decoder)
+            if name not in variables and name not in used:  # a typo or a variable of another architecture
+                raise UserError(f"--var {item}: the architecture uses no ${name} (its variables: "
+                                f"{', '.join(f'${n}' for n in sorted(used)) or 'none'})")  # fmt: skip
+            variables[name] = value.strip()
         return ModelConfig(
             encoder=encoder,
             decoder=decoder,
@@ -188,6 +195,20 @@ class TrainConfig:
             pad_id=PAD,
             init=self.init,
         )
+
+
+def _variables_used(encoder: str, decoder: str) -> set[str]:
+    """The ``$NAME`` s of the two ADL chains (an ADL error is left to the model's build, which locates it)."""
+    from adlnmt.adl.errors import ADLError
+    from adlnmt.adl.parser import parse, variable_names
+
+    used: set[str] = set()
+    for text in (encoder, decoder):
+        try:
+            used |= variable_names(parse(text))
+        except ADLError:
+            continue
+    return used
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -208,10 +229,20 @@ def from_arguments(args: argparse.Namespace) -> TrainConfig:
     return build_config(values)
 
 
+PRESET_SIZES = ("d_model", "heads", "d_ff")  # a preset's options that --init-from leaves to the pretrained model
+
+
+def preset_options(name: str, pretrained: bool) -> dict[str, Any]:
+    """The training options of preset ``name``; with ``--init-from`` (``pretrained``) without its sizes: surgery
+    takes the preset's architecture and keeps the pretrained model's width, heads and feed-forward width."""
+    options = get_preset(name).options
+    return {k: v for k, v in options.items() if k not in PRESET_SIZES} if pretrained else dict(options)
+
+
 def build_config(values: dict[str, Any]) -> TrainConfig:
     """Precedence: TrainConfig defaults < the preset's options < ``values`` (YAML, then flags)."""
     if values.get("preset"):
-        values = {**get_preset(values["preset"]).options, **values}
+        values = {**preset_options(values["preset"], bool(values.get("init_from"))), **values}
     return TrainConfig(**values).resolved()
 
 
@@ -222,11 +253,14 @@ def load_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise UserError(f"{path}: expected a mapping of option: value")
     known = {f.name: f for f in fields(TrainConfig)}
-    values = {}
+    values, spelled = {}, {}
     for key, value in raw.items():
         name = str(key).replace("-", "_")
         if name not in known:
             raise UserError(f"{path}: unknown option '{key}'")
+        if name in spelled:  # d_model and d-model: one of the two values would silently win
+            raise UserError(f"{path}: '{key}' and '{spelled[name]}' are one option, given twice")
+        spelled[name] = key
         values[name] = _typed(path, key, value, known[name])
     return values
 
@@ -241,7 +275,11 @@ def _typed(path: Path, key: str, value: Any, option: Any) -> Any:
     try:
         typed = convert(value)
     except (TypeError, ValueError) as err:
-        raise UserError(f"{path}: option '{key}' expects {err}, got {value!r}") from None
+        hint = ""
+        if isinstance(value, bool) and convert is _text:  # tensorboard: off is False in YAML
+            words = "on/yes/true" if value else "off/no/false"
+            hint = f" (YAML reads an unquoted {words} as {str(value).lower()}: quote it, e.g. 'off')"
+        raise UserError(f"{path}: option '{key}' expects {err}, got {value!r}{hint}") from None
     choices = option.metadata.get("choices")
     if choices and typed not in choices:
         raise UserError(f"{path}: option '{key}' expects one of {', '.join(choices)}, got {value!r}")

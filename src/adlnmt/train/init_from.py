@@ -45,6 +45,13 @@ def check_vocabulary(init_dir: Path, data: DataDir) -> None:
                 f"{data.path}: prepared with another {side} vocabulary than {init_dir} ({theirs.name} "
                 f"differs from {mine}); prepare it with: adlnmt prepare --vocab-from {init_dir}"
             )
+    theirs_markers = bool(data.manifest.get("source_markers", False))
+    if bool(vocabulary.manifest.get("source_markers", False)) != theirs_markers:
+        raise UserError(
+            f"{data.path}: prepared {'with' if theirs_markers else 'without'} --source-markers, but {init_dir} was "
+            f"trained {'without' if theirs_markers else 'with'} them (a BOS before every source); prepare it again "
+            f"with: adlnmt prepare --vocab-from {init_dir}"
+        )
 
 
 def check_pretrained(init_dir: Path) -> None:
@@ -66,6 +73,8 @@ def pretrained_model_config(config: TrainConfig) -> ModelConfig:
     if not config.preset:
         config = replace(config, encoder=config.encoder or base.encoder, decoder=config.decoder or base.decoder)
     given = config.model_config(base.src_vocab_size, base.tgt_vocab_size)
+    if config.preset:  # the preset's architecture, input feeding included (rnmt's), at MODEL's sizes
+        return replace(base, encoder=given.encoder, decoder=given.decoder, input_feeding=given.input_feeding)
     return replace(base, encoder=given.encoder, decoder=given.decoder)
 
 
@@ -80,6 +89,33 @@ def check_sizes(config: TrainConfig, base: ModelConfig) -> None:
         if given != defaults[name] and given != value:
             raise UserError(f"--{name.replace('_', '-')} {given}: --init-from {config.init_from} keeps the model's "
                             f"{name} ({value}); leave the option out")  # fmt: skip
+    check_model_options(config, base)
+
+
+def check_model_options(config: TrainConfig, base: ModelConfig) -> None:
+    """Refuse the other model options that ``--init-from`` would ignore without a word: MODEL's ties, input
+    feeding (a preset brings its own), position table, initialisation and variables are kept, and
+    ``--learned-positions`` only rewrites an architecture given with the options (surgery)."""
+    surgery = bool(config.preset or config.encoder or config.decoder)
+    theirs = {"tie_output": base.tie_output, "tie_source": base.tie_source, "input_feeding": base.input_feeding,
+              "max_positions": base.max_len, "init": base.init}  # fmt: skip
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    for name, value in theirs.items():
+        given = getattr(config, name)
+        if name == "input_feeding" and config.preset:
+            continue
+        if given != defaults[name] and given != value:
+            flag = f"--{name.replace('_', '-')}"
+            shown = flag if isinstance(given, bool) else f"{flag} {given}"
+            raise UserError(f"{shown}: --init-from {config.init_from} keeps the model's {name} ({value}); leave "
+                            "the option out")  # fmt: skip
+    if config.var:
+        raise UserError(f"--var {config.var[0]}: --init-from {config.init_from} keeps the model's ADL variables "
+                        f"({', '.join(f'{k}={v}' for k, v in base.variables.items()) or 'none'}); leave the option "
+                        "out")  # fmt: skip
+    if config.learned_positions and not surgery:
+        raise UserError(f"--learned-positions: --init-from {config.init_from} keeps the model's architecture; give "
+                        "it with --encoder/--decoder or --preset (surgery), or leave the option out")  # fmt: skip
 
 
 def pretrained_digest(init_dir: Path) -> str:
