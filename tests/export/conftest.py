@@ -9,6 +9,7 @@ import pytest
 
 from adlnmt.cli import main
 from adlnmt.inference.translator import Translator
+from adlnmt.model import ModelConfig, Seq2Seq
 from test_search import DECODERS, ENCODER
 
 POST_NORM_ENCODER = "pos -> repeat(2, res_d(mh_dot_self_att) -> norm -> res_d(ffl) -> norm)"
@@ -27,6 +28,32 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {  # name → encoder, d
     ),
     "rnn-input-feeding": (ENCODER, "rnn -> mlp_src_att -> ff(32)", ("--input-feeding",)),
 }
+
+
+LONG_SOURCE = "The king paints the birds and the dog swam because the birds did not sing in three tables ."
+SHORT_TABLE_DECODER = ("learn_pos(max_len=12) -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) "
+                       "-> res_nd(ffl)) -> norm")  # fmt: skip
+
+
+def short_table_export(data_dir: Path, out: Path, fmt: str) -> tuple[Seq2Seq, Translator, list[list[int]]]:
+    """An untrained model whose learned decoder positions (12) end far below its max_len (1,024), beside a
+    sinusoidal encoder, exported as ``fmt`` into ``out``; its translator, and three sources encoded by it, the first
+    longer than the 12 positions."""
+    import torch
+
+    from adlnmt.data.data_dir import DataDir
+    from adlnmt.export.directory import Source
+    from adlnmt.export.formats import export_model
+    from adlnmt.store.model_dir import input_limit
+
+    data = DataDir.load(data_dir)
+    torch.manual_seed(0)
+    config = ModelConfig(ENCODER, SHORT_TABLE_DECODER, data.src_vocab.size, data.tgt_vocab.size, d_model=32, heads=4)
+    model = Seq2Seq(config)
+    export_model(Source(model.eval(), data, input_limit(model, data)), out, fmt, "none")
+    translator = Translator.load(out, engine="ctranslate2" if fmt == "ctranslate2" else "onnxruntime")
+    assert (translator.max_input_len, translator.max_target_len) == (11, 11)
+    return model, translator, [translator.encode_line(line).ids for line in [LONG_SOURCE, "The dog .", "A king ."]]
 
 
 def train_tiny(data: Path, model_dir: Path, encoder: str, decoder: str, extra: tuple[str, ...]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from adlnmt.cli import main
 from adlnmt.errors import UserError
@@ -19,7 +18,7 @@ from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.store import ModelDir
 from test_search import ENCODER
 
-from .conftest import FAMILIES, demo_sources
+from .conftest import FAMILIES, LONG_SOURCE, demo_sources, short_table_export
 
 pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'adlnmt[ct2]'")
 
@@ -172,19 +171,8 @@ def test_a_ctranslate2_export_stays_within_its_position_tables(demo_data: Path, 
     defined for positions >= 12' (a traceback) on a long source, a long output or a long target to score. Sources
     are cut to the table (with the usual warning), outputs and scored targets stop within it, as on torch."""
     from adlnmt.analysis.forced import PairScorer
-    from adlnmt.data.data_dir import DataDir
-    from adlnmt.store.model_dir import input_limit
 
-    data = DataDir.load(demo_data / "data")
-    decoder = ("learn_pos(max_len=12) -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) "
-               "-> norm")  # fmt: skip
-    torch.manual_seed(0)
-    model = Seq2Seq(ModelConfig(ENCODER, decoder, data.src_vocab.size, data.tgt_vocab.size, d_model=32, heads=4))
-    export_model(Source(model.eval(), data, input_limit(model, data)), tmp_path / "ct2", "ctranslate2", "none")
-    translator = Translator.load(tmp_path / "ct2", engine="ctranslate2")
-    assert (translator.max_input_len, translator.max_target_len) == (11, 11)
-    long_source = "The king paints the birds and the dog swam because the birds did not sing in three tables ."
-    sources = [translator.encode_line(line).ids for line in [long_source, "The dog .", "A king sleeps ."]]
+    model, translator, sources = short_table_export(demo_data / "data", tmp_path / "ct2", "ctranslate2")
     assert len(sources[0]) == 12  # cut to 11 pieces + EOS
     options = SearchOptions(beam=1, max_len_extra=40)  # an untrained model runs to the length limit
     assert translator.engine is not None
@@ -192,5 +180,5 @@ def test_a_ctranslate2_export_stays_within_its_position_tables(demo_data: Path, 
     assert [h[0].tokens for h in found] == [h[0].tokens for h in translate_ids(model, sources, options)]
     assert max(len(h[0].tokens) for h in found) == 11
     assert all(hyps for hyps in translator.engine.translate_ids(sources, SearchOptions(beam=3, max_len_extra=40)))
-    scored = PairScorer(translator).score([long_source], ["Lo rey " * 20])
+    scored = PairScorer(translator).score([LONG_SOURCE], ["Lo rey " * 20])
     assert len(scored[0].pieces) == 12  # the target cut to 11 pieces, + EOS

@@ -21,7 +21,7 @@ from adlnmt.inference.translator import Translator
 from adlnmt.store import ModelDir
 from adlnmt.store.names import EXPORT_MANIFEST
 
-from .conftest import FAMILIES, demo_sources
+from .conftest import FAMILIES, demo_sources, short_table_export
 
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
 pytest.importorskip("onnx", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
@@ -126,21 +126,7 @@ def test_a_learned_table_shorter_than_max_len_is_exported_and_bounds_the_search(
     """A decoder ``learn_pos(max_len=12)`` in a model of max_len 1,024 made the export raise (a traceback: the
     positions were warmed up to 1,024); the graphs now cover the 12 positions every side has, sources are cut to
     them and outputs stop within them, token for token as on torch."""
-    from adlnmt.data.data_dir import DataDir
-    from adlnmt.model import ModelConfig, Seq2Seq
-    from adlnmt.store.model_dir import input_limit
-    from test_search import ENCODER
-
-    data = DataDir.load(demo_data / "data")
-    decoder = ("learn_pos(max_len=12) -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) "
-               "-> norm")  # fmt: skip
-    torch.manual_seed(0)
-    model = Seq2Seq(ModelConfig(ENCODER, decoder, data.src_vocab.size, data.tgt_vocab.size, d_model=32, heads=4))
-    export_model(Source(model.eval(), data, input_limit(model, data)), tmp_path / "onnx", "onnx", "none")
-    translator = Translator.load(tmp_path / "onnx")
-    assert (translator.max_input_len, translator.max_target_len) == (11, 11)
-    long_source = "The king paints the birds and the dog swam because the birds did not sing in three tables ."
-    sources = [translator.encode_line(line).ids for line in [long_source, "The dog ."]]
+    model, translator, sources = short_table_export(demo_data / "data", tmp_path / "onnx", "onnx")
     assert translator.engine is not None
     for beam in (1, 3):
         options = SearchOptions(beam=beam, max_len_extra=40)  # an untrained model runs to the length limit
