@@ -46,6 +46,7 @@ def test_what_json_allows_is_read_as_json_reads_it() -> None:
     text = json.dumps({"brackets in strings": "[[[[" * 100, "pair": "😀", "deep": inner, "n": 1e5}, ensure_ascii=False)
     assert parse_json(text) == json.loads(text) and parse_json(deep) == json.loads(deep)
     assert parse_json(r'"\ud83d\ude00"') == "😀"  # a surrogate pair is a character
+    assert parse_json("\ufeff" + text) == json.loads(text) == parse_json(b"\xef\xbb\xbf" + text.encode())  # a BOM
     with pytest.raises(LoneSurrogate) as raised:
         parse_json('{"text": ["a", "\\ud800"]}')
     assert raised.value.where == "text.1"

@@ -5,7 +5,8 @@ with bounds, so that no file or request turns into a traceback.
 text that is not JSON (with line and column), nesting deeper than :data:`MAX_DEPTH` levels (``json.loads`` would
 recurse until a RecursionError), a number of more digits than Python converts, a string with a lone surrogate
 (a ``"\\ud800"`` escape: valid JSON, but not a Unicode character, so no tokenizer or UTF-8 file takes it), and an
-object with a key given twice (``json.loads`` keeps the last value, so the first would be lost in silence)."""
+object with a key given twice (``json.loads`` keeps the last value, so the first would be lost in silence). A
+leading byte order mark is ignored, as adlnmt's text readers ignore it."""
 
 from __future__ import annotations
 
@@ -99,6 +100,7 @@ def parse_json(text: str | bytes) -> Any:
             text = text.decode("utf-8")
         except UnicodeDecodeError as err:
             raise JsonError(f"not UTF-8 (byte {err.start}: {text[err.start : err.start + 1]!r})") from None
+    text = text.removeprefix("\ufeff")  # a byte order mark: RFC 8259 lets a parser ignore it (json.loads refuses it)
     if too_deep(text):
         raise JsonError(f"nested deeper than {MAX_DEPTH} levels")
     try:

@@ -113,7 +113,9 @@ def parse_translate(body: bytes, options: ServeOptions) -> TranslateRequest:
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise ApiError(
-            422, f"invalid request: {_location(first['loc'])}: {first['msg']}{more}", detail=errors
+            422,
+            f"invalid request: {_location(first['loc'])}: {first['msg'].removeprefix('Value error, ')}{more}",
+            detail=errors,
         ) from None
     if request.beam > options.max_beam:
         raise ApiError(422, f"invalid request: beam {request.beam} exceeds the server's max_beam {options.max_beam}")
