@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
+from pathlib import Path
 
 import pytest
 import sacrebleu
 
 from adlnmt import metrics
+from adlnmt.cli import main
 from adlnmt.errors import DataError, UserError
 
 HYPS = ["The cat sat on the mat.", "Hello, world!"]
@@ -157,3 +160,16 @@ def test_a_difference_that_is_not_significant_names_no_winner() -> None:
     assert entry["p_value"] > 0.05 and entry["better"] in ("a", "b")
     text = metrics.format_report(result)
     assert "is better" not in text and "not significantly (p >= 0.05): no winner" in text
+
+
+def test_score_takes_resamples_only_with_a_bootstrap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--resamples without --bootstrap did nothing, in silence."""
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_text("a small dog runs\nthe cat sleeps\n")
+    argv = ["score", "--hyp", str(hyp), "--ref", str(hyp), "--resamples", "20"]
+    assert main(argv) == 2
+    assert (
+        "--resamples counts the paired bootstrap's resamples: it goes with --bootstrap HYP2" in capsys.readouterr().err
+    )
+    assert main([*argv, "--bootstrap", str(hyp), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["resamples"] == 20

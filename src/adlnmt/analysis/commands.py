@@ -99,17 +99,21 @@ def _scoring_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--normalize", action="store_true", help="score = mean log-probability per token")
 
 
+RESAMPLES = 1000  # the paired bootstrap's default
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     from adlnmt.metrics import format_report, paired_bootstrap, parse_metrics, read_lines, score
 
+    if args.resamples is not None and not args.bootstrap:
+        raise UserError("--resamples counts the paired bootstrap's resamples: it goes with --bootstrap HYP2")
     metrics = parse_metrics(args.metrics)
     hypotheses, references = read_lines(args.hyp), read_lines(args.ref)
     if args.bootstrap:
         second = read_lines(args.bootstrap)
         names = (args.hyp, args.bootstrap)
-        result = paired_bootstrap(
-            hypotheses, second, references, metrics, args.resamples, names=names, ref_name=args.ref
-        )
+        resamples = args.resamples or RESAMPLES
+        result = paired_bootstrap(hypotheses, second, references, metrics, resamples, names=names, ref_name=args.ref)
     else:
         result = score(hypotheses, references, metrics, hyp_name=args.hyp, ref_name=args.ref)
     print(json.dumps(result) if args.json else format_report(result))
@@ -122,7 +126,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     score.add_argument("--ref", required=True, help="reference file, aligned with --hyp")
     score.add_argument("--metrics", default="bleu,chrf", help="comma-separated: bleu,chrf,ter,meteor,sentbleu")
     score.add_argument("--bootstrap", metavar="HYP2", help="second system: paired bootstrap resampling vs --hyp")
-    score.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    score.add_argument(
+        "--resamples", type=flag_type(int, at_least(1)), help=f"bootstrap resamples (default {RESAMPLES})"
+    )
     score.add_argument("--json", action="store_true", help="print one JSON object")
     score.set_defaults(func=cmd_score)
 
@@ -143,7 +149,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     contrastive.add_argument("--output", help="Markdown table (default: stdout)")
     contrastive.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
     contrastive.add_argument(
-        "--resamples", type=flag_type(int, at_least(1)), default=1000, help="bootstrap resamples (default 1000)"
+        "--resamples",
+        type=flag_type(int, at_least(1)),
+        default=RESAMPLES,
+        help=f"bootstrap resamples (default {RESAMPLES})",
     )
     contrastive.add_argument("--seed", type=flag_type(int, SEED), default=1, help="bootstrap seed (default 1)")
     contrastive.set_defaults(func=cmd_contrastive)
