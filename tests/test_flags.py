@@ -134,6 +134,8 @@ def test_serve_options_name_every_problem_by_its_flag() -> None:
         ["score-pairs", "--source", "s", "--target", "t"],
         ["contrastive", "--suite", "s"],
         ["serve"],
+        ["export", "--format", "onnx", "--out", "o"],
+        ["average", "--last", "2"],
     ],
 )
 def test_a_command_of_one_model_refuses_a_second_model(argv: list[str], capsys) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adlnmt.errors import UserError
+from adlnmt.flags import OneModel
 from adlnmt.store import ModelDir
 
 if TYPE_CHECKING:
@@ -150,7 +151,9 @@ def cmd_average(args: argparse.Namespace) -> int:
 def add_average_command(subparsers: argparse._SubParsersAction) -> None:
     """``average --model DIR (--best N | --last N) [--output PATH]``."""
     parser = subparsers.add_parser("average", help="average the weights of the best or last N checkpoints")
-    parser.add_argument("--model", required=True, help="model directory (with checkpoints/ and metrics.jsonl)")
+    parser.add_argument(
+        "--model", required=True, action=OneModel, help="model directory (with checkpoints/ and metrics.jsonl)"
+    )
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--best",

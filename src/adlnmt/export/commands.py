@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from adlnmt.bounds import at_least, flag_type
+from adlnmt.flags import OneModel
 from adlnmt.store.export_dir import FORMATS, QUANTIZATIONS
 
 HF_MARIAN = "hf-marian"  # a Hugging Face MarianMT directory (adlnmt.interop.hf_export), not an export for --engine
@@ -44,7 +45,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     export = commands.add_parser(
         "export", help="export a trained model to ONNX or CTranslate2 (for --engine), or to Hugging Face MarianMT"
     )
-    export.add_argument("--model", required=True, help="model directory")
+    export.add_argument("--model", required=True, action=OneModel, help="model directory")
     export.add_argument("--format", required=True, choices=(*FORMATS, HF_MARIAN), help="onnx, ctranslate2 or hf-marian")
     export.add_argument("--out", required=True, help="export directory to write")
     export.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
