@@ -190,6 +190,10 @@ class Vocab:
         id_ = self.processor.piece_to_id(tag)
         return id_ if tag_text(tag) and id_ != UNK else None
 
+    def tags(self) -> list[str]:
+        """The language tags this vocabulary holds (``<2en>``, ...: a model trained with ``--target-tags``)."""
+        return [piece for piece in self.pieces(list(range(self.size))) if tag_text(piece)]
+
     def split_tag(self, text: str) -> tuple[int | None, str]:
         """``text`` split into the id of its leading language tag of this vocabulary (None: none) and the rest."""
         head, _, rest = text.lstrip().partition(" ")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adlnmt.data.data_dir import SIDES, DataDir
-from adlnmt.data.vocab import Vocab, tag_text
+from adlnmt.data.vocab import Vocab
 from adlnmt.errors import DataError
 
 MODEL_VOCAB_DIR = "vocab"  # a model directory's vocabulary folder (adlnmt.store.names.VOCAB_DIR, which data is below)
@@ -36,7 +36,7 @@ def check_model_tags(vocab_dir: Path, tags: dict[str, str]) -> None:
     vocab = DataDir.load(vocab_dir).src_vocab
     missing = sorted({tag for tag in tags.values() if vocab.tag_id(tag) is None})
     if missing:
-        held = [piece for piece in vocab.pieces(list(range(vocab.size))) if tag_text(piece)]
+        held = vocab.tags()
         raise DataError(f"--target-tags with --vocab-from: the model's source vocabulary has no {', '.join(missing)} "
                         "(a model's vocabulary holds only the tags it was trained with; it has "
                         f"{', '.join(held) or 'none'})", vocab_dir.parent)  # fmt: skip

@@ -144,8 +144,7 @@ class Translator:
         self.model_dir = model_dir
         self.data = data
         self.source_encoder = SourceEncoder(data.src_vocab)
-        vocab = data.src_vocab
-        self.tags = [piece for piece in vocab.pieces(list(range(vocab.size))) if tag_text(piece)]  # --target-tags
+        self.tags = data.src_vocab.tags()  # --target-tags
         self.max_input_len = max_input_len
         self.device = device
         if engine is None:
