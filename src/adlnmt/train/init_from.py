@@ -79,31 +79,18 @@ def pretrained_model_config(config: TrainConfig) -> ModelConfig:
 
 
 def check_sizes(config: TrainConfig, base: ModelConfig) -> None:
-    """Refuse a size option set to other than its default and other than MODEL's: ``--init-from`` keeps MODEL's
-    width, heads, feed-forward width and dropout, and would otherwise ignore it without a word."""
+    """Refuse a model option set to other than its default and other than MODEL's, which ``--init-from`` would
+    ignore without a word: MODEL's width, heads, feed-forward width, dropout, ties, input feeding (a preset brings
+    its own), position table, initialisation and variables are kept, and ``--learned-positions`` only rewrites an
+    architecture given with the options (surgery)."""
     defaults = {f.name: f.default for f in fields(TrainConfig)} | {"d_ff": 4 * config.d_model}  # d_ff's, resolved
     theirs = {"d_model": base.d_model, "heads": base.heads, "d_ff": base.ff_factor * base.d_model,
-              "dropout": base.dropout}  # fmt: skip
+              "dropout": base.dropout, "tie_output": base.tie_output, "tie_source": base.tie_source,
+              "input_feeding": base.input_feeding, "max_positions": base.max_len, "init": base.init}  # fmt: skip
+    if config.preset:
+        del theirs["input_feeding"]
     for name, value in theirs.items():
         given = getattr(config, name)
-        if given != defaults[name] and given != value:
-            raise UserError(f"--{name.replace('_', '-')} {given}: --init-from {config.init_from} keeps the model's "
-                            f"{name} ({value}); leave the option out")  # fmt: skip
-    check_model_options(config, base)
-
-
-def check_model_options(config: TrainConfig, base: ModelConfig) -> None:
-    """Refuse the other model options that ``--init-from`` would ignore without a word: MODEL's ties, input
-    feeding (a preset brings its own), position table, initialisation and variables are kept, and
-    ``--learned-positions`` only rewrites an architecture given with the options (surgery)."""
-    surgery = bool(config.preset or config.encoder or config.decoder)
-    theirs = {"tie_output": base.tie_output, "tie_source": base.tie_source, "input_feeding": base.input_feeding,
-              "max_positions": base.max_len, "init": base.init}  # fmt: skip
-    defaults = {f.name: f.default for f in fields(TrainConfig)}
-    for name, value in theirs.items():
-        given = getattr(config, name)
-        if name == "input_feeding" and config.preset:
-            continue
         if given != defaults[name] and given != value:
             flag = f"--{name.replace('_', '-')}"
             shown = flag if isinstance(given, bool) else f"{flag} {given}"
@@ -113,7 +100,7 @@ def check_model_options(config: TrainConfig, base: ModelConfig) -> None:
         raise UserError(f"--var {config.var[0]}: --init-from {config.init_from} keeps the model's ADL variables "
                         f"({', '.join(f'{k}={v}' for k, v in base.variables.items()) or 'none'}); leave the option "
                         "out")  # fmt: skip
-    if config.learned_positions and not surgery:
+    if config.learned_positions and not (config.preset or config.encoder or config.decoder):
         raise UserError(f"--learned-positions: --init-from {config.init_from} keeps the model's architecture; give "
                         "it with --encoder/--decoder or --preset (surgery), or leave the option out")  # fmt: skip
 
