@@ -235,6 +235,25 @@ def test_line_count_mismatch(demo: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "out" / MANIFEST).exists()
 
 
+@pytest.mark.parametrize("fault", ["line counts differ", "invalid UTF-8", "no validation pairs left"])
+def test_a_bad_validation_set_fails_before_the_subword_model_is_trained(demo: Path, tmp_path: Path,
+                                                                        fault: str) -> None:  # fmt: skip
+    """The validation files are read whole first: a fault in them costs no subword training nor an output folder."""
+    valid_tgt = tmp_path / "bad.tgt"
+    lines = raw(demo / "valid.tgt")
+    if fault == "line counts differ":
+        write_lines(valid_tgt, lines[:-1])
+    elif fault == "invalid UTF-8":
+        valid_tgt.write_bytes(b"\n".join(line.encode() for line in lines[:5]) + b"\n\xff\n" * (len(lines) - 5))
+    else:
+        write_lines(valid_tgt, [" "] * len(lines))
+    train_src, train_tgt, valid_src, _ = inputs(demo)
+    with pytest.raises(DataError, match=fault) as info:
+        prepare(train_src, train_tgt, valid_src, valid_tgt, tmp_path / "out", vocab_size=200, spm_sample=1)
+    assert info.value.path in (str(valid_src), str(valid_tgt))
+    assert not (tmp_path / "out").exists()
+
+
 def test_bad_options(demo: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="max_ratio"):
         prepare(*inputs(demo), tmp_path, max_ratio=0.5)

@@ -563,6 +563,9 @@ def prepare(
         require_regular_file(corpus.src, "prepare")
         require_regular_file(corpus.tgt, "prepare")
         read_parallel(corpus.src, corpus.tgt)  # fail fast on a missing file, before training anything
+    for corpus in valid:  # read whole now: the training corpora are read whole by the subword sample
+        if not sum(1 for _ in read_parallel(corpus.src, corpus.tgt)):
+            raise DataError(_NOTHING_LEFT["valid"], corpus.src)
     final, out = out, _claim_output(out, overwrite, [path for c in (*corpora, *valid) for path in (c.src, c.tgt)])
     out.mkdir(parents=True, exist_ok=True)
     settings = {**asdict(options), "spm_sample": spm_sample, "shard_size": shard_size, "target_tags": target_tags,
