@@ -188,12 +188,12 @@ def test_a_failed_replacement_leaves_the_old_data_set_as_it_was(demo: Path, tmp_
     out = tmp_path / "out"
     prepare(*inputs(demo), out, vocab_size=200)
     before = {path.name: path.read_bytes() for path in out.iterdir()}
-    bad_valid = tmp_path / "bad.tgt"
-    bad_valid.write_bytes((demo / "valid.tgt").read_bytes().replace(b"\n", b"\xff\n", 1))
-    train_src, train_tgt, valid_src, _ = inputs(demo)
+    bad_train = tmp_path / "bad.tgt"
+    bad_train.write_bytes((demo / "train.tgt").read_bytes().replace(b"\n", b"\xff\n", 1))
+    train_src, _, valid_src, valid_tgt = inputs(demo)
     with pytest.raises(DataError) as info:
-        prepare(train_src, train_tgt, valid_src, bad_valid, out, vocab_size=200, overwrite=True)
-    assert (info.value.path, info.value.line) == (str(bad_valid), 1)
+        prepare(train_src, bad_train, valid_src, valid_tgt, out, vocab_size=200, overwrite=True)
+    assert (info.value.path, info.value.line) == (str(bad_train), 1)
     assert {path.name: path.read_bytes() for path in out.iterdir()} == before
     manifest = prepare(*inputs(demo), out, vocab_size=150, overwrite=True)  # replaced once it is complete
     assert json.loads((out / MANIFEST).read_text()) == manifest and manifest["src_vocab_size"] == 150
