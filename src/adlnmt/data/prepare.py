@@ -402,7 +402,7 @@ def _claim_output(out: Path, overwrite: bool, inputs: Sequence[Path]) -> Path:
     manifest_path = out / MANIFEST
     if manifest_path.exists():
         if not overwrite:
-            raise DataError("already holds a prepared data set; pass --overwrite (overwrite=True) to replace it", out)
+            raise DataError("already holds a prepared data set; pass --overwrite to replace it", out)
         try:
             old = parse_json(manifest_path.read_bytes())
         except JsonError:
