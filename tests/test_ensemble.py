@@ -15,6 +15,7 @@ from adlnmt.inference.ensemble import Ensemble, combine, load_ensemble
 from adlnmt.inference.search import SearchOptions, translate_ids
 from adlnmt.inference.translator import Translator
 from adlnmt.model import ModelConfig, Seq2Seq
+from adlnmt.store.names import EXPORT_MANIFEST
 
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODERS = {
@@ -140,3 +141,15 @@ def test_translate_decodes_an_ensemble(model_dirs: dict[str, Path], demo_data: P
     assert len(capsys.readouterr().out.splitlines()) == 5
     assert main(["translate", *models, "--input", str(source), "--engine", "onnxruntime"]) == 2
     assert "an ensemble runs on the torch engine" in capsys.readouterr().err
+
+
+def test_an_export_as_an_ensemble_member_is_named(model_dirs: dict[str, Path], tmp_path: Path, capsys) -> None:
+    """An ensemble is searched by torch from model directories: an export among them is refused by name."""
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / EXPORT_MANIFEST).write_text("{}\n")
+    for members in ([export, model_dirs["rnn"]], [model_dirs["rnn"], export]):
+        argv = [arg for member in members for arg in ("--model", str(member))]
+        assert main(["translate", *argv, "--input", str(tmp_path / "absent.txt")]) == 2
+        err = capsys.readouterr().err
+        assert f"{export}: an export directory; an ensemble's members are model directories" in err, err

@@ -35,6 +35,7 @@ from adlnmt.inference.translator import Translator, with_precision
 from adlnmt.layers.base import DecoderState, SourceMemory
 from adlnmt.model import Seq2Seq
 from adlnmt.store import ModelDir
+from adlnmt.store.export_dir import is_export_dir
 
 COMBINATIONS = ("log-linear", "linear")
 
@@ -142,6 +143,8 @@ def load_ensemble(
     device = checked_device(device)
     members, limits, data = [], [], None
     for model_dir, checkpoint in zip(map(Path, model_dirs), chosen, strict=True):
+        if is_export_dir(model_dir):
+            raise UserError(f"{model_dir}: an export directory; an ensemble's members are model directories (torch)")
         model, own, limit = ModelDir(model_dir).load_model(checkpoint)
         if data is None:
             data = own
