@@ -102,7 +102,7 @@ def test_the_distilled_directory_and_its_provenance(data: Path, teacher: Path, t
     (source_shard,) = original.shards("train")
     src_files = [*shard["files"]["src"].values()]
     assert src_files == [*source_shard["files"]["src"].values()]
-    for name in ("valid.src.tokens.npy", "valid.tgt.tokens.npy", "valid.tgt.txt", *src_files):
+    for name in ("spm.vocab", "valid.src.tokens.npy", "valid.tgt.tokens.npy", "valid.tgt.txt", *src_files):
         assert (out / name).read_bytes() == (data / name).read_bytes()
     assert distilled.shards("valid") == original.shards("valid")
     for name in shard["bytes"]:  # the manifest's sizes and digests are those of the files written

@@ -302,6 +302,10 @@ def finish(data: DataDir, out: Path, plan: dict[str, Any], shards: list[dict[str
     manifest = parse_json(json.dumps(data.manifest))
     for name in kept_files(data):
         copy_atomic(data.path / name, out / name)
+    for model in {*data.manifest["spm"].values()}:  # the pieces' readable listing (spm.vocab), where the data has one
+        listing = Path(model).with_suffix(".vocab").name
+        if (data.path / listing).is_file():
+            copy_atomic(data.path / listing, out / listing)
     manifest["shards"]["train"] = shards
 
     def update(summary: dict[str, Any], counts: list[dict[str, int]]) -> None:
