@@ -200,7 +200,7 @@ def test_the_translator_warns_per_line_when_a_phrase_cannot_be_spelled_or_met(tr
     found = translator.search(lines, SearchOptions(beam=3), constraints=constraints)
     err = capsys.readouterr().err
     assert "warning: input line 1: include phrase(s) 'Ωψ' cannot be spelled by the target vocabulary" in err
-    assert "warning: input line 2: include phrase(s) 'Lo kane' cannot be met" in err
+    assert "warning: input line 2: include phrase 'Lo kane' cannot be met (it holds the exclude phrase 'kane');" in err
     assert all(hyps for hyps in found) and occurrences(vocab.ids(found[1][0].pieces), vocab.encode("kane")) == 0
 
 

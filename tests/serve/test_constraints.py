@@ -67,7 +67,8 @@ def test_an_unmeetable_include_phrase_is_a_warning(
         reply = client.post("/translate", json=request)
         assert reply.status_code == 200, reply.text
         assert any(
-            w.startswith("input line 2: include phrase(s) 'Lo kane' cannot be met") for w in reply.json()["warnings"]
+            w.startswith("input line 2: include phrase 'Lo kane' cannot be met (it holds the exclude phrase 'kane')")
+            for w in reply.json()["warnings"]
         )
         assert occurrences(vocab.ids(reply.json()["translations"][1]["pieces"]), vocab.encode("kane")) == 0
 

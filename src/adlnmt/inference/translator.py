@@ -17,7 +17,7 @@ from adlnmt.data.language_codes import SourceEncoder
 from adlnmt.data.vocab import tag_text
 from adlnmt.devices import check_cpu_count, checked_device
 from adlnmt.errors import UserError
-from adlnmt.inference.constraints import Constraints, EncodedConstraints, encode_constraints, unmet
+from adlnmt.inference.constraints import Constraints, EncodedConstraints, encode_constraints, occurrences, unmet
 from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
 from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
 from adlnmt.memory import available_memory
@@ -392,9 +392,9 @@ class Translator:
         self, constraints: Sequence[EncodedConstraints | None] | None, found: Sequence[list[Translation]],
         first: int = 1,
     ) -> list[str]:  # fmt: skip
-        """A warning for each line (numbered from ``first``) whose best translation lacks an include phrase: the
-        search could not meet them within the length limit and translated the line without them; or the line is
-        empty, so it has no translation to hold them."""
+        """A warning for each include phrase the best translation of its line (numbered from ``first``) lacks: the
+        phrase holds one of the line's exclude phrases, or the search could not meet it within the length limit, and
+        the line was translated without its include phrases; one for an empty line's, as it has no translation."""
         warnings: list[str] = []
         vocab = self.data.tgt_vocab
         for number, (line, hyps) in enumerate(zip(constraints or [], found, strict=False), first):
@@ -405,11 +405,12 @@ class Translator:
                 warnings.append(f"input line {number}: include phrase(s) {phrases} not used, as the line is empty "
                                 "(an empty line gets an empty translation)")  # fmt: skip
                 continue
-            missing = unmet(vocab.ids(hyps[0].pieces), line.include)
-            if missing:
-                phrases = ", ".join(repr(vocab.decode(line.include[i])) for i in missing)
-                warnings.append(f"input line {number}: include phrase(s) {phrases} cannot be met within the length "
-                                "limit; translated without them")  # fmt: skip
+            for index in unmet(vocab.ids(hyps[0].pieces), line.include):
+                phrase = line.include[index]
+                barring = [vocab.decode(bar) for bar in line.exclude if occurrences(phrase, bar)]
+                why = f"it holds the exclude phrase {barring[0]!r}" if barring else "not within the length limit"
+                warnings.append(f"input line {number}: include phrase {vocab.decode(phrase)!r} cannot be met ({why}); "
+                                "translated without the include phrases")  # fmt: skip
         return warnings
 
     def search_encoded(
