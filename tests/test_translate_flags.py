@@ -4,6 +4,10 @@ error; errors say what is wrong in plain words."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,3 +153,22 @@ def test_an_unwritable_output_is_refused_before_the_model_loads(model: Path, tmp
     argv[argv.index("--output") + 1] = str(tmp_path / "new" / "folder" / "out.txt")
     assert main(argv) == 0
     assert (tmp_path / "new" / "folder" / "out.txt").read_text(encoding="utf-8").count("\n") == 1
+
+
+def test_a_terminated_translation_says_that_nothing_was_written(model: Path, tmp_path: Path) -> None:
+    """SIGTERM while translate waits for its input (a FIFO: once the test's open returns, translate has opened it,
+    past loading the model): one line on stderr, no traceback, the process ended by the signal, no output file."""
+    fifo, output = tmp_path / "in.fifo", tmp_path / "out.txt"
+    os.mkfifo(fifo)
+    argv = [sys.executable, "-m", "adlnmt", "translate", "--model", str(model), "--input", str(fifo), "--output",
+            str(output)]  # fmt: skip
+    with subprocess.Popen(argv, stderr=subprocess.PIPE, text=True) as process, fifo.open("w") as writer:
+        writer.write("ein Hund\n")
+        writer.flush()
+        process.send_signal(signal.SIGTERM)
+        stderr = process.communicate()[1]
+    assert process.returncode == -signal.SIGTERM, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"SIGTERM: translation stopped; nothing written ({output} gets every line once all are translated)"
+    )
+    assert "Traceback" not in stderr and not output.exists()

@@ -44,9 +44,9 @@ def exit_status(command: Callable[[], int], name: str | None = None) -> int:
 @contextlib.contextmanager
 def said_on_sigterm(what: str) -> Iterator[None]:
     """The body runs with a SIGTERM handler that says ``SIGTERM: {what}`` on stderr, then ends the process by the
-    signal as it would have ended without the handler (status -15 to a parent, 143 in a shell): for a command whose
-    committed work the same command resumes. Processes forked meanwhile end silently; off the main thread (a library
-    call) nothing is installed."""
+    signal as it would have ended without the handler (status -15 to a parent, 143 in a shell): for a long command,
+    to say what the stop leaves (committed work the same command resumes; nothing written). Processes forked
+    meanwhile end silently; off the main thread (a library call) nothing is installed."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

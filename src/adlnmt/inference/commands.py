@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from adlnmt.bounds import at_least, flag_type
 from adlnmt.devices import check_cpu_count
 from adlnmt.errors import UserError
+from adlnmt.exits import said_on_sigterm
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
@@ -22,7 +23,15 @@ if TYPE_CHECKING:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported."""
+    """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported. SIGTERM says that
+    nothing was written (the output is written once every line is translated)."""
+    where = args.output or "stdout"
+    with said_on_sigterm(f"translation stopped; nothing written ({where} gets every line once all are translated)"):
+        return translate_to_output(args)
+
+
+def translate_to_output(args: argparse.Namespace) -> int:
+    """``adlnmt translate``'s work: check the flags, load the model, translate, write the output, say how fast."""
     from adlnmt.data.corpus import decode_lines, read_lines
     from adlnmt.inference.constraints import read_constraints
     from adlnmt.inference.options import sampling_rule
