@@ -4,7 +4,8 @@
 # clone of the repository (docs/experiments.md, "A long grid from a separate checkout"). While a command runs (every
 # COMMIT_EVERY seconds, 600 by default: a line of many runs keeps what finished if the machine is lost) and after it,
 # the lane commits in CHECKOUT every new result.json folder under experiments/results/*/runs/ (or one trained again with
-# --rerun: its result.json records what it replaced), one commit a run, then each new
+# --rerun: its result.json records what it replaced), one commit a run (named by the lane that commits it: a lane
+# commits what any lane in CHECKOUT finished), then each new
 # speed.json of a run committed before (a speed: section's timings), then each new or replaced distillation archived
 # under experiments/results/*/distilled/ (one commit each), and nothing else (reports are rebuilt in the checkout you
 # publish from). With RETIME set to a pattern, a command whose line matches it and that finished a run
@@ -101,7 +102,7 @@ while line=$(sed -n "$((line_number + 1))p" "$queue") && [ -n "$line" ]; do
         continue
     fi
     output=$(mktemp)
-    message="finished on this machine (nice 19, lane $name)"
+    message="finished on this machine (nice 19; committed by lane $name)"
     touch "$output.running"
     commit_while_running "$message" "$output.running" &
     PYTHONUNBUFFERED=1 nice -n 19 "$python" -m adlnmt experiment "$@" 2>&1 | tee "$output"

@@ -105,7 +105,7 @@ def test_a_finished_run_is_committed_and_retimed(lane: Lane) -> None:
     assert lane.calls.read_text().split() == ["run", "retime"]
     log = _git(lane.checkout, "log", "--format=%s").splitlines()
     assert log[0].startswith("retimed with the other lanes stopped (lane A)")
-    assert log[1] == "grid-cpu/runs/row/seed-1: finished on this machine (nice 19, lane A)"
+    assert log[1] == "grid-cpu/runs/row/seed-1: finished on this machine (nice 19; committed by lane A)"
     assert not _git(lane.checkout, "status", "--porcelain")
 
 
@@ -151,7 +151,7 @@ def test_a_run_trained_again_is_committed_and_a_result_edited_otherwise_is_not(l
     out = lane(RERUN="1")  # --rerun: the new result records what it replaced
     assert "committed grid-cpu/runs/row/seed-1 (trained again)" in out and "committed the retiming" in out
     log = _git(lane.checkout, "log", "--format=%s").splitlines()
-    assert log[1] == "grid-cpu/runs/row/seed-1: trained again, finished on this machine (nice 19, lane A)"
+    assert log[1] == "grid-cpu/runs/row/seed-1: trained again, finished on this machine (nice 19; committed by lane A)"
     assert not _git(lane.checkout, "status", "--porcelain")
 
 
