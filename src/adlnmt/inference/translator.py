@@ -241,8 +241,8 @@ class Translator:
         runner = load_engine(export, engine_threads(threads), workers)
         max_input_len = export.max_input_len
         if (positions := export.manifest.get(export.format, {}).get("max_positions")) is not None:
-            # the position tables exported hold max_positions rows, a sinusoidal encoder's too: sources are cut to
-            # them (markers and EOS take positions), or the engine raises past them
+            # the encoder's exported position table holds max_positions rows, a sinusoidal one's too: sources are cut
+            # to them (markers and EOS take positions), or the engine raises past them
             max_input_len = max(1, min(max_input_len, int(positions) - 1 - int(export.data.source_markers)))
         return cls(None, export.data, max_input_len, "cpu", export.path, runner)
 
