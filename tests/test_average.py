@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,18 @@ def test_average_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit):
         parser.parse_args(["average", "--model", str(root), "--last", "0"])
     capsys.readouterr()
+
+
+def test_the_command_names_a_directory_without_a_model(tmp_path: Path) -> None:
+    """A missing directory, an export or a corpus folder was answered 'asked for the last 1 checkpoints but
+    DIR/checkpoints holds 0; training keeps as many checkpoint files as --keep-last/--keep-best say', as if the
+    model had pruned them; it is now named as no model directory."""
+    parser = argparse.ArgumentParser()
+    average.add_average_command(parser.add_subparsers(dest="command"))
+    (tmp_path / "export.json").write_text("{}")
+    for directory in (tmp_path, tmp_path / "missing"):
+        for which in (["--last", "1"], ["--best", "1"]):
+            args = parser.parse_args(["average", "--model", str(directory), *which])
+            with pytest.raises(UserError, match=rf"^{re.escape(str(directory))}: not a model directory \(no config"):
+                args.func(args)
+    assert not (tmp_path / "averaged.safetensors").exists()

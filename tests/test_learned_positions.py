@@ -48,6 +48,19 @@ def test_data_longer_than_the_table_is_refused_before_the_first_update(
     assert not list(model.glob("*.safetensors"))
 
 
+def test_a_table_written_in_the_adl_is_named_in_the_refusal(
+    demo_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With ``learn_pos(max_len=8)`` written in the ADL the refusal said only 'raise --max-positions', which does not
+    change that table (the same refusal came back); it now names both."""
+    encoder = "learn_pos(max_len=8) -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+    argv = ["train", "--data", str(demo_data / "data"), "--model", str(tmp_path / "model"), *SMALL[4:-1],
+            "--encoder", encoder, "--decoder", SMALL[3], "--max-positions", "2048", "--max-updates", "1"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "cover 8: raise --max-positions (and any learn_pos(max_len=N) the ADL writes out" in err
+
+
 def test_the_model_reports_its_true_input_limit(positions_64: Path) -> None:
     translator = Translator.load(positions_64)
     assert translator.max_input_len == 63  # 64 positions, one for EOS (the data allows 250)

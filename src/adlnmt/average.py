@@ -138,6 +138,7 @@ def _positive(text: str) -> int:
 
 def cmd_average(args: argparse.Namespace) -> int:
     model_dir = Path(args.model)
+    ModelDir(model_dir).require()
     paths = select_checkpoints(model_dir, args.best, args.last)
     output = write_average(model_dir, paths, Path(args.output) if args.output else None)
     kind = f"best {args.best}" if args.best is not None else f"last {args.last}"

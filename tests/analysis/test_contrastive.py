@@ -137,6 +137,21 @@ def test_a_variant_equal_to_the_reference_is_never_right(agreement_model: Path) 
     assert result["correct"] == [False] and result["margins"] == [0.0]
 
 
+def test_a_variant_that_reads_as_the_reference_is_named_before_the_scoring(
+    agreement_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variant differing from its reference only in spaces (which the vocabulary's normalisation drops) passed
+    the suite check, was scored equal to it and counted as a loss whatever the model: accuracy 0 % on such items,
+    without a word. It is now refused by its suite line, before any scoring."""
+    suite = tmp_path / "suite.jsonl"
+    variant = {**ITEM, "source": "The dog sees a cat.", "reference": "Lo kane un gato videt.",
+               "contrastive": ["La kane un gato videt.", " Lo  kane un gato videt. "]}  # fmt: skip
+    suite.write_text(json.dumps(ITEM) + "\n\n" + json.dumps(variant) + "\n", encoding="utf-8")
+    monkeypatch.setattr(PairScorer, "score", lambda *args, **kwargs: pytest.fail("scored"))
+    with pytest.raises(DataError, match=rf"^{suite}:3: contrastive variant 2 reads as the reference's very pieces"):
+        evaluate_model(agreement_model, suite, resamples=10)
+
+
 def test_a_trained_demo_model_beats_chance_and_an_untrained_one_does_not(
     agreement_model: Path, demo_data: Path
 ) -> None:

@@ -210,3 +210,20 @@ def test_model_needs_input_and_numbers_are_checked(
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         assert exit_info.value.code == 2
+
+
+def test_every_model_is_checked_against_the_engine_before_any_is_measured(
+    tiny_models: dict[str, Path], ct2_export: Path, demo_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A model the engine cannot run, after one it can, was refused only when its turn came: the first had been
+    measured (minutes on a real model) and its rows written to --out. Now nothing is measured or written."""
+    model = tiny_models["transformer"]
+    out = tmp_path / "out"
+    common = ["--input", str(demo_data / "corpus" / "test.src"), "--beams", "1", "--no-sweep", "--out", str(out)]
+    for models, engine, refused in (([model, ct2_export], "torch", f"{ct2_export} is a ctranslate2 export, run by "
+                                     "--engine ctranslate2, not torch"),
+                                    ([ct2_export, model], "ctranslate2", f"{model} is a model directory; the "
+                                     "ctranslate2 engine runs an export of it")):  # fmt: skip
+        assert main(["bench", "decode", "--model", *map(str, models), "--engine", engine, *common]) == 2
+        assert refused in capsys.readouterr().err
+        assert not out.exists()

@@ -33,12 +33,16 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {  # name → encoder, d
 LONG_SOURCE = "The king paints the birds and the dog swam because the birds did not sing in three tables ."
 SHORT_TABLE_DECODER = ("learn_pos(max_len=12) -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) "
                        "-> res_nd(ffl)) -> norm")  # fmt: skip
+SHORT_TABLE_ENCODER = "learn_pos(max_len=12) -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 
 
-def short_table_export(data_dir: Path, out: Path, fmt: str) -> tuple[Seq2Seq, Translator, list[list[int]]]:
-    """An untrained model whose learned decoder positions (12) end far below its max_len (1,024), beside a
-    sinusoidal encoder, exported as ``fmt`` into ``out``; its translator, and three sources encoded by it, the first
-    longer than the 12 positions."""
+def short_table_export(
+    data_dir: Path, out: Path, fmt: str, encoder: str = ENCODER, decoder: str = SHORT_TABLE_DECODER
+) -> tuple[Seq2Seq, Translator, list[list[int]]]:
+    """An untrained model whose learned positions (12) on one side end far below its max_len (1,024), beside
+    sinusoidal ones on the other (by default: the decoder's table, a sinusoidal encoder), exported as ``fmt`` into
+    ``out``; its translator, bounding each side as PyTorch does, and three sources encoded by it, the first longer
+    than the 12 positions."""
     import torch
 
     from adlnmt.data.data_dir import DataDir
@@ -48,11 +52,12 @@ def short_table_export(data_dir: Path, out: Path, fmt: str) -> tuple[Seq2Seq, Tr
 
     data = DataDir.load(data_dir)
     torch.manual_seed(0)
-    config = ModelConfig(ENCODER, SHORT_TABLE_DECODER, data.src_vocab.size, data.tgt_vocab.size, d_model=32, heads=4)
+    config = ModelConfig(encoder, decoder, data.src_vocab.size, data.tgt_vocab.size, d_model=32, heads=4)
     model = Seq2Seq(config)
     export_model(Source(model.eval(), data, input_limit(model, data)), out, fmt, "none")
     translator = Translator.load(out, engine="ctranslate2" if fmt == "ctranslate2" else "onnxruntime")
-    assert (translator.max_input_len, translator.max_target_len) == (11, 11)
+    assert translator.max_input_len == input_limit(model, data)
+    assert translator.max_target_len == (model.max_output_len or config.max_len - 1)
     return model, translator, [translator.encode_line(line).ids for line in [LONG_SOURCE, "The dog .", "A king ."]]
 
 

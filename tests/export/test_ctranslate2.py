@@ -16,9 +16,9 @@ from adlnmt.inference.search import SearchOptions, length_penalty, translate_ids
 from adlnmt.inference.translator import Translator
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.store import ModelDir
-from test_search import ENCODER
+from test_search import DECODERS, ENCODER
 
-from .conftest import FAMILIES, LONG_SOURCE, demo_sources, short_table_export
+from .conftest import FAMILIES, LONG_SOURCE, SHORT_TABLE_ENCODER, demo_sources, short_table_export
 
 pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed: pip install 'adlnmt[ct2]'")
 
@@ -166,14 +166,14 @@ def test_translate_auto_on_a_model_directory_is_torch(tiny_models, demo_data: Pa
 
 
 def test_a_ctranslate2_export_stays_within_its_position_tables(demo_data: Path, tmp_path: Path) -> None:
-    """The export stores one position table per side with the positions the smallest learned table covers, so an
+    """The export stores one position table per side with the positions its learned table covers, so an
     untrained model with learned decoder positions (12) and a sinusoidal encoder raised 'No position encodings are
     defined for positions >= 12' (a traceback) on a long source, a long output or a long target to score. Sources
     are cut to the table (with the usual warning), outputs and scored targets stop within it, as on torch."""
     from adlnmt.analysis.forced import PairScorer
 
     model, translator, sources = short_table_export(demo_data / "data", tmp_path / "ct2", "ctranslate2")
-    assert len(sources[0]) == 12  # cut to 11 pieces + EOS
+    assert len(sources[0]) > 12  # the sinusoidal encoder reads it whole, as on torch
     options = SearchOptions(beam=1, max_len_extra=40)  # an untrained model runs to the length limit
     assert translator.engine is not None
     found = translator.engine.translate_ids(sources, options)
@@ -182,3 +182,19 @@ def test_a_ctranslate2_export_stays_within_its_position_tables(demo_data: Path, 
     assert all(hyps for hyps in translator.engine.translate_ids(sources, SearchOptions(beam=3, max_len_extra=40)))
     scored = PairScorer(translator).score([LONG_SOURCE], ["Lo rey " * 20])
     assert len(scored[0].pieces) == 12  # the target cut to 11 pieces, + EOS
+
+
+def test_each_side_of_a_ctranslate2_export_keeps_its_own_positions(demo_data: Path, tmp_path: Path) -> None:
+    """An encoder's learned table (12) beside a sinusoidal decoder: the export gave both sides the 12 positions of
+    the smallest table, so outputs stopped at 11 tokens where torch's ran on to the search's length limit (and a
+    decoder's short table cut the sources). Each side now has its own table: sources are cut to the encoder's, and
+    outputs are token for token torch's."""
+    model, translator, sources = short_table_export(
+        demo_data / "data", tmp_path / "ct2", "ctranslate2", SHORT_TABLE_ENCODER, DECODERS["transformer"]
+    )
+    assert len(sources[0]) == 12  # cut to 11 pieces + EOS
+    options = SearchOptions(beam=1, max_len_extra=40)  # an untrained model runs to the length limit
+    assert translator.engine is not None
+    found = translator.engine.translate_ids(sources, options)
+    assert [h[0].tokens for h in found] == [h[0].tokens for h in translate_ids(model, sources, options)]
+    assert max(len(h[0].tokens) for h in found) > 11

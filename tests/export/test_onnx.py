@@ -20,8 +20,9 @@ from adlnmt.inference.search import SearchOptions, translate_ids
 from adlnmt.inference.translator import Translator
 from adlnmt.store import ModelDir
 from adlnmt.store.names import EXPORT_MANIFEST
+from test_search import DECODERS
 
-from .conftest import FAMILIES, demo_sources, short_table_export
+from .conftest import FAMILIES, SHORT_TABLE_ENCODER, demo_sources, short_table_export
 
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
 pytest.importorskip("onnx", reason="the onnx extra is not installed: pip install 'adlnmt[onnx]'")
@@ -124,8 +125,8 @@ def test_a_learned_table_shorter_than_max_len_is_exported_and_bounds_the_search(
     demo_data: Path, tmp_path: Path
 ) -> None:
     """A decoder ``learn_pos(max_len=12)`` in a model of max_len 1,024 made the export raise (a traceback: the
-    positions were warmed up to 1,024); the graphs now cover the 12 positions every side has, sources are cut to
-    them and outputs stop within them, token for token as on torch."""
+    positions were warmed up to 1,024); the decoder's graphs now cover its 12 positions and outputs stop within
+    them, token for token as on torch."""
     model, translator, sources = short_table_export(demo_data / "data", tmp_path / "onnx", "onnx")
     assert translator.engine is not None
     for beam in (1, 3):
@@ -133,3 +134,20 @@ def test_a_learned_table_shorter_than_max_len_is_exported_and_bounds_the_search(
         found = translator.engine.translate_ids(sources, options)
         assert [h[0].tokens for h in found] == [h[0].tokens for h in translate_ids(model, sources, options)]
         assert max(len(h[0].tokens) for h in found) <= 11
+
+
+def test_each_side_of_an_onnx_export_keeps_its_own_positions(demo_data: Path, tmp_path: Path) -> None:
+    """An encoder's learned table (12) beside a sinusoidal decoder: the graphs covered the 12 positions of the
+    smallest table on both sides, so outputs stopped at 11 tokens where torch's ran on to the search's length limit
+    (and a decoder's short table cut the sources). Each side now covers its own positions: sources are cut to the
+    encoder's table, and outputs are token for token torch's."""
+    model, translator, sources = short_table_export(
+        demo_data / "data", tmp_path / "onnx", "onnx", SHORT_TABLE_ENCODER, DECODERS["transformer"]
+    )
+    assert len(sources[0]) == 12  # cut to 11 pieces + EOS
+    assert translator.engine is not None
+    for beam in (1, 3):
+        options = SearchOptions(beam=beam, max_len_extra=40)  # an untrained model runs to the length limit
+        found = translator.engine.translate_ids(sources, options)
+        assert [h[0].tokens for h in found] == [h[0].tokens for h in translate_ids(model, sources, options)]
+        assert max(len(h[0].tokens) for h in found) > 11

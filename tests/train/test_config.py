@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,19 @@ def test_stopping_on_bleu_without_validation_bleu_is_an_error() -> None:
     with pytest.raises(UserError, match="--early-stop-metric bleu needs the validation BLEU that --no-valid-bleu"):
         parse(["--data", "d", "--model", "m", "--early-stop-metric", "bleu", "--no-valid-bleu"])
     assert parse(["--data", "d", "--model", "m", "--early-stop-metric", "bleu"]).early_stop_metric == "bleu"
+
+
+def test_a_variable_given_twice_is_an_error() -> None:
+    """``--var N=2 --var N=3`` built the model with N=3 without a word about the 2 (also with ``$N`` written once as
+    ``N`` and once as ``$N``); each variable is now given once."""
+    encoder = "pos -> repeat($N, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
+    decoder = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+    base = ["--data", "d", "--model", "m", "--encoder", encoder, "--decoder", decoder]
+    for second in ("N=3", "$N=3", "N=2"):
+        with pytest.raises(UserError, match=rf"^--var N given twice \(N=2, then {re.escape(second)}\); give each"):
+            parse([*base, "--var", "N=2", "--var", second]).model_config(8, 8)
+    with pytest.raises(UserError, match=r"--var FF_NUM_HIDDEN given twice"):
+        parse([*base, "--var", "N=2", "--var", "FF_NUM_HIDDEN=8", "--var", "FF_NUM_HIDDEN=16"]).model_config(8, 8)
 
 
 def test_a_variable_the_architecture_does_not_use_is_an_error() -> None:

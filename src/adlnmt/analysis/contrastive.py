@@ -178,6 +178,19 @@ def evaluate_suite(
     return {**report, "normalize": normalize, "correct": correct, "margins": margins}
 
 
+def check_variants_differ(scorer: PairScorer, numbered: Sequence[tuple[int, SuiteItem]], suite: str | Path) -> None:
+    """A DataError naming the suite line of the first variant that the model's target vocabulary reads as the very
+    pieces of its reference (it differs only in what the normalisation drops, such as spaces): scored equal, it
+    could never be below the reference, as a variant equal to it (:func:`parse_item`)."""
+    encode = scorer.translator.data.tgt_vocab.encode_batch
+    for number, item in numbered:
+        reference, *variants = encode([item.reference, *item.contrastive])
+        if same := [k for k, variant in enumerate(variants, 1) if variant == reference]:
+            raise DataError(f"contrastive variant {same[0]} reads as the reference's very pieces in this model's "
+                            "vocabulary (it could never be scored below it); drop it or make it differ", suite,
+                            number)  # fmt: skip
+
+
 def evaluate_model(
     model_dir: str | Path,
     suite: str | Path,
@@ -193,8 +206,9 @@ def evaluate_model(
     model and suite paths added (what a grid records per finished run)."""
     numbered = numbered_suite(suite)  # a malformed suite fails before the model loads
     items, names = [item for _, item in numbered], [f"{suite}:{number}" for number, _ in numbered]
-    result = evaluate_suite(PairScorer.load(model_dir, checkpoint, device, engine), items, batch_size, normalize,
-                            resamples, seed, names)  # fmt: skip
+    scorer = PairScorer.load(model_dir, checkpoint, device, engine)
+    check_variants_differ(scorer, numbered, suite)
+    result = evaluate_suite(scorer, items, batch_size, normalize, resamples, seed, names)
     return {**result, "model": str(model_dir), "suite": str(suite)}
 
 

@@ -143,7 +143,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
     from adlnmt.bench.machine import machine_summary
     from adlnmt.bench.models import expand_presets, input_lines, preset_configs
     from adlnmt.bench.report import DECODE_COLUMNS, LENGTH_COLUMNS, plot_lengths
+    from adlnmt.inference.engines import check_export_engine, check_model_dir_engine
     from adlnmt.speedups import OFF, speedups_off
+    from adlnmt.store.export_dir import read_manifest
 
     switched_off = [name for name in (args.speedups_off or "").split(",") if name]
     if unknown := set(switched_off) - set(OFF):
@@ -154,8 +156,12 @@ def cmd_decode(args: argparse.Namespace) -> int:
         raise UserError(f"--engine {args.engine} decodes trained models (--model), not presets")
     if not presets and not models:
         raise UserError("bench decode needs --model DIR... or --preset NAME...")
-    for path in models:
-        if not ModelDir(path).exists() and not is_export_dir(path):
+    for path in models:  # each runs on --engine, checked before any is measured
+        if is_export_dir(path):
+            check_export_engine(args.engine, Path(path), read_manifest(Path(path) / EXPORT_MANIFEST)["format"])
+        elif ModelDir(path).exists():
+            check_model_dir_engine(args.engine, Path(path))
+        else:
             raise UserError(
                 f"{path}: not a model directory (no {CONFIG}) nor an export directory (no {EXPORT_MANIFEST})"
             )

@@ -17,7 +17,6 @@ The engine that runs the export is :mod:`adlnmt.inference.ctranslate2_engine` (n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ from adlnmt.data.vocab import BOS, EOS, UNK
 from adlnmt.errors import UserError
 from adlnmt.export.directory import Source
 from adlnmt.inference.ctranslate2_shape import ACTIVATION_NAMES, SideShape, Sublayer, activation, match_model, name_of
-from adlnmt.model import Seq2Seq
 
 MODEL_DIR = "ctranslate2"
 
@@ -82,15 +80,10 @@ def side_options(shape: SideShape) -> dict[str, Any]:
     }
 
 
-def positions_of(model: Seq2Seq, shapes: Sequence[SideShape]) -> int:
-    """Positions the tables cover: max_len, or the smallest learned table."""
-    tables = [getattr(shape.position, "table", None) for shape in shapes]
-    return min([model.config.max_len, *(int(table.size(0)) for table in tables if table is not None)])
-
-
 @torch.no_grad()
-def build_spec(source: Source) -> tuple[Any, int]:
-    """The TransformerSpec of ``source``'s model with its weights and vocabularies, and the positions covered."""
+def build_spec(source: Source) -> Any:
+    """The TransformerSpec of ``source``'s model with its weights and vocabularies, one position table per side
+    (:attr:`~adlnmt.export.directory.Source.positions`)."""
     import ctranslate2.specs as specs
 
     model = source.model.eval()
@@ -98,7 +91,6 @@ def build_spec(source: Source) -> tuple[Any, int]:
         encoder, decoder = match_model(model)
     except UserError as refusal:
         raise UserError(f"{refusal}; export it with --format onnx instead") from None
-    max_positions = positions_of(model, (encoder, decoder))
     encoder_spec = specs.TransformerEncoderSpec(**side_options(encoder))
     decoder_spec = specs.TransformerDecoderSpec(**side_options(decoder))
     encoder_spec.scale_embeddings = encoder.position.scale != 1.0  # pos(scale=false): no √d
@@ -106,8 +98,9 @@ def build_spec(source: Source) -> tuple[Any, int]:
     encoder_spec.embeddings[0].weight = model.src_embed.weight.detach().numpy().copy()
     decoder_spec.embeddings.weight = model.tgt_embed.weight.detach().numpy().copy()
     set_linear(decoder_spec.projection, model.output)
-    set_side(encoder_spec, encoder, max_positions)
-    set_side(decoder_spec, decoder, max_positions)
+    for side_spec, shape, positions in zip((encoder_spec, decoder_spec), (encoder, decoder), source.positions,
+                                           strict=True):  # fmt: skip
+        set_side(side_spec, shape, positions)
     spec = specs.TransformerSpec(encoder_spec, decoder_spec)
     for vocab, register in ((source.data.src_vocab, spec.register_source_vocabulary),
                             (source.data.tgt_vocab, spec.register_target_vocabulary)):  # fmt: skip
@@ -115,17 +108,19 @@ def build_spec(source: Source) -> tuple[Any, int]:
     tgt = source.data.tgt_vocab
     spec.config.unk_token, spec.config.bos_token = tgt.piece(UNK), tgt.piece(BOS)
     spec.config.eos_token, spec.config.decoder_start_token = tgt.piece(EOS), tgt.piece(BOS)
-    return spec, max_positions
+    return spec
 
 
 def export_ctranslate2(source: Source, out: Path, quantize: str) -> dict[str, Any]:
     """Write the CTranslate2 model to ``out/ctranslate2``; returns the manifest's ``ctranslate2`` section."""
     import ctranslate2
 
-    spec, max_positions = build_spec(source)
+    spec = build_spec(source)
+    max_positions, max_target_positions = source.positions
     spec.validate()
     spec.optimize(quantization="int8" if quantize == "int8" else "float32")
     (out / MODEL_DIR).mkdir(parents=True, exist_ok=True)
     spec.save(str(out / MODEL_DIR))
     return {"model": MODEL_DIR, "ctranslate2_version": ctranslate2.__version__, "max_positions": max_positions,
+            "max_target_positions": max_target_positions,
             "compute_type": "int8" if quantize == "int8" else "float32"}  # fmt: skip

@@ -61,6 +61,14 @@ class Source:
     max_input_len: int
     model_dir: Path | None = None
 
+    @property
+    def positions(self) -> tuple[int, int]:
+        """The positions the export covers on each side, (source, target): the model's max_len, or fewer where that
+        side's smallest learned table (``learn_pos(max_len=N)``) ends, as the PyTorch search bounds each side."""
+        max_len = self.model.config.max_len
+        source, target = (max_len if limit is None else min(max_len, limit) for limit in self.model.position_limits())
+        return source, target
+
 
 def write_export(source: Source, out: Path, export_format: str, details: dict[str, Any]) -> None:
     """Write the vocabulary, the diagram and ``export.json`` (the ADL, parameter count, options and search

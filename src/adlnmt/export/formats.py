@@ -22,7 +22,8 @@ def verify_onnx(source: Source, out: Path, details: dict[str, Any]) -> None:
     """Decode a batch of a shape the graphs were not traced with (3 sentences, 7 tokens, 5 steps) with both
     engines; a difference in log-probabilities is a UserError naming the layers suspected."""
     model = source.model.eval()
-    engine = OnnxEngine(ExportDir(out, {"onnx": details}, source.data), threads=torch.get_num_threads())
+    export = ExportDir(out, {"format": "onnx", "onnx": details}, source.data)
+    engine = OnnxEngine(export, threads=torch.get_num_threads())
     src = probe_source(model, 3, 7)
     memories = model.encode(src), engine.encode(src)
     states = model.init_state(memories[0]), engine.init_state(memories[1])
@@ -41,9 +42,7 @@ def write_onnx(source: Source, out: Path, quantize: str) -> dict[str, Any]:
     require("onnxruntime")
     from adlnmt.export.onnx import export_onnx, quantize_graphs
 
-    # the positions every side covers: the model's max_len, or fewer where a learned table (learn_pos(max_len=N)) ends
-    tables = [limit for limit in source.model.position_limits() if limit is not None]
-    details = export_onnx(source.model, out, max_positions=min([source.model.config.max_len, *tables]))
+    details = export_onnx(source.model, out, *source.positions)
     verify_onnx(source, out, details)
     if quantize == "int8":
         quantize_graphs(out)

@@ -133,12 +133,12 @@ def export_graph(module: nn.Module, args: tuple[Tensor, ...], path: Path, io: di
     return suspicious
 
 
-def warm_positions(model: Seq2Seq, positions: int) -> None:
-    """Run the encoder on a ``positions``-long source and a decoder step at position ``positions`` − 1, so that
-    every layer's lazily grown tables (sinusoids) cover them when traced as constants."""
-    memory = probe_memory(model, 1, positions)
+def warm_positions(model: Seq2Seq, source_positions: int, target_positions: int) -> None:
+    """Run the encoder on a ``source_positions``-long source and a decoder step at position ``target_positions`` − 1,
+    so that every layer's lazily grown tables (sinusoids) cover them when traced as constants."""
+    memory = probe_memory(model, 1, source_positions)
     state = model.init_state(memory)
-    state.step = positions - 1
+    state.step = target_positions - 1
     model.decode_step(torch.full((1,), 4 % model.config.tgt_vocab_size, dtype=torch.long), memory, state)
 
 
@@ -166,13 +166,14 @@ def example_inputs(model: Seq2Seq, layout: StateLayout) -> dict[str, tuple[Tenso
     return {"encoder": (probe_source(model, 2, 5),), "init": mem, "step": step}
 
 
-def export_onnx(model: Seq2Seq, out: Path, max_positions: int) -> dict[str, Any]:
-    """Write the three graphs of ``model`` (fp32) to ``out``; returns the manifest's ``onnx`` section."""
+def export_onnx(model: Seq2Seq, out: Path, max_positions: int, max_target_positions: int) -> dict[str, Any]:
+    """Write the three graphs of ``model`` (fp32), covering ``max_positions`` source and ``max_target_positions``
+    target positions, to ``out``; returns the manifest's ``onnx`` section."""
     out.mkdir(parents=True, exist_ok=True)
     with exporting(model):
         layout = StateLayout.discover(model)
         blocks = len(model.encode(probe_source(model, 1, 3)).blocks)
-        warm_positions(model, max_positions)
+        warm_positions(model, max_positions, max_target_positions)
         io, axes, args = names(layout, blocks), dynamic_axes(layout, blocks), example_inputs(model, layout)
         graphs = {"encoder": EncoderGraph(model), "init": InitGraph(model, layout),
                   "step": StepGraph(model, layout, blocks)}  # fmt: skip
@@ -184,6 +185,7 @@ def export_onnx(model: Seq2Seq, out: Path, max_positions: int) -> dict[str, Any]
         "io": io,
         "blocks": blocks,
         "max_positions": max_positions,
+        "max_target_positions": max_target_positions,
         "attention_layers": sum(1 for layer in iter_layers(model.decoder) if layer.reads_source),
         "state": layout.to_dict(),
         "traced_control_flow": sorted({layer for found in suspicious.values() for layer in found}),

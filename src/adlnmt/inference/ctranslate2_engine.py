@@ -43,9 +43,9 @@ class CTranslate2Engine(Engine):
         self.other: tuple[tuple[str | None, int], Any] | None = None  # (shortlist, workers) → its translator
         self.src_vocab, self.tgt_vocab = export.data.src_vocab, export.data.tgt_vocab
         self.barred = [[self.tgt_vocab.piece(PAD)], [self.tgt_vocab.piece(BOS)]]
-        # the export stores its position tables with max_positions rows: outputs (and targets to score) stop within
-        # them, as the PyTorch search stops within learned positions (CTranslate2 raises past the table)
-        self.max_output_len = int(section["max_positions"]) - 1
+        # the export stores its decoder's position table with max_target_positions rows: outputs (and targets to
+        # score) stop within them, as the PyTorch search stops within learned positions (CTranslate2 raises past it)
+        self.max_output_len = export.max_target_positions - 1
 
     def length_limit(self, source_length: int, options: SearchOptions) -> int:
         """The most tokens (EOS not counted) the output of a source of ``source_length`` tokens may have: the search's

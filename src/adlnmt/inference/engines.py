@@ -65,7 +65,17 @@ def load_engine(export: ExportDir, threads: int, workers: int = 1) -> Engine:
 
 def engine_for(export: ExportDir) -> str:
     """The engine that runs ``export``."""
-    return next(name for name in ENGINES if CAPABILITIES[name].export_format == export.format)
+    return check_export_engine("auto", export.path, export.format)
+
+
+def check_export_engine(requested: str, path: Path, export_format: str) -> str:
+    """The engine that runs the ``export_format`` export in ``path``; a UserError naming it unless ``requested``
+    (``--engine``) is that engine or auto."""
+    wanted = next(name for name in ENGINES if CAPABILITIES[name].export_format == export_format)
+    if requested not in ("auto", wanted):
+        article = "an" if export_format[0] in "aeiou" else "a"
+        raise UserError(f"{path} is {article} {export_format} export, run by --engine {wanted}, not {requested}")
+    return wanted
 
 
 def check_model_dir_engine(requested: str, model_dir: Path) -> None:

@@ -39,7 +39,7 @@ class OnnxEngine(StepEngine):
         self.owners = path_owners(self.layout)
         self.memory_names: list[str] = section["io"]["encoder"]["outputs"]
         self.state_names: list[str] = section["io"]["step"]["inputs"][2 + len(self.memory_names) :]
-        self.max_positions = int(section["max_positions"])
+        self.max_positions = export.max_target_positions
         self.max_output_len = self.max_positions - 1  # the search stops within the exported positions
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1 if workers > 1 else max(1, threads)

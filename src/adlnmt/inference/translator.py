@@ -220,15 +220,10 @@ class Translator:
         UserError, never silently ignored); ``threads`` as in :meth:`load`; ``device`` one the engine runs on;
         ``workers``: the batches its searches will run at a time (``--workers``: CTranslate2 loads that many
         replicas; another number later loads again)."""
-        from adlnmt.inference.engines import engine_for, engine_threads, load_engine
+        from adlnmt.inference.engines import check_export_engine, engine_threads, load_engine
 
         check_cpu_count("--threads", threads)
-        wanted = engine_for(export)
-        if engine not in ("auto", wanted):
-            article = "an" if export.format[0] in "aeiou" else "a"
-            raise UserError(
-                f"{export.path} is {article} {export.format} export, run by --engine {wanted}, not {engine}"
-            )
+        wanted = check_export_engine(engine, export.path, export.format)
         capabilities = CAPABILITIES[wanted]
         if device.split(":")[0] not in capabilities.devices:
             raise UserError(f"engine {wanted} runs on {' or '.join(capabilities.devices)}, not {device}")
@@ -241,8 +236,8 @@ class Translator:
         runner = load_engine(export, engine_threads(threads), workers)
         max_input_len = export.max_input_len
         if (positions := export.manifest.get(export.format, {}).get("max_positions")) is not None:
-            # the position tables exported hold max_positions rows, a sinusoidal encoder's too: sources are cut to
-            # them (markers and EOS take positions), or the engine raises past them
+            # the encoder's exported position table holds max_positions rows, a sinusoidal one's too: sources are cut
+            # to them (markers and EOS take positions), or the engine raises past them
             max_input_len = max(1, min(max_input_len, int(positions) - 1 - int(export.data.source_markers)))
         return cls(None, export.data, max_input_len, "cpu", export.path, runner)
 

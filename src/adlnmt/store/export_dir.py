@@ -42,6 +42,13 @@ class ExportDir:
     def max_input_len(self) -> int:
         return int(self.manifest["max_input_len"])
 
+    @property
+    def max_target_positions(self) -> int:
+        """The target positions the format's graphs or tables cover (the output stops within them): its
+        ``max_target_positions``, or ``max_positions`` in an export written when one count bounded both sides."""
+        section = self.manifest[self.format]
+        return int(section.get("max_target_positions", section["max_positions"]))
+
     @classmethod
     def load(cls, path: str | Path) -> ExportDir:
         """The export in ``path``, its manifest and files checked; UserError naming the first damaged file."""

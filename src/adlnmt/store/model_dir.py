@@ -90,13 +90,17 @@ class ModelDir:
         """Whether the directory holds a model (its ``config.json``)."""
         return self.config_file.is_file()
 
+    def require(self) -> None:
+        """A UserError naming the directory unless it holds a model (its ``config.json``)."""
+        if not self.exists():
+            raise UserError(f"{self.path}: not a model directory (no {names.CONFIG})")
+
     def config(self) -> dict[str, Any]:
         """``config.json`` with its ``train`` and ``model`` entries checked and the model entry completed with the
         defaults of settings added after the model was trained; UserError naming the file when it is missing,
         damaged or malformed."""
+        self.require()
         path = self.config_file
-        if not path.is_file():
-            raise UserError(f"{self.path}: not a model directory (no {names.CONFIG})")
         try:
             stored = parse_json(path.read_bytes())
         except (OSError, ValueError) as err:  # parse_json's JsonError is a ValueError

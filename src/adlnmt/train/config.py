@@ -167,11 +167,15 @@ class TrainConfig:
             )
         variables = {"FF_NUM_HIDDEN": str(self.d_ff), "NUM_HIDDEN": str(self.d_model)}
         used: set[str] | None = None
+        given: dict[str, str] = {}  # name → its --var item
         for item in self.var or []:
             name, sep, value = item.partition("=")
             if not sep:
                 raise UserError(f"--var expects NAME=VALUE, got {item!r}")
             name = name.strip().lstrip("$")
+            if name in given:  # the last would win in silence
+                raise UserError(f"--var {name} given twice ({given[name]}, then {item}); give each variable once")
+            given[name] = item
             if used is None:
                 used = _variables_used(encoder, decoder)
             if name not in variables and name not in used:  # a typo or a variable of another architecture

@@ -130,7 +130,8 @@ def check_positions(model: Seq2Seq, data: DataDir) -> None:
                 raise UserError(
                     f"{data.path}: {name} {side} sentence {before + int(lengths.argmax()) + 1} needs {longest} "
                     f"positions (markers and EOS counted), but the learned positions cover {limit}: raise "
-                    f"--max-positions to {longest} or more, or prepare the data with a smaller --max-len"
+                    f"--max-positions (and any learn_pos(max_len=N) the ADL writes out, which it does not change) to "
+                    f"{longest} or more, or prepare the data with a smaller --max-len"
                 )
             before += len(split)
 
