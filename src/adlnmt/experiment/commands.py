@@ -167,6 +167,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             raise UserError(f"{flag} {what}: it goes with neither --rerun(-before) nor --report-only")
     if args.retime and args.score_added:
         raise UserError("--retime and --score-added: give one of them at a time")
+    if args.report_only and (args.rerun or before):
+        raise UserError("--report-only rebuilds the report and trains nothing: it goes with neither --rerun nor "
+                        "--rerun-before")  # fmt: skip
     grid = load_grid(args.grid, args.scale)
     folders = output_folders(grid, args.out, args.results)
     if folders.note:
@@ -174,7 +177,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     results = folders.archive
     runs = plan_runs(grid, folders.work, results)
     selected = select(grid, runs, args.variants, args.seeds)
-    retrained = [] if args.report_only else to_train_again(selected, args.rerun, before)
+    retrained = to_train_again(selected, args.rerun, before)
     shared = [found for found in shared_runs(grid, runs, results) if found[0] not in retrained]
     if args.power:
         from adlnmt.experiment.power import power_table
