@@ -170,6 +170,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if args.report_only and (args.rerun or before):
         raise UserError("--report-only rebuilds the report and trains nothing: it goes with neither --rerun nor "
                         "--rerun-before")  # fmt: skip
+    if args.executor != "slurm" and (given := slurm_flags_given(args)):
+        raise UserError(f"{', '.join(given)}: SLURM job options, read with --executor slurm only (the local executor "
+                        "would ignore them); give --executor slurm, or leave them out")  # fmt: skip
     grid = load_grid(args.grid, args.scale)
     folders = output_folders(grid, args.out, args.results)
     if folders.note:
@@ -482,13 +485,21 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--status", action="store_true",
                        help="show every run's state (pending, queued, running, finished, failed with its log, "
                        "cancelled) and exit")  # fmt: skip
-    group.add_argument("--wait", action="store_true", help="with --executor slurm: wait for the jobs, then report")
-    group.add_argument("--partition", dest="slurm_partition", help="SLURM partition")
-    group.add_argument("--time", dest="slurm_time", help="time limit per run: minutes or D-HH:MM:SS (default 120)")
-    group.add_argument("--gpus", dest="slurm_gpus", type=int, help="GPUs per run (default 0)")
-    group.add_argument("--cpus", dest="slurm_cpus", type=int, help="CPUs per run, its torch threads (default 1)")
-    group.add_argument("--mem", dest="slurm_mem", help="memory per run, e.g. 16G")
-    group.add_argument("--account", dest="slurm_account", help="SLURM account to charge")
-    group.add_argument("--qos", dest="slurm_qos", help="SLURM quality of service")
-    group.add_argument("--sbatch", action="append", metavar="OPTION=VALUE",
-                       help="a further sbatch option for every job, e.g. constraint=a100 (repeatable)")  # fmt: skip
+    slurm_only = [  # what the local executor does not read: refused without --executor slurm (slurm_flags_given)
+        group.add_argument("--wait", action="store_true", help="with --executor slurm: wait for the jobs, then report"),
+        group.add_argument("--partition", dest="slurm_partition", help="SLURM partition"),
+        group.add_argument("--time", dest="slurm_time", help="time limit per run: minutes or D-HH:MM:SS (default 120)"),
+        group.add_argument("--gpus", dest="slurm_gpus", type=int, help="GPUs per run (default 0)"),
+        group.add_argument("--cpus", dest="slurm_cpus", type=int, help="CPUs per run, its torch threads (default 1)"),
+        group.add_argument("--mem", dest="slurm_mem", help="memory per run, e.g. 16G"),
+        group.add_argument("--account", dest="slurm_account", help="SLURM account to charge"),
+        group.add_argument("--qos", dest="slurm_qos", help="SLURM quality of service"),
+        group.add_argument("--sbatch", action="append", metavar="OPTION=VALUE",
+                           help="a further sbatch option for every job, e.g. constraint=a100 (repeatable)"),
+    ]  # fmt: skip
+    parser.set_defaults(slurm_only=tuple((action.option_strings[0], action.dest) for action in slurm_only))
+
+
+def slurm_flags_given(args: argparse.Namespace) -> list[str]:
+    """The flags given that only ``--executor slurm`` reads (the local executor would ignore them)."""
+    return [flag for flag, dest in args.slurm_only if getattr(args, dest) not in (None, False)]
