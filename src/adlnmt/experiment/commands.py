@@ -154,7 +154,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment.report import write_report
     from adlnmt.experiment.reproduce import keep_replaced, processor_note
     from adlnmt.experiment.retime import retime
-    from adlnmt.experiment.runner import plan_runs, shared_runs
+    from adlnmt.experiment.runner import check_inputs, plan_runs, shared_runs
     from adlnmt.experiment.score_added import score_added
 
     if args.pilot and not args.power:
@@ -191,6 +191,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         only = "--retime" if args.retime else "--score-added" if args.score_added else None
         print_plan(grid, runs, folders, {run.fingerprint: name for run, _, name in shared}, selected, retrained, only)
         check_input_files(grid)
+        check_inputs(grid)  # what the real run checks before it trains: test sets' line counts, contrastive suites
         check_speed_machine(grid)
         return 0
     if args.status:

@@ -183,12 +183,20 @@ class Run:
 
 
 def check_inputs(grid: Grid) -> None:
-    """Every test set exists and its source and reference have the same number of lines."""
+    """Every test set exists and its source and reference have the same number of lines, and every contrastive
+    suite reads (a run scores them after it has trained)."""
+    from adlnmt.analysis.contrastive import read_suite
+
     for test in grid.tests:
         counts = [count_lines(path) for path in (test.src, test.ref)]
         if counts[0] != counts[1]:
             raise UserError(f"{grid.path}: test set {test.name!r}: {test.src} has {counts[0]} lines but "
                             f"{test.ref} has {counts[1]}")  # fmt: skip
+    for suite in grid.contrastive:
+        try:
+            read_suite(suite.suite)
+        except UserError as err:
+            raise UserError(f"{grid.path}: contrastive suite {suite.name!r}: {err}") from None
 
 
 def _vocabulary_digest(folder: Path) -> str:
