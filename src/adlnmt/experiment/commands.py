@@ -334,10 +334,10 @@ def exit_status(outcomes: list[Outcome]) -> int:
     if failed:
         print(f"{len(failed)} run(s) failed: {', '.join(run.label for run in failed)}; "
               "re-run the same command to resume them")  # fmt: skip
-    stopped = [o for o in outcomes if o.stopped]
+    stopped = [o for o in outcomes if o.stopped and not o.ok]
     if stopped:
         print(f"stopped by a signal: {len(stopped)} run(s) not finished; re-run the same command to resume them")
-    interrupted = any(o.returncode in (STOPPED["SIGINT"], -signal.SIGINT) for o in stopped)
+    interrupted = any(o.returncode in (STOPPED["SIGINT"], -signal.SIGINT) for o in outcomes if o.stopped)
     return 1 if failed else STOPPED["SIGINT"] if interrupted else 0
 
 
