@@ -348,6 +348,10 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
     if args.check and args.readme is None:
         raise UserError("--check compares a page's tables with the archives: give the page, --page PAGE")
     archives = [Path(a) for a in args.archives] or default_archives(Path("experiments/results"))
+    seen: dict[Path, Path] = {}
+    for archive in archives:
+        if (first := seen.setdefault(archive.resolve(), archive)) is not archive:
+            raise UserError(f"{first} and {archive}: the same archive named twice (its claims would be listed twice)")
     if args.readme is None:
         if not archives:
             raise UserError("no archive with claims.json under experiments/results; give archive directories")
