@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
+from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.experiment.contrastive import accuracy_interval, contrastive_section
 from adlnmt.experiment.grid import load_grid
@@ -43,6 +44,24 @@ def test_a_contrastive_suite_reaches_the_worker_without_changing_fingerprints(tm
     write_spec(grid, run, tmp_path / "data", "cpu", 1)
     spec = json.loads((run.dir / "run.json").read_text())
     assert spec["contrastive"] == [{"name": "sva", "suite": str(tmp_path / "suite.jsonl"), "normalize": True}]
+
+
+@pytest.mark.parametrize(("content", "said"), [(None, "suite.jsonl: file not found"), ("{no json\n", "suite.jsonl:1:")])
+def test_a_missing_or_malformed_suite_is_an_error_before_anything_trains(
+    tmp_path: Path, content: str | None, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The suite was first read after a run had trained: --dry-run passed, then every run trained and failed."""
+    path = grid_with_suite(tmp_path)
+    suite_file = tmp_path / "suite.jsonl"
+    if content is None:
+        suite_file.unlink()
+    else:
+        suite_file.write_text(content)
+    out = tmp_path / "out"
+    assert main(["experiment", str(path), "--out", str(out), "--dry-run"]) == 2
+    assert f"grid.yaml: contrastive suite 'sva': {suite_file}" in capsys.readouterr().err
+    assert main(["experiment", str(path), "--out", str(out), "--threads", "1"]) == 2
+    assert said in capsys.readouterr().err and not (out / "data").exists() and not (out / "runs").exists()
 
 
 def test_a_bad_suite_entry_is_an_error_naming_the_key(tmp_path: Path) -> None:

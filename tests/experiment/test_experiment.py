@@ -526,3 +526,15 @@ def test_an_empty_selection_is_an_error_never_every_run(
     status, stdout = experiment(str(grid), "--out", str(tmp_path / "out"), "--dry-run", "--rerun", flag, value)
     assert status == 2 and stdout == ""
     assert f"{flag} {value!r}: an empty name in the list" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [("--rerun",), ("--rerun-before", "2021-01-01")])
+def test_report_only_refuses_a_rerun_it_would_ignore(flags: tuple[str, ...], demo_data: Path, tmp_path: Path,
+                                                      capsys) -> None:  # fmt: skip
+    """``--report-only --rerun`` rebuilt the report and trained nothing again, exit status 0, saying nothing."""
+    grid = grid_file(tmp_path, demo_data / "corpus")
+    status, stdout = experiment(str(grid), "--out", str(tmp_path / "out"), "--report-only", *flags)
+    assert status == 2 and stdout == ""
+    assert "--report-only rebuilds the report and trains nothing: it goes with neither --rerun" in (
+        capsys.readouterr().err
+    )

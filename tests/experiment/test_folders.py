@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from adlnmt.cli import main
+from adlnmt.errors import UserError
 from adlnmt.experiment.folders import BEFORE_SPEED, GITIGNORE, GRID_COPY, Folders, claim, output_folders
 from adlnmt.experiment.grid import load_grid
 from adlnmt.experiment.speed import SPEED_FILE
@@ -158,6 +160,27 @@ def test_which_folders_a_grid_gets(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     folder.mkdir(parents=True)
     (folder / GRID_COPY).write_text("")  # ... but this folder is the grid's own
     assert output_folders(grid).one
+
+
+@pytest.mark.parametrize(
+    ("out", "results", "refused"),
+    [
+        ("", None, "--out '': an empty folder (an unset shell variable?)"),  # was the current directory
+        (None, " ", "--results ' ': an empty folder"),  # was the default folder
+        ("out", "", "--results '': an empty folder"),  # was --out
+        ("a-file", None, "is a file, not a folder"),
+        ("out", "a-file/archive", "is a file, not a folder"),
+    ],
+)
+def test_an_empty_out_or_results_or_one_a_file_blocks_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, out: str | None, results: str | None, refused: str
+) -> None:
+    """``--out "$UNSET"`` made the current directory the grid's folder (grid.yaml, .gitignore, data/, runs/ there)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("mine\n")
+    grid = load_grid(small_grid(tmp_path).relative_to(tmp_path), "cpu")
+    with pytest.raises(UserError, match=re.escape(refused)):
+        output_folders(grid, out, results)
 
 
 def test_a_tensorboard_folder_of_a_grid_is_relative_to_it(tmp_path: Path) -> None:

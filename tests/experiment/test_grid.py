@@ -275,3 +275,21 @@ def test_claims_are_checked(tmp_path: Path) -> None:
     del grid["claims"][0]["metric"]
     (claim,) = load_grid(write(tmp_path, grid)).claims
     assert (claim.kind, claim.rows) == ("larger_gain", ("a", "b", "b", "a"))
+
+
+@pytest.mark.parametrize(
+    ("claim", "refused"),
+    [
+        ({"better": ["a", "b"], "margin": 1.0}, "claims[0].margin: a better claim does not read it"),
+        ({"larger_gain": [["a", "b"], ["b", "a"]], "ratio": 2}, "claims[0].ratio: a larger_gain claim does not"),
+        ({"close": ["a", "b"], "margin": 1.0, "ratio": 2}, "claims[0].ratio: a close claim does not read it"),
+        ({"faster": ["a", "b"], "ratio": 2, "margin": 0.5}, "claims[0].margin: a faster claim does not read it"),
+        ({"faster": ["a", "b"], "metric": "bleu"}, "claims[0].metric: a faster claim does not read it"),
+        ({"faster": ["a", "b"], "min_source_words": 12}, "claims[0].min_source_words: a faster claim does not"),
+    ],
+)
+def test_a_claim_key_its_kind_does_not_read_is_refused(tmp_path: Path, claim: dict, refused: str) -> None:
+    """`better: [a, b]` with `margin: 1` reads as "a better by a point"; the verdict would ignore the margin."""
+    grid = base_grid()
+    grid["claims"] = [{"quote": "q", **claim}]
+    assert refused in error(tmp_path, grid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import yaml
 from adlnmt.errors import UserError
 from adlnmt.experiment.grid import load_grid
 from adlnmt.experiment.results import RESULT_FILE
-from adlnmt.experiment.runner import check_inputs, plan_runs, prepare_data, running_order, write_spec
+from adlnmt.experiment.runner import _outcome, check_inputs, plan_runs, prepare_data, running_order, write_spec
 
 from .sample_results import run_result
 
@@ -159,3 +160,20 @@ def test_a_run_early_stopped_under_an_earlier_cap_stands_one_that_reached_it_doe
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(UserError, match=r"earlier_max_updates: earlier caps must lie below"):
         load_grid(tmp_path / "grid.yaml", "cpu")
+
+
+def test_a_worker_a_stop_signal_ends_after_it_wrote_its_result_finished_its_run(tmp_path: Path) -> None:
+    """A SIGTERM reaching a worker between its result.json and its exit: the command said "stopped ... checkpointed;
+    running the experiment again resumes it" and counted the run among those not finished."""
+    run = plan_runs(load_grid(small_grid(tmp_path), "cpu"), tmp_path / "out")[0]
+    assert not _outcome(run, -signal.SIGTERM, 1.0).ok  # ended before its result: the next command resumes it
+    run_result(fingerprint="0" * 16).save(run.dir / RESULT_FILE)  # another setting's result: not this run's
+    assert not _outcome(run, -signal.SIGTERM, 1.0).ok
+    result = run_result(fingerprint=run.fingerprint)
+    result.save(run.dir / RESULT_FILE)
+    (run.dir / result.tests["test"].hypotheses).parent.mkdir()
+    (run.dir / result.tests["test"].hypotheses).write_text("x\n")
+    outcome = _outcome(run, -signal.SIGTERM, 1.0)
+    assert outcome.ok and outcome.result is not None
+    assert outcome.stopped  # the signal still stops the command: no further run, distillation or timing
+    assert run.finished_in() == run.archive != run.dir  # archived as any finished run

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adlnmt.cli import build_parser
+from adlnmt.cli import build_parser, main
 from adlnmt.errors import UserError
+from adlnmt.experiment.commands import slurm_flags_given
 from adlnmt.experiment.grid import load_grid
 from adlnmt.experiment.slurm import SlurmOptions, _expand, parse_time, slurm_options
 from adlnmt.experiment.slurm_job import RunJob
@@ -141,3 +142,15 @@ def test_wait_keeps_waiting_for_a_job_slurm_does_not_report_yet(
         assert len(asked) == unreported + 1 and "failed (job 7_1: FAILED)" in lines[0]
     else:
         assert len(asked) == 5 and "unknown to SLURM" in lines[0]
+
+
+@pytest.mark.parametrize("flags", [("--wait",), ("--partition", "gpu", "--gpus", "1"), ("--sbatch", "exclusive=1")])
+def test_slurm_job_flags_without_the_slurm_executor_are_refused(tmp_path: Path, flags: tuple[str, ...],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """``--partition gpu --gpus 1`` without ``--executor slurm`` trained every run on this machine, saying nothing."""
+    path = grid_with(tmp_path, None)
+    assert main(["experiment", str(path), "--dry-run", *flags]) == 2
+    given = ", ".join(flag for flag in flags if flag.startswith("--"))
+    assert f"error: {given}: SLURM job options, read with --executor slurm only" in capsys.readouterr().err
+    args = build_parser().parse_args(["experiment", str(path), "--executor", "slurm", *flags])
+    assert slurm_flags_given(args) == [flag for flag in flags if flag.startswith("--")]

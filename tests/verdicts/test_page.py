@@ -94,6 +94,15 @@ def test_missing_markers_and_archives_are_clear_errors(tmp_path: Path, capsys) -
     assert "claims.json: missing or malformed" in capsys.readouterr().err
 
 
+def test_an_archive_named_twice_is_an_error(tmp_path: Path, capsys) -> None:
+    """``adlnmt verdicts results/* results/mine`` listed every claim of results/mine twice."""
+    folder = archive(tmp_path, "holds")
+    assert main(["verdicts", str(folder)]) == 0 and capsys.readouterr().out.count("| H1: A > B |") == 1
+    for again in (f"{folder}/", str(folder / ".." / folder.name)):
+        assert main(["verdicts", str(folder), again]) == 2
+        assert "the same archive named twice (its claims would be listed twice)" in capsys.readouterr().err
+
+
 def test_the_reproductions_page_matches_the_committed_results(monkeypatch) -> None:
     """Committing a finished run (and its claims.json) without rebuilding the docs page's table fails here."""
     monkeypatch.chdir(REPOSITORY)

@@ -154,7 +154,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from adlnmt.experiment.report import write_report
     from adlnmt.experiment.reproduce import keep_replaced, processor_note
     from adlnmt.experiment.retime import retime
-    from adlnmt.experiment.runner import plan_runs, shared_runs
+    from adlnmt.experiment.runner import check_inputs, plan_runs, shared_runs
     from adlnmt.experiment.score_added import score_added
 
     if args.pilot and not args.power:
@@ -167,6 +167,12 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             raise UserError(f"{flag} {what}: it goes with neither --rerun(-before) nor --report-only")
     if args.retime and args.score_added:
         raise UserError("--retime and --score-added: give one of them at a time")
+    if args.report_only and (args.rerun or before):
+        raise UserError("--report-only rebuilds the report and trains nothing: it goes with neither --rerun nor "
+                        "--rerun-before")  # fmt: skip
+    if args.executor != "slurm" and (given := slurm_flags_given(args)):
+        raise UserError(f"{', '.join(given)}: SLURM job options, read with --executor slurm only (the local executor "
+                        "would ignore them); give --executor slurm, or leave them out")  # fmt: skip
     grid = load_grid(args.grid, args.scale)
     folders = output_folders(grid, args.out, args.results)
     if folders.note:
@@ -174,7 +180,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     results = folders.archive
     runs = plan_runs(grid, folders.work, results)
     selected = select(grid, runs, args.variants, args.seeds)
-    retrained = [] if args.report_only else to_train_again(selected, args.rerun, before)
+    retrained = to_train_again(selected, args.rerun, before)
     shared = [found for found in shared_runs(grid, runs, results) if found[0] not in retrained]
     if args.power:
         from adlnmt.experiment.power import power_table
@@ -185,6 +191,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         only = "--retime" if args.retime else "--score-added" if args.score_added else None
         print_plan(grid, runs, folders, {run.fingerprint: name for run, _, name in shared}, selected, retrained, only)
         check_input_files(grid)
+        check_inputs(grid)  # what the real run checks before it trains: test sets' line counts, contrastive suites
         check_speed_machine(grid)
         return 0
     if args.status:
@@ -327,10 +334,10 @@ def exit_status(outcomes: list[Outcome]) -> int:
     if failed:
         print(f"{len(failed)} run(s) failed: {', '.join(run.label for run in failed)}; "
               "re-run the same command to resume them")  # fmt: skip
-    stopped = [o for o in outcomes if o.stopped]
+    stopped = [o for o in outcomes if o.stopped and not o.ok]
     if stopped:
         print(f"stopped by a signal: {len(stopped)} run(s) not finished; re-run the same command to resume them")
-    interrupted = any(o.returncode in (STOPPED["SIGINT"], -signal.SIGINT) for o in stopped)
+    interrupted = any(o.returncode in (STOPPED["SIGINT"], -signal.SIGINT) for o in outcomes if o.stopped)
     return 1 if failed else STOPPED["SIGINT"] if interrupted else 0
 
 
@@ -341,6 +348,10 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
     if args.check and args.readme is None:
         raise UserError("--check compares a page's tables with the archives: give the page, --page PAGE")
     archives = [Path(a) for a in args.archives] or default_archives(Path("experiments/results"))
+    seen: dict[Path, Path] = {}
+    for archive in archives:
+        if (first := seen.setdefault(archive.resolve(), archive)) is not archive:
+            raise UserError(f"{first} and {archive}: the same archive named twice (its claims would be listed twice)")
     if args.readme is None:
         if not archives:
             raise UserError("no archive with claims.json under experiments/results; give archive directories")
@@ -479,13 +490,21 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--status", action="store_true",
                        help="show every run's state (pending, queued, running, finished, failed with its log, "
                        "cancelled) and exit")  # fmt: skip
-    group.add_argument("--wait", action="store_true", help="with --executor slurm: wait for the jobs, then report")
-    group.add_argument("--partition", dest="slurm_partition", help="SLURM partition")
-    group.add_argument("--time", dest="slurm_time", help="time limit per run: minutes or D-HH:MM:SS (default 120)")
-    group.add_argument("--gpus", dest="slurm_gpus", type=int, help="GPUs per run (default 0)")
-    group.add_argument("--cpus", dest="slurm_cpus", type=int, help="CPUs per run, its torch threads (default 1)")
-    group.add_argument("--mem", dest="slurm_mem", help="memory per run, e.g. 16G")
-    group.add_argument("--account", dest="slurm_account", help="SLURM account to charge")
-    group.add_argument("--qos", dest="slurm_qos", help="SLURM quality of service")
-    group.add_argument("--sbatch", action="append", metavar="OPTION=VALUE",
-                       help="a further sbatch option for every job, e.g. constraint=a100 (repeatable)")  # fmt: skip
+    slurm_only = [  # what the local executor does not read: refused without --executor slurm (slurm_flags_given)
+        group.add_argument("--wait", action="store_true", help="with --executor slurm: wait for the jobs, then report"),
+        group.add_argument("--partition", dest="slurm_partition", help="SLURM partition"),
+        group.add_argument("--time", dest="slurm_time", help="time limit per run: minutes or D-HH:MM:SS (default 120)"),
+        group.add_argument("--gpus", dest="slurm_gpus", type=int, help="GPUs per run (default 0)"),
+        group.add_argument("--cpus", dest="slurm_cpus", type=int, help="CPUs per run, its torch threads (default 1)"),
+        group.add_argument("--mem", dest="slurm_mem", help="memory per run, e.g. 16G"),
+        group.add_argument("--account", dest="slurm_account", help="SLURM account to charge"),
+        group.add_argument("--qos", dest="slurm_qos", help="SLURM quality of service"),
+        group.add_argument("--sbatch", action="append", metavar="OPTION=VALUE",
+                           help="a further sbatch option for every job, e.g. constraint=a100 (repeatable)"),
+    ]  # fmt: skip
+    parser.set_defaults(slurm_only=tuple((action.option_strings[0], action.dest) for action in slurm_only))
+
+
+def slurm_flags_given(args: argparse.Namespace) -> list[str]:
+    """The flags given that only ``--executor slurm`` reads (the local executor would ignore them)."""
+    return [flag for flag, dest in args.slurm_only if getattr(args, dest) not in (None, False)]

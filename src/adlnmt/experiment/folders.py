@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from adlnmt.errors import UserError
 from adlnmt.experiment.grid import Grid
 from adlnmt.experiment.lock import LOCK_FILE
 from adlnmt.store.atomic import copy_atomic, write_text_atomic
@@ -72,6 +73,20 @@ def shown(path: Path) -> str:
         return str(path)
 
 
+def flag_folder(flag: str, value: str) -> Path:
+    """``--out``/``--results`` as an absolute folder; refused when empty (an unset shell variable would make it the
+    current directory) or where a file stands in its way."""
+    if not value.strip():
+        raise UserError(
+            f"{flag} {value!r}: an empty folder (an unset shell variable?); leave {flag} out for the default"
+        )
+    folder = absolute(value)
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    if not existing.is_dir():
+        raise UserError(f"{flag} {value}: {existing} is a file, not a folder")
+    return folder
+
+
 @dataclass(frozen=True)
 class Folders:
     """Where a grid's runs train (``work``: prepared data, run directories) and where its finished runs are archived
@@ -92,10 +107,13 @@ def output_folders(grid: Grid, out: str | None = None, results: str | None = Non
     for everything, the archive and report in ``--results`` instead where given. Without ``--out``, the two folders
     of earlier versions where they are found: ``runs/NAME-SCALE`` next to the grid file exists, or the grid's folder
     holds archived runs but was never worked in (no grid.yaml, no lock: the repository's committed archives)."""
-    if out is not None:
-        return Folders(absolute(out), absolute(results or out))
+    given = {
+        flag: flag_folder(flag, value) for flag, value in (("--out", out), ("--results", results)) if value is not None
+    }
+    if "--out" in given:
+        return Folders(given["--out"], given.get("--results", given["--out"]))
     folder = absolute(default_results(grid))
-    archive = absolute(results) if results else folder
+    archive = given.get("--results", folder)
     if any((folder / name).exists() for name in (GRID_COPY, LOCK_FILE)):
         return Folders(folder, archive)
     earlier = absolute(earlier_runs(grid))

@@ -38,6 +38,10 @@ TOP_KEYS = ("name", "description", "data", "test", "metrics", "seeds", "train", 
 ADDED_KEYS = ("since", "test", "metrics")
 CLAIM_KEYS = ("quote", "where", *KINDS, "margin", "ratio", "metric", "test", "min_source_words", "max_source_words",
               "out_of_scope", "registered", "own_test_only")  # fmt: skip
+# claim keys that only some kinds read: refused on the others rather than ignored
+KIND_KEYS = {"margin": ("close", "equivalent"), "ratio": ("faster",),
+             **dict.fromkeys(("metric", "min_source_words", "max_source_words"),
+                             ("better", "close", "equivalent", "larger_gain"))}  # fmt: skip
 # claim metrics measured once per run, not per test set: their value in a run's result
 RUN_METRICS: dict[str, Callable[[RunResult], float]] = {"valid_ppl": lambda result: result.best_valid_ppl}
 SCALE_KEYS = ("description", "data", "train", "translate", "seeds", "repeat_scale", "earlier_max_updates", "variants")
@@ -489,6 +493,9 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
         reader.fail(f"{where}.test", f"a pooled claim names two or more different test sets (names without "
                     f"{POOL.strip()!r}) on a test-set metric, and is no speed claim; got {given!r}")  # fmt: skip
     test = POOL.join(parts)
+    for key, readers in KIND_KEYS.items():
+        if key in block and kind not in readers:
+            reader.fail(f"{where}.{key}", f"a {kind} claim does not read it (only {', '.join(readers)} claims do)")
     margin = reader.typed(block.get("margin", 0.0), float, f"{where}.margin")
     if margin < 0 or (kind == "equivalent" and margin == 0):
         reader.fail(f"{where}.margin", f"expected a {'positive' if kind == 'equivalent' else 'non-negative'} "

@@ -183,12 +183,20 @@ class Run:
 
 
 def check_inputs(grid: Grid) -> None:
-    """Every test set exists and its source and reference have the same number of lines."""
+    """Every test set exists and its source and reference have the same number of lines, and every contrastive
+    suite reads (a run scores them after it has trained)."""
+    from adlnmt.analysis.contrastive import read_suite
+
     for test in grid.tests:
         counts = [count_lines(path) for path in (test.src, test.ref)]
         if counts[0] != counts[1]:
             raise UserError(f"{grid.path}: test set {test.name!r}: {test.src} has {counts[0]} lines but "
                             f"{test.ref} has {counts[1]}")  # fmt: skip
+    for suite in grid.contrastive:
+        try:
+            read_suite(suite.suite)
+        except UserError as err:
+            raise UserError(f"{grid.path}: contrastive suite {suite.name!r}: {err}") from None
 
 
 def _vocabulary_digest(folder: Path) -> str:
@@ -402,11 +410,13 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and self.result is not None
+        """The run finished (a worker that a stop signal ended as it exited may have finished it too)."""
+        return self.result is not None
 
     @property
     def stopped(self) -> bool:
-        """Stopped by a signal (its training checkpointed) or not started after one: running again resumes it."""
+        """A stop signal ended the worker (its training checkpointed) or came before it started: the command stops;
+        running it again resumes the run, unless the worker had finished it (``ok``)."""
         return self.returncode in STOPPED.values() or self.returncode in ENDED_BY
 
 
@@ -470,9 +480,12 @@ def decoding_environment(jobs: int, decode_alone: bool) -> dict[str, str]:
 
 
 def _outcome(run: Run, returncode: int, seconds: float) -> Outcome:
-    if returncode == 0:
+    """The worker's outcome; one that a stop signal ended after it had written the run's result (while exiting)
+    finished the run."""
+    finished = returncode == 0 or (returncode in ENDED_BY and run.matches(read_result(run.dir / RESULT_FILE)))
+    if finished:
         run.archive_result()
-    return Outcome(run, returncode, seconds, run.result() if returncode == 0 else None)
+    return Outcome(run, returncode, seconds, run.result() if finished else None)
 
 
 def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str], None] = print,
@@ -498,12 +511,12 @@ def execute(runs: Iterable[Run], jobs: int, threads: int, report: Callable[[str]
         with lock:
             done.append(outcome)
             where = f"[{len(done)}/{len(runs)}] {run.label}"
-            if outcome.stopped:
-                report(f"stopped {where}: checkpointed; running the experiment again resumes it")
-            elif outcome.ok and outcome.result is not None:
+            if outcome.result is not None:
                 report(f"done   {where} in {outcome.seconds / 60:.1f} min: {summary(outcome.result)}")
                 if (line := run.compare_rerun()) is not None:
                     report(f"       {run.label} trained again: {line}")
+            elif outcome.stopped:
+                report(f"stopped {where}: checkpointed; running the experiment again resumes it")
             else:
                 tail = last_lines(run.log).replace("\n", "\n         ")
                 report(f"FAILED {where} (exit status {outcome.returncode}); see {run.log}:\n         {tail}")
