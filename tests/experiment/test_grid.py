@@ -125,6 +125,17 @@ def test_an_unknown_scale_is_an_error(tmp_path: Path) -> None:
     grid = base_grid()
     grid["scales"] = {"small": {}, "medium": {}}
     assert "choose one with --scale (small, medium)" in error(tmp_path, grid)
+    grid = base_grid()
+    del grid["scales"]
+    grid["variants"][0]["scales"] = {"huge": {}}  # a variant's scale the grid does not define
+    assert error(tmp_path, grid).endswith(
+        "variants[0] ('a').scales.huge: unknown key; there are none to choose from here"
+    )
+
+
+def test_a_directory_as_the_grid_file_is_named_so(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=f"^{tmp_path}: a directory, not a file$"):
+        load_grid(tmp_path)
 
 
 def test_the_command_exits_2_with_the_message(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

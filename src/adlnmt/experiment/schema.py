@@ -54,6 +54,8 @@ class Reader:
     def unknown(self, where: str, key: str, allowed: Any, what: str = "key") -> NoReturn:
         close = difflib.get_close_matches(key, list(allowed), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else f"; expected one of: {', '.join(allowed)}"
+        if not allowed:
+            hint = "; there are none to choose from here"
         named = "" if where.endswith(key) else f" {key!r}"  # a value, not a key of the mapping at ``where``
         self.fail(where, f"unknown {what}{named}{hint}")
 
@@ -102,5 +104,5 @@ class Reader:
 def read_yaml(path: Path, keys: tuple[str, ...]) -> dict[str, Any]:
     """The top-level mapping of a YAML file, its keys checked against ``keys``."""
     if not path.is_file():
-        raise UserError(f"{path}: file not found")
+        raise UserError(f"{path}: {'a directory, not a file' if path.is_dir() else 'file not found'}")
     return Reader(path).mapping(read_yaml_file(path), "", keys)
