@@ -276,7 +276,7 @@ def test_rerun_before_trains_again_only_the_runs_evaluated_before_its_date(
     for flags, message in ((("--rerun-before", "yesterday"), "not an ISO 8601 date and time"),
                            (("--rerun-before", "2999-01-01"), "in the future"),
                            (("--rerun", "--rerun-before", "2021-01-01"), "give one of them"),
-                           (("--retime", "--rerun-before", "2021-01-01"), "goes with neither")):  # fmt: skip
+                           (("--retime", "--rerun-before", "2021-01-01"), "and --retime: give")):  # fmt: skip
         assert main(["experiment", *args[:-2], *flags]) == 2
         assert message in capsys.readouterr().err
 
@@ -528,6 +528,28 @@ def test_an_empty_selection_is_an_error_never_every_run(
     assert f"{flag} {value!r}: an empty name in the list" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--power", "--dry-run"), "--power and --dry-run: give one of them at a time"),
+        (("--report-only", "--status"), "--status and --report-only: give one of them at a time"),
+        (("--power", "--rerun"), "--power prints a power table and changes no run: it does not go with --rerun"),
+        (
+            ("--status", "--retime"),
+            "--status shows the runs' SLURM jobs and changes no run: it does not go with --retime",
+        ),
+        (("--score-added", "--rerun"), "--rerun and --score-added: give one of them at a time"),
+    ],
+)
+def test_one_mode_at_a_time(flags: tuple[str, ...], message: str, demo_data: Path, tmp_path: Path, capsys) -> None:
+    """Two flags of which the command would follow one and ignore the other are refused (--power --rerun printed the
+    power table and trained nothing again, saying nothing)."""
+    grid = grid_file(tmp_path, demo_data / "corpus")
+    status, stdout = experiment(str(grid), "--out", str(tmp_path / "out"), *flags)
+    assert status == 2 and stdout == ""
+    assert f"error: {message}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flags", [("--rerun",), ("--rerun-before", "2021-01-01")])
 def test_report_only_refuses_a_rerun_it_would_ignore(flags: tuple[str, ...], demo_data: Path, tmp_path: Path,
                                                       capsys) -> None:  # fmt: skip
@@ -535,6 +557,6 @@ def test_report_only_refuses_a_rerun_it_would_ignore(flags: tuple[str, ...], dem
     grid = grid_file(tmp_path, demo_data / "corpus")
     status, stdout = experiment(str(grid), "--out", str(tmp_path / "out"), "--report-only", *flags)
     assert status == 2 and stdout == ""
-    assert "--report-only rebuilds the report and trains nothing: it goes with neither --rerun" in (
+    assert "--report-only rebuilds the report and changes no run: it does not go with --rerun" in (
         capsys.readouterr().err
     )

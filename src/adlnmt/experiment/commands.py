@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -160,16 +161,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if args.pilot and not args.power:
         raise UserError("--pilot names the pilot grids of --power; give --power too")
     before = rerun_before(args.rerun_before)
-    if args.rerun and before is not None:
-        raise UserError("--rerun and --rerun-before: give one of them")
-    for flag, what in (("--retime", "times finished runs again"), ("--score-added", "scores finished runs")):
-        if getattr(args, flag[2:].replace("-", "_")) and (args.rerun or before or args.report_only):
-            raise UserError(f"{flag} {what}: it goes with neither --rerun(-before) nor --report-only")
-    if args.retime and args.score_added:
-        raise UserError("--retime and --score-added: give one of them at a time")
-    if args.report_only and (args.rerun or before):
-        raise UserError("--report-only rebuilds the report and trains nothing: it goes with neither --rerun nor "
-                        "--rerun-before")  # fmt: skip
+    check_one_mode(args)
     if args.executor != "slurm" and (given := slurm_flags_given(args)):
         raise UserError(f"{', '.join(given)}: SLURM job options, read with --executor slurm only (the local executor "
                         "would ignore them); give --executor slurm, or leave them out")  # fmt: skip
@@ -324,6 +316,28 @@ def run_selected(grid: Grid, selected: list[Run], out: Path, args: argparse.Name
         on_slurm = slurm.submit(grid, pending, out, options, threads)
         return failed + (slurm.wait(on_slurm) if args.wait else [])
     return failed + execute(pending, args.jobs, threads, decode_alone=not args.decode_beside_training)
+
+
+SHOWING = {"--power": "prints a power table", "--status": "shows the runs' SLURM jobs",
+           "--report-only": "rebuilds the report", "--dry-run": "prints the plan"}  # fmt: skip
+"""The flags that make ``adlnmt experiment`` show something instead of training (what each does)."""
+CHANGING = ("--rerun", "--rerun-before", "--retime", "--score-added")
+"""The flags that change finished runs (train, time or score them again)."""
+
+
+def check_one_mode(args: argparse.Namespace) -> None:
+    """A UserError for two of :data:`SHOWING` or of :data:`CHANGING` together, or a change with a flag that shows
+    (the plan of a change excepted: ``--dry-run``), which one of the two would ignore."""
+
+    def given(flags: Iterable[str]) -> list[str]:
+        return [flag for flag in flags if getattr(args, flag[2:].replace("-", "_")) not in (None, False)]
+
+    for group in (given(SHOWING), given(CHANGING)):
+        if len(group) > 1:
+            raise UserError(f"{' and '.join(group)}: give one of them at a time")
+    shows, changes = given(SHOWING), given(CHANGING)
+    if shows and changes and shows != ["--dry-run"]:
+        raise UserError(f"{shows[0]} {SHOWING[shows[0]]} and changes no run: it does not go with {changes[0]}")
 
 
 def exit_status(outcomes: list[Outcome]) -> int:
