@@ -24,6 +24,15 @@ def test_relations() -> None:
     assert relation(timed) == "A ≥ 2 × B (whole command, ctranslate2, beam 5)"
 
 
+def test_a_lower_is_better_claim_reads_as_the_inequality_it_tests() -> None:
+    """On TER or validation perplexity the effect is B − A: *close* tests A ≤ B + m, *larger gain* a larger drop."""
+    assert relation(claim("close", 0.5, metric="ter")) == "A ≤ B + 0.5 (ter, lower is better)"
+    assert relation(claim("close", metric="valid_ppl")) == "A ≤ B (valid_ppl, lower is better)"
+    gain = replace(claim("larger_gain", metric="ter"), first_from="A0", second_from="B0")
+    assert relation(gain) == "(A − A0) < (B − B0) (ter, lower is better)"
+    assert relation(claim("equivalent", 0.5, metric="ter")) == "A = B ± 0.5"
+
+
 def test_a_registration_is_a_commit_and_its_date() -> None:
     assert registration_of("abc1234 2026-11-20T08:00:00+00:00") == ("abc1234", "2026-11-20T08:00:00+00:00")
     assert registration_of("") == ("", "")

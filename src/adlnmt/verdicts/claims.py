@@ -143,16 +143,19 @@ def registration_of(text: str) -> tuple[str, str]:
 
 
 def relation(claim: Claim) -> str:
-    """The claim as a comparison of its two rows."""
+    """The claim as a comparison of its two rows (on a lower-is-better metric, with its inequalities turned)."""
     a, b = claim.first, claim.second
+    lower = claim.metric in LOWER_IS_BETTER
+    beats, at_least, worse = ("<", "≤", "+") if lower else (">", "≥", "−")
+    note = f" ({claim.metric}, lower is better)" if lower else ""
     if claim.kind == "better":
-        return f"{a} < {b} ({claim.metric}, lower is better)" if claim.metric in LOWER_IS_BETTER else f"{a} > {b}"
+        return f"{a} {beats} {b}{note}"
     if claim.kind == "close":
-        return f"{a} ≥ {b}" + (f" − {claim.margin:g}" if claim.margin else "")
+        return f"{a} {at_least} {b}" + (f" {worse} {claim.margin:g}" if claim.margin else "") + note
     if claim.kind == "equivalent":
         return f"{a} = {b} ± {claim.margin:g}"
     if claim.kind == "larger_gain":
-        return f"({a} − {claim.first_from}) > ({b} − {claim.second_from})"
+        return f"({a} − {claim.first_from}) {beats} ({b} − {claim.second_from}){note}"
     timing = f" (whole command, {claim.engine}, beam {claim.beam})" if claim.engine else ""
     return f"{a} ≥ {claim.ratio:g} × {b}{timing}"
 
