@@ -26,6 +26,7 @@ from adlnmt.verdicts.statistics import (
     ALPHA,
     CLAIM_RESAMPLES,
     ERROR_RATES,
+    LEVELS,
     LOWER_IS_BETTER,
     MAX_RESAMPLES,
     MC_ERRORS,
@@ -37,6 +38,7 @@ from adlnmt.verdicts.statistics import (
     OUT_OF_SCOPE,
     Tested,
     holm,
+    reverse_p,
     unsettled,
     verdict,
 )
@@ -239,14 +241,27 @@ def effect(j: Judgement) -> str:
     return f"{_signed(t.effect, kind)} [{low}, {high}] ({t.level:.0%})".replace("%", " %")
 
 
+def p_against(j: Judgement) -> float | None:
+    """The p that a *does not hold* of a one-sided or equivalence claim rests on (the test against the claim,
+    Bonferroni over the family: :func:`~adlnmt.verdicts.statistics.reverse_p`), where its interval lies against the
+    claim; None elsewhere (a two-sided claim's is its own p)."""
+    t = j.tested
+    if t is None or not t.drawn or t.supports is not False or t.level == LEVELS["better"]:
+        return None
+    return reverse_p(t, t.p_value if j.adjusted_p is None else j.adjusted_p, max(j.family_size, 1))
+
+
 def p_values(j: Judgement) -> str:
-    """The registered test's p with its Monte Carlo error and the replicates it rests on, and the adjusted p."""
+    """The registered test's p with its Monte Carlo error and the replicates it rests on, the adjusted p, and where
+    the interval lies against a one-sided or equivalence claim the p against it (:func:`p_against`)."""
     if j.tested is None or not j.tested.drawn:
         return "–"
     t = j.tested
     adjusted = "not adjusted" if j.adjusted_p is None else f"Holm {j.adjusted_p:.3f} of {j.family_size}"
     against = " against" if t.against else ""
     shaky = f"; within {MC_ERRORS:g} MC errors of flipping" if j.unsettled else ""
+    if (reverse := p_against(j)) is not None:
+        adjusted += f"; against the claim {reverse:.4f}, Bonferroni × {max(j.family_size, 1)}"
     return f"{t.p_value:.4f} ± {t.p_error:.4f}{against} ({adjusted}; {t.resamples:,} replicates{shaky})"
 
 
@@ -348,6 +363,7 @@ def record(j: Judgement) -> dict[str, Any]:
         "p": None if drawn is None else drawn.p_value,
         "p_against_claim": None if drawn is None else drawn.against,
         "p_holm": j.adjusted_p,
+        **({"p_against_claim_bonferroni": reverse} if (reverse := p_against(j)) is not None else {}),
         "p_mc_error": None if drawn is None else drawn.p_error,
         "interval_mc_error": None if drawn is None else list(drawn.interval_error),
         "resamples": None if drawn is None else drawn.resamples,
