@@ -36,7 +36,7 @@ from adlnmt.experiment.judge import Judge
 from adlnmt.experiment.runner import Run, plan_runs
 from adlnmt.verdicts.claims import Claim, Judgement, effect, relation, seed_list
 
-TESTED_AS = re.compile(r"^(?P<a>.+?) (?:≥|>|=|<) (?:[\d.]+ × )?(?P<b>.+?)(?: [−±] [\d.]+)?(?: \(.+\))?$")
+TESTED_AS = re.compile(r"^(?P<a>.+?) (?:≥|≤|>|=|<) (?:[\d.]+ × )?(?P<b>.+?)(?: [−+±] [\d.]+)?(?: \(.+\))?$")
 MOVED = 0.005  # a row's mean that moved more than this (score points or sentences/s) changed since the base
 
 

@@ -42,6 +42,7 @@ def judged(c: Claim, verdict: str, means=(30.0, 29.0), seeds=((1, 2), (1, 2))) -
         ("self-att/RNN = self-att/self-att ± 0.5", ("self-att/RNN", "self-att/self-att")),
         ("AAN ≥ 4 × Transformer", ("AAN", "Transformer")),
         ("Source EOS/SOS token < COMET (valid_ppl, lower is better)", ("Source EOS/SOS token", "COMET")),
+        ("AAN ≤ Transformer + 0.5 (ter, lower is better)", ("AAN", "Transformer")),
         ("Transformer > d_m = 512", ("Transformer", "d_m = 512")),
     ],
 )

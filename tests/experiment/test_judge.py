@@ -40,7 +40,10 @@ CONVERGED = (10.0, 11.0, 12.0, 13.0)  # validation perplexities, one per 100 upd
 IMPROVING = (20.0, 15.0, 10.0)
 
 
-def make_grid(tmp_path: Path, claims: list[dict], tests: tuple[str, ...] = ("t",)) -> Any:
+VARIANTS = (("A", "transformer-aan"), ("B", "transformer-small"))
+
+
+def make_grid(tmp_path: Path, claims: list[dict], tests: tuple[str, ...] = ("t",), variants=VARIANTS) -> Any:
     (tmp_path / "ref.txt").write_text("\n".join(REFERENCES) + "\n")
     (tmp_path / "src.txt").write_text("\n".join(REFERENCES) + "\n")
     files = {f"{s}_{side}": "ref.txt" for s in ("train", "valid") for side in ("src", "tgt")}
@@ -49,7 +52,7 @@ def make_grid(tmp_path: Path, claims: list[dict], tests: tuple[str, ...] = ("t",
         "name": "g", "seeds": [1, 2], "data": files, "bootstrap_resamples": 500,
         "test": [{"name": name, "src": "src.txt", "ref": "ref.txt"} for name in tests],
         "train": {"d_model": 32, "heads": 4, "patience": 3},
-        "variants": [{"name": "A", "preset": "transformer-aan"}, {"name": "B", "preset": "transformer-small"}],
+        "variants": [{"name": name, "preset": preset} for name, preset in variants],
         "claims": claims,
     }))  # fmt: skip
     return load_grid(grid_file)
@@ -315,6 +318,26 @@ def test_holm_families_are_fixed_at_registration(tmp_path: Path) -> None:
         spec["tests"]["later"] = REFERENCES if name == "A" else WORSE
     grown = Judge(grid, write_runs(grid, tmp_path / "out2", runs)).judge_all()
     assert {j.family_size for j in grown if j.family == "abc1234, primary"} == {3}
+
+
+def test_a_family_on_another_test_set_counts_its_claims_not_measured_there_yet(tmp_path: Path) -> None:
+    """On another test set too, a claim of the family whose rows have no results there yet counts with p = 1 (not
+    listed): A beats B is judged on "later" in a family of 2, before and after C's results there arrive."""
+    registered = "abc1234 2026-11-20T08:00:00+00:00"
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"], "registered": registered},
+                                {"quote": "C beats B", "better": ["C", "B"], "registered": registered}],
+                     tests=("t", "later"), variants=(*VARIANTS, ("C", "transformer-postnorm")))  # fmt: skip
+    runs = {(name, s): {"tests": {"t": lines, "later": lines}} for name, lines in (("A", REFERENCES), ("B", WORSE))
+            for s in (1, 2)}  # fmt: skip
+    runs.update({("C", s): {"tests": {"t": REFERENCES}} for s in (1, 2)})
+    judged = Judge(grid, write_runs(grid, tmp_path / "out", runs)).judge_all()
+    (later,) = [j for j in judged if j.test == "later"]  # C beats B has no verdict there: not listed
+    assert (later.claim.quote, later.family, later.family_size) == ("A beats B", "abc1234, later", 2)
+    assert later.adjusted_p == pytest.approx(holm([later.tested.p_value, 1.0])[0])
+    for s in (1, 2):
+        runs[("C", s)]["tests"]["later"] = REFERENCES
+    grown = Judge(grid, write_runs(grid, tmp_path / "out2", runs)).judge_all()
+    assert sorted(j.family_size for j in grown if j.test == "later") == [2, 2]
 
 
 def test_the_verdict_on_the_runs_after_registration_alone(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from adlnmt.verdicts.claims import Claim, registration_of, relation
+from adlnmt.verdicts.claims import Claim, Judgement, adjusted, p_values, record, registration_of, relation
+from adlnmt.verdicts.page import _cells
+from adlnmt.verdicts.statistics import FAILS, assess, seed_level
 
 
 def claim(kind: str, margin: float = 0.0, ratio: float = 1.0, metric: str = "bleu") -> Claim:
@@ -24,6 +26,15 @@ def test_relations() -> None:
     assert relation(timed) == "A ≥ 2 × B (whole command, ctranslate2, beam 5)"
 
 
+def test_a_lower_is_better_claim_reads_as_the_inequality_it_tests() -> None:
+    """On TER or validation perplexity the effect is B − A: *close* tests A ≤ B + m, *larger gain* a larger drop."""
+    assert relation(claim("close", 0.5, metric="ter")) == "A ≤ B + 0.5 (ter, lower is better)"
+    assert relation(claim("close", metric="valid_ppl")) == "A ≤ B (valid_ppl, lower is better)"
+    gain = replace(claim("larger_gain", metric="ter"), first_from="A0", second_from="B0")
+    assert relation(gain) == "(A − A0) < (B − B0) (ter, lower is better)"
+    assert relation(claim("equivalent", 0.5, metric="ter")) == "A = B ± 0.5"
+
+
 def test_a_registration_is_a_commit_and_its_date() -> None:
     assert registration_of("abc1234 2026-11-20T08:00:00+00:00") == ("abc1234", "2026-11-20T08:00:00+00:00")
     assert registration_of("") == ("", "")
@@ -37,3 +48,20 @@ def test_claims_json_keeps_the_keys_of_claims_without_a_timing() -> None:
     assert "engine" not in claim("better").fields() and "beam" not in claim("faster").fields()
     timed = replace(claim("faster"), engine="torch", beam=1).fields()
     assert (timed["engine"], timed["beam"]) == ("torch", 1)
+
+
+def test_a_one_sided_claim_that_does_not_hold_states_the_p_it_rests_on() -> None:
+    """*close* A ≥ B − 0.5 with A 3 points below: its own p is ~1 (against); the *does not hold* rests on the test
+    against the claim, Bonferroni over the family, which claims.md and claims.json state beside it."""
+    close, other = claim("close", 0.5), replace(claim("better"), quote="other")
+    tested = assess("close", seed_level([30.0, 30.5, 29.8], [33.0, 33.4, 32.9], resamples=20_000), 0.5)
+    beside = assess("better", seed_level([30.0, 30.5], [30.1, 30.2], resamples=20_000))
+    judged = adjusted([Judgement(c, "test", True, ((1, 2, 3), (1, 2, 3)), (30.1, 33.1), t, fewest_seeds=3)
+                       for c, t in ((close, tested), (other, beside))])  # fmt: skip
+    reverse = min(1.0, 2 * tested.p_reverse)
+    assert judged[0].verdict == FAILS and tested.p_value > 0.99 and reverse < 0.05
+    assert f"against the claim {reverse:.4f}, Bonferroni × 2" in p_values(judged[0])
+    assert record(judged[0])["p_against_claim_bonferroni"] == reverse
+    line = {**close.fields(), "tested_as": relation(close), **record(judged[0]), "other_tests": []}
+    assert f"against the claim {reverse:.4f} (Bonferroni)" in _cells(line, "t", "t.md")  # the verdict page
+    assert "against the claim" not in p_values(judged[1]) and "p_against_claim_bonferroni" not in record(judged[1])

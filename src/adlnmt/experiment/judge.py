@@ -210,19 +210,19 @@ class Judge:
                          fewest_seeds=min(len(runs) for runs in rows.values()))  # fmt: skip
 
     def judge_all(self, other_tests: bool = True) -> list[Judgement]:
-        """Every claim on its own test set, then (``other_tests``) on each other test set of the grid; verdicts after
-        Holm's adjustment within each family (:func:`family`), with more replicates for any verdict that Monte Carlo
-        error could still flip (doubling up to ``MAX_RESAMPLES``); then, for claims registered after some of their
-        runs' results, the verdict on the later runs alone."""
+        """Every claim on its own test set, then (``other_tests``) on each other test set of the grid where its rows
+        have results there; verdicts after Holm's adjustment within each family (:func:`family`: a claim not measured
+        yet on a test set counts in that test set's family with p = 1), with more replicates for any verdict that
+        Monte Carlo error could still flip (doubling up to ``MAX_RESAMPLES``); then, for claims registered after some
+        of their runs' results, the verdict on the later runs alone."""
         judged = []
         for claim in self.claims:
             primary = VALIDATION if claim.metric in RUN_METRICS else claim.test
             judged.append(self.judge(claim, primary))
             # whole commands time one test set; a claim on rows of other sources reads its own test set alone
             if primary != VALIDATION and other_tests and not claim.engine and not claim.own_test_only:
-                others = [t.name for t in self.grid.tests if t.name != primary]
-                judged += [j for test in others if (j := self.judge(claim, test)).tested is not None]
-        judged = adjusted(judged)
+                judged += [self.judge(claim, t.name) for t in self.grid.tests if t.name != primary]
+        judged = [j for j in adjusted(judged) if j.primary or j.tested is not None]  # unmeasured: in families only
         while shaky := [i for i, j in enumerate(judged) if j.unsettled and j.tested.resamples < MAX_RESAMPLES]:
             for i in shaky:
                 more = self.judge(judged[i].claim, judged[i].test, 2 * judged[i].tested.resamples)

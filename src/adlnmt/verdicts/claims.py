@@ -26,6 +26,7 @@ from adlnmt.verdicts.statistics import (
     ALPHA,
     CLAIM_RESAMPLES,
     ERROR_RATES,
+    LEVELS,
     LOWER_IS_BETTER,
     MAX_RESAMPLES,
     MC_ERRORS,
@@ -37,6 +38,7 @@ from adlnmt.verdicts.statistics import (
     OUT_OF_SCOPE,
     Tested,
     holm,
+    reverse_p,
     unsettled,
     verdict,
 )
@@ -143,16 +145,19 @@ def registration_of(text: str) -> tuple[str, str]:
 
 
 def relation(claim: Claim) -> str:
-    """The claim as a comparison of its two rows."""
+    """The claim as a comparison of its two rows (on a lower-is-better metric, with its inequalities turned)."""
     a, b = claim.first, claim.second
+    lower = claim.metric in LOWER_IS_BETTER
+    beats, at_least, worse = ("<", "≤", "+") if lower else (">", "≥", "−")
+    note = f" ({claim.metric}, lower is better)" if lower else ""
     if claim.kind == "better":
-        return f"{a} < {b} ({claim.metric}, lower is better)" if claim.metric in LOWER_IS_BETTER else f"{a} > {b}"
+        return f"{a} {beats} {b}{note}"
     if claim.kind == "close":
-        return f"{a} ≥ {b}" + (f" − {claim.margin:g}" if claim.margin else "")
+        return f"{a} {at_least} {b}" + (f" {worse} {claim.margin:g}" if claim.margin else "") + note
     if claim.kind == "equivalent":
         return f"{a} = {b} ± {claim.margin:g}"
     if claim.kind == "larger_gain":
-        return f"({a} − {claim.first_from}) > ({b} − {claim.second_from})"
+        return f"({a} − {claim.first_from}) {beats} ({b} − {claim.second_from}){note}"
     timing = f" (whole command, {claim.engine}, beam {claim.beam})" if claim.engine else ""
     return f"{a} ≥ {claim.ratio:g} × {b}{timing}"
 
@@ -236,14 +241,27 @@ def effect(j: Judgement) -> str:
     return f"{_signed(t.effect, kind)} [{low}, {high}] ({t.level:.0%})".replace("%", " %")
 
 
+def p_against(j: Judgement) -> float | None:
+    """The p that a *does not hold* of a one-sided or equivalence claim rests on (the test against the claim,
+    Bonferroni over the family: :func:`~adlnmt.verdicts.statistics.reverse_p`), where its interval lies against the
+    claim; None elsewhere (a two-sided claim's is its own p)."""
+    t = j.tested
+    if t is None or not t.drawn or t.supports is not False or t.level == LEVELS["better"]:
+        return None
+    return reverse_p(t, t.p_value if j.adjusted_p is None else j.adjusted_p, max(j.family_size, 1))
+
+
 def p_values(j: Judgement) -> str:
-    """The registered test's p with its Monte Carlo error and the replicates it rests on, and the adjusted p."""
+    """The registered test's p with its Monte Carlo error and the replicates it rests on, the adjusted p, and where
+    the interval lies against a one-sided or equivalence claim the p against it (:func:`p_against`)."""
     if j.tested is None or not j.tested.drawn:
         return "–"
     t = j.tested
     adjusted = "not adjusted" if j.adjusted_p is None else f"Holm {j.adjusted_p:.3f} of {j.family_size}"
     against = " against" if t.against else ""
     shaky = f"; within {MC_ERRORS:g} MC errors of flipping" if j.unsettled else ""
+    if (reverse := p_against(j)) is not None:
+        adjusted += f"; against the claim {reverse:.4f}, Bonferroni × {max(j.family_size, 1)}"
     return f"{t.p_value:.4f} ± {t.p_error:.4f}{against} ({adjusted}; {t.resamples:,} replicates{shaky})"
 
 
@@ -345,6 +363,7 @@ def record(j: Judgement) -> dict[str, Any]:
         "p": None if drawn is None else drawn.p_value,
         "p_against_claim": None if drawn is None else drawn.against,
         "p_holm": j.adjusted_p,
+        **({"p_against_claim_bonferroni": reverse} if (reverse := p_against(j)) is not None else {}),
         "p_mc_error": None if drawn is None else drawn.p_error,
         "interval_mc_error": None if drawn is None else list(drawn.interval_error),
         "resamples": None if drawn is None else drawn.resamples,

@@ -38,6 +38,8 @@ def _cells(claim: dict, title: str, link: str) -> str:
     others = "; ".join(f"{o['test']} ({o['seed_list']}): {o['verdict']}" for o in claim["other_tests"]) or "–"
     against = " against" if claim.get("p_against_claim") else ""
     p = "–" if claim["p"] is None else f"{claim['p']:.4f} ± {claim.get('p_mc_error') or 0:.4f}{against}"
+    if claim.get("p_against_claim_bonferroni") is not None:  # the p a *does not hold* of a one-sided claim rests on
+        p += f"; against the claim {claim['p_against_claim_bonferroni']:.4f} (Bonferroni)"
     if claim.get("resamples"):
         p += f" ({claim['resamples']:,} replicates{'; MC error could still flip it' if claim.get('unsettled') else ''})"
     holm = "–" if claim["p_holm"] is None else f"{claim['p_holm']:.3f} (of {claim.get('family_size', '?')})"
