@@ -129,9 +129,9 @@ def _why_not(claim: Claim) -> str | None:
 def _reading(claim: Claim, mde: float) -> str:
     """What a detectable effect of ``mde`` means for the claim's test."""
     if claim.kind in ("close", "equivalent"):
-        kind = "non-inferiority" if claim.kind == "close" else "equivalence (TOST)"
+        kind, sign = ("non-inferiority", "") if claim.kind == "close" else ("equivalence (TOST)", "±")  # one-sided
         if mde <= claim.margin:
-            return f"decidable: {kind} within ±{claim.margin:g} shows with 80 % power when the rows are equal"
+            return f"decidable: {kind} within {sign}{claim.margin:g} shows with 80 % power when the rows are equal"
         return f"**not decidable at this size**: the margin {claim.margin:g} is below {mde:.2f}"
     return f"a true difference of {mde:.2f} or more is found with 80 % power"
 
