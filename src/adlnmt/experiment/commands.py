@@ -332,10 +332,10 @@ def check_one_mode(args: argparse.Namespace) -> None:
     def given(flags: Iterable[str]) -> list[str]:
         return [flag for flag in flags if getattr(args, flag[2:].replace("-", "_")) not in (None, False)]
 
-    for group in (given(SHOWING), given(CHANGING)):
+    shows, changes = given(SHOWING), given(CHANGING)
+    for group in (shows, changes):
         if len(group) > 1:
             raise UserError(f"{' and '.join(group)}: give one of them at a time")
-    shows, changes = given(SHOWING), given(CHANGING)
     if shows and changes and shows != ["--dry-run"]:
         raise UserError(f"{shows[0]} {SHOWING[shows[0]]} and changes no run: it does not go with {changes[0]}")
 
