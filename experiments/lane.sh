@@ -60,9 +60,12 @@ commit_finished() {  # MESSAGE: one commit for each run folder whose result.json
         done' sh "$1"
 }
 
-commit_retiming() {  # MESSAGE: one commit of the results and speed records a --retime changed, if any
-    flock "$lock" sh -c 'git diff --quiet -- "experiments/results/*/runs/*" ||
-        { git commit -q -m "$1" -- "experiments/results/*/runs/*" && echo "committed the retiming"; }' sh "$1"
+commit_retiming() {  # MESSAGE: one commit of the results and speed records a --retime changed, if any; only files
+    # that exist (a run folder set aside by hand, its files deleted, stays out of a retiming's commit)
+    flock "$lock" sh -c '
+        changed=$(for f in $(git ls-files --modified -- "experiments/results/*/runs/*/seed-*/result.json" \
+                "experiments/results/*/runs/*/seed-*/speed.json"); do [ -f "$f" ] && echo "$f"; done)
+        [ -z "$changed" ] || { git commit -q -m "$1" -- $changed && echo "committed the retiming"; }' sh "$1"
 }
 
 reran=$queue.done  # the --rerun and --retime lines this lane completed: not run again by a lane started again on the queue

@@ -190,3 +190,19 @@ def test_a_retime_line_is_committed_as_a_retiming_once_every_run_it_selects_is_t
     assert "skipped: " + line in out
     assert lane.calls.read_text().split() == ["retime", "retime"]
     assert not _git(lane.checkout, "status", "--porcelain")
+
+
+def test_a_retiming_commits_the_records_it_changed_and_not_a_run_set_aside_by_hand(lane: Lane) -> None:
+    """A run folder whose files were deleted by hand (set aside to be trained again) is not committed with the
+    retiming of another run (449dde8 committed five such deletions as "retimed")."""
+    aside = "experiments/results/grid-cpu/runs/other/seed-2/result.json"
+    for path in (RESULT, aside):
+        (lane.checkout / path).parent.mkdir(parents=True)
+        (lane.checkout / path).write_text("{}\n")
+    _git(lane.checkout, "add", RESULT, aside)
+    _git(lane.checkout, "commit", "-q", "-m", "two runs")
+    (lane.checkout / aside).unlink()
+    lane.queue.write_text('grid.yaml --scale cpu --retime --variants "row" --seeds 1\n')
+    assert "committed the retiming" in lane()
+    assert _git(lane.checkout, "show", "--name-only", "--format=", "HEAD").split() == [RESULT]
+    assert _git(lane.checkout, "status", "--porcelain").split() == ["D", aside]
