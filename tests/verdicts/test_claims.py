@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from adlnmt.verdicts.claims import Claim, Judgement, adjusted, p_values, record, registration_of, relation
+from adlnmt.verdicts.claims import Claim, Judgement, adjusted, effect, p_values, record, registration_of, relation
 from adlnmt.verdicts.page import _cells
-from adlnmt.verdicts.statistics import FAILS, assess, seed_level
+from adlnmt.verdicts.statistics import FAILS, HOLDS, NO_SPREAD, assess, seed_level
 
 
 def claim(kind: str, margin: float = 0.0, ratio: float = 1.0, metric: str = "bleu") -> Claim:
@@ -65,3 +65,15 @@ def test_a_one_sided_claim_that_does_not_hold_states_the_p_it_rests_on() -> None
     line = {**close.fields(), "tested_as": relation(close), **record(judged[0]), "other_tests": []}
     assert f"against the claim {reverse:.4f} (Bonferroni)" in _cells(line, "t", "t.md")  # the verdict page
     assert "against the claim" not in p_values(judged[1]) and "p_against_claim_bonferroni" not in record(judged[1])
+
+
+def test_seeds_that_gave_one_value_decide_nothing() -> None:
+    """Two seeds a row, each row's identical: the seed level has no variance to draw, so its zero-width interval
+    would make *better* hold; it is a point estimate that reads *inconclusive* and takes no place in Holm."""
+    still = seed_level([10.0, 10.0], [12.0, 12.0], lower_is_better=True)
+    assert not still.drawn and still.effect == 2.0
+    assert seed_level([10.0, 10.1], [12.0, 12.0]).drawn  # one row that varies is enough to draw from
+    judged = adjusted([Judgement(claim("better", metric="valid_ppl"), "test", True, ((1, 2), (1, 2)), (10.0, 12.0),
+                                 assess("better", still), fewest_seeds=2)])  # fmt: skip
+    assert judged[0].verdict == judged[0].measured == NO_SPREAD != HOLDS and judged[0].adjusted_p is None
+    assert effect(judged[0]) == "+2.00 (no interval: every seed gave the same value)"

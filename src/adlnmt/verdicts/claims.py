@@ -32,6 +32,7 @@ from adlnmt.verdicts.statistics import (
     MC_ERRORS,
     MIN_SEEDS,
     MISSING,
+    NO_SPREAD,
     NOT_CONVERGED,
     NOT_TIMED,
     ONE_SEED,
@@ -213,7 +214,8 @@ def _verdict(j: Judgement) -> Judgement:
         return replace(j, measured=NOT_TIMED, verdict=NOT_TIMED) if timed_none else j
     p = j.adjusted_p if j.adjusted_p is not None else j.tested.p_value
     one_seed = j.fewest_seeds < MIN_SEEDS
-    measured = verdict(j.tested, p, max(j.family_size, 1)) if j.tested.drawn else ONE_SEED  # a point: one seed a row
+    point = ONE_SEED if one_seed else NO_SPREAD  # nothing drawn: one seed a row, or seeds that gave one value
+    measured = verdict(j.tested, p, max(j.family_size, 1)) if j.tested.drawn else point
     final = (
         OUT_OF_SCOPE if j.claim.out_of_scope else NOT_CONVERGED if j.unconverged else ONE_SEED if one_seed else measured
     )
@@ -224,6 +226,7 @@ def _verdict(j: Judgement) -> Judgement:
 
 
 NOTHING_DRAWN = "no interval: one seed a row and nothing below it to draw"
+NO_SPREAD_DRAWN = "no interval: every seed gave the same value"
 
 
 def _signed(value: float, kind: str) -> str:
@@ -236,7 +239,8 @@ def effect(j: Judgement) -> str:
         return "–"
     t, kind = j.tested, j.claim.kind
     if not t.drawn:
-        return f"{_signed(t.effect, kind)} ({NOTHING_DRAWN})"
+        reason = NOTHING_DRAWN if j.fewest_seeds < MIN_SEEDS else NO_SPREAD_DRAWN
+        return f"{_signed(t.effect, kind)} ({reason})"
     low, high = (_signed(v, kind) for v in t.interval)
     return f"{_signed(t.effect, kind)} [{low}, {high}] ({t.level:.0%})".replace("%", " %")
 

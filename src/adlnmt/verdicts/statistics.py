@@ -64,6 +64,7 @@ KINDS = ("better", "close", "equivalent", "faster", "larger_gain")
 HOLDS, FAILS, OPEN = "holds", "does not hold", "inconclusive"
 OUT_OF_SCOPE, NOT_CONVERGED, MISSING = "out of scope at this data size", "inconclusive: not converged", "not run yet"
 ONE_SEED = "inconclusive: one seed"
+NO_SPREAD = "inconclusive: the seeds gave one value"  # rows of several seeds with no variance to draw from
 NOT_TIMED = "not timed yet"  # a speed claim whose rows have finished runs, but no timing to compare
 MIN_SEEDS = 2  # per row, for a decided verdict (the seed level of the bootstrap needs variation to draw from)
 
@@ -207,7 +208,7 @@ class Estimate:
     effect: float
     replicates: np.ndarray
     seeds: tuple[int, int]  # how many runs of A and of B it rests on
-    drawn: bool = True  # False: no level could vary (one value a row, measured once per run): a point estimate
+    drawn: bool = True  # False: no level could vary (one value a row, or every seed's the same): a point estimate
 
 
 def seed_deviations(rows: Sequence[tuple[float, Sequence[float]]], resamples: int, rng: np.random.Generator,
@@ -273,13 +274,15 @@ def two_level(first: Sequence[RunScores], second: Sequence[RunScores], lower_is_
 def seed_level(first: Sequence[float], second: Sequence[float] | None = None, lower_is_better: bool = False,
                resamples: int = RESAMPLES, seed: int = SEED) -> Estimate:  # fmt: skip
     """Values measured once per run, over seeds alone (:func:`seed_deviations`): the difference of the rows' means
-    (A − B), or with ``second`` None the mean of ``first`` (e.g. the log speed ratio of each seed pair)."""
+    (A − B), or with ``second`` None the mean of ``first`` (e.g. the log speed ratio of each seed pair). Where no
+    row's seeds vary (one value a row, or several identical ones) nothing is drawn: a point estimate, which decides
+    nothing (a zero-width interval would otherwise "hold" any claim on its side)."""
     rng = np.random.default_rng([seed, len(first), len(second or ())])
     rows = [(1.0, first)] + ([(-1.0, second)] if second is not None else [])
     effect = float(sum(w * np.mean(values) for w, values in rows))
     replicates = effect + seed_deviations(rows, resamples, rng)
     sign = -1.0 if lower_is_better else 1.0
-    drawn = any(len(values) > 1 for _, values in rows)
+    drawn = bool(np.ptp(replicates) > 0)
     return Estimate(sign * effect, sign * replicates, (len(first), len(second or first)), drawn)
 
 
