@@ -118,6 +118,11 @@ def test_a_students_fingerprint_covers_its_teacher_and_the_step(demo_data: Path,
         ),
         ({"distill": {"teacher": "teacher", "temperature": 2}}, r"distill.temperature: unknown key; expected one of"),
         ({"distill": None}, r"'student'.*distilled: a distilled variant needs the grid's 'distill' section"),
+        (
+            {"variants": [{"name": "teacher", "encoder": ENCODER, "decoder": DECODER.format(x="mh_dot_self_att")},
+                          {"name": "student", "encoder": ENCODER, "decoder": DECODER.format(x="ssru")}]},
+            r"distill: no variant is marked 'distilled: true', so its teacher would teach no one",
+        ),  # fmt: skip
     ],
 )
 def test_a_bad_step_is_one_clear_error(demo_data: Path, tmp_path: Path, change: dict, message: str) -> None:

@@ -625,7 +625,11 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
             seen[value] = variant.name
     seeds = reader.positive_ints(seeds_value, seeds_where)
     step = distill_step.read_step(reader, raw.get("distill"), {v.name: v.slug for v in variants}, seeds)
-    if taught := distill_step.students(reader, raw["variants"], step):
+    taught = distill_step.students(reader, raw["variants"], step)
+    if step is not None and not taught:
+        reader.fail("distill", "no variant is marked 'distilled: true', so its teacher would teach no one: mark "
+                    "the students, or remove the section")  # fmt: skip
+    if taught:
         assert step is not None
         teacher = next(v for v in variants if v.name == step.teacher)
         data_of = DataSpec(step.key, None, teacher.data.prepare, step)
