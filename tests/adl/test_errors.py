@@ -47,6 +47,7 @@ CASES = [
     (E, "dropout(p=true)", "must be a number, got true", 8),
     (E, "dropout(p=1.5)", "must be <= 0.99", 8),
     (E, "norm(eps=relu)", "must be a number, got relu", 5),
+    (E, "norm(eps=0)", "must be >= 1e-12, got 0", 5),  # a constant vector would divide 0 by 0
     (E, "res(3)", "must be a layer chain, got 3", 4),
     (E, "linear($UNDEFINED)", "undefined variable $UNDEFINED", 7),
     (E, "pos -> $X", "expected a layer name after '->', found '$X'", 7),

@@ -15,7 +15,7 @@ BATCH_STATS_REASON = (
 )
 
 
-@register("norm", Param("eps", Kind.FLOAT, 1e-5, low=0.0, high=1.0, doc="added to the variance"), example="norm")
+@register("norm", Param("eps", Kind.FLOAT, 1e-5, low=1e-12, high=1.0, doc="added to the variance"), example="norm")
 class Norm(Layer):
     """norm(h_t) = g / σ_t ⊗ (h_t − μ_t) + b, with μ_t, σ_t the mean and deviation over units of h_t."""
 
@@ -63,7 +63,7 @@ class MaskedBatchNorm(nn.Module):
 
 @register(
     "bnorm",
-    Param("eps", Kind.FLOAT, 1e-5, low=0.0, high=1.0, doc="added to the variance"),
+    Param("eps", Kind.FLOAT, 1e-5, low=1e-12, high=1.0, doc="added to the variance"),
     Param("momentum", Kind.FLOAT, 0.1, low=0.0, high=1.0, doc="running-average update rate"),
     sides=ENCODER_ONLY,
     side_reason=BATCH_STATS_REASON,
