@@ -91,6 +91,10 @@ def test_a_students_fingerprint_covers_its_teacher_and_the_step(demo_data: Path,
     assert other["student"] != base["student"] and other["student on refs"] == base["student on refs"]
 
 
+NO_STUDENT = [{"name": name, "encoder": ENCODER, "decoder": DECODER.format(x=x)}
+              for name, x in (("teacher", "mh_dot_self_att"), ("student", "ssru"))]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -119,10 +123,9 @@ def test_a_students_fingerprint_covers_its_teacher_and_the_step(demo_data: Path,
         ({"distill": {"teacher": "teacher", "temperature": 2}}, r"distill.temperature: unknown key; expected one of"),
         ({"distill": None}, r"'student'.*distilled: a distilled variant needs the grid's 'distill' section"),
         (
-            {"variants": [{"name": "teacher", "encoder": ENCODER, "decoder": DECODER.format(x="mh_dot_self_att")},
-                          {"name": "student", "encoder": ENCODER, "decoder": DECODER.format(x="ssru")}]},
+            {"variants": NO_STUDENT},
             r"distill: no variant is marked 'distilled: true', so its teacher would teach no one",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_a_bad_step_is_one_clear_error(demo_data: Path, tmp_path: Path, change: dict, message: str) -> None:

@@ -139,6 +139,9 @@ def test_an_added_evaluation_keeps_the_fingerprints_and_is_run_by_new_evaluation
     again = {**added, "metrics": ["bleu"]}
     with pytest.raises(UserError, match=r"added_evaluation.metrics: 'bleu' is already in 'metrics'"):
         load_grid(small_grid(tmp_path, added_evaluation=again), "cpu")
+    typo = {**added, "since": "2026-13-01"}
+    with pytest.raises(UserError, match=r"added_evaluation.since: expected a date \(YYYY-MM-DD\), got '2026-13-01'"):
+        load_grid(small_grid(tmp_path, added_evaluation=typo), "cpu")
 
 
 @pytest.mark.parametrize(("updates", "finished"), [(2800, True), (3000, False)])

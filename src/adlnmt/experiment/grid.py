@@ -10,6 +10,7 @@ Paths are relative to the grid file; ``~`` and ``$VARS`` are expanded. docs/expe
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
@@ -284,6 +285,17 @@ def _contrastive(reader: Reader, value: Any) -> tuple[ContrastiveSuite, ...]:
     return tuple(suites)
 
 
+def _is_date(value: Any) -> bool:
+    """A date as YAML reads ``2026-11-26`` (unquoted) or as an ISO string (quoted)."""
+    if isinstance(value, datetime.date):
+        return True
+    try:
+        datetime.date.fromisoformat(str(value))
+    except ValueError:
+        return False
+    return True
+
+
 def _added_evaluation(reader: Reader, value: Any, tests: tuple[TestSet, ...], metrics: tuple[str, ...]
                       ) -> tuple[tuple[TestSet, ...], tuple[str, ...]]:  # fmt: skip
     """The test sets and metrics of ``added_evaluation`` (``since``: when they were added, for the reader)."""
@@ -292,6 +304,8 @@ def _added_evaluation(reader: Reader, value: Any, tests: tuple[TestSet, ...], me
     block = reader.mapping(value, "added_evaluation", ADDED_KEYS)
     if "test" not in block and "metrics" not in block:
         reader.fail("added_evaluation", "give 'test' (test sets) or 'metrics' added to the evaluation")
+    if "since" in block and not _is_date(block["since"]):
+        reader.fail("added_evaluation.since", f"expected a date (YYYY-MM-DD), got {block['since']!r}")
     added_tests = _tests(reader, block["test"], "added_evaluation.test", tests) if "test" in block else ()
     added_metrics = _metric_names(reader, block["metrics"], "added_evaluation.metrics") if "metrics" in block else ()
     for metric in added_metrics:
