@@ -304,3 +304,14 @@ def test_a_claim_key_its_kind_does_not_read_is_refused(tmp_path: Path, claim: di
     grid = base_grid()
     grid["claims"] = [{"quote": "q", **claim}]
     assert refused in error(tmp_path, grid)
+
+
+def test_a_description_is_text(tmp_path: Path) -> None:
+    """YAML's `description: [a, b]` is a list: refused, not shown as "['a', 'b']" in the report."""
+    grid = {**base_grid(), "description": ["a", "b"]}
+    assert "description: expected text (in quotes where YAML would read it as something else)" in error(tmp_path, grid)
+    grid = base_grid()
+    grid["scales"]["small"]["description"] = {"what": "x"}
+    assert "scales.small.description: expected text" in error(tmp_path, grid, "small")
+    grid["scales"]["small"]["description"] = " two updates "
+    assert load_grid(write(tmp_path, grid), "small").scale_description == "two updates"

@@ -679,9 +679,9 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
     return Grid(
         path=path,
         name=name,
-        description=str(raw.get("description") or "").strip(),
+        description=reader.text(raw.get("description", ""), "description", empty=True),
         scale=scale,
-        scale_description=str(chosen.get("description") or "").strip(),
+        scale_description=reader.text(chosen.get("description", ""), f"{at}.description", empty=True),
         variants=variants,
         seeds=seeds,
         tests=tests,
