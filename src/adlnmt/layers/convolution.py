@@ -24,7 +24,8 @@ from adlnmt.layers.window import WindowedConv
     example="cnn(8, kernel=3, dilation=2)",
 )
 class CNN(WindowedConv):
-    """cnn(H) = v(W[h_{i-⌊k/2⌋}; …; h_{i+⌊k/2⌋}] + b); decoder: v(W[h_{t-k+1}; …; h_t] + b)."""
+    """cnn(H) = v(W[h_{i-⌊(k-1)/2⌋r}; …; h_{i+⌊k/2⌋r}] + b), taps r = dilation apart;
+    decoder: v(W[h_{t-(k-1)r}; …; h_t] + b)."""
 
     cudnn = True
 
