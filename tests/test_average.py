@@ -190,3 +190,29 @@ def test_the_command_names_a_directory_without_a_model(tmp_path: Path) -> None:
             with pytest.raises(UserError, match=rf"^{re.escape(str(directory))}: not a model directory \(no config"):
                 args.func(args)
     assert not (tmp_path / "averaged.safetensors").exists()
+
+
+def test_the_output_never_replaces_the_models_weights_or_a_file_without_weights(tmp_path: Path) -> None:
+    """``--output`` named the model's best weights, one of its checkpoints or a text file and replaced it without a
+    word; each is refused and left as it was. An earlier average is replaced, as before."""
+    root = model_dir(tmp_path / "m")
+    save_file({"w": torch.zeros(2)}, str(root / "best.safetensors"))
+    (tmp_path / "notes.txt").write_text("my notes")
+    parser = argparse.ArgumentParser()
+    average.add_average_command(parser.add_subparsers(dest="command"))
+    refused = [
+        (root / "best.safetensors", "the model's own weights"),
+        (root / "checkpoints" / "update-0000300.safetensors", "the model's own weights"),
+        (tmp_path / "notes.txt", r"exists and holds no weights \(not a safetensors file\); it is not replaced"),
+        (tmp_path, "a directory; give the file to write"),
+    ]
+    for output, message in refused:
+        before = output.read_bytes() if output.is_file() else None
+        args = parser.parse_args(["average", "--model", str(root), "--last", "2", "--output", str(output)])
+        with pytest.raises(UserError, match=rf"^--output {re.escape(str(output))}: {message}"):
+            args.func(args)
+        assert before is None or output.read_bytes() == before
+    earlier = tmp_path / "avg.safetensors"
+    save_file({"w": torch.zeros(2)}, str(earlier))
+    args = parser.parse_args(["average", "--model", str(root), "--last", "2", "--output", str(earlier)])
+    assert args.func(args) == 0 and torch.equal(load_file(str(earlier))["w"], torch.full((2,), 550.0))

@@ -136,9 +136,32 @@ def _positive(text: str) -> int:
     return value
 
 
+def check_output(model: ModelDir, output: Path) -> None:
+    """``--output`` may replace an earlier average, never the model's best weights, one of its checkpoints or a file
+    that holds no weights (a typo's text file)."""
+    if output.is_dir():
+        raise UserError(
+            f"--output {output}: a directory; give the file to write (e.g. {output / 'averaged.safetensors'})"
+        )
+    if not output.is_file():
+        return
+    if any(output.samefile(path) for path in [model.best_weights, *model.checkpoints().values()] if path.is_file()):
+        raise UserError(f"--output {output}: the model's own weights (best or a checkpoint) would be replaced; "
+                        "write the average elsewhere (default: MODEL/averaged.safetensors)")  # fmt: skip
+    try:
+        with _open(output):
+            pass
+    except UserError:
+        raise UserError(f"--output {output}: exists and holds no weights (not a safetensors file); it is not "
+                        "replaced") from None  # fmt: skip
+
+
 def cmd_average(args: argparse.Namespace) -> int:
     model_dir = Path(args.model)
-    ModelDir(model_dir).require()
+    model = ModelDir(model_dir)
+    model.require()
+    if args.output:
+        check_output(model, Path(args.output))
     paths = select_checkpoints(model_dir, args.best, args.last)
     output = write_average(model_dir, paths, Path(args.output) if args.output else None)
     kind = f"best {args.best}" if args.best is not None else f"last {args.last}"
