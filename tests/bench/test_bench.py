@@ -227,3 +227,17 @@ def test_every_model_is_checked_against_the_engine_before_any_is_measured(
         assert main(["bench", "decode", "--model", *map(str, models), "--engine", engine, *common]) == 2
         assert refused in capsys.readouterr().err
         assert not out.exists()
+
+
+def test_train_on_a_folder_without_data_fails_before_anything_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data error is the one line: no busy-machine warning before it, no output folder made."""
+    import adlnmt.bench.machine as machine
+
+    monkeypatch.setattr(machine, "busy_warning", lambda record: "warning: the machine is busy")
+    out = tmp_path / "out"
+    argv = ["bench", "train", "--preset", "transformer", "--updates", "1", *TINY, "--data", str(tmp_path / "none")]
+    assert main([*argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "busy" not in err and str(tmp_path / "none") in err and not out.exists()

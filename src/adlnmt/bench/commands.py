@@ -251,11 +251,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.batches_from and not args.data:
         raise UserError("--batches-from needs --data (random pairs are always batched before timing)")
     count = args.warmup_updates + args.updates
-    device, machine, out = _setup(args)
-    if args.data:
+    if args.data:  # read first: a data error comes before the machine's warnings and the output folder
         from adlnmt.data.data_dir import DataDir
 
         data = DataDir.load(args.data)
+    device, machine, out = _setup(args)
+    if args.data:
         train, ids = training_batches(data, args.batch_tokens, count, args.seed)
         src_vocab, tgt_vocab, source = data.src_vocab.size, data.tgt_vocab.size, args.batches_from or "shards"
         if source == "shards":
