@@ -25,7 +25,8 @@ def test_dry_run_checks_every_input_file(demo_data: Path, tmp_path: Path, capsys
     assert main(["experiment", str(grid), "--out", str(tmp_path / "out"), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert f"{grid}: 2 input(s) cannot be read:" in err
-    assert f"{corpus / 'test.tgt'}: not found" in err and f"{corpus / 'valid.src'}: not found" in err
+    assert f"{corpus / 'test.tgt'} (test 'test' ref): not found" in err
+    assert f"{corpus / 'valid.src'} (data.valid_src): not found" in err
     assert not (tmp_path / "out").exists()
 
 

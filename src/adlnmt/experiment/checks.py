@@ -20,20 +20,25 @@ def input_problems(grid: Grid) -> list[str]:
     from adlnmt.data.data_dir import DataDir
 
     problems: list[str] = []
-    files = [path for test in grid.tests for path in (test.src, test.ref)]
+    files: dict[Path, str] = {}  # each file, and the grid key that names it first
+    for test in grid.tests:
+        files.setdefault(test.src, f"test {test.name!r} src")
+        files.setdefault(test.ref, f"test {test.name!r} ref")
     for spec in dict.fromkeys(variant.data for variant in grid.variants):
         if spec.prepared is None:
-            files += [value for key, value in spec.arguments().items() if isinstance(value, Path) and key != VOCAB_FROM]
+            for key, value in spec.arguments().items():
+                if isinstance(value, Path) and key != VOCAB_FROM:
+                    files.setdefault(value, f"data.{key}")
             continue
         try:
             DataDir.load(spec.prepared)
         except UserError as err:
             problems.append(str(err))
-    for path in dict.fromkeys(files):
+    for path, key in files.items():
         if not path.is_file():
-            problems.append(f"{path}: not found")
+            problems.append(f"{path} ({key}): not found")
         elif not os.access(path, os.R_OK):
-            problems.append(f"{path}: not readable")
+            problems.append(f"{path} ({key}): not readable")
     return problems
 
 
