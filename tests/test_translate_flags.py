@@ -172,3 +172,11 @@ def test_a_terminated_translation_says_that_nothing_was_written(model: Path, tmp
         f"SIGTERM: translation stopped; nothing written ({output} gets every line once all are translated)"
     )
     assert "Traceback" not in stderr and not output.exists()
+
+
+def test_an_output_limit_of_zero_tokens_is_refused(model: Path, tmp_path: Path, capsys) -> None:
+    """``--max-len-ratio 0 --max-len-extra 0`` made every output empty without a word."""
+    assert main(translate(model, tmp_path, "--max-len-ratio", "0", "--max-len-extra", "0")) == 2
+    assert capsys.readouterr().err.startswith("error: --max-len-ratio 0 --max-len-extra 0: every output would be empty")
+    assert not (tmp_path / "out.txt").exists()
+    assert main(translate(model, tmp_path, "--max-len-ratio", "0", "--max-len-extra", "2")) == 0  # a cap, as before

@@ -277,13 +277,16 @@ class Translator:
         longest_source: int = 0,
     ) -> None:
         """A UserError, before any search, for what the engine lacks (target prefixes, with ``prefix``; lexical
-        constraints, with ``constraints``: :meth:`~adlnmt.inference.engine.Engine.check`), constraints with sampling
-        or beside a shortlist, a beam wider than the target vocabulary, and (given the number of ``sentences``) a
-        search whose scores (:func:`search_bytes`) or, where no learned position table bounds the output
-        (:attr:`max_target_len`), whose hypotheses at the longest output ``--max-len-ratio`` and ``--max-len-extra``
-        allow for sources of up to ``longest_source`` tokens (:func:`output_bytes`) would not fit in half the
-        device's available memory."""
+        constraints, with ``constraints``: :meth:`~adlnmt.inference.engine.Engine.check`), an output limit of 0
+        tokens, constraints with sampling or beside a shortlist, a beam wider than the target vocabulary, and (given
+        the number of ``sentences``) a search whose scores (:func:`search_bytes`) or, where no learned position table
+        bounds the output (:attr:`max_target_len`), whose hypotheses at the longest output ``--max-len-ratio`` and
+        ``--max-len-extra`` allow for sources of up to ``longest_source`` tokens (:func:`output_bytes`) would not fit
+        in half the device's available memory."""
         self.engine.check(options, prefix, constraints)
+        if options.max_len_ratio == 0 and options.max_len_extra == 0:
+            raise UserError("--max-len-ratio 0 --max-len-extra 0: every output would be empty (at most 0 tokens); "
+                            "raise one of them")  # fmt: skip
         if constraints and options.sampling:
             raise UserError("--constraints needs beam or greedy search, not --sampling")
         if constraints and options.shortlist is not None:
