@@ -117,6 +117,15 @@ def validation_summary(records: list[dict[str, Any]], imported: bool = False) ->
     return lines
 
 
+def base_model(path: Path) -> str:
+    """The Hub id of an imported model's folder where the Hugging Face cache names it
+    (``…/models--ORG--NAME/snapshots/COMMIT`` → ``ORG/NAME``, ``models--NAME`` → ``NAME``), else the folder's name."""
+    repo = path.parent.parent.name
+    if path.parent.name == "snapshots" and repo.startswith("models--") and len(repo) > len("models--"):
+        return repo[len("models--") :].replace("--", "/", 1)
+    return path.name
+
+
 def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: str | None, missing: str,
          onnx: bool = False) -> str:  # fmt: skip
     """README.md: the model card (``refusal``: why the architecture is not MarianMT's, None when it is;
@@ -131,7 +140,7 @@ def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: 
     front = ["---", "library_name: adlnmt" if not marian else "library_name: transformers",
              "tags:", "- translation", "- adlnmt"] + (["pipeline_tag: translation"] if marian else [])  # fmt: skip
     if imported:
-        front.append(f"base_model: {Path(imported['path']).name}")
+        front.append(f"base_model: {base_model(Path(imported['path']))}")
     if tests:
         front += ["model-index:", f"- name: {model_dir.name}", "  results:"]
         for test, entry in tests.items():

@@ -154,3 +154,14 @@ def test_the_cards_best_checkpoint_is_the_one_training_kept() -> None:
                                                                for r in records])  # fmt: skip
     assert "imported" not in validation_summary([])[0]
     assert "an imported model" in validation_summary([], imported=True)[0]
+
+
+def test_the_base_model_of_an_import_from_the_hub_cache_is_its_hub_id() -> None:
+    """An import read from the Hugging Face cache was published as ``base_model: <the snapshot's commit hash>``."""
+    from adlnmt.publish import base_model
+
+    cache = Path("/home/u/.cache/huggingface/hub")
+    snapshot = cache / "models--Helsinki-NLP--opus-mt-de-en" / "snapshots" / "8fe0d6b1"
+    assert base_model(snapshot) == "Helsinki-NLP/opus-mt-de-en"
+    assert base_model(cache / "models--t5-small" / "snapshots" / "0ab1") == "t5-small"  # a model without an owner
+    assert base_model(Path("/models/opus-mt-de-en")) == "opus-mt-de-en"
