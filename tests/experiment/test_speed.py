@@ -203,15 +203,19 @@ def timed_grid(tmp_path: Path, claims: list[dict], repeats: int = 3) -> Grid:
 
 
 def time_runs(grid: Grid, out: Path, seconds: dict[tuple[str, int], tuple[float, ...]],
-              finished: tuple[tuple[str, int], ...] = ()) -> list[Run]:  # fmt: skip
+              finished: tuple[tuple[str, int], ...] = (), cpu: dict[tuple[str, int], str] | None = None,
+              busy: dict[tuple[str, int], float] | None = None) -> list[Run]:  # fmt: skip
     """Finished runs of ``seconds``' (variant, seed) and of ``finished``, each with a ``speed.json`` of its repeats'
-    wall seconds for 100 sentences (``finished`` alone: none), timed on one processor within the hour."""
+    wall seconds for 100 sentences (``finished`` alone: none), timed within the hour on one processor (or ``cpu``'s)
+    with nothing beside them (or ``busy``'s cores), scored 30."""
     runs = write_runs(grid, out, {key: {"tests": {"t": REFERENCES}} for key in (*seconds, *finished)})
     for run in runs:
-        if (times := seconds.get((run.variant.name, run.seed))) is not None:
+        if (times := seconds.get(key := (run.variant.name, run.seed))) is not None:
             result = run.result()
-            machine = {"cpu": "AMD EPYC", "cpu_capability": "AVX2", "date": "2026-11-28T12:00:00+00:00"}
-            timing = Measurement("torch", 5, 100, times, (0.5,) * len(times), (0.0,) * len(times))
+            processor = (cpu or {}).get(key, "AMD EPYC")
+            machine = {"cpu": processor, "cpu_capability": "AVX2", "date": "2026-11-28T12:00:00+00:00", "threads": 2}
+            beside = ((busy or {}).get(key, 0.0),) * len(times)
+            timing = Measurement("torch", 5, 100, times, (0.5,) * len(times), beside, score=30.0)
             run.archive.mkdir(parents=True, exist_ok=True)
             SpeedRecord(result.fingerprint, result.checkpoint, grid.speed.settings(), machine, (timing,)).save(
                 run.archive / SPEED_FILE
@@ -355,3 +359,31 @@ def test_the_speed_section_is_optional_and_has_defaults(demo_data: Path, tmp_pat
     grid = load_grid(str(grid_file(tmp_path, demo_data / "corpus", {})), None)
     assert grid.speed == SpeedSpec("test")
     assert grid.speed.beams == (1, 5) and grid.speed.engines == ("torch",)
+
+
+def test_the_speed_table_keeps_processors_apart_and_leaves_out_timings_beside_other_work(tmp_path: Path) -> None:
+    """A row pooled the speeds of two processors (one median of an EPYC's and a Xeon's repeats), and counted
+    repeats timed beside other work with a "compare with care"; each processor now has its rows and Pareto
+    frontier, and a timing beside other work is left out of the table, named, and kept in speed.csv."""
+    grid = timed_grid(tmp_path, [])
+    seconds = {("fast", 1): (2.0,) * 3, ("fast", 2): (4.0,) * 3, ("slow", 1): (10.0,) * 3, ("slow", 2): (20.0,) * 3,
+               ("alone", 1): (3.0,) * 3}  # fmt: skip
+    cpu = {("fast", 2): "Intel Xeon", ("slow", 2): "Intel Xeon"}
+    runs = time_runs(grid, tmp_path / "out", seconds, cpu=cpu, busy={("alone", 1): 1.0})
+    found, beside = speed.points(grid, runs)
+    assert [(p.variant, p.processor, p.sentences_per_s) for p in found] == [
+        ("fast", "AMD EPYC (AVX2)", 50.0), ("fast", "Intel Xeon (AVX2)", 25.0),
+        ("slow", "AMD EPYC (AVX2)", 10.0), ("slow", "Intel Xeon (AVX2)", 5.0),
+    ]  # fmt: skip
+    assert beside == ["alone seed 1 (torch beam 5)"]
+    out = tmp_path / "report"
+    section = "\n".join(speed.speed_section(grid, runs, out))
+    assert "| fast | torch | 5 | Intel Xeon (AVX2) | 30.00 | 25.0 |" in section  # the Xeon's own Pareto point
+    assert section.count("| ● |") == 2 and "| alone |" not in section
+    assert "Left out (timed with more than 0.5 cores busy beside a repeat" in section and "alone seed 1" in section
+    assert "speeds compare only within one" in section
+    lines = (out / "speed.csv").read_text().splitlines()
+    assert lines[0].startswith("variant,engine,beam,seed,processor,") and len(lines) == 1 + 5
+    assert "alone,torch,5,1,AMD EPYC (AVX2),100," in "\n".join(lines) and lines[-1].endswith(",yes,30.00")
+    alone = speed.speed_section(grid, [run for run in runs if run.variant.name == "alone"], out)
+    assert "No finished run timed yet" not in alone[-1] and "Left out" in alone[-1]  # said, with no table

@@ -20,6 +20,8 @@ grid's other claims into claims.md and claims.json (:mod:`adlnmt.experiment.judg
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
@@ -107,12 +109,17 @@ class SpeedRecord:
     def find(self, engine: str, beam: int) -> Measurement | None:
         return next((m for m in self.measurements if (m.engine, m.beam) == (engine, beam)), None)
 
+    @property
+    def processor(self) -> str:
+        """The processor it was timed on, e.g. "Intel(R) Xeon(R) Processor (AVX512)"."""
+        return f"{self.machine.get('cpu')} ({self.machine.get('cpu_capability')})"
+
     def timed_with(self, other: SpeedRecord) -> bool:
         """Whether the two records were timed on one processor within ``TIMED_TOGETHER_MINUTES`` of each other:
         only then do their speeds compare as a ratio."""
-        processors = [f"{r.machine.get('cpu')} ({r.machine.get('cpu_capability')})" for r in (self, other)]
         dates = [datetime.fromisoformat(str(r.machine.get("date"))) for r in (self, other)]
-        return processors[0] == processors[1] and abs(dates[0] - dates[1]) <= timedelta(minutes=TIMED_TOGETHER_MINUTES)
+        together = abs(dates[0] - dates[1]) <= timedelta(minutes=TIMED_TOGETHER_MINUTES)
+        return self.processor == other.processor and together
 
     def save(self, path: Path) -> None:
         record = {"format_version": FORMAT_VERSION, "fingerprint": self.fingerprint, "checkpoint": self.checkpoint,
@@ -271,12 +278,14 @@ def time_finished(grid: Any, runs: list[Any], again: bool = False) -> list[Timed
 
 @dataclass(frozen=True)
 class Point:
-    """One variant timed with one engine and beam: its runs' speeds and the mean score of their timed outputs."""
+    """One variant timed with one engine and beam on one processor: its runs' speeds (those taken alone) and the mean
+    score of their timed outputs."""
 
     variant: str
     engine: str
     beam: int
     by_seed: dict[int, Measurement]
+    processor: str = ""
 
     @property
     def score(self) -> float | None:
@@ -295,25 +304,33 @@ class Point:
         return sentences / statistics.median(self.seconds)
 
 
-def points(grid: Any, runs: list[Any]) -> list[Point]:
-    """The timed (variant, engine, beam) of the grid, in the grid's order."""
+def points(grid: Any, runs: list[Any]) -> tuple[list[Point], list[str]]:
+    """The timed (variant, engine, beam, processor) of the grid, in the grid's order, from the timings taken alone;
+    and the runs whose timings were taken beside other work (more than ``BUSY_BESIDE_LIMIT`` cores busy in a repeat:
+    left out, as the claims leave them out), e.g. "Transformer seed 1 (torch beam 1, …)"."""
     spec = grid.speed
     records = {(run.variant.name, run.seed): record for run in runs if (record := run_record(run, spec)) is not None}
-    found = []
+    processors = sorted({record.processor for record in records.values()})
+    found, beside = [], []
     for variant in grid.variants:
         timed = {seed: record for (name, seed), record in records.items() if name == variant.name}
+        for seed, record in sorted(timed.items()):
+            if busy := [f"{m.engine} beam {m.beam}" for m in record.measurements if m.seconds and m.beside_others]:
+                beside.append(f"{variant.name} seed {seed} ({', '.join(busy)})")
         for engine in spec.engines:
             for beam in spec.beams:
-                by_seed = {seed: m for seed, record in timed.items()
-                           if (m := record.find(engine, beam)) is not None and m.seconds}  # fmt: skip
-                if by_seed:
-                    found.append(Point(variant.name, engine, beam, by_seed))
-    return found
+                for processor in processors:
+                    by_seed = {seed: m for seed, record in timed.items() if record.processor == processor
+                               and (m := record.find(engine, beam)) is not None and m.seconds
+                               and not m.beside_others}  # fmt: skip
+                    if by_seed:
+                        found.append(Point(variant.name, engine, beam, by_seed, processor))
+    return found, beside
 
 
 def pareto(found: list[Point]) -> list[Point]:
     """The points no other point beats in both speed and score (at least as good in both, better in one), fastest
-    first."""
+    first (give it the points of one beam and one processor: speeds on two processors do not compare)."""
     scored = [p for p in found if p.score is not None]
 
     def beaten(p: Point) -> bool:
@@ -323,17 +340,24 @@ def pareto(found: list[Point]) -> list[Point]:
     return sorted((p for p in scored if not beaten(p)), key=lambda p: -p.sentences_per_s)
 
 
+def panels(found: list[Point]) -> list[tuple[str, int]]:
+    """The (processor, beam) groups of ``found``, each a panel of the plot and a Pareto frontier of its own."""
+    return sorted({(p.processor, p.beam) for p in found})
+
+
 def pareto_plot(grid: Any, found: list[Point], path: Path) -> Path:
-    """The grid's first metric against sentences per second, one panel per beam, the Pareto frontier drawn."""
+    """The grid's first metric against sentences per second, one panel per beam (and processor, where the timings
+    come from several), the Pareto frontier drawn."""
     from adlnmt.plotting import line_style, pyplot, save_figure
 
     plt = pyplot()
-    beams = sorted({p.beam for p in found})
-    figure, axes = plt.subplots(1, len(beams), figsize=(5.2 * len(beams), 4.2), squeeze=False)
+    groups = panels(found)
+    several_processors = len({processor for processor, _ in groups}) > 1
+    figure, axes = plt.subplots(1, len(groups), figsize=(5.2 * len(groups), 4.2), squeeze=False)
     series = sorted({(p.variant, p.engine) for p in found}, key=lambda s: [v.name for v in grid.variants].index(s[0]))
     several_engines = len({p.engine for p in found}) > 1
-    for axis, beam in zip(axes[0], beams, strict=True):
-        here = [p for p in found if p.beam == beam and p.score is not None]
+    for axis, (processor, beam) in zip(axes[0], groups, strict=True):
+        here = [p for p in found if (p.processor, p.beam) == (processor, beam) and p.score is not None]
         for index, (variant, engine) in enumerate(series):
             for p in here:
                 if (p.variant, p.engine) == (variant, engine):
@@ -346,7 +370,7 @@ def pareto_plot(grid: Any, found: list[Point], path: Path) -> Path:
             axis.step([p.sentences_per_s for p in front], [p.score for p in front], where="post", color="grey",
                       linewidth=1, alpha=0.7, label="Pareto frontier")  # fmt: skip
         axis.set_xscale("log")
-        axis.set_title(f"beam {beam}")
+        axis.set_title(f"beam {beam}" + (f"\n{processor}" if several_processors else ""), fontsize="medium")
         axis.set_xlabel(f"sentences/s ({grid.speed.test}, whole command, {grid.speed.threads} thread(s))")
         axis.set_ylabel(f"{grid.metrics[0]} of the timed output ({grid.speed.test})")
         axis.grid(alpha=0.3)
@@ -355,41 +379,36 @@ def pareto_plot(grid: Any, found: list[Point], path: Path) -> Path:
 
 
 def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
-    """The report's speed section (Markdown parts; none without a ``speed:`` section), ``speed.csv`` and the plot."""
+    """The report's speed section (Markdown parts; none without a ``speed:`` section), ``speed.csv`` (every timing,
+    those beside other work marked) and the plot (the timings taken alone, by processor)."""
     spec = grid.speed
     if spec is None:
         return []
-    found = points(grid, runs)
+    _write_csv(grid, runs, out / "speed.csv")
+    found, beside = points(grid, runs)
     parts = ["## Decoding speed (whole commands)"]
-    if not found:
+    if not found and not beside:
         return [*parts, f"No finished run timed yet (the runs are timed once they have all finished; {spec.repeats} "
                         "repeats each)."]  # fmt: skip
-    front = {(p.variant, p.engine, p.beam) for beam in spec.beams for p in pareto([q for q in found if q.beam == beam])}
-    rows = ["| variant | engine | beam | " + f"{grid.metrics[0]} | sent/s | median s [interval] (coverage) | "
-            "runs × repeats | load (1 min) | Pareto |", "|---|---|---:|---:|---:|---|---|---:|---|"]  # fmt: skip
-    csv = [
-        f"variant,engine,beam,seed,sentences,median_s,low_s,high_s,coverage,sentences_per_s,load,busy_beside_max,"
-        f"{grid.metrics[0]}"
+    several = len({p.processor for p in found}) > 1
+    front = {(p.variant, p.engine, p.beam, p.processor) for group in panels(found)
+             for p in pareto([q for q in found if (q.processor, q.beam) == group])}  # fmt: skip
+    head = ["variant", "engine", "beam", *(["processor"] if several else []), grid.metrics[0], "sent/s",
+            "median s [interval] (coverage)", "runs × repeats", "load (1 min)", "Pareto"]  # fmt: skip
+    rows = [
+        "| " + " | ".join(head) + " |",
+        "|---|---|---:|" + ("---|" if several else "") + "---:|---:|---|---|---:|---|",
     ]
     for p in found:
         median, low, high, coverage = median_interval(p.seconds)
         loads = [x for m in p.by_seed.values() for x in m.load]
         score = f"{p.score:.2f}" if p.score is not None else "–"
-        mark = "●" if (p.variant, p.engine, p.beam) in front else ""
-        rows.append(f"| {p.variant} | {p.engine} | {p.beam} | {score} | {p.sentences_per_s:.1f} | {median:.2f} "
-                    f"[{low:.2f}, {high:.2f}] ({coverage:.0%}) | {len(p.by_seed)} × {spec.repeats} | "
-                    f"{statistics.mean(loads):.1f} | {mark} |")  # fmt: skip
-        for seed, m in sorted(p.by_seed.items()):
-            median, low, high, coverage = median_interval(list(m.seconds))
-            busy = max((b for b in m.busy_beside if b is not None), default=None)
-            csv.append(",".join(str(x) for x in (p.variant, p.engine, p.beam, seed, m.sentences, f"{median:.4f}",
-                                                 f"{low:.4f}", f"{high:.4f}", f"{coverage:.4f}",
-                                                 f"{m.sentences_per_s:.3f}", f"{statistics.mean(m.load):.2f}",
-                                                 "" if busy is None else f"{busy:.2f}",
-                                                 "" if m.score is None else f"{m.score:.2f}")))  # fmt: skip
-    atomic_write(out / "speed.csv", lambda tmp: tmp.write_text("\n".join(csv) + "\n", encoding="utf-8"))
-    machines = {(r.machine.get("cpu"), r.machine.get("threads")) for run in runs if (r := run_record(run, spec))}
-    busy = sum(1 for p in found for m in p.by_seed.values() for b in m.busy_beside if b and b > BUSY_BESIDE_LIMIT)
+        mark = "●" if (p.variant, p.engine, p.beam, p.processor) in front else ""
+        cells = [p.variant, p.engine, str(p.beam), *([p.processor] if several else []), score,
+                 f"{p.sentences_per_s:.1f}", f"{median:.2f} [{low:.2f}, {high:.2f}] ({coverage:.0%})",
+                 f"{len(p.by_seed)} × {spec.repeats}", f"{statistics.mean(loads):.1f}", mark]  # fmt: skip
+        rows.append("| " + " | ".join(cells) + " |")
+    machines = {(r.processor, r.machine.get("threads")) for run in runs if (r := run_record(run, spec))}
     skipped = sorted({f"{run.variant.name} ({m.engine}: {m.skipped})" for run in runs
                       if (r := run_record(run, spec)) for m in r.measurements if m.skipped})  # fmt: skip
     notes = [
@@ -397,20 +416,51 @@ def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
         f"timed from the start of the process to its end (loading included), {spec.precision}, {spec.threads} "
         f"thread(s){f' and {spec.workers} workers' if spec.workers > 1 else ''}, {spec.repeats} "
         f"repeats per run, runs timed one after another with adlnmt training on the machine stopped; machine(s): "
-        + "; ".join(f"{cpu}, {threads} thread(s)" for cpu, threads in sorted(machines, key=str))
-        + ". sent/s: sentences over the median of every repeat of the variant's timed runs; the interval is of "
-        f"order statistics of those repeats, with its coverage of the median. {grid.metrics[0]}: of the timed output "
-        f"itself (the engine in {spec.precision}), the mean over the runs. Pareto ●: no other variant and engine "
-        "of that beam is at least as fast and as good. speed.csv has each run.",
+        + "; ".join(f"{processor}, {threads} thread(s)" for processor, threads in sorted(machines, key=str))
+        + ". sent/s: sentences over the median of every repeat of the variant's timed runs on that processor; the "
+        "interval is of order statistics of those repeats, with its coverage of the median. "
+        f"{grid.metrics[0]}: of the timed output itself (the engine in {spec.precision}), the mean over the runs. "
+        f"Pareto ●: no other variant and engine of that beam{' and processor' if several else ''} is at least as "
+        "fast and as good. speed.csv has each run.",
     ]
-    if busy:
-        notes.append(f"{busy} repeat(s) ran with more than {BUSY_BESIDE_LIMIT} cores busy beside them: a loaded "
-                     "machine; compare those speeds with care.")  # fmt: skip
+    if several:
+        notes.append("The timings come from several processors: each row holds one processor's, and speeds compare "
+                     "only within one.")  # fmt: skip
+    if beside:
+        notes.append(f"Left out (timed with more than {BUSY_BESIDE_LIMIT} cores busy beside a repeat: other work on "
+                     f"the machine; the claims leave them out too, speed.csv keeps them): {'; '.join(beside)}. "
+                     "`--retime` with the machine otherwise idle times them again.")  # fmt: skip
     if skipped:
         notes.append("Not timed: " + "; ".join(skipped) + ".")
+    if not found:
+        return [*parts, " ".join(notes)]
     plot = pareto_plot(grid, found, out / "plots" / "speed-pareto.png")
     parts += ["\n".join(rows), " ".join(notes), f"![BLEU against speed](plots/{plot.name})"]
     if spec.claims:
         parts.append(f"The section's {len(spec.claims)} speed claim(s) are judged with the grid's other claims in "
                      "[claims.md](claims.md).")  # fmt: skip
     return parts
+
+
+def _write_csv(grid: Any, runs: list[Any], path: Path) -> None:
+    """``speed.csv``: one line per run, engine and beam timed, with its processor and whether it was timed beside
+    other work."""
+    table = io.StringIO()
+    writer = csv.writer(table, lineterminator="\n")
+    writer.writerow(["variant", "engine", "beam", "seed", "processor", "sentences", "median_s", "low_s", "high_s",
+                     "coverage", "sentences_per_s", "load", "busy_beside_max", "beside_other_work",
+                     grid.metrics[0]])  # fmt: skip
+    records = {(run.variant.name, run.seed): record for run in runs if (record := run_record(run, grid.speed))}
+    order = [v.name for v in grid.variants]
+    for (variant, seed), record in sorted(records.items(), key=lambda item: (order.index(item[0][0]), item[0][1])):
+        for m in record.measurements:
+            if not m.seconds:
+                continue
+            median, low, high, coverage = median_interval(list(m.seconds))
+            busy = max((b for b in m.busy_beside if b is not None), default=None)
+            numbers = [f"{median:.4f}", f"{low:.4f}", f"{high:.4f}", f"{coverage:.4f}", f"{m.sentences_per_s:.3f}",
+                       f"{statistics.mean(m.load):.2f}", "" if busy is None else f"{busy:.2f}"]  # fmt: skip
+            score = "" if m.score is None else f"{m.score:.2f}"
+            writer.writerow([variant, m.engine, m.beam, seed, record.processor, m.sentences, *numbers,
+                             "yes" if m.beside_others else "no", score])  # fmt: skip
+    atomic_write(path, lambda tmp: tmp.write_text(table.getvalue(), encoding="utf-8"))
