@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import signal
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -24,7 +25,11 @@ _task: Callable[[int], Any] | None = None  # set in the parent before the fork, 
 
 
 def _start_worker() -> None:
+    """One thread; SIGTERM ends the worker at once, whichever of its threads the signal reaches (the parent's Python
+    handler, inherited by the fork, runs only in a main thread free to run it: a worker blocked on the task queue's
+    lock never did, and a pool that terminated it waited for ever)."""
     torch.set_num_threads(1)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _run(job: int) -> bytes:
@@ -47,8 +52,14 @@ def in_workers(task: Callable[[int], T], jobs: Sequence[int], workers: int) -> l
     except ValueError:
         raise UserError("worker processes need the 'fork' start method (Linux or macOS); use 1 worker") from None
     _task = task
+    pool = context.Pool(min(workers, len(jobs)), initializer=_start_worker)
     try:
-        with context.Pool(min(workers, len(jobs)), initializer=_start_worker) as pool:
-            return [pickle.loads(result) for result in pool.map(_run, jobs, chunksize=1)]
+        results = pool.map(_run, jobs, chunksize=1)
+        pool.close()  # the workers finish on their own: no signal is sent to a finished pool
+    except BaseException:
+        pool.terminate()
+        raise
     finally:
+        pool.join()
         _task = None
+    return [pickle.loads(result) for result in results]
