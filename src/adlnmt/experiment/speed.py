@@ -374,7 +374,11 @@ def pareto_plot(grid: Any, found: list[Point], path: Path) -> Path:
         axis.set_xlabel(f"sentences/s ({grid.speed.test}, whole command, {grid.speed.threads} thread(s))")
         axis.set_ylabel(f"{grid.metrics[0]} of the timed output ({grid.speed.test})")
         axis.grid(alpha=0.3)
-        axis.legend(fontsize="x-small")
+    legend = {}  # one legend for the panels, below them: inside a panel it hid points
+    for axis in axes[0]:
+        legend.update(zip(*reversed(axis.get_legend_handles_labels()), strict=True))
+    figure.legend(list(legend.values()), list(legend), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                  ncol=min(4, len(legend)), fontsize="small")  # fmt: skip
     return save_figure(figure, path)
 
 
