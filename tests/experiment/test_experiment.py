@@ -55,7 +55,8 @@ def grid_file(root: Path, corpus: Path) -> Path:
         "train": TINY,
         "claims": [{"quote": "a beats b", "where": "§1", "better": ["a", "b"]},
                    {"quote": "b replaces a with little loss", "close": ["b", "a"], "margin": 100},
-                   {"quote": "b decodes a million times faster", "faster": ["b", "a"], "ratio": 1e6}],
+                   # a ratio no timing can approach: "does not hold" whatever the load made of the two seeds' speeds
+                   {"quote": "b decodes a googol times faster", "faster": ["b", "a"], "ratio": 1e100}],
         "variants": [
             {"name": "a", "encoder": ENCODER, "decoder": DECODER.format(x="mh_dot_self_att"),
              "paper": {"WMT BLEU": 27.6}},
@@ -400,7 +401,7 @@ def test_claims_are_judged_from_the_runs(sequence: SimpleNamespace) -> None:
     assert len(lines) == 3
     assert lines[0].startswith("| “a beats b” (§1) | a > b | bleu test | 1, 2 |")
     assert "| b ≥ a − 100 |" in lines[1] and "(90 %)" in lines[1]  # 100 BLEU of margin
-    assert "| b ≥ 1e+06 × a | sent/s test | 1, 2 |" in lines[2]
+    assert "| b ≥ 1e+100 × a | sent/s test | 1, 2 |" in lines[2]
     judged = json.loads((sequence.out / "claims.json").read_text())
     assert [c["measured"] for c in judged["claims"]][1:] == ["holds", "does not hold"]
     for record in judged["claims"]:  # 6-update runs stopped by their cap: a claim on them is not decided
