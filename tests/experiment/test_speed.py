@@ -370,7 +370,7 @@ def test_the_speed_table_keeps_processors_apart_and_leaves_out_timings_beside_ot
                ("alone", 1): (3.0,) * 3}  # fmt: skip
     cpu = {("fast", 2): "Intel Xeon", ("slow", 2): "Intel Xeon"}
     runs = time_runs(grid, tmp_path / "out", seconds, cpu=cpu, busy={("alone", 1): 1.0})
-    found, beside = speed.points(grid, runs)
+    found, beside = speed.points(grid, speed.timed_records(grid, runs))
     assert [(p.variant, p.processor, p.sentences_per_s) for p in found] == [
         ("fast", "AMD EPYC (AVX2)", 50.0), ("fast", "Intel Xeon (AVX2)", 25.0),
         ("slow", "AMD EPYC (AVX2)", 10.0), ("slow", "Intel Xeon (AVX2)", 5.0),

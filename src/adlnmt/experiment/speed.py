@@ -304,12 +304,19 @@ class Point:
         return sentences / statistics.median(self.seconds)
 
 
-def points(grid: Any, runs: list[Any]) -> tuple[list[Point], list[str]]:
+Records = dict[tuple[str, int], SpeedRecord]  # (variant, seed) → the run's current speed record
+
+
+def timed_records(grid: Any, runs: list[Any]) -> Records:
+    """The current speed record of each timed run (:func:`run_record`), read once."""
+    return {(run.variant.name, run.seed): record for run in runs if (record := run_record(run, grid.speed))}
+
+
+def points(grid: Any, records: Records) -> tuple[list[Point], list[str]]:
     """The timed (variant, engine, beam, processor) of the grid, in the grid's order, from the timings taken alone;
     and the runs whose timings were taken beside other work (more than ``BUSY_BESIDE_LIMIT`` cores busy in a repeat:
     left out, as the claims leave them out), e.g. "Transformer seed 1 (torch beam 1, …)"."""
     spec = grid.speed
-    records = {(run.variant.name, run.seed): record for run in runs if (record := run_record(run, spec)) is not None}
     processors = sorted({record.processor for record in records.values()})
     found, beside = [], []
     for variant in grid.variants:
@@ -388,8 +395,9 @@ def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
     spec = grid.speed
     if spec is None:
         return []
-    _write_csv(grid, runs, out / "speed.csv")
-    found, beside = points(grid, runs)
+    records = timed_records(grid, runs)
+    _write_csv(grid, records, out / "speed.csv")
+    found, beside = points(grid, records)
     parts = ["## Decoding speed (whole commands)"]
     if not found and not beside:
         return [*parts, f"No finished run timed yet (the runs are timed once they have all finished; {spec.repeats} "
@@ -412,9 +420,9 @@ def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
                  f"{p.sentences_per_s:.1f}", f"{median:.2f} [{low:.2f}, {high:.2f}] ({coverage:.0%})",
                  f"{len(p.by_seed)} × {spec.repeats}", f"{statistics.mean(loads):.1f}", mark]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")
-    machines = {(r.processor, r.machine.get("threads")) for run in runs if (r := run_record(run, spec))}
-    skipped = sorted({f"{run.variant.name} ({m.engine}: {m.skipped})" for run in runs
-                      if (r := run_record(run, spec)) for m in r.measurements if m.skipped})  # fmt: skip
+    machines = {(r.processor, r.machine.get("threads")) for r in records.values()}
+    skipped = sorted({f"{name} ({m.engine}: {m.skipped})" for (name, _), r in records.items()
+                      for m in r.measurements if m.skipped})  # fmt: skip
     notes = [
         f"`adlnmt translate` on {f'the first {spec.lines} line(s)' if spec.lines else 'every line'} of {spec.test}, "
         f"timed from the start of the process to its end (loading included), {spec.precision}, {spec.threads} "
@@ -446,7 +454,7 @@ def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
     return parts
 
 
-def _write_csv(grid: Any, runs: list[Any], path: Path) -> None:
+def _write_csv(grid: Any, records: Records, path: Path) -> None:
     """``speed.csv``: one line per run, engine and beam timed, with its processor and whether it was timed beside
     other work."""
     table = io.StringIO()
@@ -454,7 +462,6 @@ def _write_csv(grid: Any, runs: list[Any], path: Path) -> None:
     writer.writerow(["variant", "engine", "beam", "seed", "processor", "sentences", "median_s", "low_s", "high_s",
                      "coverage", "sentences_per_s", "load", "busy_beside_max", "beside_other_work",
                      grid.metrics[0]])  # fmt: skip
-    records = {(run.variant.name, run.seed): record for run in runs if (record := run_record(run, grid.speed))}
     order = [v.name for v in grid.variants]
     for (variant, seed), record in sorted(records.items(), key=lambda item: (order.index(item[0][0]), item[0][1])):
         for m in record.measurements:
