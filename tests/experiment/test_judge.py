@@ -17,6 +17,7 @@ from adlnmt.experiment.grid import load_grid
 from adlnmt.experiment.judge import Judge, write_claims
 from adlnmt.experiment.results import RESULT_FILE
 from adlnmt.experiment.runner import plan_runs
+from adlnmt.verdicts import claims as claims_module
 from adlnmt.verdicts.claims import detectable_effect, effect, p_values, relation, seed_list
 from adlnmt.verdicts.statistics import (
     CLAIM_RESAMPLES,
@@ -364,6 +365,28 @@ def test_the_verdict_on_the_runs_after_registration_alone(tmp_path: Path) -> Non
         runs[("B", seed)]["date"] = "2026-11-25T08:00:00+00:00"
     (judged,) = Judge(grid, write_runs(grid, tmp_path / "baseline-before", runs)).judge_all()
     assert judged.post_registration == "no run of B evaluated after it"
+
+
+def test_the_verdict_after_registration_alone_gets_more_replicates_while_it_could_flip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verdict on the later runs alone follows every verdict's rule: judged again on twice the replicates while
+    Monte Carlo error could still flip it (here every verdict counts as such below 4 times the least)."""
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"],
+                                 "registered": "abc1234 2026-11-26T08:00:00+00:00"}])  # fmt: skip
+    runs = both(REFERENCES, WORSE, date="2026-11-27T08:00:00+00:00")
+    runs[("A", 1)]["date"] = "2026-11-25T08:00:00+00:00"
+    judge = Judge(grid, write_runs(grid, tmp_path / "out", runs))
+    least, calls, judge_once = judge.resamples, [], judge.judge
+    monkeypatch.setattr(claims_module, "unsettled", lambda tested, p, family=1: tested.resamples < 4 * least)
+
+    def counted(claim: Any, test: str, resamples: int | None = None, since: Any = None) -> Any:
+        calls.append((since is not None, resamples or least))
+        return judge_once(claim, test, resamples, since)
+
+    monkeypatch.setattr(judge, "judge", counted)
+    judge.judge_all()
+    assert sorted(calls) == [(alone, times * least) for alone in (False, True) for times in (1, 2, 4)]
 
 
 def test_the_p_carries_its_monte_carlo_error_and_the_minimum_detectable_effect(tmp_path: Path) -> None:

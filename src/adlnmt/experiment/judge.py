@@ -222,19 +222,26 @@ class Judge:
             # whole commands time one test set; a claim on rows of other sources reads its own test set alone
             if primary != VALIDATION and other_tests and not claim.engine and not claim.own_test_only:
                 judged += [self.judge(claim, t.name) for t in self.grid.tests if t.name != primary]
-        judged = [j for j in adjusted(judged) if j.primary or j.tested is not None]  # unmeasured: in families only
-        while shaky := [i for i, j in enumerate(judged) if j.unsettled and j.tested.resamples < MAX_RESAMPLES]:
-            for i in shaky:
-                more = self.judge(judged[i].claim, judged[i].test, 2 * judged[i].tested.resamples)
-                judged[i] = replace(judged[i], tested=more.tested)
-            judged = adjusted(judged)
-        late = {i: self.judge(j.claim, j.test, since=datetime.fromisoformat(j.claim.registered_at))
-                for i, j in enumerate(judged) if j.primary and j.after_results and j.claim.registered_at}  # fmt: skip
-        if late:
-            alone = adjusted([replace(late.get(i, j), adjusted_p=None) for i, j in enumerate(judged)])
-            for i in late:
+        judged = self._settled([j for j in adjusted(judged) if j.primary or j.tested is not None], {})
+        since = {i: datetime.fromisoformat(j.claim.registered_at) for i, j in enumerate(judged)
+                 if j.primary and j.after_results and j.claim.registered_at}  # fmt: skip
+        if since:
+            late = [self.judge(j.claim, j.test, since=since[i]) if i in since else j for i, j in enumerate(judged)]
+            alone = self._settled(adjusted([replace(j, adjusted_p=None) for j in late]), since)
+            for i in since:
                 found = alone[i].verdict if alone[i].tested else self._none_after(judged[i])
                 judged[i] = replace(judged[i], post_registration=found)
+        return judged
+
+    def _settled(self, judged: list[Judgement], since: dict[int, datetime]) -> list[Judgement]:
+        """Adjusted judgements, each verdict that Monte Carlo error could still flip judged again on twice the
+        replicates (up to ``MAX_RESAMPLES``) and the families adjusted again; judgement ``i`` on the runs evaluated
+        from ``since[i]`` on where given."""
+        while shaky := [i for i, j in enumerate(judged) if j.unsettled and j.tested.resamples < MAX_RESAMPLES]:
+            for i in shaky:
+                more = self.judge(judged[i].claim, judged[i].test, 2 * judged[i].tested.resamples, since.get(i))
+                judged[i] = replace(judged[i], tested=more.tested)
+            judged = adjusted(judged)
         return judged
 
     def _none_after(self, judgement: Judgement) -> str:
