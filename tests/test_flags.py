@@ -128,6 +128,15 @@ def test_serve_options_name_every_problem_by_its_flag() -> None:
         ServeOptions(model="m", port=-1, read_timeout_s=0)
 
 
+def test_search_options_hold_the_ranges_of_their_flags() -> None:
+    """SearchOptions made in Python (``Translator.search``) are refused where their flags would be: a negative
+    length penalty gave empty translations, a batch size of 0 failed inside the search."""
+    with pytest.raises(
+        UserError, match=re.escape("--batch-size must be >= 1, got 0; --length-penalty must be >= 0, got -1")
+    ):
+        SearchOptions(batch_size=0, length_penalty=-1)
+
+
 @pytest.mark.parametrize(
     "argv",
     [

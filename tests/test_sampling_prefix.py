@@ -166,6 +166,6 @@ def test_translate_samples_and_continues_prefixes(demo_data: Path, tmp_path: Pat
     assert capsys.readouterr().out == once and len(once.splitlines()) == 2 and '"hypotheses"' in once
     prefix.write_text("Lo kane\n", encoding="utf-8")
     assert main(["translate", "--model", str(model_dir), "--input", str(source), "--prefix", str(prefix)]) == 2
-    assert "1 target prefixes for 2 input lines" in capsys.readouterr().err
+    assert f"{prefix}: 1 target prefixes for 2 input lines" in capsys.readouterr().err
     assert main([*sampled[:5], "--sampling", "topk:0"]) == 2
     assert "sampling 'topk:0': K must be an integer >= 1" in capsys.readouterr().err

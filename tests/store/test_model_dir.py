@@ -69,6 +69,7 @@ def test_config_is_checked_and_errors_name_the_file(tmp_path: Path) -> None:
         ('{"model": {}}', "malformed \\(expected the objects 'train' and 'model'\\)"),
         ('{"train": {}, "model": []}', "malformed \\(expected the objects 'train' and 'model'\\)"),
         ('{"train": {}, "model": {"layers": 7}}', "malformed model entry"),
+        ('{"model_type": "marian"}', "a Hugging Face model \\(marian\\), not an adlnmt model directory; import it"),
     ):
         path.write_bytes(text.encode("latin-1"))
         with pytest.raises(UserError, match=f"^{path}: {reason}"):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from adlnmt.bounds import at_least, flag_type
 from adlnmt.devices import check_cpu_count
-from adlnmt.errors import UserError
+from adlnmt.errors import DataError, UserError
 from adlnmt.exits import said_on_sigterm
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.engine import ENGINE_CHOICES
@@ -54,10 +54,13 @@ def translate_to_output(args: argparse.Namespace) -> int:
     constraints = None
     if args.constraints:
         constraints = read_constraints(read_lines(args.constraints), args.constraints, len(lines))
+    prefixes = list(read_lines(args.prefix)) if args.prefix else None
+    if prefixes is not None and len(prefixes) != len(lines):
+        raise DataError(f"{len(prefixes):,} target prefixes for {len(lines):,} input lines: need one per input line",
+                        args.prefix)  # fmt: skip
     started = time.perf_counter()
     encoded = [translator.encode(line, number) if line.strip() else None for number, line in enumerate(lines, 1)]
-    prefixes = list(read_lines(args.prefix)) if args.prefix else None
-    if prefixes is not None and len(prefixes) == len(encoded):
+    if prefixes is not None:
         warn_prefixes(translator.data.tgt_vocab, encoded, prefixes, options, args.prefix)
     lexical, warnings = translator.encode_constraints(constraints)
     found = translator.search_encoded(encoded, options, prefixes, lexical)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from adlnmt.bounds import POSITIVE, SEED, at_least
 from adlnmt.errors import UserError
-from adlnmt.flags import option
+from adlnmt.flags import option, out_of_bounds
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -112,12 +112,12 @@ class SearchOptions:
     whole vocabulary."""
 
     def __post_init__(self) -> None:
+        if problems := out_of_bounds(self):  # each field's range, as its flag checks it
+            raise UserError("; ".join(problems))
         if self.sampling is not None:
             sampling_rule(self.sampling)
-            if self.nbest < 1 or self.temperature <= 0:
-                raise ValueError(f"sampling needs nbest >= 1 and temperature > 0, got {self.nbest}, {self.temperature}")
-        elif self.beam < 1 or not 1 <= self.nbest <= self.beam:
-            raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={self.beam}, nbest={self.nbest}")
+        elif self.nbest > self.beam:
+            raise ValueError(f"need nbest <= beam, got beam={self.beam}, nbest={self.nbest}")
 
 
 DEFAULT_OPTIONS = SearchOptions()  # those of `adlnmt translate` without flags

@@ -105,6 +105,9 @@ class ModelDir:
             stored = parse_json(path.read_bytes())
         except (OSError, ValueError) as err:  # parse_json's JsonError is a ValueError
             raise UserError(f"{path}: damaged ({describe(err)})") from None
+        if isinstance(stored, dict) and "model_type" in stored:  # what transformers writes, e.g. an OPUS-MT download
+            raise UserError(f"{path}: a Hugging Face model ({stored['model_type']}), not an adlnmt model directory; "
+                            f"import it first: adlnmt import {self.path} --from hf-marian --out MODEL")  # fmt: skip
         if not isinstance(stored, dict) or not all(isinstance(stored.get(key), dict) for key in ("train", "model")):
             raise UserError(f"{path}: malformed (expected the objects 'train' and 'model')")
         try:
