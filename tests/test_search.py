@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import math
 import re
 from dataclasses import replace
@@ -263,6 +264,17 @@ def test_reduced_precisions_translate_every_line(trained, demo_data: Path, tmp_p
         assert len(lines) == 6 and sum(a == b for a, b in zip(lines, reference, strict=True)) >= 3
     assert main(["translate", "--model", str(model_dir), "--input", str(source), "--precision", "fp16"]) == 2
     assert "precision fp16 needs a CUDA device" in capsys.readouterr().err
+
+
+def test_a_dash_reads_stdin_and_writes_stdout(trained, demo_data: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """``--input -`` and ``--output -`` are stdin and stdout (the Unix convention), never a file named ``-``."""
+    model_dir = trained["transformer"].model_dir
+    lines = (demo_data / "corpus" / "test.src").read_text().splitlines()[:3]
+    expected = trained["transformer"].translate(lines, SearchOptions(beam=3))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO("".join(f"{x}\n" for x in lines).encode())))
+    assert main(["translate", "--model", str(model_dir), "--input", "-", "--output", "-", "--beam", "3"]) == 0
+    assert capsys.readouterr().out.splitlines() == expected and not (tmp_path / "-").exists()
 
 
 def test_int8_quantizes_recurrent_layers(trained, demo_data: Path) -> None:

@@ -13,6 +13,7 @@ from adlnmt.store.atomic import (
     FILE_MODE,
     append_line,
     atomic_write,
+    check_writable,
     copy_atomic,
     file_sha256,
     read_records,
@@ -82,6 +83,9 @@ def test_write_output_writes_a_special_file_in_place(tmp_path: Path, capsys) -> 
     assert Path("/dev/null").is_char_device()
     write_output(None, "to stdout\n")
     assert capsys.readouterr().out == "to stdout\n"
+    check_writable("-")
+    write_output("-", "a dash is stdout\n")
+    assert capsys.readouterr().out == "a dash is stdout\n" and not Path("-").exists()
     write_output(str(tmp_path / "new" / "out.txt"), "a file\n")
     assert (tmp_path / "new" / "out.txt").read_text(encoding="utf-8") == "a file\n"
 

@@ -138,7 +138,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     _scoring_arguments(score_pairs)
     score_pairs.add_argument("--source", required=True, help="source file, one sentence per line")
     score_pairs.add_argument("--target", required=True, help="target file, aligned with --source")
-    score_pairs.add_argument("--output", help="output file (default: stdout)")
+    score_pairs.add_argument("--output", help="output file (default or -: stdout)")
     score_pairs.set_defaults(func=cmd_score_pairs)
 
     contrastive = commands.add_parser(
@@ -146,7 +146,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     _scoring_arguments(contrastive)
     contrastive.add_argument("--suite", required=True, help="suite file, JSON lines (docs/contrastive.md)")
-    contrastive.add_argument("--output", help="Markdown table (default: stdout)")
+    contrastive.add_argument("--output", help="Markdown table (default or -: stdout)")
     contrastive.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
     contrastive.add_argument(
         "--resamples",

@@ -16,7 +16,7 @@ from adlnmt.exits import said_on_sigterm
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
-from adlnmt.store.atomic import write_output
+from adlnmt.store.atomic import STDIO, write_output
 
 if TYPE_CHECKING:
     from adlnmt.inference.translator import Translation, Translator
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 def cmd_translate(args: argparse.Namespace) -> int:
     """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported. SIGTERM says that
     nothing was written (the output is written once every line is translated)."""
-    where = args.output or "stdout"
+    where = "stdout" if args.output in (None, STDIO) else args.output
     with said_on_sigterm(f"translation stopped; nothing written ({where} gets every line once all are translated)"):
         return translate_to_output(args)
 
@@ -50,7 +50,8 @@ def translate_to_output(args: argparse.Namespace) -> int:
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
     translator.check(options, bool(args.prefix), constraints=bool(args.constraints))  # before reading the input
-    lines = list(read_lines(args.input) if args.input else decode_lines(sys.stdin.buffer, "<stdin>"))
+    from_stdin = args.input in (None, STDIO)
+    lines = list(decode_lines(sys.stdin.buffer, "<stdin>") if from_stdin else read_lines(args.input))
     constraints = None
     if args.constraints:
         constraints = read_constraints(read_lines(args.constraints), args.constraints, len(lines))
@@ -142,8 +143,8 @@ def load_translator(args: argparse.Namespace, options: SearchOptions) -> Transla
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     translate = commands.add_parser("translate", help="translate raw text with a trained model (beam search)")
-    translate.add_argument("--input", help="input file, one sentence per line (default: stdin)")
-    translate.add_argument("--output", help="output file (default: stdout)")
+    translate.add_argument("--input", help="input file, one sentence per line (default or -: stdin)")
+    translate.add_argument("--output", help="output file (default or -: stdout)")
     add_model_arguments(translate)
     add_flags(translate, SearchOptions)
     translate.add_argument(

@@ -27,12 +27,16 @@ def describe(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
+STDIO = "-"
+"""As an input or output path: standard input or output (the Unix convention)."""
+
+
 def check_writable(*paths: str | None) -> None:
-    """A UserError naming the first of ``paths`` (None: stdout) that cannot be written: a directory, a read-only
-    file, a file where a folder of its path should be, or a folder that takes no new file. Missing folders are fine:
-    the write creates them (:func:`write_output`), so the nearest existing one is tried.
+    """A UserError naming the first of ``paths`` (None or ``-``: stdout) that cannot be written: a directory, a
+    read-only file, a file where a folder of its path should be, or a folder that takes no new file. Missing folders
+    are fine: the write creates them (:func:`write_output`), so the nearest existing one is tried.
     Checked before the work whose results they hold."""
-    for path in filter(None, paths):
+    for path in (p for p in paths if p and p != STDIO):
         target = Path(path)
         if target.is_dir():
             raise UserError(f"{path}: a directory, not a file to write")
@@ -52,8 +56,9 @@ def check_writable(*paths: str | None) -> None:
 
 def write_output(path: str | None, text: str) -> None:
     """A command's ``--output``: ``text`` written atomically to the file ``path`` (a failed write, e.g. on a full
-    disk, names it and keeps the previous file); to stdout when None, and in place to a special file (a pipe,
-    ``/dev/stdout``), which cannot be replaced."""
+    disk, names it and keeps the previous file); to stdout when None or ``-``, and in place to a special file (a
+    pipe, ``/dev/stdout``), which cannot be replaced."""
+    path = None if path == STDIO else path
     if path and not is_special_file(path):
         write_text_atomic(path, text)
         return
