@@ -141,14 +141,19 @@ def test_the_engine_table_of_the_docs_is_the_engines_capabilities() -> None:
 
 
 def test_an_unwritable_output_is_refused_before_the_model_loads(model: Path, tmp_path: Path, capsys) -> None:
-    """``--output`` a directory (or under a file) is named before anything loads or is searched, not after the
-    whole input was translated; a folder still to be made is fine (the write makes it)."""
+    """``--output`` a directory (or under a file, or an input) is named before anything loads or is searched, not
+    after the whole input was translated; a folder still to be made is fine (the write makes it)."""
     (tmp_path / "file").write_text("")
     for output, reason in ((tmp_path, "a directory, not a file to write"),
                            (tmp_path / "file" / "out.txt", "cannot write (Not a directory)")):  # fmt: skip
         argv = ["translate", "--model", str(tmp_path / "no-model"), "--output", str(output)]
         assert main(argv) == 2
         assert capsys.readouterr().err == f"error: {output}: {reason}\n"
+    for flag in ("--input", "--prefix", "--constraints"):  # the input was replaced by its translation
+        argv = ["translate", "--model", str(tmp_path / "no-model"), flag, str(tmp_path / "file"), "--output",
+                str(tmp_path / "file")]  # fmt: skip
+        assert main(argv) == 2
+        assert "file: the same file as the input" in capsys.readouterr().err
     argv = translate(model, tmp_path, "--beam", "1")
     argv[argv.index("--output") + 1] = str(tmp_path / "new" / "folder" / "out.txt")
     assert main(argv) == 0

@@ -197,10 +197,12 @@ def test_an_unwritable_output_is_named_before_the_scoring(
     monkeypatch.setattr("adlnmt.analysis.contrastive.evaluate_model", lambda *args: pytest.fail("scored first"))
     (tmp_path / "file").write_text("")
     for unwritable, reason in ((tmp_path, "a directory, not a file to write"), (tmp_path / "file" / "r.json",
-                               "cannot write (Not a directory)")):  # fmt: skip
+                               "cannot write (Not a directory)"), (suite, f"the same file as the input {suite}, "
+                               "which writing there would replace; choose another")):  # fmt: skip
         argv = ["contrastive", "--model", str(tmp_path), "--suite", str(suite), "--json", str(unwritable)]
         assert main(argv) == 2
         assert capsys.readouterr().err == f"error: {unwritable}: {reason}\n"
+    assert suite.read_text(encoding="utf-8") == json.dumps(ITEM) + "\n"
     check_writable(None, str(tmp_path / "new.json"), "/dev/null")  # stdout, a new file, a device: fine
 
 

@@ -90,6 +90,18 @@ def test_write_output_writes_a_special_file_in_place(tmp_path: Path, capsys) -> 
     assert (tmp_path / "new" / "out.txt").read_text(encoding="utf-8") == "a file\n"
 
 
+def test_check_writable_refuses_an_output_that_is_an_input_or_another_output(tmp_path: Path) -> None:
+    """contrastive --json SUITE replaced the suite with the result, and --json X --output X kept only the table."""
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text("{}\n", encoding="utf-8")
+    with pytest.raises(UserError, match=f"^{suite}: the same file as the input {suite}, which writing there"):
+        check_writable(str(suite), inputs=(str(suite),))
+    other = str(tmp_path / "sub" / ".." / "out.md")
+    with pytest.raises(UserError, match=f"^{tmp_path / 'out.md'}: the same file as the output {other}, which"):
+        check_writable(other, str(tmp_path / "out.md"), inputs=(None, "-"))
+    check_writable("-", "-", "/dev/null", "/dev/null", inputs=("-", "/dev/null"))  # stdout and devices: in place
+
+
 def test_copy_atomic_names_a_missing_source_not_its_target(tmp_path: Path) -> None:
     (tmp_path / "a").write_bytes(b"abc" * 1000)
     copy_atomic(tmp_path / "a", tmp_path / "out" / "b")

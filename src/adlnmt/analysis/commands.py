@@ -19,7 +19,7 @@ def cmd_score_pairs(args: argparse.Namespace) -> int:
     from adlnmt.metrics import read_lines
     from adlnmt.store.atomic import write_output
 
-    check_writable(args.output)
+    check_writable(args.output, inputs=(args.source, args.target))
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
         raise UserError(f"{args.source} has {len(sources)} lines but {args.target} has {len(targets)}")
@@ -34,7 +34,7 @@ def cmd_contrastive(args: argparse.Namespace) -> int:
     from adlnmt.analysis.contrastive import evaluate_model, markdown_table
     from adlnmt.store.atomic import write_output
 
-    check_writable(args.json, args.output)  # before the scoring, which may take long
+    check_writable(args.json, args.output, inputs=(args.suite,))  # before the scoring, which may take long
     result = evaluate_model(args.model, args.suite, args.checkpoint, args.device, args.batch_size, args.normalize,
                             args.resamples, args.seed, args.engine)  # fmt: skip
     table = markdown_table(result)
@@ -50,7 +50,7 @@ def cmd_contrastive_suite(args: argparse.Namespace) -> int:
 
     if args.source and not args.reference:
         raise UserError("--source needs --reference (the suite's targets)")
-    check_writable(args.output)
+    check_writable(args.output, inputs=(args.reference, args.source, *(args.lexicon or [])))
     references = read_lines(args.reference) if args.reference else []
     sources = read_lines(args.source) if args.source else [""] * len(references)
     if len(sources) != len(references):

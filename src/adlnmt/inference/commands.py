@@ -46,7 +46,7 @@ def translate_to_output(args: argparse.Namespace) -> int:
         raise UserError(problem)
     check_cpu_count("--threads", args.threads)
     check_cpu_count("--workers", args.workers)
-    check_writable(args.output)  # before the search, which may take hours
+    check_writable(args.output, inputs=(args.input, args.prefix, args.constraints))  # before the search (hours)
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
     translator.check(options, bool(args.prefix), constraints=bool(args.constraints))  # before reading the input

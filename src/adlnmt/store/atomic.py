@@ -10,6 +10,7 @@ import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +32,22 @@ STDIO = "-"
 """As an input or output path: standard input or output (the Unix convention)."""
 
 
-def check_writable(*paths: str | None) -> None:
+def check_writable(*paths: str | None, inputs: Iterable[str | Path | None] = ()) -> None:
     """A UserError naming the first of ``paths`` (None or ``-``: stdout) that cannot be written: a directory, a
-    read-only file, a file where a folder of its path should be, or a folder that takes no new file. Missing folders
-    are fine: the write creates them (:func:`write_output`), so the nearest existing one is tried.
+    read-only file, a file where a folder of its path should be, or a folder that takes no new file; or that is one
+    of the command's ``inputs`` or another of ``paths`` (the write would replace it). Missing folders are fine: the
+    write creates them (:func:`write_output`), so the nearest existing one is tried.
     Checked before the work whose results they hold."""
+    taken: dict[Path, str] = {}
+    for source in (p for p in inputs if p and str(p) != STDIO):
+        taken.setdefault(Path(source).resolve(), f"the input {source}")
     for path in (p for p in paths if p and p != STDIO):
         target = Path(path)
         if target.is_dir():
             raise UserError(f"{path}: a directory, not a file to write")
+        if (other := taken.get(target.resolve())) and not is_special_file(target):
+            raise UserError(f"{path}: the same file as {other}, which writing there would replace; choose another")
+        taken[target.resolve()] = f"the output {path}"
         if target.exists() and not os.access(target, os.W_OK):
             raise UserError(f"{path}: cannot write (permission denied)")
         if target.exists() and not target.is_file():  # a device or pipe (/dev/stdout): written in place
