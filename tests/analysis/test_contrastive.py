@@ -21,7 +21,7 @@ from adlnmt.analysis.contrastive import (
 from adlnmt.analysis.demo_suite import LEXICON, demo_items, demo_suite
 from adlnmt.analysis.forced import PairScorer
 from adlnmt.cli import main
-from adlnmt.errors import DataError
+from adlnmt.errors import DataError, UserError
 from adlnmt.inference.translator import Translator
 from adlnmt.model import Seq2Seq
 from adlnmt.store.atomic import check_writable
@@ -129,6 +129,17 @@ def test_the_demo_suite_flips_exactly_one_agreeing_word(demo_data: Path) -> None
         assert len(set(forms)) == 2 and forms.count(forms[0]) * 2 == len(forms)
     assert max(item.distance for item in items if item.phenomenon.startswith("verb")) >= 5
     assert demo_suite(120, seed=2) == demo_suite(120, seed=2) and len(demo_suite(120, seed=2)) <= 120
+
+
+def test_a_demo_size_too_small_for_a_balanced_suite_is_refused(tmp_path: Path, capsys) -> None:
+    """``--size 5`` wrote nothing, with "None: no demo item found in its 0 lines": 6 phenomena × 2 forms need 12."""
+    with pytest.raises(UserError, match=r"^--size 11: a balanced suite of these pairs holds at least 12 items"):
+        demo_suite(11)
+    assert len(demo_suite(12)) == 12
+    argv = ["contrastive-suite", "demo", "--size", "5", "--output", str(tmp_path / "suite.jsonl")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("error: --size 5: a balanced suite of these pairs holds at least 12")
+    assert not (tmp_path / "suite.jsonl").exists()
 
 
 def test_a_variant_equal_to_the_reference_is_never_right(agreement_model: Path) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from adlnmt.analysis.contrastive import SuiteItem
 from adlnmt.data import demo
+from adlnmt.errors import UserError
 
 Features = tuple[str, str]  # (gender, number)
 FLIPS = {"gender": {"m": "f", "f": "m"}, "number": {"sg": "pl", "pl": "sg"}}
@@ -117,14 +118,18 @@ def sentence_items(source: str, target: str) -> Iterator[SuiteItem]:
 def demo_items(sources: Sequence[str], targets: Sequence[str], size: int | None = None, seed: int = 7
                ) -> list[SuiteItem]:  # fmt: skip
     """The flips of the demo pairs, balanced per phenomenon (equal counts of each reference form, drawn with
-    ``random.Random(seed)``), then at most ``size`` items drawn evenly over the phenomena, in pair order."""
+    ``random.Random(seed)``), then at most ``size`` items drawn evenly over the phenomena, in pair order; a UserError
+    when ``size`` cannot hold one item of each form of each phenomenon found."""
     found = [(index, item) for index, (s, t) in enumerate(zip(sources, targets, strict=True))
              for item in sentence_items(s, t)]  # fmt: skip
     rng = random.Random(seed)
     groups: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for number, (_, item) in enumerate(found):
         groups[item.phenomenon][item.extra["reference_form"]].append(number)
-    per_phenomenon = None if size is None else max(1, size // max(1, len(groups)))
+    if size is not None and size < 2 * len(groups):
+        raise UserError(f"--size {size}: a balanced suite of these pairs holds at least {2 * len(groups)} items (one "
+                        f"of each form of each of its {len(groups)} phenomena)")  # fmt: skip
+    per_phenomenon = None if size is None else size // max(1, len(groups))
     kept: list[int] = []
     for phenomenon in sorted(groups):
         forms = groups[phenomenon]
