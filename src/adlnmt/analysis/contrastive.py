@@ -159,9 +159,10 @@ def evaluate_suite(
     seed: int = 1,
     names: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Score every reference and variant of ``items`` with ``scorer`` → :func:`accuracy_report` plus per item
-    ``correct`` (bool) and ``margin`` (reference score − best variant score). ``names``: each item's name in the
-    warnings of a side cut to the model's limits (default ``item N``; :func:`evaluate_model`: ``FILE:LINE``)."""
+    """Score every reference and variant of ``items`` with ``scorer`` → :func:`accuracy_report` plus the lists
+    ``correct`` (bool) and ``margins`` (reference score − best variant score), one per item. ``names``: each item's
+    name in the warnings of a side cut to the model's limits (default ``item N``; :func:`evaluate_model`:
+    ``FILE:LINE``)."""
     sources = [item.source for item in items for _ in range(1 + len(item.contrastive))]
     targets = [target for item in items for target in (item.reference, *item.contrastive)]
     names = names or [f"item {number}" for number in range(1, len(items) + 1)]
