@@ -306,6 +306,7 @@ ALIASES: dict[str, str] = {alias: p.name for p in _PRESETS for alias in p.aliase
 
 
 def get_preset(name: str) -> Preset:
+    """The architecture named ``name`` or one of its aliases; a UserError, with close names, for an unknown one."""
     name = ALIASES.get(name, name)
     if name not in PRESETS:
         close = difflib.get_close_matches(name, [*PRESETS, *ALIASES], n=3, cutoff=0.6)

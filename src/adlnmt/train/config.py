@@ -24,6 +24,9 @@ from adlnmt.yamltext import read_yaml_file
 
 @dataclass
 class TrainConfig:
+    """The options of ``adlnmt train``: one field per flag and YAML key (``d_model`` is ``--d-model``), with its
+    default, bounds and help."""
+
     data: str = option(None, "prepared data directory (adlnmt prepare)")
     model: str = option(None, "model directory (created; re-running the same command resumes)")
     encoder: str | None = option(None, "encoder ADL chain")

@@ -137,6 +137,8 @@ def check_positions(model: Seq2Seq, data: DataDir) -> None:
 
 
 class Trainer:
+    """One training run of a :class:`TrainConfig`: builds or resumes the model directory, then :meth:`train`."""
+
     def __init__(self, config: TrainConfig) -> None:
         self.config = config
         adopt_slurm_environment()  # under srun with several tasks: rank and world size from SLURM's environment
