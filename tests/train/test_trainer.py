@@ -82,6 +82,14 @@ def test_the_fused_loss_trains_like_the_unfused_one(demo_data: Path, tmp_path: P
         assert a["valid_ppl"] == pytest.approx(b["valid_ppl"], rel=1e-4)
 
 
+def test_a_checkpoint_at_the_end_of_an_epoch_records_that_epoch(demo_data: Path, tmp_path: Path) -> None:
+    """--max-epochs 1 recorded "epoch": 2 (the epoch counter had moved on), which serve's /model and a grid's result
+    reported as the epochs trained."""
+    argv = train_args(demo_data / "data", tmp_path / "m", "--max-epochs", "1", "--no-valid-bleu")
+    assert main(argv) == 0
+    assert [r["epoch"] for r in records(tmp_path / "m")] == [1]
+
+
 def test_rerunning_a_finished_run_trains_nothing_more(demo_data: Path, tmp_path: Path) -> None:
     argv = train_args(demo_data / "data", tmp_path / "m", "--max-updates", "10", "--checkpoint-interval", "10",
                       "--no-valid-bleu")  # fmt: skip

@@ -484,7 +484,7 @@ class Trainer:
         self.schedule.step_checkpoint(self.optimizer, improved)
         record = {
             "update": p.update,
-            "epoch": p.epoch + 1,
+            "epoch": p.epoch + (1 if p.batch_in_epoch else 0),  # of the last update: an epoch's last moves p.epoch on
             "train_loss": train_loss,
             **metrics,
             "lr": self.optimizer.param_groups[0]["lr"],
