@@ -113,6 +113,15 @@ def test_a_refused_start_leaves_no_model_directory_behind(demo_data: Path, tmp_p
     assert (tmp_path / "mine").is_dir()
 
 
+def test_a_file_given_as_the_model_directory_is_named(demo_data: Path, tmp_path: Path, capsys) -> None:
+    """--model a file said "error: FILE: File exists" (mkdir's error)."""
+    (tmp_path / "notes.txt").write_text("mine\n")
+    assert main(train_args(demo_data / "data", tmp_path / "notes.txt", "--max-updates", "2")) == 2
+    error = f"error: {tmp_path / 'notes.txt'}: a file, where the model directory should be; choose another path\n"
+    assert capsys.readouterr().err == error
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
 def test_a_different_run_in_the_same_directory_is_refused(demo_data: Path, tmp_path: Path) -> None:
     main(train_args(demo_data / "data", tmp_path / "m", "--max-updates", "5", "--no-valid-bleu"))
     with pytest.raises(UserError, match=r"different settings .*lr"):

@@ -23,6 +23,8 @@ class DirectoryLock:
         kind: str = "model directory",
         advice: str = "wait for it to end or choose another --model",
     ) -> None:
+        if directory.exists() and not directory.is_dir():  # mkdir's error: "File exists"
+            raise UserError(f"{directory}: a file, where the {kind} should be; choose another path")
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / name
         self._handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held open: the lock lives with it)
