@@ -110,3 +110,12 @@ def test_nested_repeats_are_capped_before_anything_is_built() -> None:
     with pytest.raises(ADLError) as caught:  # refused from the tree, before a million layers are built
         build_chain("pos -> repeat(1000, repeat(1000, res(ffl)))", Side.ENCODER, 16, ModelOptions(16, 2))
     assert "more than 10,000 layers" in caught.value.message and caught.value.column == 7
+
+
+def test_bare_layer_names_count_towards_the_layer_cap() -> None:
+    """A bare name is a layer too: ``repeat(1000, repeat(1000, norm))`` counted as 1,001 and built a million."""
+    with pytest.raises(ADLError, match="more than 10,000 layers"):  # 11,012 layers, counted as 12
+        build_chain("concat(" + ", ".join(["repeat(1000, id)"] * 11) + ")", Side.ENCODER, 16, ModelOptions(16, 2))
+    with pytest.raises(ADLError) as caught:
+        build_chain("repeat(1000, repeat(1000, norm))", Side.ENCODER, 16, ModelOptions(16, 2))
+    assert "more than 10,000 layers" in caught.value.message and caught.value.column == 0

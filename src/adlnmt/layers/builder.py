@@ -98,13 +98,22 @@ def _repeat_count(node: LayerNode) -> int:
     return int(first.value) if isinstance(first, Literal) and first.kind == "int" and first.value > 0 else 1
 
 
+def _argument_size(value: Value) -> int:
+    """The layers an argument builds: a nested chain's, one for a bare layer name (``repeat(6, norm)``), else 0."""
+    if isinstance(value, Chain):
+        return expanded_size(value)
+    if isinstance(value, Literal) and value.kind == "word":
+        return int(ALIASES.get(str(value.value), str(value.value)) in REGISTRY)
+    return 0
+
+
 def expanded_size(chain: Chain) -> int:
     """The number of layers ``chain`` builds, ``repeat`` s expanded and nested chains included; an ADL error at the
     first layer that would take the side past ``MAX_LAYERS`` (so that ``repeat(1000, repeat(1000, …))`` fails at
     once instead of building a million layers)."""
     total = 0
     for node in chain.layers:
-        inner = sum(expanded_size(arg.value) for arg in node.args if isinstance(arg.value, Chain))
+        inner = sum(_argument_size(arg.value) for arg in node.args)
         total += 1 + _repeat_count(node) * inner
         if total > MAX_LAYERS:
             raise ADLError(f"this builds more than {MAX_LAYERS:,} layers (repeats multiplied out)", column=node.col)
