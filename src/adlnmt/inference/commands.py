@@ -16,7 +16,7 @@ from adlnmt.exits import said_on_sigterm
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
-from adlnmt.store.atomic import STDIO, write_output
+from adlnmt.store.atomic import is_stdio, write_output
 
 if TYPE_CHECKING:
     from adlnmt.inference.translator import Translation, Translator
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 def cmd_translate(args: argparse.Namespace) -> int:
     """Translate a file or stdin; with an export run by CTranslate2 PyTorch is never imported. SIGTERM says that
     nothing was written (the output is written once every line is translated)."""
-    where = "stdout" if args.output in (None, STDIO) else args.output
+    where = "stdout" if is_stdio(args.output) else args.output
     with said_on_sigterm(f"translation stopped; nothing written ({where} gets every line once all are translated)"):
         return translate_to_output(args)
 
@@ -50,8 +50,7 @@ def translate_to_output(args: argparse.Namespace) -> int:
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
     translator.check(options, bool(args.prefix), constraints=bool(args.constraints))  # before reading the input
-    from_stdin = args.input in (None, STDIO)
-    lines = list(decode_lines(sys.stdin.buffer, "<stdin>") if from_stdin else read_lines(args.input))
+    lines = list(decode_lines(sys.stdin.buffer, "<stdin>") if is_stdio(args.input) else read_lines(args.input))
     constraints = None
     if args.constraints:
         constraints = read_constraints(read_lines(args.constraints), args.constraints, len(lines))

@@ -32,6 +32,11 @@ STDIO = "-"
 """As an input or output path: standard input or output (the Unix convention)."""
 
 
+def is_stdio(path: str | Path | None) -> bool:
+    """Whether a command's input or output ``path`` is stdin/stdout: not given, or ``-``."""
+    return path is None or str(path) in ("", STDIO)
+
+
 def check_writable(*paths: str | None, inputs: Iterable[str | Path | None] = ()) -> None:
     """A UserError naming the first of ``paths`` (None or ``-``: stdout) that cannot be written: a directory, a
     read-only file, a file where a folder of its path should be, or a folder that takes no new file; or that is one
@@ -39,9 +44,9 @@ def check_writable(*paths: str | None, inputs: Iterable[str | Path | None] = ())
     write creates them (:func:`write_output`), so the nearest existing one is tried.
     Checked before the work whose results they hold."""
     taken: dict[Path, str] = {}
-    for source in (p for p in inputs if p and str(p) != STDIO):
+    for source in (p for p in inputs if not is_stdio(p)):
         taken.setdefault(Path(source).resolve(), f"the input {source}")
-    for path in (p for p in paths if p and p != STDIO):
+    for path in (p for p in paths if not is_stdio(p)):
         target = Path(path)
         if target.is_dir():
             raise UserError(f"{path}: a directory, not a file to write")
@@ -66,21 +71,20 @@ def write_output(path: str | None, text: str) -> None:
     """A command's ``--output``: ``text`` written atomically to the file ``path`` (a failed write, e.g. on a full
     disk, names it and keeps the previous file); to stdout when None or ``-``, and in place to a special file (a
     pipe, ``/dev/stdout``), which cannot be replaced."""
-    path = None if path == STDIO else path
-    if path and not is_special_file(path):
+    if not is_stdio(path) and not is_special_file(path):
         write_text_atomic(path, text)
         return
     try:
-        if path:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        else:
+        if is_stdio(path):
             sys.stdout.write(text)
             sys.stdout.flush()
+        else:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
     except BrokenPipeError:
         raise
     except OSError as err:
-        raise UserError(f"{path or '<stdout>'}: cannot write ({err.strerror or err})") from None
+        raise UserError(f"{'<stdout>' if is_stdio(path) else path}: cannot write ({err.strerror or err})") from None
 
 
 def is_special_file(path: str | Path) -> bool:
