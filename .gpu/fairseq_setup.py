@@ -7,6 +7,9 @@ Python 3.11 refuses dataclass fields whose default is a mutable (unhashable) ins
 fairseq reads those defaults back (``Field.default``), so they stay; instead every bare ``@dataclass`` of both becomes
 ``@dataclass(unsafe_hash=True)``: the instances are hashable, which is all the check asks, and the defaults are shared
 as on Python 3.10 (nothing hashes them, so nothing else changes).
+fairseq's ``--bf16`` implies ``--tpu`` (``options.py``: ``if args.bf16: args.tpu = True``), so on a GPU it fails at
+``xm.xla_device``; that implication is dropped, and ``--bf16`` on a GPU then runs fairseq's own bf16 path as its
+trainer has it for CUDA (the model and batches in bf16, ``FP16Optimizer`` with fp32 master weights, no loss scaling).
 Then ``fairseq/data/data_utils_fast.pyx`` (batching by tokens) is compiled in place with Cython and NumPy's headers.
 """
 
@@ -53,6 +56,11 @@ if __name__ == "__main__":
     old, new = "importer.find_module(modname)", "importer.find_spec(modname).loader"
     plugins.write_text(plugins.read_text().replace(old, new))
     print("dataclass defaults patched: fairseq", patch(src / "fairseq"), "hydra", patch(site / "hydra"))
+    options = src / "fairseq/options.py"
+    old, new = "    if args.bf16:\n        args.tpu = True\n", "    # bf16 on a GPU: no --tpu implied (.gpu/fairseq_setup.py)\n"
+    if old not in options.read_text():
+        sys.exit(f"{options}: the --bf16 implies --tpu lines are not there; another fairseq version?")
+    options.write_text(options.read_text().replace(old, new))
     import os
 
     os.chdir(src)

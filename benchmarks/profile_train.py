@@ -1,10 +1,13 @@
 """Where a training update's time goes: torch.profiler over the trainer's own update (``adlnmt bench train``'s
 ``Updater``) on the model of ``fairseq_gpu.py`` (pre-norm Transformer d 512, 6+6) and random sentence pairs.
 
-    python benchmarks/profile_train.py --device cuda --precision bf16 [--batch-tokens 8192] [--compile]
+    python benchmarks/profile_train.py --device cuda --precision bf16 [--batch-tokens 8192] [--compile] \
+        [--compare-off SPEEDUP]
 
 Prints the wall time per update, the GPU's busy time per update (the sum of its kernels' times), the kernel launches
-and host-device synchronisations per update, and the operators with the most GPU and host time.
+and host-device synchronisations per update, and the operators with the most GPU and host time. With
+``--compare-off``, then times the same updates without the profiler, with the speedup on and off (``adlnmt.speedups``),
+alternating for ``--rounds`` rounds, and prints each round's ms/update and the ratio off / on.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from adlnmt.bench.train import Updater, prepared_batches, random_pairs
 from adlnmt.model import Seq2Seq
+from adlnmt.speedups import speedups_off
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.device import full_fp32
 
@@ -34,6 +38,8 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--rows", type=int, default=12)
+    parser.add_argument("--compare-off", metavar="SPEEDUP", help="also time the updates with this speedup off")
+    parser.add_argument("--rounds", type=int, default=3, help="--compare-off: on/off rounds")
     args = parser.parse_args()
     full_fp32()
     device = torch.device(args.device)
@@ -45,7 +51,8 @@ def main() -> None:
     total = args.warmup + args.updates
     batches = prepared_batches(random_pairs(total, args.batch_tokens, VOCAB, 1), args.batch_tokens, total, 1, device)
     updater = Updater(config, model, device)
-    if args.compile:
+    if args.compile:  # as the trainer compiles: the sinusoid tables filled first
+        model.cover_positions(max(max(b.src.size(1), b.tgt_in.size(1)) for b in batches), device)
         updater.network = torch.compile(model, dynamic=True)
     for batch in batches[: args.warmup]:
         updater.update(batch)
@@ -75,6 +82,26 @@ def main() -> None:
     print(events.table(sort_by=sort, row_limit=args.rows, max_name_column_width=60))
     if device.type == "cuda":
         print(events.table(sort_by="self_cpu_time_total", row_limit=args.rows, max_name_column_width=60))
+    if args.compare_off:
+        compare(updater, batches[args.warmup :], args.compare_off, args.rounds, sync)
+
+
+def compare(updater: Updater, batches: list, speedup: str, rounds: int, sync) -> None:
+    """ms/update of ``batches`` with ``speedup`` on and off, alternating (no profiler)."""
+
+    def timed() -> float:
+        sync()
+        start = time.perf_counter()
+        for batch in batches:
+            updater.update(batch)
+        sync()
+        return 1e3 * (time.perf_counter() - start) / len(batches)
+
+    for round_ in range(1, rounds + 1):
+        on = timed()
+        with speedups_off(speedup):
+            off = timed()
+        print(f"round {round_}: {on:.1f} ms/update with {speedup}, {off:.1f} without: off / on {off / on:.3f}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from adlnmt.adl.registry import Side
 from adlnmt.adl.syntax import Literal
 from adlnmt.errors import UserError
 from adlnmt.layers.base import Context, DecoderState, Layer, Projection, SourceMemory
-from adlnmt.layers.basic import LearnPos
+from adlnmt.layers.basic import LearnPos, Pos
 from adlnmt.layers.builder import SideChain, build_chain, canonical
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 
@@ -129,6 +129,13 @@ class Seq2Seq(nn.Module):
         where nothing bounds it (sinusoidal positions). The one home of the model's length limits: training checks
         its data against them, the search stops within them and the translators cut their inputs to them."""
         return _table_limit(self.encoder), _table_limit(self.decoder)
+
+    def cover_positions(self, length: int, device: torch.device) -> None:
+        """Fill the sinusoid tables (``pos``) for ``length`` positions on ``device`` now: a table grown inside a
+        compiled training step makes torch.compile compile the whole step again."""
+        for layer in self.modules():
+            if isinstance(layer, Pos):
+                layer.cover(length, device)
 
     @property
     def max_output_len(self) -> int | None:

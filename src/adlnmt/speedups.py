@@ -28,6 +28,12 @@ class Speedups:
     # Training: the output projection and the label-smoothed cross-entropy fused and chunked
     # (train.loss.projected_cross_entropy) instead of full [N, V] logits and F.cross_entropy.
     fused_loss: bool = True
+    # The fused loss goes through a batch's rows in chunks of [c, V] fp32 logits: off the CPU as many rows as this many
+    # MiB of logits hold (one chunk for a batch of up to 8,388 rows at V = 8,000), on a CPU CHUNK_ROWS (1,024). Each
+    # chunk is a Python step of about 25 kernel launches, and a GPU update in bf16/fp16 waits on the host's launches
+    # (benchmarks/NOTES.md, issue 71's profile). 0 = CHUNK_ROWS everywhere. Up to float rounding: the chunks' sums
+    # are added in another order.
+    accelerator_loss_chunk_mib: int = 256
     # Search keeps the active sentences and their length limits in host lists and reads each step's ended
     # hypotheses from the device in a few transfers, instead of one device read per active sentence and per
     # ended hypothesis (on a GPU every read waits for the device: a synchronisation).
@@ -46,6 +52,7 @@ OFF = {
     "preallocate": False,
     "rows_in_place": False,
     "fused_loss": False,
+    "accelerator_loss_chunk_mib": 0,
     "host_bookkeeping": False,
     "ssru_scan": "never",
 }

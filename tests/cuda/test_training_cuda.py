@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from adlnmt.cli import main
+from adlnmt.speedups import SPEEDUPS
 from train.conftest import TINY_MODEL
 
 from .conftest import CUDA
@@ -91,9 +92,10 @@ def test_nccl_ddp_under_torchrun_equals_a_plain_run(demo_data: Path, tmp_path: P
     assert_same_weights(weights(tmp_path / "plain", 20), weights(tmp_path / "ddp", 20))
 
 
+@pytest.mark.parametrize("chunk_mib", [0, 256])  # the fused loss in 1,024-row chunks (as on a CPU); in one chunk
 @pytest.mark.parametrize(("precision", "allowed"), [("fp32", 1), ("bf16", 1), ("fp16", 2)])
 def test_an_update_reads_the_device_once(demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                         precision: str, allowed: int) -> None:  # fmt: skip
+                                         precision: str, allowed: int, chunk_mib: int) -> None:  # fmt: skip
     """Every read of a GPU tensor waits for the device, and the host then has no queued work to run ahead of it. An
     update (batches copied in, forward, the fused loss over several chunks, backward, clipping, Adam) reads the device
     once: loss, tokens, finite check and gradient norm together; fp16's loss scaler reads its overflow check once
@@ -114,7 +116,8 @@ def test_an_update_reads_the_device_once(demo_data: Path, tmp_path: Path, monkey
         return result
 
     monkeypatch.setattr(Trainer, "_update", counted)
-    # 3,000-token batches: several of the fused loss's 1,024-row chunks per batch
+    monkeypatch.setattr(SPEEDUPS, "accelerator_loss_chunk_mib", chunk_mib)
+    # 3,000-token batches: several of the fused loss's 1,024-row chunks per batch (chunk_mib 0)
     assert main(train_argv(demo_data / "data", tmp_path / "m", 6, "--precision", precision,
                            "--batch-tokens", "3000", "--log-interval", "1")) == 0  # fmt: skip
     later = counts[2:]  # the first updates may initialise libraries

@@ -5,7 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from adlnmt.data.vocab import PAD
-from adlnmt.train.loss import projected_cross_entropy
+from adlnmt.speedups import speedups_off
+from adlnmt.train.loss import CHUNK_ROWS, chunk_rows_for, projected_cross_entropy
 
 
 def leaves(*tensors: torch.Tensor | None) -> list[torch.Tensor | None]:
@@ -49,3 +50,14 @@ def test_under_bf16_autocast_the_products_run_in_bf16() -> None:
     assert got.dtype == torch.float32 and got.item() == pytest.approx(reference.item(), rel=1e-3)
     assert w.grad.dtype == torch.float32 and h.grad.dtype == torch.float32
     assert torch.isfinite(w.grad).all() and w.grad.abs().sum() > 0
+
+
+def test_chunks_are_as_large_as_the_budget_off_the_cpu_only() -> None:
+    """A CPU keeps 1,024-row chunks; a GPU takes a whole 8k-token batch at V = 8,000 in one chunk (256 MiB of fp32
+    logits: 8,388 rows), never fewer rows than on the CPU; switched off, 1,024 rows everywhere."""
+    cuda = torch.device("cuda")  # a device object only: nothing runs on it
+    assert chunk_rows_for(torch.device("cpu"), 8000) == CHUNK_ROWS == 1024
+    assert chunk_rows_for(cuda, 8000) == 8388
+    assert chunk_rows_for(cuda, 1_000_000) == CHUNK_ROWS
+    with speedups_off("accelerator_loss_chunk_mib"):
+        assert chunk_rows_for(cuda, 8000) == CHUNK_ROWS

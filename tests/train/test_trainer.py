@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -242,9 +243,22 @@ def test_a_resumed_window_reports_its_throughput_over_both_sessions(
     assert records(resumed)[-1]["update"] == 20 and expected / 3 < rate < 3 * expected
 
 
-def test_compile_trains_through_torch_compile_as_eager_does(demo_data: Path, tmp_path: Path, monkeypatch) -> None:
+@pytest.fixture
+def recompile_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """torch.compile's recompilations (with their reasons) in ``caplog.records``."""
+    torch._logging.set_logs(recompiles=True)
+    try:
+        yield caplog
+    finally:
+        torch._logging.set_logs()
+
+
+def test_compile_trains_through_torch_compile_as_eager_does(
+    demo_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recompile_log: pytest.LogCaptureFixture
+) -> None:
     """``--compile`` routes the training forward and backward through torch.compile (here with the aot_eager
     backend, which compiles no kernels, so that the losses must match eager's); the stored model is the eager one."""
+    monkeypatch.setattr(torch._dynamo.config, "cache_size_limit", 64)  # every recompilation shows up in the log
     compiled = []
     real_compile = torch.compile
 
@@ -258,6 +272,9 @@ def test_compile_trains_through_torch_compile_as_eager_does(demo_data: Path, tmp
     assert compiled == []
     assert main(train_args(demo_data / "data", tmp_path / "compiled", *common, "--compile")) == 0
     assert compiled == [{"dynamic": True}]
+    # the sinusoid tables were filled before: one grown inside the step recompiled it ("...cache' size mismatch")
+    recompiles = [r.getMessage() for r in recompile_log.records if r.name.endswith("__recompiles")]
+    assert not any("cache" in message for message in recompiles), recompiles
     eager, through_compile = records(tmp_path / "eager"), records(tmp_path / "compiled")
     assert [r["update"] for r in through_compile] == [3, 6]
     for a, b in zip(eager, through_compile, strict=True):

@@ -102,13 +102,16 @@ class Pos(Layer):
         self.dropout = FastDropout(dropout)
         self.cache = torch.empty(0, self.out_dim)  # sinusoids of positions 0 .. len-1, grown on demand
 
-    def embedding(self, start: int, length: int, device: torch.device) -> Tensor:
-        """p_t for t = start .. start + length − 1: [T, d]."""
-        end = start + length
+    def cover(self, end: int, device: torch.device) -> None:
+        """Grow the sinusoid table on ``device`` to hold p_t for t < end (at least 256 rows, doubling)."""
         if self.cache.size(0) < end or self.cache.device != device:
             positions = torch.arange(max(end, 2 * self.cache.size(0), 256), device=device)
             self.cache = self.table_of(positions, self.out_dim)
-        return self.cache[start:end]
+
+    def embedding(self, start: int, length: int, device: torch.device) -> Tensor:
+        """p_t for t = start .. start + length − 1: [T, d]."""
+        self.cover(start + length, device)
+        return self.cache[start : start + length]
 
     def forward(self, x: Tensor, ctx: Context) -> Tensor:
         table = self.embedding(ctx.offset, x.size(1), x.device).to(x.dtype)  # [T, d]
@@ -127,6 +130,9 @@ class LearnPos(Pos):
     def __init__(self, ctx: BuildContext, dropout: float, max_len: int) -> None:
         super().__init__(ctx, dropout)
         self.table = nn.Parameter(torch.randn(max_len, ctx.d_in) * ctx.d_in**-0.5)
+
+    def cover(self, end: int, device: torch.device) -> None:
+        """A learned table does not grow (:meth:`embedding` refuses positions beyond it)."""
 
     def embedding(self, start: int, length: int, device: torch.device) -> Tensor:
         if start + length > self.table.size(0):

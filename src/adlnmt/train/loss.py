@@ -5,7 +5,8 @@
 reduction="sum")`` — per non-padding row, (1 − ε)·(−log p_y) + ε·(−Σ_v log p_v) / V — but never holds the
 [N, V] logits: rows go through in chunks, and each chunk's gradients (softmax − smoothed one-hot, then the two
 matrix products of the projection's backward) are computed right away and kept for ``backward``. That saves
-the full-size log-softmax passes and a few hundred MB per batch; the arithmetic is the same three matrix
+the full-size log-softmax passes and a few hundred MB per batch (on a CPU; off it a chunk is as large as
+``SPEEDUPS.accelerator_loss_chunk_mib`` allows, see :func:`chunk_rows_for`); the arithmetic is the same three matrix
 products, and each chunk makes four passes over its [c, V] logits (max, sum, softmax, column sums for the bias).
 The matrix products run in the dtype of ``hidden`` (bf16 under autocast), softmax and loss in fp32.
 """
@@ -16,8 +17,18 @@ import torch
 from torch import Tensor
 
 from adlnmt.data.vocab import PAD
+from adlnmt.speedups import SPEEDUPS
 
-CHUNK_ROWS = 1024  # rows of logits at a time: [1024, V] fp32 (32 MB for V = 8k)
+CHUNK_ROWS = 1024  # rows of logits at a time on a CPU: [1024, V] fp32 (32 MB for V = 8k)
+
+
+def chunk_rows_for(device: torch.device, vocab: int) -> int:
+    """Rows of logits per chunk: CHUNK_ROWS on a CPU (or with the speedup off); elsewhere as many as
+    ``SPEEDUPS.accelerator_loss_chunk_mib`` of [c, vocab] fp32 logits hold, at least CHUNK_ROWS."""
+    budget = SPEEDUPS.accelerator_loss_chunk_mib
+    if device.type == "cpu" or budget <= 0:
+        return CHUNK_ROWS
+    return max(CHUNK_ROWS, budget * 2**20 // (4 * vocab))
 
 
 class _ProjectedCrossEntropy(torch.autograd.Function):
@@ -93,8 +104,10 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
 
 def projected_cross_entropy(
     hidden: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, smoothing: float = 0.0,
-    chunk_rows: int = CHUNK_ROWS,
+    chunk_rows: int | None = None,
 ) -> Tensor:  # fmt: skip
     """Summed label-smoothed cross-entropy of ``hidden @ weight.T + bias`` against ``targets`` (PAD rows
-    ignored): hidden [..., d], targets [...] → a scalar. See the module docstring."""
-    return _ProjectedCrossEntropy.apply(hidden.flatten(0, -2), weight, bias, targets.flatten(), smoothing, chunk_rows)
+    ignored): hidden [..., d], targets [...] → a scalar, in chunks of ``chunk_rows`` rows (None:
+    :func:`chunk_rows_for` the device). See the module docstring."""
+    rows = chunk_rows or chunk_rows_for(hidden.device, weight.size(0))
+    return _ProjectedCrossEntropy.apply(hidden.flatten(0, -2), weight, bias, targets.flatten(), smoothing, rows)

@@ -136,6 +136,13 @@ def check_positions(model: Seq2Seq, data: DataDir) -> None:
             before += len(split)
 
 
+def longest_sequence(data: DataDir) -> int:
+    """The most positions a side of the training or validation data needs (the manifest's count; 0 if it has none)."""
+    splits = data.manifest["splits"]
+    found = [splits.get(name, {}).get(key) for name in ("train", "valid") for key in ("max_src_len", "max_tgt_len")]
+    return max((n for n in found if n is not None), default=0)
+
+
 class Trainer:
     """One training run of a :class:`TrainConfig`: builds or resumes the model directory, then :meth:`train`."""
 
@@ -210,6 +217,7 @@ class Trainer:
             else self.model
         )
         if config.compile:  # the training forward and backward only; self.model (validation, saving) stays eager
+            self.model.cover_positions(longest_sequence(self.data), self.device)
             self.network = torch.compile(self.network, dynamic=True)
 
     def close(self) -> None:
