@@ -8,7 +8,8 @@ matrix products of the projection's backward) are computed right away and kept f
 the full-size log-softmax passes and a few hundred MB per batch (on a CPU; off it a chunk is as large as
 ``SPEEDUPS.accelerator_loss_chunk_mib`` allows, see :func:`chunk_rows_for`); the arithmetic is the same three matrix
 products, and each chunk makes four passes over its [c, V] logits (max, sum, softmax, column sums for the bias).
-The matrix products run in the dtype of ``hidden`` (bf16 under autocast), softmax and loss in fp32.
+The matrix products run in autocast's dtype where autocast is on (as ``F.linear`` would: also when ``hidden`` is fp32,
+as it is after a final layer norm), else in the dtype of ``hidden``; softmax and loss in fp32.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
         smoothing: float,
         chunk_rows: int,
     ) -> Tensor:
-        vocab, compute = weight.size(0), hidden.dtype
-        with torch.autocast(hidden.device.type, enabled=False):
+        vocab, device = weight.size(0), hidden.device.type
+        compute = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+        with torch.autocast(device, enabled=False):
             w = weight.to(compute)
             w_sum = w.sum(0)  # [d]: Σ_v W_v, for the smoothing term of d loss / d h
             grad_hidden = torch.empty_like(hidden)
@@ -51,7 +53,8 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
             grad_bias = None if bias is None else torch.zeros(vocab, dtype=torch.float32, device=bias.device)
             total = torch.zeros((), dtype=torch.float32, device=hidden.device)
             for start in range(0, hidden.size(0), chunk_rows):
-                h, y = hidden[start : start + chunk_rows], targets[start : start + chunk_rows].unsqueeze(1)  # [c, 1]
+                y = targets[start : start + chunk_rows].unsqueeze(1)  # [c, 1]
+                h = hidden[start : start + chunk_rows].to(compute)  # [c, d]
                 logits = (h @ w.T).float()  # [c, V]
                 if bias is not None:
                     logits += bias
@@ -74,7 +77,10 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
                 grad = probs.to(compute)
                 # d loss / d h = probs·W − (1 − ε)·W[y] − (ε / V)·Σ_v W_v
                 block = grad_hidden[start : start + chunk_rows]
-                torch.matmul(grad, w, out=block)
+                if block.dtype == compute:
+                    torch.matmul(grad, w, out=block)
+                else:  # fp32 hidden under autocast: the product in its dtype, the gradient in the hidden's
+                    block.copy_(grad @ w)
                 block -= (1 - smoothing) * w[y.squeeze(1)] + (smoothing / vocab) * w_sum
                 block.masked_fill_(~keep, 0)
                 # d loss / d W = probsᵀ·h − (1 − ε)·Σ_{rows with y = v} h − (ε / V)·Σ_rows h
