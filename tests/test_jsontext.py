@@ -26,6 +26,7 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "adlnmt"
         ('{"a": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}", f"nested deeper than {MAX_DEPTH} levels"),
         ("9" * 5000, "a number too long"),
         ('{"a" 1}', "Expecting ':' delimiter at line 1 column 6"),
+        ('{\n  "a": "x', "Unterminated string starting at line 2 column 8"),  # not "starting at at"
         (b'{"a": "\xff"}', "not UTF-8 (byte 7: b'\\xff')"),
         ('{"a": [1, {"b": ["ok", "x\\udfff"]}]}', "a.1.b.1: a lone surrogate (U+DFFF) at character 2, not a Unicode "
          "character"),

@@ -26,7 +26,8 @@ class JsonError(ValueError):
     ``column``)."""
 
     def __init__(self, reason: str, line: int | None = None, column: int | None = None) -> None:
-        super().__init__(reason if line is None else f"{reason} at line {line} column {column}")
+        at = "" if reason.endswith(" at") else " at"  # json's "Unterminated string starting at" ends with it
+        super().__init__(reason if line is None else f"{reason}{at} line {line} column {column}")
         self.reason = reason
         self.line = line
         self.column = column
