@@ -15,7 +15,7 @@ from adlnmt.adl.syntax import rename_layers, to_text
 from adlnmt.bounds import FRACTION, POSITIVE, SEED, Bounds, at_least
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
-from adlnmt.flags import add_flags, option, out_of_bounds
+from adlnmt.flags import add_flags, bounds_of, option, out_of_bounds
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
 from adlnmt.store.model_dir import EARLY_STOP_METRICS
@@ -254,6 +254,9 @@ def build_config(values: dict[str, Any]) -> TrainConfig:
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
+    """The options of a YAML config file, each typed and within its range, or a UserError naming the file."""
+    if path.is_dir():
+        raise UserError(f"{path}: a directory, not a config file (a YAML file of option: value)")
     if not path.is_file():
         raise UserError(f"{path}: config file not found")
     raw = read_yaml_file(path) or {}
@@ -290,6 +293,9 @@ def _typed(path: Path, key: str, value: Any, option: Any) -> Any:
     choices = option.metadata.get("choices")
     if choices and typed not in choices:
         raise UserError(f"{path}: option '{key}' expects one of {', '.join(choices)}, got {value!r}")
+    bounds = bounds_of(option)
+    if bounds is not None and typed is not None and not bounds.holds(typed):
+        raise UserError(f"{path}: option '{key}' {bounds.refusal(typed, repr(value))}")
     return typed
 
 
