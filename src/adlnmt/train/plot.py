@@ -25,9 +25,10 @@ def read_curves(model_dir: Path) -> list[dict[str, Any]]:
     if not model_dir.is_dir():
         raise UserError(f"{model_dir}: no such model directory")
     files = ModelDir(model_dir)
-    records, _ = files.metrics()  # a partial last line (a run being written) is left out
+    records, partial = files.metrics()  # a partial last line (a run being written) is left out
     if not records:
-        raise UserError(f"{files.metrics_file}: no checkpoint yet ({files.metrics_file.name} is missing or empty)")
+        why = partial or f"{files.metrics_file}: {files.metrics_file.name} is missing or empty"
+        raise UserError(f"{model_dir}: no checkpoint record to plot ({why})")
     return records
 
 
