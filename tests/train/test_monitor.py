@@ -130,7 +130,7 @@ def test_plot_draws_the_curves_of_several_runs(demo_data: Path, tmp_path: Path, 
     assert f"empty: no checkpoint record to plot ({empty}: metrics.jsonl is missing or empty)" in said
     empty.write_text('{"update": 3, "train_lo')  # its only line damaged: said as such, not "missing or empty"
     assert main(["plot", str(tmp_path / "empty"), "--out", str(out)]) == 2
-    assert f"({empty}:1: partial last line dropped ('{{\"update\": 3, \"train_lo'))" in capsys.readouterr().err
+    assert f'({empty}:1: partial last line dropped (\'{{"update": 3, "train_lo\'))' in capsys.readouterr().err
 
 
 def test_plot_checks_its_file_name_before_drawing(demo_data: Path, tmp_path: Path, capsys) -> None:
