@@ -91,12 +91,12 @@ def test_a_variant_may_name_its_own_prepared_directory(tmp_path: Path) -> None:
         (lambda g: g["variants"][0].pop("decoder"), "variants[0] ('a'): give either 'preset' or both"),
         (lambda g: g["variants"][0].pop("name"), "variants[0]: missing 'name'"),
         (lambda g: g["variants"][0].update(trian={}), "variants[0] ('a').trian: unknown key (did you mean 'train'?)"),
-        (lambda g: g["variants"][1].update(name="a"), "'a' and 'a' have the same name"),
+        (lambda g: g["variants"][1].update(name="a"), "variants[1] ('a') and variants[0] ('a') have the same name"),
         (lambda g: g["variants"][1].update(name="x,y"), "variants[1] ('x,y').name: no commas in a variant's name"),
         (  # issue 69 point 20: say why two names share a run folder
             lambda g: g["variants"][1].update(name="a\u00e9"),
-            "'a\u00e9' and 'a' have the same slug 'a' (a run folder keeps only A-Z, a-z, 0-9, '.' and '_' of a "
-            "name): runs/a; rename one",
+            "variants[1] ('a\u00e9') and variants[0] ('a') have the same slug 'a' (a run folder keeps A-Z, a-z, "
+            "0-9, '.' and '_' of a name, other characters become '-'): runs/a; rename one",
         ),
         (lambda g: g["variants"][1].update(preset="transformr"), "variants[1] ('b'): unknown preset 'transformr'"),
         (lambda g: g["variants"][0].update(encoder="pos -> nrom"), "variants[0] ('a'): ADL error in encoder"),

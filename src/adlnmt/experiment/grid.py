@@ -629,14 +629,16 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
                "data": data, "repeat_scale": repeat_scale}  # fmt: skip
     variants = tuple(_variant(reader, item, i, context) for i, item in enumerate(raw["variants"]))
     for kind in ("name", "slug"):
-        seen: dict[str, str] = {}
-        for variant in variants:
+        seen: dict[str, int] = {}
+        for i, variant in enumerate(variants):
             value = getattr(variant, kind)
             if value in seen:
-                why = (f" (a run folder keeps only A-Z, a-z, 0-9, '.' and '_' of a name): runs/{value}; rename one"
-                       if kind == "slug" else "")  # fmt: skip
-                reader.fail("variants", f"{variant.name!r} and {seen[value]!r} have the same {kind} {value!r}{why}")
-            seen[value] = variant.name
+                why = (" (a run folder keeps A-Z, a-z, 0-9, '.' and '_' of a name, other characters become '-'): "
+                       f"runs/{value}; rename one" if kind == "slug" else "")  # fmt: skip
+                first = seen[value]
+                reader.fail("variants", f"variants[{i}] ({variant.name!r}) and variants[{first}] "
+                            f"({variants[first].name!r}) have the same {kind} {value!r}{why}")  # fmt: skip
+            seen[value] = i
     seeds = reader.positive_ints(seeds_value, seeds_where)
     step = distill_step.read_step(reader, raw.get("distill"), {v.name: v.slug for v in variants}, seeds)
     taught = distill_step.students(reader, raw["variants"], step)
