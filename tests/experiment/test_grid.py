@@ -258,6 +258,10 @@ def test_claims_are_checked(tmp_path: Path) -> None:
     (claim,) = load_grid(write(tmp_path, grid)).claims
     assert (claim.registered, claim.registered_at, claim.out_of_scope) == ("5499228", "2026-11-23T16:57:42+00:00",
                                                                           "not IWSLT")  # fmt: skip
+    for scope, shown in ((None, "nothing"), ("", "str ''"), (True, "bool True")):  # `out_of_scope: null` read
+        grid["claims"][0]["out_of_scope"] = scope  # as the reason "None": the claim set out of scope, not judged
+        assert f"claims[0].out_of_scope: expected non-empty text (in quotes where YAML would read it as something " \
+               f"else), got {shown}" in error(tmp_path, grid)  # fmt: skip
     grid["test"].append({"name": "test2", "src": "t.src", "ref": "t.tgt"})
     grid["claims"] = [{"quote": "q", "close": ["a", "b"], "margin": 1.0, "test": ["test", "test2"]}]
     assert load_grid(write(tmp_path, grid)).claims[0].test == "test + test2"  # the two pooled into one corpus

@@ -527,8 +527,9 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
         reader.fail(f"{where}.registered", str(err))
     quote = reader.text(block["quote"], f"{where}.quote")
     source = reader.text(block.get("where", ""), f"{where}.where", empty=True)
+    scope = reader.text(block["out_of_scope"], f"{where}.out_of_scope") if "out_of_scope" in block else ""
     claim = Claim(quote, source, kind, pair[0], pair[1], margin, metric,
-                  test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(), *registered,
+                  test, ratio, words[0], words[1], scope, *registered,
                   *(str(step[1]) for step in steps))  # fmt: skip
     return replace(claim, own_test_only=reader.typed(block.get("own_test_only", False), bool, f"{where}.own_test_only"))
 
