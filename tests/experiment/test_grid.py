@@ -92,6 +92,9 @@ def test_a_variant_may_name_its_own_prepared_directory(tmp_path: Path) -> None:
         (lambda g: g["variants"][0].pop("name"), "variants[0]: missing 'name'"),
         (lambda g: g["variants"][0].update(trian={}), "variants[0] ('a').trian: unknown key (did you mean 'train'?)"),
         (lambda g: g["variants"][1].update(name="a"), "variants[1] ('a') and variants[0] ('a') have the same name"),
+        (lambda g: g.update(name=".."), "name: use only letters, digits, '.', '_' and '-', not dots alone"),  # the
+        (lambda g: g.update(name="."), "name: use only letters, digits, '.', '_' and '-', not dots alone"),  # folder
+        (lambda g: g["test"][0].update(name=".."), "test[0].name: '..' must be unique and use only letters"),  # above
         (lambda g: g["variants"][1].update(name="x,y"), "variants[1] ('x,y').name: no commas in a variant's name"),
         (  # issue 69 point 20: say why two names share a run folder
             lambda g: g["variants"][1].update(name="a\u00e9"),

@@ -67,7 +67,7 @@ CONTROLLED = {
 MODEL_KEYS = ("preset", "encoder", "decoder")
 FOLDER_OPTIONS = {"tensorboard": ("auto", "off")}  # training options that name a folder, but for these values
 TRAIN_FIELDS = {f.name: f for f in fields(TrainConfig)}
-NAME = re.compile(r"[A-Za-z0-9._-]+")
+NAME = re.compile(r"(?!\.+$)[A-Za-z0-9._-]+")  # not dots alone: a grid named ".." would write into results/..
 
 
 @dataclass(frozen=True)
@@ -611,7 +611,9 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
             reader.fail("", f"missing '{key}'")
     name = reader.name(raw["name"], "name")
     if not NAME.fullmatch(name):
-        reader.fail("name", "use only letters, digits, '.', '_' and '-' (it names the output directory)")
+        reader.fail(
+            "name", "use only letters, digits, '.', '_' and '-', not dots alone (it names the output directory)"
+        )
     data = _data(reader, raw, chosen, scale)
     train = {
         **_train_options(reader, raw.get("train"), "train"),
