@@ -146,11 +146,13 @@ def _make_metric(name: str) -> Metric:
     return SentenceMean("METEOR", sentence_meteor, extra)
 
 
-def segment_statistics(name: str, hypotheses: Sequence[str], references: Sequence[str]) -> list[list[float]]:
+def segment_statistics(name: str, hypotheses: Sequence[str], references: Sequence[str], hyp_name: str = "hypotheses",
+                       ref_name: str = "references") -> list[list[float]]:  # fmt: skip
     """Each sentence's sufficient statistics of metric ``name`` as sacreBLEU computes them for its own tests (for
-    METEOR and sentBLEU: [sentence score, 1]); a corpus score is a function of their sum."""
+    METEOR and sentBLEU: [sentence score, 1]); a corpus score is a function of their sum. The names are the
+    files' in the error when the two differ in length."""
     name = parse_metrics([name])[0]
-    _check_aligned(hypotheses, references, "hypotheses", "references")
+    _check_aligned(hypotheses, references, hyp_name, ref_name)
     if name == "sentbleu":  # sacreBLEU's sentence score from BLEU's statistics: the same 13a n-grams, counted once
         smoothed = _sentence_bleu_metric()
         return [[smoothed._compute_score_from_stats(list(stats)).score, 1.0]

@@ -1,4 +1,4 @@
-"""``--dry-run`` checks every input file the grid reads; a report lists the results it could not read."""
+"""``--dry-run`` checks every input file the grid reads; it and a report list the results they could not read."""
 
 from __future__ import annotations
 
@@ -48,9 +48,10 @@ def test_the_report_lists_the_results_it_could_not_read(demo_data: Path, tmp_pat
     for path, text in ((damaged, '{"fingerprint": '), (wrong, "[1, 2]")):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    assert main(["experiment", str(grid_path), "--out", str(out), "--report-only"]) == 2  # nothing finished
-    stdout = capsys.readouterr().out
     reason = "unreadable (invalid JSON: Expecting value at line 1 column 17)"
-    assert f"warning: {runs[0].label}: {damaged}: {reason}: counted as not finished" in stdout
-    assert f"warning: {runs[1].label}: {wrong}: not a run's result (not a JSON object)" in stdout
-    assert stdout.count("warning:") == 2
+    for mode, status in (("--report-only", 2), ("--dry-run", 0)):  # --dry-run said "new", nothing about the file
+        assert main(["experiment", str(grid_path), "--out", str(out), mode]) == status  # nothing finished
+        stdout = capsys.readouterr().out
+        assert f"warning: {runs[0].label}: {damaged}: {reason}: counted as not finished" in stdout
+        assert f"warning: {runs[1].label}: {wrong}: not a run's result (not a JSON object)" in stdout
+        assert stdout.count("warning:") == 2

@@ -91,12 +91,15 @@ def test_a_variant_may_name_its_own_prepared_directory(tmp_path: Path) -> None:
         (lambda g: g["variants"][0].pop("decoder"), "variants[0] ('a'): give either 'preset' or both"),
         (lambda g: g["variants"][0].pop("name"), "variants[0]: missing 'name'"),
         (lambda g: g["variants"][0].update(trian={}), "variants[0] ('a').trian: unknown key (did you mean 'train'?)"),
-        (lambda g: g["variants"][1].update(name="a"), "'a' and 'a' have the same name"),
+        (lambda g: g["variants"][1].update(name="a"), "variants[1] ('a') and variants[0] ('a') have the same name"),
+        (lambda g: g.update(name=".."), "name: use only letters, digits, '.', '_' and '-', not dots alone"),  # the
+        (lambda g: g.update(name="."), "name: use only letters, digits, '.', '_' and '-', not dots alone"),  # folder
+        (lambda g: g["test"][0].update(name=".."), "test[0].name: '..' must be unique and use only letters"),  # above
         (lambda g: g["variants"][1].update(name="x,y"), "variants[1] ('x,y').name: no commas in a variant's name"),
         (  # issue 69 point 20: say why two names share a run folder
             lambda g: g["variants"][1].update(name="a\u00e9"),
-            "'a\u00e9' and 'a' have the same slug 'a' (a run folder keeps only A-Z, a-z, 0-9, '.' and '_' of a "
-            "name): runs/a; rename one",
+            "variants[1] ('a\u00e9') and variants[0] ('a') have the same slug 'a' (a run folder keeps A-Z, a-z, "
+            "0-9, '.' and '_' of a name, other characters become '-'): runs/a; rename one",
         ),
         (lambda g: g["variants"][1].update(preset="transformr"), "variants[1] ('b'): unknown preset 'transformr'"),
         (lambda g: g["variants"][0].update(encoder="pos -> nrom"), "variants[0] ('a'): ADL error in encoder"),
@@ -258,6 +261,10 @@ def test_claims_are_checked(tmp_path: Path) -> None:
     (claim,) = load_grid(write(tmp_path, grid)).claims
     assert (claim.registered, claim.registered_at, claim.out_of_scope) == ("5499228", "2026-11-23T16:57:42+00:00",
                                                                           "not IWSLT")  # fmt: skip
+    for scope, shown in ((None, "nothing"), ("", "str ''"), (True, "bool True")):  # `out_of_scope: null` read
+        grid["claims"][0]["out_of_scope"] = scope  # as the reason "None": the claim set out of scope, not judged
+        assert f"claims[0].out_of_scope: expected non-empty text (in quotes where YAML would read it as something " \
+               f"else), got {shown}" in error(tmp_path, grid)  # fmt: skip
     grid["test"].append({"name": "test2", "src": "t.src", "ref": "t.tgt"})
     grid["claims"] = [{"quote": "q", "close": ["a", "b"], "margin": 1.0, "test": ["test", "test2"]}]
     assert load_grid(write(tmp_path, grid)).claims[0].test == "test + test2"  # the two pooled into one corpus

@@ -93,6 +93,24 @@ def test_the_default_pilots_are_the_other_grid_files_next_to_it(tmp_path: Path) 
     assert "1 pairs of 1 grids" in power_table(load_grid(tmp_path / "new.yaml"))
 
 
+def test_a_default_pilot_that_is_no_grid_is_skipped_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any other YAML file next to the grid (a broken grid, a tool's configuration) leaves --power's default pilots
+    with a warning: it used to end the command with that file's error. A pilot given by name is still an error."""
+    pilot_file = pilot(tmp_path)
+    shutil.move(pilot_file, tmp_path / "pilot.yaml")
+    grid_file = planned(tmp_path / "new", [{"quote": "A beats B", "better": ["A", "B"]}])
+    shutil.move(grid_file, tmp_path / "new.yaml")
+    (tmp_path / "mkdocs.yaml").write_text("site_name: notes\n", encoding="utf-8")
+    from adlnmt.experiment.grid import load_grid
+
+    assert "1 pairs of 1 grids" in power_table(load_grid(tmp_path / "new.yaml"))
+    assert "mkdocs.yaml skipped as a pilot (give --pilot to choose them): " in capsys.readouterr().err
+    with pytest.raises(UserError, match=r"mkdocs\.yaml: site_name: unknown key"):
+        power_table(load_grid(tmp_path / "new.yaml"), [str(tmp_path / "mkdocs.yaml")])
+
+
 def test_a_pooled_claim_is_planned_on_as_many_pilot_test_sets(tmp_path: Path) -> None:
     """Pooled test sets (here two with the same references) need as many test sets of the pilot's, each used once:
     a pilot with one test set plans nothing, one with two plans a smaller effect than on one set alone."""

@@ -94,6 +94,28 @@ def test_missing_markers_and_archives_are_clear_errors(tmp_path: Path, capsys) -
     assert "claims.json: missing or malformed" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("entry", "change", "expected"),
+    [
+        ("claims", lambda c: c.pop("other_tests"), "claims[0]: malformed (KeyError: 'other_tests')"),
+        ("claims", lambda c: c.update(p="0.1"), "claims[0]: malformed (ValueError: Unknown format code 'f'"),
+        ("rank_agreement", lambda r: r.update(interval=[0.1]), "rank_agreement[0]: malformed (IndexError: "),
+    ],
+)
+def test_a_malformed_entry_of_claims_json_names_it(tmp_path: Path, capsys, entry: str, change, expected: str) -> None:
+    """A claims.json entry missing a key or of a wrong type (hand-edited, truncated) ended in a Python traceback."""
+    folder = archive(tmp_path, "holds")
+    record = json.loads((folder / "claims.json").read_text())
+    change(record[entry][0])
+    (folder / "claims.json").write_text(json.dumps(record))
+    assert main(["verdicts", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder / 'claims.json'}: {expected}" in err and "Traceback" not in err
+    (folder / "claims.json").write_text(json.dumps({"claims": []}))  # no grid name: KeyError 'grid'
+    assert main(["verdicts", str(folder)]) == 2
+    assert f"{folder / 'claims.json'}: missing or malformed" in capsys.readouterr().err
+
+
 def test_an_archive_named_twice_is_an_error(tmp_path: Path, capsys) -> None:
     """``adlnmt verdicts results/* results/mine`` listed every claim of results/mine twice."""
     folder = archive(tmp_path, "holds")

@@ -4,20 +4,24 @@ two-level bootstrap, centred p-values, Holm's adjustment and the verdict rules."
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from adlnmt import metrics
+from adlnmt.errors import DataError
 from adlnmt.verdicts.statistics import (
     FAILS,
     HOLDS,
     KINDS,
     OPEN,
     RunScores,
+    Scorer,
     assess,
     contrast,
     corpus_scores,
@@ -64,6 +68,20 @@ def test_sentence_bleu_statistics_are_the_metric_s_sentence_scores() -> None:
     statistics = metrics.segment_statistics("sentbleu", HYPOTHESES, REFERENCES)
     expected = [metrics.sentence_bleu(h, r) for h, r in zip(HYPOTHESES, REFERENCES, strict=True)]
     assert [s[0] for s in statistics] == expected
+
+
+def test_a_hypothesis_file_of_another_length_is_named_with_its_reference(tmp_path: Path) -> None:
+    """A truncated archived hypothesis file stopped --report-only with "hypotheses has 2 lines but references has
+    6", naming neither file."""
+    source, reference, hypotheses = (tmp_path / name for name in ("test.src", "test.ref", "hyp.txt"))
+    for path, lines in ((source, REFERENCES), (reference, REFERENCES), (hypotheses, HYPOTHESES[:2])):
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    scorer = Scorer({"test": (source, reference)}, resamples=10)
+    expected = f"{hypotheses} has 2 lines but {reference} has 6; they must be aligned"
+    with pytest.raises(DataError, match=re.escape(expected)):
+        scorer.run(hypotheses, "test", "bleu")
+    with pytest.raises(DataError, match=re.escape(expected)):
+        scorer.length_ratio(hypotheses, "test")
 
 
 def sentences(scores: np.ndarray) -> np.ndarray:

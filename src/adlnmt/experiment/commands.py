@@ -179,6 +179,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
         print(power_table(grid, args.pilot))
         return 0
+    for line in unreadable_results(runs):
+        print(f"warning: {line}: counted as not finished, left out of the report")
     if args.dry_run:
         only = "--retime" if args.retime else "--score-added" if args.score_added else None
         print_plan(grid, runs, folders, {run.fingerprint: name for run, _, name in shared}, selected, retrained, only)
@@ -192,8 +194,6 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         return 0
     if not (args.report_only or args.score_added):  # this command times decoding once its runs have trained
         check_speed_machine(grid)
-    for line in unreadable_results(runs):
-        print(f"warning: {line}: counted as not finished, left out of the report")
     if args.report_only and not shared and not any(run.finished_in() for run in runs):  # before any folder is made
         raise UserError(f"{results}: no finished run of this experiment (give --results, or run the grid first)")
     with lock_output(folders.work):  # released when the command ends, however it ends (also called in-process)

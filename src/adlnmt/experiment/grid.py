@@ -67,7 +67,7 @@ CONTROLLED = {
 MODEL_KEYS = ("preset", "encoder", "decoder")
 FOLDER_OPTIONS = {"tensorboard": ("auto", "off")}  # training options that name a folder, but for these values
 TRAIN_FIELDS = {f.name: f for f in fields(TrainConfig)}
-NAME = re.compile(r"[A-Za-z0-9._-]+")
+NAME = re.compile(r"(?!\.+$)[A-Za-z0-9._-]+")  # not dots alone: a grid named ".." would write into results/..
 
 
 @dataclass(frozen=True)
@@ -527,8 +527,9 @@ def _claim(reader: Reader, item: Any, where: str, variants: tuple[Variant, ...],
         reader.fail(f"{where}.registered", str(err))
     quote = reader.text(block["quote"], f"{where}.quote")
     source = reader.text(block.get("where", ""), f"{where}.where", empty=True)
+    scope = reader.text(block["out_of_scope"], f"{where}.out_of_scope") if "out_of_scope" in block else ""
     claim = Claim(quote, source, kind, pair[0], pair[1], margin, metric,
-                  test, ratio, words[0], words[1], str(block.get("out_of_scope", "")).strip(), *registered,
+                  test, ratio, words[0], words[1], scope, *registered,
                   *(str(step[1]) for step in steps))  # fmt: skip
     return replace(claim, own_test_only=reader.typed(block.get("own_test_only", False), bool, f"{where}.own_test_only"))
 
@@ -610,7 +611,9 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
             reader.fail("", f"missing '{key}'")
     name = reader.name(raw["name"], "name")
     if not NAME.fullmatch(name):
-        reader.fail("name", "use only letters, digits, '.', '_' and '-' (it names the output directory)")
+        reader.fail(
+            "name", "use only letters, digits, '.', '_' and '-', not dots alone (it names the output directory)"
+        )
     data = _data(reader, raw, chosen, scale)
     train = {
         **_train_options(reader, raw.get("train"), "train"),
@@ -629,14 +632,16 @@ def load_grid(path: str | Path, scale: str | None = None) -> Grid:
                "data": data, "repeat_scale": repeat_scale}  # fmt: skip
     variants = tuple(_variant(reader, item, i, context) for i, item in enumerate(raw["variants"]))
     for kind in ("name", "slug"):
-        seen: dict[str, str] = {}
-        for variant in variants:
+        seen: dict[str, int] = {}
+        for i, variant in enumerate(variants):
             value = getattr(variant, kind)
             if value in seen:
-                why = (f" (a run folder keeps only A-Z, a-z, 0-9, '.' and '_' of a name): runs/{value}; rename one"
-                       if kind == "slug" else "")  # fmt: skip
-                reader.fail("variants", f"{variant.name!r} and {seen[value]!r} have the same {kind} {value!r}{why}")
-            seen[value] = variant.name
+                why = (" (a run folder keeps A-Z, a-z, 0-9, '.' and '_' of a name, other characters become '-'): "
+                       f"runs/{value}; rename one" if kind == "slug" else "")  # fmt: skip
+                first = seen[value]
+                reader.fail("variants", f"variants[{i}] ({variant.name!r}) and variants[{first}] "
+                            f"({variants[first].name!r}) have the same {kind} {value!r}{why}")  # fmt: skip
+            seen[value] = i
     seeds = reader.positive_ints(seeds_value, seeds_where)
     step = distill_step.read_step(reader, raw.get("distill"), {v.name: v.slug for v in variants}, seeds)
     taught = distill_step.students(reader, raw["variants"], step)

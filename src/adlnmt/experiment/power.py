@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +58,8 @@ def _digest(path: Path) -> str:
 
 def pilot_grids(grid: Grid, given: list[str] | None) -> list[PilotGrid]:
     """The grids given as ``GRID.yaml[@SCALE]`` (every scale where none is given), or by default every other grid
-    file next to ``grid``'s at every scale, each with its planned runs (its default folders: the archive it reads)."""
+    file next to ``grid``'s at every scale, each with its planned runs (its default folders: the archive it reads).
+    A given grid that does not load is an error; a default one (any other YAML file there) is skipped, saying why."""
     from adlnmt.experiment.folders import output_folders
 
     if given:
@@ -70,10 +72,15 @@ def pilot_grids(grid: Grid, given: list[str] | None) -> list[PilotGrid]:
     for path, scale in specs:
         if not path.is_file():
             raise UserError(f"--pilot {path}: no such grid file")
-        for name in [scale] if scale else scale_names(path) or [None]:
-            pilot = load_grid(path, name)
-            folders = output_folders(pilot)
-            found.append(PilotGrid(pilot, plan_runs(pilot, folders.work, folders.archive)))
+        try:
+            for name in [scale] if scale else scale_names(path) or [None]:
+                pilot = load_grid(path, name)
+                folders = output_folders(pilot)
+                found.append(PilotGrid(pilot, plan_runs(pilot, folders.work, folders.archive)))
+        except UserError as err:
+            if given:
+                raise
+            print(f"warning: --power: {path} skipped as a pilot (give --pilot to choose them): {err}", file=sys.stderr)
     return found
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from adlnmt.errors import UserError
@@ -71,16 +73,18 @@ def verdict_table(archives: list[Path], base: Path) -> str:
         link = Path(os.path.relpath(archive / "claims.md", base)).as_posix()
         title = _title(judged)
         rates.update(judged.get("error_rates", {}))
-        for claim in judged["claims"]:
-            line = _cells(claim, title, link)
+        for i, claim in enumerate(judged["claims"]):
+            with _entry(archive, f"claims[{i}]"):
+                line = _cells(claim, title, link)
             (confirmatory if claim.get("registered_before_results") else exploratory).append(line)
-        for found in judged.get("rank_agreement", []):
-            interval = found["interval"]
-            rho = f"{found['rho']:+.2f} " + (
-                f"[{interval[0]:+.2f}, {interval[1]:+.2f}]" if interval else "(no interval: a row has one seed)"
-            )
-            ranks.append(f"| [{title}]({link}) | {found['column']} | {found['metric']} {found['test']} | "
-                         f"{found['rows']} ({found['seeds']} runs) | {rho} |")  # fmt: skip
+        for i, found in enumerate(judged.get("rank_agreement", [])):
+            with _entry(archive, f"rank_agreement[{i}]"):
+                interval = found["interval"]
+                rho = f"{found['rho']:+.2f} " + (
+                    f"[{interval[0]:+.2f}, {interval[1]:+.2f}]" if interval else "(no interval: a row has one seed)"
+                )
+                ranks.append(f"| [{title}]({link}) | {found['column']} | {found['metric']} {found['test']} | "
+                             f"{found['rows']} ({found['seeds']} runs) | {rho} |")  # fmt: skip
     rule = "|---|---|---|---|---:|---:|---:|---|---|---|---|"
     lines = [
         "Error rates, one per claim kind (the test's direction fixed by the paper's wording): "
@@ -114,10 +118,21 @@ def verdict_table(archives: list[Path], base: Path) -> str:
     return "\n".join(lines)
 
 
+@contextmanager
+def _entry(archive: Path, where: str) -> Iterator[None]:
+    """Reading one entry of ``archive``'s claims.json: a missing key or a wrong type (a hand-edited or truncated
+    file) is an error naming the file and the entry, not a traceback."""
+    try:
+        yield
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as err:
+        raise UserError(f"{archive / 'claims.json'}: {where}: malformed ({type(err).__name__}: {err}); rebuild it "
+                        "with adlnmt experiment GRID --report-only") from None  # fmt: skip
+
+
 def _judged(archive: Path) -> dict:
     """The archive's claims.json, checked."""
     judged = read_object(archive / "claims.json")
-    if judged is None or not isinstance(judged.get("claims"), list):
+    if judged is None or not isinstance(judged.get("claims"), list) or not isinstance(judged.get("grid"), str):
         raise UserError(f"{archive / 'claims.json'}: missing or malformed (rebuild it with adlnmt experiment "
                         "GRID --report-only)")  # fmt: skip
     return judged

@@ -498,12 +498,18 @@ def unsettled(tested: Tested, adjusted_p: float, family: int = 1) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _sentence_statistics(metric: str, hypotheses: tuple[str, ...], references: tuple[str, ...]) -> np.ndarray:
+def _sentence_statistics(metric: str, hypotheses: tuple[str, ...], references: tuple[str, ...],
+                         names: tuple[str, str]) -> np.ndarray:  # fmt: skip
     from adlnmt.metrics import segment_statistics
 
-    found = np.asarray(segment_statistics(metric, hypotheses, references), dtype=np.float64)
+    found = np.asarray(segment_statistics(metric, hypotheses, references, *names), dtype=np.float64)
     found.flags.writeable = False
     return found
+
+
+def _file_name(path: Path | tuple[Path, ...]) -> str:
+    """A file, or the files of a pooled test set ("a + b"), as an error names them."""
+    return " + ".join(map(str, path)) if isinstance(path, tuple) else str(path)
 
 
 class Scorer:
@@ -528,6 +534,13 @@ class Scorer:
             self._lines[path] = tuple(read_lines(path))
         return self._lines[path]
 
+    def _statistics(self, metric: str, hypotheses: Path | tuple[Path, ...], test: str) -> np.ndarray:
+        """The sentence statistics of a run's ``hypotheses`` on ``test``; a file of another length than the
+        references (a damaged archive) is an error naming both files."""
+        reference = self.tests[test][1]
+        names = (_file_name(hypotheses), _file_name(reference))
+        return _sentence_statistics(metric, self._read(hypotheses), self._read(reference), names)
+
     def run(self, hypotheses: Path | None, test: str, metric: str, words: tuple[int, int] = (0, 0),
             resamples: int | None = None) -> RunScores | None:  # fmt: skip
         """The scores on ``test`` (its sources of words[0] to words[1] words, 0: no bound) of a run's ``hypotheses``
@@ -545,11 +558,10 @@ class Scorer:
             keys.append(key)
             have = self._scores.get(key) if key else None
             if key and (have is None or len(have.replicates) < resamples):
-                source, reference = (self._read(path) for path in self.tests[test])
-                statistics = _sentence_statistics(metric, self._read(hypotheses), reference)
+                statistics = self._statistics(metric, hypotheses, test)
                 subset = None
                 if any(words):
-                    lengths = np.array([len(line.split()) for line in source])
+                    lengths = np.array([len(line.split()) for line in self._read(self.tests[test][0])])
                     subset = (lengths >= words[0]) & ((lengths <= words[1]) if words[1] else True)
                 short.setdefault(0 if have is None else len(have.replicates), []).append(
                     (key, _masked(statistics, subset))
@@ -569,7 +581,6 @@ class Scorer:
         (from BLEU's statistics, as sacreBLEU's ``ratio``); None when the run was not evaluated on it (None)."""
         if hypotheses is None:
             return None
-        reference = self._read(self.tests[test][1])
-        statistics = _sentence_statistics("bleu", self._read(hypotheses), reference)
+        statistics = self._statistics("bleu", hypotheses, test)
         hypothesis_tokens, reference_tokens = statistics[:, 0].sum(), statistics[:, 1].sum()
         return float(hypothesis_tokens / reference_tokens) if reference_tokens else None
