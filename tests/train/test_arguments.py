@@ -51,17 +51,18 @@ def test_nonsense_flags_are_refused_naming_the_flag(argv: list[str], message: st
 @pytest.mark.parametrize(
     ("yaml_text", "message"),
     [
-        (f"seed: {2**70}\n", "--seed must be in [0, 4294967295], got 1180591620717411303424"),
-        ("lr: .nan\n", "--lr must be a finite number >= 0, got nan"),
-        ("max_updates: -1\n", "--max-updates must be >= 0, got -1"),
-        ("max_minutes: -.inf\n", "--max-minutes must be a finite number >= 0, got -inf"),
+        (f"seed: {2**70}\n", "option 'seed' must be in [0, 4294967295], got 1180591620717411303424"),
+        ("lr: .nan\n", "option 'lr' must be a finite number >= 0, got nan"),
+        ("max_updates: -1\n", "option 'max_updates' must be >= 0, got -1"),
+        ("max_minutes: -.inf\n", "option 'max_minutes' must be a finite number >= 0, got -inf"),
     ],
 )
 def test_yaml_values_are_checked_against_the_same_ranges(tmp_path: Path, capsys, yaml_text: str, message: str) -> None:
+    """The flags' ranges, the error naming the file and the option as written there (not a flag never given)."""
     options = tmp_path / "options.yaml"
     options.write_text(yaml_text)
     assert main(["train", "--data", "d", "--model", "m", "--config", str(options)]) == 2
-    assert f"error: {message}" in capsys.readouterr().err
+    assert f"error: {options}: {message}\n" in capsys.readouterr().err
 
 
 def test_grid_seeds_take_the_same_range(tmp_path: Path) -> None:
