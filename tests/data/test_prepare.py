@@ -227,12 +227,24 @@ def test_missing_input_fails_before_writing(demo: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_line_count_mismatch(demo: Path, tmp_path: Path) -> None:
-    short = write_lines(tmp_path / "short.tgt", raw(demo / "train.tgt")[:-1])
+@pytest.mark.parametrize("fault", ["line counts differ", "every line is empty"])
+def test_bad_training_text_leaves_no_folder_behind(demo: Path, tmp_path: Path, fault: str) -> None:
+    """Bad training text is found while reading it, after the output folder is made: the folders this call made go
+    again (the nested one and its new parent), a folder that was there before stays."""
+    bad = tmp_path / "bad.tgt"
+    if fault == "line counts differ":
+        write_lines(bad, raw(demo / "train.tgt")[:-1])
+    else:
+        write_lines(bad, [" "] * len(raw(demo / "train.tgt")))
     train_src, _, valid_src, valid_tgt = inputs(demo)
-    with pytest.raises(DataError, match="line counts differ"):
-        prepare(train_src, short, valid_src, valid_tgt, tmp_path / "out", vocab_size=200)
-    assert not (tmp_path / "out" / MANIFEST).exists()
+    with pytest.raises(DataError, match=fault):
+        prepare(train_src, bad, valid_src, valid_tgt, tmp_path / "out" / "data", vocab_size=200)
+    assert not (tmp_path / "out").exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    with pytest.raises(DataError, match=fault):
+        prepare(train_src, bad, valid_src, valid_tgt, mine, vocab_size=200)
+    assert mine.is_dir() and not any(mine.iterdir())
 
 
 @pytest.mark.parametrize("fault", ["line counts differ", "invalid UTF-8", "no validation pairs left"])

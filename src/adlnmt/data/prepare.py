@@ -29,8 +29,9 @@ import random
 import shutil
 from collections import deque
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from itertools import chain, compress
+from itertools import chain, compress, takewhile
 from pathlib import Path
 from typing import Any
 
@@ -429,6 +430,21 @@ def _swap_in(prepared: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+@contextmanager
+def _made_for_this_call(out: Path) -> Iterator[None]:
+    """Make the folder ``out`` (and its missing parents); should bad input (a DataError) fail the prepare inside, remove
+    what this call made, so that it leaves nothing behind. A folder that existed before is kept, and so is everything
+    after any other failure (an interrupted prepare resumes from its state file)."""
+    missing = list(takewhile(lambda folder: not folder.exists(), (out, *out.parents)))
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except DataError:
+        if missing:
+            shutil.rmtree(missing[-1], ignore_errors=True)
+        raise
+
+
 @dataclass
 class Tally:
     """Counts of a corpus or split as its chunks are encoded."""
@@ -539,9 +555,9 @@ def prepare(
     corpus named ``de-en``), one id of the vocabulary, not counted by the length filter. ``source_markers`` makes
     ``Split.src`` start with BOS; it is recorded, not stored in tokens. Memory is bounded by the sample, one shard
     and the chunks in flight, whatever the corpus size. Refuses a directory that holds a manifest unless
-    ``overwrite``. The output does not depend on ``workers``. ``vocab_from`` (a model's ``vocab/``) copies its
-    sentencepiece models instead of training new ones (the vocabulary options and source markers are then the
-    model's; tags only those it holds)."""
+    ``overwrite``. Bad input (a DataError) leaves no folder behind that this call made. The output does not depend
+    on ``workers``. ``vocab_from`` (a model's ``vocab/``) copies its sentencepiece models instead of training new
+    ones (the vocabulary options and source markers are then the model's; tags only those it holds)."""
     options = PrepareOptions(vocab_size, joint, model_type, max_len, max_ratio, source_markers)
     options.check()
     if not str(out_dir):
@@ -567,83 +583,83 @@ def prepare(
         if not sum(1 for _ in read_parallel(corpus.src, corpus.tgt)):
             raise DataError(_NOTHING_LEFT["valid"], corpus.src)
     final, out = out, _claim_output(out, overwrite, [path for c in (*corpora, *valid) for path in (c.src, c.tgt)])
-    out.mkdir(parents=True, exist_ok=True)
-    settings = {**asdict(options), "spm_sample": spm_sample, "shard_size": shard_size, "target_tags": target_tags,
-                "vocab_from": None if vocab_from is None else str(Path(vocab_from).resolve())}  # fmt: skip
-    fingerprint = _fingerprint(settings, corpora, valid, vocab_from)
-    state = _resume_state(out, fingerprint)
+    with _made_for_this_call(out):
+        settings = {**asdict(options), "spm_sample": spm_sample, "shard_size": shard_size, "target_tags": target_tags,
+                    "vocab_from": None if vocab_from is None else str(Path(vocab_from).resolve())}  # fmt: skip
+        fingerprint = _fingerprint(settings, corpora, valid, vocab_from)
+        state = _resume_state(out, fingerprint)
 
-    if vocab_from is not None:
-        state["spm"], _, joint, model_type = copy_vocabularies(Path(vocab_from), out)
-        options = replace(options, joint=joint, model_type=model_type)  # the model's, as the manifest then says
-    elif "spm" not in state:
-        sample = reservoir_sample(corpora, spm_sample)
-        state["spm"] = _train_vocabs(sample, corpora[0].src, out, options, sorted(set(tags.values())))
-        _write_json(out / STATE, state)
-    spm_files = state["spm"]
-    vocabs = {side: Vocab.load(out / spm_files[side]) for side in SIDES}
-    tag_ids = {name: vocabs["src"].tag_id(tag) for name, tag in tags.items()}
-    dtype = token_dtype(max(v.size for v in vocabs.values()))
+        if vocab_from is not None:
+            state["spm"], _, joint, model_type = copy_vocabularies(Path(vocab_from), out)
+            options = replace(options, joint=joint, model_type=model_type)  # the model's, as the manifest then says
+        elif "spm" not in state:
+            sample = reservoir_sample(corpora, spm_sample)
+            state["spm"] = _train_vocabs(sample, corpora[0].src, out, options, sorted(set(tags.values())))
+            _write_json(out / STATE, state)
+        spm_files = state["spm"]
+        vocabs = {side: Vocab.load(out / spm_files[side]) for side in SIDES}
+        tag_ids = {name: vocabs["src"].tag_id(tag) for name, tag in tags.items()}
+        dtype = token_dtype(max(v.size for v in vocabs.values()))
 
-    pool = EncoderPool(vocabs, options, workers)
-    try:
-        valid_entry, valid_tally, valid_ranges, text = _encode_valid(out, valid, pool, tag_ids, dtype)
+        pool = EncoderPool(vocabs, options, workers)
+        try:
+            valid_entry, valid_tally, valid_ranges, text = _encode_valid(out, valid, pool, tag_ids, dtype)
+            for corpus in corpora:
+                _encode_corpus(out, corpus, pool, tag_ids.get(corpus.name), dtype, shard_size, state)
+        finally:
+            pool.close()
+
+        train_tally = Tally()
+        corpus_summaries = {}
         for corpus in corpora:
-            _encode_corpus(out, corpus, pool, tag_ids.get(corpus.name), dtype, shard_size, state)
-    finally:
-        pool.close()
-
-    train_tally = Tally()
-    corpus_summaries = {}
-    for corpus in corpora:
-        tally = _corpus_tally(state["corpora"][corpus.name])
-        if not tally.counts["kept"]:  # one of several corpora left empty would silently train without it
-            named = f" of training corpus {corpus.name!r}" if len(corpora) > 1 else ""
-            raise DataError(_NOTHING_LEFT["train"].replace("pairs left", f"pairs{named} left"), corpus.src)
-        train_tally.merge(tally)
-        corpus_summaries[corpus.name] = {
-            "weight": corpus.weight,
-            "tag": tags.get(corpus.name),
-            "train": tally.summary(options.source_markers, False),
-            "valid": valid_ranges.get(corpus.name),
-        }
-    manifest = {
-        "format_version": FORMAT_VERSION,
-        "joint": options.joint,
-        "model_type": options.model_type,
-        "source_markers": options.source_markers,
-        "special_ids": dict(SPECIAL_IDS),
-        "src_vocab_size": vocabs["src"].size,
-        "tgt_vocab_size": vocabs["tgt"].size,
-        "spm": spm_files,
-        "dtype": dtype.name,
-        "options": {
-            "vocab_size": options.vocab_size,
-            "max_len": options.max_len,
-            "max_ratio": options.max_ratio,
-            "ratio_min_len": RATIO_MIN_LEN,
+            tally = _corpus_tally(state["corpora"][corpus.name])
+            if not tally.counts["kept"]:  # one of several corpora left empty would silently train without it
+                named = f" of training corpus {corpus.name!r}" if len(corpora) > 1 else ""
+                raise DataError(_NOTHING_LEFT["train"].replace("pairs left", f"pairs{named} left"), corpus.src)
+            train_tally.merge(tally)
+            corpus_summaries[corpus.name] = {
+                "weight": corpus.weight,
+                "tag": tags.get(corpus.name),
+                "train": tally.summary(options.source_markers, False),
+                "valid": valid_ranges.get(corpus.name),
+            }
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "joint": options.joint,
+            "model_type": options.model_type,
             "source_markers": options.source_markers,
-            "spm_sample": spm_sample,
-            "shard_size": shard_size,
-            "target_tags": target_tags,
-        },
-        "inputs": _inputs(corpora, valid, settings["vocab_from"]),
-        "corpora": corpus_summaries,
-        "splits": {
-            "train": train_tally.summary(options.source_markers, False),
-            "valid": valid_tally.summary(options.source_markers, True),
-        },
-        "shards": {
-            "train": [shard for corpus in corpora for shard in state["corpora"][corpus.name]["shards"]],
-            "valid": [valid_entry],
-        },
-        "text": {"valid": text},
-    }
-    _write_json(out / MANIFEST, manifest)
-    (out / STATE).unlink(missing_ok=True)
-    if out != final:
-        _swap_in(out, final)
-    return manifest
+            "special_ids": dict(SPECIAL_IDS),
+            "src_vocab_size": vocabs["src"].size,
+            "tgt_vocab_size": vocabs["tgt"].size,
+            "spm": spm_files,
+            "dtype": dtype.name,
+            "options": {
+                "vocab_size": options.vocab_size,
+                "max_len": options.max_len,
+                "max_ratio": options.max_ratio,
+                "ratio_min_len": RATIO_MIN_LEN,
+                "source_markers": options.source_markers,
+                "spm_sample": spm_sample,
+                "shard_size": shard_size,
+                "target_tags": target_tags,
+            },
+            "inputs": _inputs(corpora, valid, settings["vocab_from"]),
+            "corpora": corpus_summaries,
+            "splits": {
+                "train": train_tally.summary(options.source_markers, False),
+                "valid": valid_tally.summary(options.source_markers, True),
+            },
+            "shards": {
+                "train": [shard for corpus in corpora for shard in state["corpora"][corpus.name]["shards"]],
+                "valid": [valid_entry],
+            },
+            "text": {"valid": text},
+        }
+        _write_json(out / MANIFEST, manifest)
+        (out / STATE).unlink(missing_ok=True)
+        if out != final:
+            _swap_in(out, final)
+        return manifest
 
 
 def _inputs(corpora: Sequence[Corpus], valid: Sequence[Corpus], vocab_from: str | None) -> dict[str, str]:
