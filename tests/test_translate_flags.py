@@ -4,6 +4,7 @@ error; errors say what is wrong in plain words."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.inference import translator as translator_module
+from adlnmt.inference.commands import add_model_arguments
 from adlnmt.inference.options import SearchOptions, sampling_rule
 from adlnmt.inference.translator import Translator, output_bytes, search_bytes
 
@@ -95,6 +97,15 @@ def test_an_option_the_search_would_ignore_is_an_error(
 ) -> None:
     assert main(translate(model, tmp_path, *flags)) == 2
     assert capsys.readouterr().err.startswith(f"error: {message}")
+
+
+def test_the_threads_help_says_that_workers_run_on_one_thread_each() -> None:
+    """--workers N searches on N single-thread workers on every engine (forked torch workers cannot run several:
+    :mod:`adlnmt.inference.workers`), so --threads is then not used, and its help says so."""
+    parser = argparse.ArgumentParser()
+    add_model_arguments(parser)
+    threads = next(action for action in parser._actions if "--threads" in action.option_strings)
+    assert "not used with --workers N > 1" in threads.help
 
 
 def test_sampling_out_of_range_is_not_called_unknown() -> None:

@@ -15,7 +15,12 @@ def test_results_come_back_in_job_order_from_other_processes() -> None:
     def task(job: int) -> tuple[int, int, torch.Tensor, int]:
         return job, os.getpid(), table[job] * 2, torch.get_num_threads()
 
-    results = in_workers(task, [7, 3, 9, 0, 5], workers=2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # as translate --threads 2 sets it: each worker runs on 1 thread all the same
+    try:
+        results = in_workers(task, [7, 3, 9, 0, 5], workers=2)
+    finally:
+        torch.set_num_threads(threads)
     assert [r[0] for r in results] == [7, 3, 9, 0, 5]
     assert [float(r[2]) for r in results] == [14.0, 6.0, 18.0, 0.0, 10.0]
     assert all(pid != parent for _, pid, _, _ in results)

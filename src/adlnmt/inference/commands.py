@@ -184,7 +184,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads",
         type=flag_type(int, at_least(0)),
         default=0,
-        help="CPU threads of the engine (default: torch's; other engines: every CPU)",
+        help="CPU threads of the engine (default: torch's; other engines: every CPU); not used with --workers N > 1, "
+        "where every engine searches on N workers of 1 thread each (N threads in all)",
     )
     parser.add_argument(
         "--precision",
