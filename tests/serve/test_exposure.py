@@ -85,7 +85,7 @@ def test_a_post_not_declared_as_json_is_415(make_client: ClientFactory, content_
 
 
 def test_only_allowed_host_names_are_answered(make_client: ClientFactory) -> None:
-    with make_client(allowed_hosts=()) as client:  # the default: the bound address and the loopback names
+    with make_client(allowed_hosts=None) as client:  # the default: the bound address and the loopback names
         rebound = client.get("/health")  # the test client's Host: testserver, like a rebound attacker.example
         posted = client.post("/translate", json={"text": []}, headers={"Host": "attacker.example"})
         local = [client.get("/health", headers={"Host": host}).status_code

@@ -36,7 +36,7 @@ MAX_HEAD_BYTES = 16 * 1024  # request line and headers: h11's limit on a head ar
 
 
 def _host_names(text: str) -> tuple[str, ...]:
-    """``--allowed-hosts``: comma-separated names."""
+    """``--allowed-hosts``: comma-separated names (none: refused by :class:`ServeOptions`)."""
     return tuple(host.strip() for host in text.split(",") if host.strip())
 
 
@@ -49,13 +49,14 @@ class ServeOptions:
     """Model directory (or an export directory, ``adlnmt export``)."""
     host: str = option("127.0.0.1", "address to listen on (default %(default)s)")
     """Address to listen on (loopback by default: put a reverse proxy in front to expose it)."""
-    allowed_hosts: tuple[str, ...] = option(
-        (),
+    allowed_hosts: tuple[str, ...] | None = option(
+        None,
         "comma-separated Host header names answered, * for any (default: --host, localhost, 127.0.0.1, ::1)",
         parse=_host_names,
     )
-    """Host header values answered (without port; ``*``: any); empty: ``host``, localhost, 127.0.0.1 and ::1.
-    Others get 421: a web page of another name resolved to this server (DNS rebinding) cannot use it."""
+    """Host header values answered (without port; ``*``: any); None: ``host``, localhost, 127.0.0.1 and ::1 (an
+    empty tuple is an error, not that default). Others get 421: a web page of another name resolved to this server
+    (DNS rebinding) cannot use it."""
     port: int = option(8000, "TCP port (default %(default)s)", bounds=Bounds(0, 65535))
     """TCP port."""
     checkpoint: str = option("best", "best, last, averaged or a .safetensors path")
@@ -118,7 +119,7 @@ class ServeOptions:
         """Whether a request with this ``Host`` header is answered (see ``allowed_hosts``)."""
         name = header.strip().lower()
         name = name[1 : name.find("]")] if name.startswith("[") else name.rsplit(":", 1)[0] if ":" in name else name
-        allowed = self.allowed_hosts or (self.host, "localhost", "127.0.0.1", "::1")
+        allowed = self.allowed_hosts if self.allowed_hosts is not None else (self.host, "localhost", "127.0.0.1", "::1")
         return "*" in allowed or name in {host.lower().strip("[]") for host in allowed}
 
     @property
@@ -128,6 +129,9 @@ class ServeOptions:
 
     def __post_init__(self) -> None:
         problems = out_of_bounds(self)
+        if self.allowed_hosts == ():
+            problems.append("--allowed-hosts: give at least one host (a name, or * for any); leave it out to answer "
+                            "--host and the loopback names")  # fmt: skip
         if self.max_queue_sentences < self.max_sentences:
             problems.append(
                 f"--max-queue-sentences ({self.max_queue_sentences}) must be at least --max-sentences "
