@@ -108,16 +108,22 @@ def fits_in_memory(device: torch.device) -> Iterator[None]:
                         "choose a smaller one (--d-model, --d-ff, fewer layers)") from None  # fmt: skip
 
 
+def _manifest_lengths(data: DataDir) -> dict[str, dict[str, int | None]]:
+    """The manifest's longest ``source`` and ``target`` sequence of the ``train`` and ``valid`` splits, in positions
+    (markers and EOS counted; None where it does not count them)."""
+    splits = data.manifest["splits"]
+    return {name: {"source": splits.get(name, {}).get("max_src_len"), "target": splits.get(name, {}).get("max_tgt_len")}
+            for name in ("train", "valid")}  # fmt: skip
+
+
 def check_positions(model: Seq2Seq, data: DataDir) -> None:
     """A UserError, before the first update, when a sentence of the training or validation data is longer than the
     model's learned positions cover (:meth:`~adlnmt.model.Seq2Seq.position_limits`), saying how to fix it."""
     limits = dict(zip(("source", "target"), model.position_limits(), strict=True))
     if all(limit is None for limit in limits.values()):
         return
-    for name in ("train", "valid"):
-        summary = data.manifest["splits"].get(name, {})
-        longest = {"source": summary.get("max_src_len"), "target": summary.get("max_tgt_len")}
-        if all(limits[side] is None or (n is not None and n <= limits[side]) for side, n in longest.items()):
+    for name, counted in _manifest_lengths(data).items():
+        if all(limits[side] is None or (n is not None and n <= limits[side]) for side, n in counted.items()):
             continue  # the manifest's longest fit: no shard is opened (start-up stays independent of corpus size)
         before = 0  # sentences in the split's earlier shards
         for index in range(len(data.shards(name))):
@@ -138,9 +144,7 @@ def check_positions(model: Seq2Seq, data: DataDir) -> None:
 
 def longest_sequence(data: DataDir) -> int:
     """The most positions a side of the training or validation data needs (the manifest's count; 0 if it has none)."""
-    splits = data.manifest["splits"]
-    found = [splits.get(name, {}).get(key) for name in ("train", "valid") for key in ("max_src_len", "max_tgt_len")]
-    return max((n for n in found if n is not None), default=0)
+    return max((n for sides in _manifest_lengths(data).values() for n in sides.values() if n is not None), default=0)
 
 
 class Trainer:
