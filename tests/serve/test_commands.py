@@ -26,6 +26,8 @@ SLOW_TEXT = [("ein kleiner Hund läuft über die grüne Wiese und ein Mann sieht
          "error: --port must be in [0, 65535], got 70000; --max-wait-ms must be >= 0, got -1.0"),
         (["--allowed-hosts", " , "], "error: --allowed-hosts: give at least one host (a name, or * for any); "
          "leave it out to answer --host and the loopback names"),  # never the default in silence
+        (["--allowed-hosts", "mt.example.org,,localhost"],
+         "error: --allowed-hosts 'mt.example.org,,localhost': an empty name in the list (an unset shell variable?)"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_message_and_status_2(

@@ -36,8 +36,8 @@ MAX_HEAD_BYTES = 16 * 1024  # request line and headers: h11's limit on a head ar
 
 
 def _host_names(text: str) -> tuple[str, ...]:
-    """``--allowed-hosts``: comma-separated names (none: refused by :class:`ServeOptions`)."""
-    return tuple(host.strip() for host in text.split(",") if host.strip())
+    """``--allowed-hosts``: comma-separated names (none, or an empty one: refused by :class:`ServeOptions`)."""
+    return tuple(host.strip() for host in text.split(",")) if text.strip(" ,") else ()
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,9 @@ class ServeOptions:
         if self.allowed_hosts == ():
             problems.append("--allowed-hosts: give at least one host (a name, or * for any); leave it out to answer "
                             "--host and the loopback names")  # fmt: skip
+        elif self.allowed_hosts is not None and "" in self.allowed_hosts:
+            problems.append(f"--allowed-hosts {','.join(self.allowed_hosts)!r}: an empty name in the list (an unset "
+                            "shell variable?)")  # fmt: skip
         if self.max_queue_sentences < self.max_sentences:
             problems.append(
                 f"--max-queue-sentences ({self.max_queue_sentences}) must be at least --max-sentences "
