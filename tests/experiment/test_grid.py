@@ -109,6 +109,9 @@ def test_a_variant_may_name_its_own_prepared_directory(tmp_path: Path) -> None:
         (lambda g: g.update(metrics=["bleu", "rouge"]), "metrics: unknown metric 'rouge'"),
         (lambda g: g.update(seeds=[1, 1]), "seeds: values must be distinct"),
         (lambda g: g.update(length_buckets=[20, 10]), "length_buckets: values must be distinct and increasing"),
+        (lambda g: g["train"].update(max_updates=-1), "train.max_updates: must be >= 0, got -1"),  # not variants[0]
+        (lambda g: g["scales"]["full"].update(train={"lr": -1}), "scales.full.train.lr: must be >= 0, got -1.0"),
+        (lambda g: g["variants"][1].update(train={"warmup": -1}), "variants[1] ('b').train.warmup: must be >= 0"),
         (lambda g: g.update(translate={"beam": 0}), "translate.beam: must be >= 1, got 0"),
         (lambda g: g.update(translate={"length_penalty": -1}), "translate.length_penalty: must be >= 0, got -1.0"),
         (lambda g: g.update(translate={"average": {"first": 3}}), "translate.average: expected {last: N}"),
@@ -146,7 +149,7 @@ def test_the_command_exits_2_with_the_message(tmp_path: Path, capsys: pytest.Cap
     grid["train"]["batch_tokens"] = -1
     path = write(tmp_path, grid)
     assert main(["experiment", str(path), "--dry-run"]) == 2
-    assert f"error: {path}: variants[0] ('a'): --batch-tokens must be >= 1" in capsys.readouterr().err
+    assert f"error: {path}: train.batch_tokens: must be >= 1, got -1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])

@@ -165,7 +165,8 @@ def _field_kinds(name: str) -> tuple[type, ...]:
 
 
 def _train_options(reader: Reader, value: Any, where: str) -> dict[str, Any]:
-    """A block of TrainConfig options (keys as the flags, '-' or '_'), each checked for name, type and choices."""
+    """A block of TrainConfig options (keys as the flags, '-' or '_'), each checked for name, type, choices and
+    range."""
     if value is None:
         return {}
     options, spelled = {}, {}
@@ -190,6 +191,9 @@ def _train_options(reader: Reader, value: Any, where: str) -> dict[str, Any]:
             choices = TRAIN_FIELDS[name].metadata.get("choices")
             if choices and item not in choices:
                 reader.fail(at, f"{item!r} is not one of {', '.join(choices)}")
+            bounds = bounds_of(TRAIN_FIELDS[name])
+            if bounds is not None and item is not None and not bounds.holds(item):
+                reader.fail(at, bounds.refusal(item))  # here, where it is written: the levels merge later
         if name in FOLDER_OPTIONS and item not in FOLDER_OPTIONS[name]:
             item = str(reader.path_value(item, at))  # relative to the grid file, as every path of a grid
         if name == "init_from" and item is not None:
