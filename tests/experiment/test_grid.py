@@ -16,6 +16,7 @@ EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 SHIPPED = sorted(EXPERIMENTS.glob("*.yaml"))
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+RAW = {"train_src": "tr.src", "train_tgt": "tr.tgt", "valid_src": "va.src", "valid_tgt": "va.tgt"}  # to prepare
 
 
 def base_grid() -> dict:
@@ -105,6 +106,12 @@ def test_a_variant_may_name_its_own_prepared_directory(tmp_path: Path) -> None:
         (lambda g: g["variants"][0].update(encoder="pos -> nrom"), "variants[0] ('a'): ADL error in encoder"),
         (lambda g: g["variants"][1].update(train={"d_ff": 33}), "variants[1] ('b'): --d-ff (33) must be a multiple"),
         (lambda g: g["variants"][1].update(data={"vocab_size": 10}), "variants[1] ('b').data: per-variant prepare"),
+        (lambda g: g.update(data={**RAW, "vocab_size": 3}), "data: vocabulary size 3 is too small"),  # as the run
+        (lambda g: g.update(data={**RAW, "max_len": 0}), "data: max_len must be at least 1, got 0"),  # says it
+        (
+            lambda g: (g.update(data=RAW), g["variants"][1].update(data={"vocab_size": 4})),
+            "variants[1] ('b').data: vocabulary size 4 is too small",
+        ),
         (lambda g: g.update(baseline="c"), "baseline: unknown variant"),
         (lambda g: g.update(metrics=["bleu", "rouge"]), "metrics: unknown metric 'rouge'"),
         (lambda g: g.update(seeds=[1, 1]), "seeds: values must be distinct"),

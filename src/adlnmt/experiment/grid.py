@@ -20,7 +20,7 @@ from typing import Any
 from adlnmt.adl.errors import ADLError
 from adlnmt.data.options import MODEL_TYPES, PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.vocab_from import MODEL_VOCAB_DIR
-from adlnmt.errors import UserError
+from adlnmt.errors import DataError, UserError
 from adlnmt.experiment import distill_step
 from adlnmt.experiment.distill_step import DistillStep
 from adlnmt.experiment.results import RunResult
@@ -239,6 +239,10 @@ def _prepare_options(reader: Reader, value: Any, where: str, with_paths: bool) -
         reader.fail(where, f"missing {', '.join(missing)} (raw training and validation files to prepare)")
     if options.get("model_type", PREPARE_DEFAULTS.model_type) not in MODEL_TYPES:
         reader.fail(f"{where}.model_type", f"expected {' or '.join(MODEL_TYPES)}")
+    try:  # prepare's own check, before any run: each block's values where they are written
+        PrepareOptions(**{key: options[key] for key in PREPARE_OPTIONS if key in options}).check()
+    except DataError as err:
+        reader.fail(where, str(err))
     return options
 
 
