@@ -174,6 +174,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     selected = select(grid, runs, args.variants, args.seeds)
     retrained = to_train_again(selected, args.rerun, before)
     shared = [found for found in shared_runs(grid, runs, results) if found[0] not in retrained]
+    adopted = [run for run, _, _ in shared]
     if args.power:
         from adlnmt.experiment.power import power_table
 
@@ -196,6 +197,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         check_speed_machine(grid)
     if args.report_only and not shared and not any(run.finished_in() for run in runs):  # before any folder is made
         raise UserError(f"{results}: no finished run of this experiment (give --results, or run the grid first)")
+    if (args.retime or args.score_added) and not any(run.finished_in() or run in adopted for run in selected):
+        doing = "time again" if args.retime else "score on the added test sets"  # before any folder is made too
+        raise UserError(f"{results}: none of the selected runs has finished: nothing to {doing} (run them first)")
     with lock_output(folders.work):  # released when the command ends, however it ends (also called in-process)
         claim(folders, grid)
         outcomes: list[Outcome] = []
