@@ -70,6 +70,13 @@ def test_prepare_refuses_to_overwrite(corpus: Path, tmp_path: Path) -> None:
     assert run(prepare_argv(corpus, tmp_path, "--overwrite")) == 0
 
 
+def test_prepare_refuses_a_vocabulary_with_no_room_beside_the_special_ids(corpus: Path, tmp_path: Path) -> None:
+    """The check an experiment's grid runs on its data block before any run (tests/experiment/test_grid.py)."""
+    with pytest.raises(DataError, match=r"^vocabulary size 4 is too small$"):
+        run(prepare_argv(corpus, tmp_path / "out", "--vocab-size", "4"))
+    assert not (tmp_path / "out").exists()
+
+
 def test_argument_errors(corpus: Path, tmp_path: Path) -> None:
     for extra in (["--joint", "--separate"], ["--vocab-size", "0"], ["--model-type", "word"]):
         with pytest.raises(SystemExit):

@@ -272,8 +272,9 @@ def test_rerun_before_trains_again_only_the_runs_evaluated_before_its_date(
     result["provenance"]["machine"]["date"] = "2020-01-01T08:00:00+00:00"  # as if a lost teacher had taught it
     result_path.write_text(json.dumps(result), encoding="utf-8")
     status, stdout = experiment(*args, "--rerun-before", "2021-01-01T05:00Z")
-    assert status == 0 and "--rerun: 1 finished run(s) trained again" in stdout, stdout
-    assert "seed 1 finished, seed 2 finished, trained again (--rerun)" in stdout  # seed 1 evaluated after the date
+    assert status == 0 and "--rerun-before 2021-01-01T05:00Z: 1 finished run(s) trained again" in stdout, stdout
+    assert "seed 1 finished, seed 2 finished, trained again (--rerun-before 2021-01-01T05:00Z)" in stdout  # seed 1
+    assert "--rerun:" not in stdout  # evaluated after the date; the option given is named, not --rerun
     for flags, message in ((("--rerun-before", "yesterday"), "not an ISO 8601 date and time"),
                            (("--rerun-before", "2999-01-01"), "in the future"),
                            (("--rerun", "--rerun-before", "2021-01-01"), "give one of them"),

@@ -144,6 +144,16 @@ def test_a_report_of_a_grid_never_run_makes_no_folder(
     assert not (tmp_path / "results").exists() and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(("flag", "doing"), [("--retime", "time again"), ("--score-added", "score on the added")])
+def test_retiming_or_scoring_a_grid_never_run_makes_no_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, doing: str
+) -> None:
+    """Nothing finished, nothing to do: the --out folder was made (grid.yaml, .gitignore, the lock) all the same."""
+    status, _ = experiment(str(tiny_grid(tmp_path)), "--out", str(tmp_path / "out"), flag)
+    assert status == 2 and f"none of the selected runs has finished: nothing to {doing}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_which_folders_a_grid_gets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     grid = load_grid(small_grid(tmp_path).relative_to(tmp_path), "cpu")

@@ -16,6 +16,7 @@ EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 SHIPPED = sorted(EXPERIMENTS.glob("*.yaml"))
 ENCODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(ffl)) -> norm"
 DECODER = "pos -> repeat(1, res_nd(mh_dot_self_att) -> res_nd(mh_dot_src_att) -> res_nd(ffl)) -> norm"
+RAW = {"train_src": "tr.src", "train_tgt": "tr.tgt", "valid_src": "va.src", "valid_tgt": "va.tgt"}  # to prepare
 
 
 def base_grid() -> dict:
@@ -105,10 +106,19 @@ def test_a_variant_may_name_its_own_prepared_directory(tmp_path: Path) -> None:
         (lambda g: g["variants"][0].update(encoder="pos -> nrom"), "variants[0] ('a'): ADL error in encoder"),
         (lambda g: g["variants"][1].update(train={"d_ff": 33}), "variants[1] ('b'): --d-ff (33) must be a multiple"),
         (lambda g: g["variants"][1].update(data={"vocab_size": 10}), "variants[1] ('b').data: per-variant prepare"),
+        (lambda g: g.update(data={**RAW, "vocab_size": 3}), "data: vocabulary size 3 is too small"),  # as the run
+        (lambda g: g.update(data={**RAW, "max_len": 0}), "data: max_len must be at least 1, got 0"),  # says it
+        (
+            lambda g: (g.update(data=RAW), g["variants"][1].update(data={"vocab_size": 4})),
+            "variants[1] ('b').data: vocabulary size 4 is too small",
+        ),
         (lambda g: g.update(baseline="c"), "baseline: unknown variant"),
         (lambda g: g.update(metrics=["bleu", "rouge"]), "metrics: unknown metric 'rouge'"),
         (lambda g: g.update(seeds=[1, 1]), "seeds: values must be distinct"),
         (lambda g: g.update(length_buckets=[20, 10]), "length_buckets: values must be distinct and increasing"),
+        (lambda g: g["train"].update(max_updates=-1), "train.max_updates: must be >= 0, got -1"),  # not variants[0]
+        (lambda g: g["scales"]["full"].update(train={"lr": -1}), "scales.full.train.lr: must be >= 0, got -1.0"),
+        (lambda g: g["variants"][1].update(train={"warmup": -1}), "variants[1] ('b').train.warmup: must be >= 0"),
         (lambda g: g.update(translate={"beam": 0}), "translate.beam: must be >= 1, got 0"),
         (lambda g: g.update(translate={"length_penalty": -1}), "translate.length_penalty: must be >= 0, got -1.0"),
         (lambda g: g.update(translate={"average": {"first": 3}}), "translate.average: expected {last: N}"),
@@ -146,7 +156,7 @@ def test_the_command_exits_2_with_the_message(tmp_path: Path, capsys: pytest.Cap
     grid["train"]["batch_tokens"] = -1
     path = write(tmp_path, grid)
     assert main(["experiment", str(path), "--dry-run"]) == 2
-    assert f"error: {path}: variants[0] ('a'): --batch-tokens must be >= 1" in capsys.readouterr().err
+    assert f"error: {path}: train.batch_tokens: must be >= 1, got -1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])

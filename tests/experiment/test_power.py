@@ -129,3 +129,14 @@ def test_a_pilot_without_power_is_an_error(tmp_path: Path, capsys: pytest.Captur
     grid_file = planned(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]}])
     assert main(["experiment", str(grid_file), "--pilot", str(grid_file), "--dry-run"]) == 2
     assert "--pilot names the pilot grids of --power; give --power too" in capsys.readouterr().err
+
+
+def test_two_pilot_files_of_one_grid_count_its_runs_once(tmp_path: Path) -> None:
+    """Two grid files with one name side by side share their folder, results/NAME: their pilot pairs are the same
+    runs, counted once (as is a pilot given twice)."""
+    pilot_file = pilot(tmp_path / "pilot")
+    twin = shutil.copy(pilot_file, pilot_file.with_name("twin.yaml"))
+    grid_file = planned(tmp_path / "new", [{"quote": "A beats B", "better": ["A", "B"]}])
+    for pilots in ([pilot_file, twin], [pilot_file, pilot_file]):
+        table = power(str(grid_file), *(f"--pilot={path}" for path in pilots))
+        assert "1 pairs of 1 grids" in table, table

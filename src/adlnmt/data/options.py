@@ -11,6 +11,8 @@ from adlnmt.errors import DataError
 from adlnmt.flags import option
 
 MODEL_TYPES = ("bpe", "unigram")  # sentencepiece's subword models
+PAD, UNK, BOS, EOS = 0, 1, 2, 3  # the special ids of every vocabulary (adlnmt.data.vocab)
+SPECIAL_IDS = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,10 @@ class PrepareOptions:
     source_markers: bool = option(False, "start every source with BOS (COMET variant)", switch=True)
 
     def check(self) -> None:
-        """Raise DataError for an unknown subword model type or an impossible length limit."""
+        """Raise DataError for a vocabulary with no room beside the special ids, an unknown subword model type or an
+        impossible length limit."""
+        if self.vocab_size < len(SPECIAL_IDS) + 1:
+            raise DataError(f"vocabulary size {self.vocab_size} is too small")
         if self.model_type not in MODEL_TYPES:
             raise DataError(f"model type must be one of {', '.join(MODEL_TYPES)}, got {self.model_type!r}")
         if self.max_len < 1:

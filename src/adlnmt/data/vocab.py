@@ -12,11 +12,8 @@ from pathlib import Path
 import sentencepiece as spm
 
 from adlnmt.atomic import atomic_write
-from adlnmt.data.options import MODEL_TYPES
+from adlnmt.data.options import BOS, EOS, MODEL_TYPES, PAD, SPECIAL_IDS, UNK
 from adlnmt.errors import DataError
-
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
-SPECIAL_IDS = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}
 
 
 def language_tag(language: str) -> str:
@@ -68,13 +65,12 @@ def train_sentencepiece(
     The whole input is used in order (no sampling or shuffling) with one thread, so the same input gives the same
     model, byte for byte wherever it is written (sentencepiece would record ``model_prefix`` in it: it writes to
     memory instead, and the model and its ``.vocab`` listing are written atomically). ``vocab_size`` is a soft
-    limit: a tiny corpus yields a smaller vocabulary rather than an error.
+    limit: a tiny corpus yields a smaller vocabulary rather than an error (``PrepareOptions.check`` refuses one with
+    no room beside the special ids).
     ``user_defined_symbols`` (e.g. the language tags ``<2en>``) get one id each, right after the special ids.
     """
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
-    if vocab_size < len(SPECIAL_IDS) + 1:
-        raise DataError(f"vocabulary size {vocab_size} is too small")
     feed = _Feed(texts_or_files)
     prefix = Path(model_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)

@@ -49,11 +49,11 @@ def where(folders: Folders) -> str:
 
 
 def planned(run: Run, shared: dict[str, str], selected: list[Run], retrained: list[Run], teachers: list[Run],
-            only: str | None) -> str:  # fmt: skip
-    """A run's state in the plan, and what this command does to it: trains it again (``--rerun``: its finished
-    result replaced once the new one is compared with it), trains it first as the unfinished teacher of selected
-    students (``teachers``), times or scores it again if finished (``only``: --retime, --score-added, which train
-    nothing), or leaves it alone (not selected)."""
+            only: str | None, rerun: str) -> str:  # fmt: skip
+    """A run's state in the plan, and what this command does to it: trains it again (``rerun``, the option given:
+    its finished result replaced once the new one is compared with it), trains it first as the unfinished teacher
+    of selected students (``teachers``), times or scores it again if finished (``only``: --retime, --score-added,
+    which train nothing), or leaves it alone (not selected)."""
     state = status(run, shared)
     if run in teachers:
         return f"{state} (not selected, but trained first: the selected students learn from it)"
@@ -63,13 +63,14 @@ def planned(run: Run, shared: dict[str, str], selected: list[Run], retrained: li
         if run.finished_in() is None:
             return f"{state} (not finished: {only} trains nothing)"
         return f"{state}, {'timed again' if only == '--retime' else 'scored on the added test sets'} ({only})"
-    return f"{state}, trained again (--rerun)" if run in retrained and run.finished_in() is not None else state
+    return f"{state}, trained again ({rerun})" if run in retrained and run.finished_in() is not None else state
 
 
 def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, str], selected: list[Run],
-               retrained: list[Run], only: str | None = None) -> None:  # fmt: skip
-    """The grid's runs and their state, marking those this command (``--variants``, ``--seeds``, ``--rerun``) trains
-    again or leaves alone, or (``only``: --retime, --score-added) times or scores again."""
+               retrained: list[Run], only: str | None = None, rerun: str = "--rerun") -> None:  # fmt: skip
+    """The grid's runs and their state, marking those this command (``--variants``, ``--seeds``, ``rerun``: --rerun
+    or --rerun-before DATE) trains again or leaves alone, or (``only``: --retime, --score-added) times or scores
+    again."""
     print(f"{grid.path}: {grid.name}, scale {grid.scale or '-'}: {len(grid.variants)} variants × "
           f"{len(grid.seeds)} seeds {list(grid.seeds)}, {where(folders)}")  # fmt: skip
     tests = ", ".join(t.name for t in grid.tests)
@@ -83,10 +84,10 @@ def print_plan(grid: Grid, runs: list[Run], folders: Folders, shared: dict[str, 
         but = f", but for {len(teachers)} teacher(s) of selected students, trained first" if teachers else ""
         print(f"  selected: {len(selected)} of {len(runs)} runs (--variants, --seeds); the others are left alone{but}")
     if again := sum(run.finished_in() is not None for run in retrained):
-        print(f"  --rerun: {again} finished run(s) trained again, each result kept (replaced/) until the new one is "
+        print(f"  {rerun}: {again} finished run(s) trained again, each result kept (replaced/) until the new one is "
               "compared with it")  # fmt: skip
     for variant in grid.variants:
-        states = ", ".join(f"seed {r.seed} {planned(r, shared, selected, retrained, teachers, only)}"
+        states = ", ".join(f"seed {r.seed} {planned(r, shared, selected, retrained, teachers, only, rerun)}"
                            for r in runs if r.variant is variant)  # fmt: skip
         print(f"  {variant.name} [runs/{variant.slug}, data {variant.data.prepared or variant.data.key}]: {states}")
         print("    " + ", ".join(f"{key}={value}" for key, value in variant.train.items()))
@@ -174,6 +175,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     selected = select(grid, runs, args.variants, args.seeds)
     retrained = to_train_again(selected, args.rerun, before)
     shared = [found for found in shared_runs(grid, runs, results) if found[0] not in retrained]
+    adopted = [run for run, _, _ in shared]
     if args.power:
         from adlnmt.experiment.power import power_table
 
@@ -183,7 +185,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         print(f"warning: {line}: counted as not finished, left out of the report")
     if args.dry_run:
         only = "--retime" if args.retime else "--score-added" if args.score_added else None
-        print_plan(grid, runs, folders, {run.fingerprint: name for run, _, name in shared}, selected, retrained, only)
+        rerun = f"--rerun-before {args.rerun_before}" if args.rerun_before else "--rerun"
+        found = {run.fingerprint: name for run, _, name in shared}
+        print_plan(grid, runs, folders, found, selected, retrained, only, rerun)
         check_input_files(grid)
         check_inputs(grid)  # what the real run checks before it trains: test sets' line counts, contrastive suites
         check_speed_machine(grid)
@@ -196,6 +200,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         check_speed_machine(grid)
     if args.report_only and not shared and not any(run.finished_in() for run in runs):  # before any folder is made
         raise UserError(f"{results}: no finished run of this experiment (give --results, or run the grid first)")
+    if (args.retime or args.score_added) and not any(run.finished_in() or run in adopted for run in selected):
+        doing = "time again" if args.retime else "score on the added test sets"  # before any folder is made too
+        raise UserError(f"{results}: none of the selected runs has finished: nothing to {doing} (run them first)")
     with lock_output(folders.work):  # released when the command ends, however it ends (also called in-process)
         claim(folders, grid)
         outcomes: list[Outcome] = []

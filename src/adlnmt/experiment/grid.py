@@ -20,7 +20,7 @@ from typing import Any
 from adlnmt.adl.errors import ADLError
 from adlnmt.data.options import MODEL_TYPES, PREPARE_DEFAULTS, PrepareOptions
 from adlnmt.data.vocab_from import MODEL_VOCAB_DIR
-from adlnmt.errors import UserError
+from adlnmt.errors import DataError, UserError
 from adlnmt.experiment import distill_step
 from adlnmt.experiment.distill_step import DistillStep
 from adlnmt.experiment.results import RunResult
@@ -165,7 +165,8 @@ def _field_kinds(name: str) -> tuple[type, ...]:
 
 
 def _train_options(reader: Reader, value: Any, where: str) -> dict[str, Any]:
-    """A block of TrainConfig options (keys as the flags, '-' or '_'), each checked for name, type and choices."""
+    """A block of TrainConfig options (keys as the flags, '-' or '_'), each checked for name, type, choices and
+    range."""
     if value is None:
         return {}
     options, spelled = {}, {}
@@ -190,6 +191,9 @@ def _train_options(reader: Reader, value: Any, where: str) -> dict[str, Any]:
             choices = TRAIN_FIELDS[name].metadata.get("choices")
             if choices and item not in choices:
                 reader.fail(at, f"{item!r} is not one of {', '.join(choices)}")
+            bounds = bounds_of(TRAIN_FIELDS[name])
+            if bounds is not None and item is not None and not bounds.holds(item):
+                reader.fail(at, bounds.refusal(item))  # here, where it is written: the levels merge later
         if name in FOLDER_OPTIONS and item not in FOLDER_OPTIONS[name]:
             item = str(reader.path_value(item, at))  # relative to the grid file, as every path of a grid
         if name == "init_from" and item is not None:
@@ -235,6 +239,10 @@ def _prepare_options(reader: Reader, value: Any, where: str, with_paths: bool) -
         reader.fail(where, f"missing {', '.join(missing)} (raw training and validation files to prepare)")
     if options.get("model_type", PREPARE_DEFAULTS.model_type) not in MODEL_TYPES:
         reader.fail(f"{where}.model_type", f"expected {' or '.join(MODEL_TYPES)}")
+    try:  # prepare's own check, before any run: each block's values where they are written
+        PrepareOptions(**{key: options[key] for key in PREPARE_OPTIONS if key in options}).check()
+    except DataError as err:
+        reader.fail(where, str(err))
     return options
 
 

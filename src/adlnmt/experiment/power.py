@@ -87,9 +87,11 @@ def pilot_grids(grid: Grid, given: list[str] | None) -> list[PilotGrid]:
 def pilots(claim: Claim, parts: list[TestSet], candidates: list[PilotGrid]) -> list[Pilot]:
     """The pilot pairs for ``claim`` on the test sets ``parts`` (one, or those it pools): each candidate's baseline
     (its first row without one) against each other row, both with at least two finished runs scored on test sets
-    with the references of every part, pooled alike."""
+    with the references of every part, pooled alike. A pair is counted once: two grid files with one name side by
+    side (or a pilot given twice) read the same runs, in their one folder ``results/NAME-SCALE``."""
     words = (claim.min_source_words, claim.max_source_words)
     found = []
+    counted: set[tuple[frozenset[tuple[Path, ...]], ...]] = set()  # each pair's hypothesis files
     for candidate in candidates:
         grid = candidate.grid
         same: list[TestSet] = []  # a test set of the pilot's for each part, each used once
@@ -114,7 +116,9 @@ def pilots(claim: Claim, parts: list[TestSet], candidates: list[PilotGrid]) -> l
         scorer = Scorer({name: (tuple(t.src for t in same), tuple(t.ref for t in same))}, PILOT_RESAMPLES, SEED)
         base = [s for s in scorer.runs(hypotheses[baseline], name, claim.metric, words) if s]
         for row, files in hypotheses.items():
-            if row != baseline and len(files) >= 2:
+            pair = (frozenset(hypotheses[baseline]), frozenset(files))
+            if row != baseline and len(files) >= 2 and pair not in counted:
+                counted.add(pair)
                 other = [s for s in scorer.runs(files, name, claim.metric, words) if s]
                 where = f"{grid.name} ({grid.scale or '-'})"
                 found.append(
