@@ -62,6 +62,29 @@ def test_bad_input_exits_2_with_one_message(argv: list[str], capsys: pytest.Capt
     assert err.startswith(("ADL error", "error: ")) and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["score", "--hyp", "h", "--ref", "r", "--bootstrap", ""], "--bootstrap"),  # scored without the bootstrap
+        (["score-pairs", "--model", "m", "--source", "s", "--target", "t", "--output", ""], "--output"),  # stdout
+        (["contrastive", "--model", "m", "--suite", "s", "--json", " "], "--json"),  # no JSON written
+        (["contrastive-suite", "demo", "--output", ""], "--output"),  # a traceback (Path('.') has an empty name)
+        (["contrastive-suite", "demo", "--reference", "", "--output", "o"], "--reference"),  # the demo's own targets
+        (["contrastive-suite", "demo", "--reference", "r", "--source", "", "--output", "o"], "--source"),  # sources ""
+        (["translate", "--model", "m", "--input", ""], "--input"),  # stdin
+        (["translate", "--model", "m", "--prefix", ""], "--prefix"),  # no prefixes
+        (["translate", "--model", "m", "--constraints", ""], "--constraints"),  # no constraints
+        (["translate", "--model", "m", "--shortlist", ""], "--shortlist"),  # named the working folder
+    ],
+)
+def test_an_empty_path_is_refused_not_read_as_the_flag_left_out(argv: list[str], flag: str, capsys) -> None:
+    """An empty file name (an unset shell variable) once meant stdin/stdout, no such file, or a traceback."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert f"error: argument {flag}: an empty path (an unset shell variable?)" in capsys.readouterr().err
+
+
 def test_console_script_runs_without_traceback() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "adlnmt.cli", "describe", "--encoder", "pos -> (", "--decoder", "x"],
