@@ -75,6 +75,11 @@ def test_bad_input_exits_2_with_one_message(argv: list[str], capsys: pytest.Capt
         (["translate", "--model", "m", "--prefix", ""], "--prefix"),  # no prefixes
         (["translate", "--model", "m", "--constraints", ""], "--constraints"),  # no constraints
         (["translate", "--model", "m", "--shortlist", ""], "--shortlist"),  # named the working folder
+        (["average", "--model", "m", "--last", "1", "--output", ""], "--output"),  # replaced MODEL/averaged.safetensors
+        (["plot", "m", "--out", ""], "--out"),  # named the working folder
+        (["plot", ""], "MODEL"),  # the working folder as a model
+        (["shortlist", "--data", "d", "--out", ""], "--out"),  # named the working folder
+        (["distill", "--data", "", "--out", "o", "--model", "m"], "--data"),  # the working folder as the data
     ],
 )
 def test_an_empty_path_is_refused_not_read_as_the_flag_left_out(argv: list[str], flag: str, capsys) -> None:

@@ -20,7 +20,7 @@ from adlnmt.bounds import at_least, flag_type
 from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
 from adlnmt.inference.shortlist import SPECIALS, Shortlist, check_k, vocabulary_digests
-from adlnmt.store.atomic import check_writable
+from adlnmt.store.atomic import check_writable, path_flag
 
 if TYPE_CHECKING:
     from adlnmt.data.dataset import Split
@@ -113,7 +113,10 @@ def add_commands(commands: Any) -> None:
         "shortlist", help="build a lexical shortlist (top-k target pieces per source piece) from a data directory"
     )
     shortlist.add_argument(
-        "--data", required=True, help="prepared data directory (adlnmt prepare); reads all its training shards"
+        "--data",
+        required=True,
+        type=path_flag,
+        help="prepared data directory (adlnmt prepare); reads all its training shards",
     )
     shortlist.add_argument(
         "--k",
@@ -121,6 +124,6 @@ def add_commands(commands: Any) -> None:
         default=50,
         help="target pieces per source piece, and frequent target pieces always allowed (default %(default)s)",
     )
-    shortlist.add_argument("--out", required=True, help="the shortlist file to write (safetensors)")
+    shortlist.add_argument("--out", required=True, type=path_flag, help="the shortlist file to write (safetensors)")
     shortlist.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     shortlist.set_defaults(func=cmd_shortlist)

@@ -39,10 +39,10 @@ def is_stdio(path: str | Path | None) -> bool:
 
 
 def path_flag(text: str) -> str:
-    """``type`` of a flag naming a file: the path as given; an empty one (e.g. an unset shell variable) is refused
-    rather than read as the flag left out (standard input or output, or no such file at all)."""
+    """``type`` of a flag naming a file or folder: the path as given; an empty one (e.g. an unset shell variable) is
+    refused rather than read as the flag left out (standard input or output, a default, or the working folder)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path (an unset shell variable?); give a file's path")
+        raise argparse.ArgumentTypeError("an empty path (an unset shell variable?)")
     return text
 
 
