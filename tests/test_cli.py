@@ -90,6 +90,32 @@ def test_an_empty_path_is_refused_not_read_as_the_flag_left_out(argv: list[str],
     assert f"error: argument {flag}: an empty path (an unset shell variable?)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("output", ["config.json", "best.safetensors", "checkpoints/update-0000040.safetensors",
+                                    "vocab/spm.model", "other.safetensors"])  # fmt: skip
+@pytest.mark.parametrize("command", ["translate", "score-pairs", "contrastive", "contrastive --json"])
+def test_an_output_never_replaces_a_file_of_the_model(tmp_path, output: str, command: str, capsys) -> None:
+    """--output (or --json) naming the model's config, weights, a checkpoint, its vocabulary or the --checkpoint
+    file was written over it: the model directory was destroyed. Checked before the model loads."""
+    model = tmp_path / "model"
+    for name in ("config.json", "best.safetensors", "checkpoints/update-0000040.safetensors", "vocab/spm.model"):
+        (model / name).parent.mkdir(parents=True, exist_ok=True)
+        (model / name).write_text(name)
+    (tmp_path / "other.safetensors").write_text("weights")
+    target = tmp_path / output if output == "other.safetensors" else model / output
+    (tmp_path / "text").write_text("a b\n")
+    (tmp_path / "suite").write_text("{}\n")
+    argv = {"translate": ["translate", "--input", str(tmp_path / "text"), "--output"],
+            "score-pairs": ["score-pairs", "--source", str(tmp_path / "text"), "--target", str(tmp_path / "text"),
+                            "--output"],
+            "contrastive": ["contrastive", "--suite", str(tmp_path / "suite"), "--output"],
+            "contrastive --json": ["contrastive", "--suite", str(tmp_path / "suite"), "--json"]}[command]  # fmt: skip
+    before = target.read_bytes()
+    checkpoint = ["--checkpoint", str(tmp_path / "other.safetensors")] if output == "other.safetensors" else []
+    assert main([*argv, str(target), "--model", str(model), *checkpoint]) == 2
+    assert f"{target}: the same file as the input {target}" in capsys.readouterr().err
+    assert target.read_bytes() == before
+
+
 def test_console_script_runs_without_traceback() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "adlnmt.cli", "describe", "--encoder", "pos -> (", "--decoder", "x"],

@@ -18,8 +18,9 @@ def cmd_score_pairs(args: argparse.Namespace) -> int:
     from adlnmt.analysis.forced import PairScorer
     from adlnmt.metrics import read_lines
     from adlnmt.store.atomic import write_output
+    from adlnmt.store.model_dir import files_read
 
-    check_writable(args.output, inputs=(args.source, args.target))
+    check_writable(args.output, inputs=(args.source, args.target, *files_read([args.model], [args.checkpoint])))
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
         raise UserError(f"{args.source} has {len(sources)} lines but {args.target} has {len(targets)}")
@@ -33,8 +34,10 @@ def cmd_score_pairs(args: argparse.Namespace) -> int:
 def cmd_contrastive(args: argparse.Namespace) -> int:
     from adlnmt.analysis.contrastive import evaluate_model, markdown_table
     from adlnmt.store.atomic import write_output
+    from adlnmt.store.model_dir import files_read
 
-    check_writable(args.json, args.output, inputs=(args.suite,))  # before the scoring, which may take long
+    model_files = files_read([args.model], [args.checkpoint])
+    check_writable(args.json, args.output, inputs=(args.suite, *model_files))  # before the scoring, which may take long
     result = evaluate_model(args.model, args.suite, args.checkpoint, args.device, args.batch_size, args.normalize,
                             args.resamples, args.seed, args.engine)  # fmt: skip
     table = markdown_table(result)

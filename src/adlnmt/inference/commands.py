@@ -37,6 +37,7 @@ def translate_to_output(args: argparse.Namespace) -> int:
     from adlnmt.inference.options import sampling_rule
     from adlnmt.inference.prefixes import warn_prefixes
     from adlnmt.store.atomic import check_writable
+    from adlnmt.store.model_dir import files_read
 
     if args.sampling:
         sampling_rule(args.sampling)
@@ -46,7 +47,8 @@ def translate_to_output(args: argparse.Namespace) -> int:
         raise UserError(problem)
     check_cpu_count("--threads", args.threads)
     check_cpu_count("--workers", args.workers)
-    check_writable(args.output, inputs=(args.input, args.prefix, args.constraints))  # before the search (hours)
+    model_files = files_read(args.model, args.checkpoint or ())
+    check_writable(args.output, inputs=(args.input, args.prefix, args.constraints, *model_files))  # before the search
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
     translator.check(options, bool(args.prefix), constraints=bool(args.constraints))  # before reading the input
