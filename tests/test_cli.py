@@ -62,6 +62,60 @@ def test_bad_input_exits_2_with_one_message(argv: list[str], capsys: pytest.Capt
     assert err.startswith(("ADL error", "error: ")) and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["score", "--hyp", "h", "--ref", "r", "--bootstrap", ""], "--bootstrap"),  # scored without the bootstrap
+        (["score-pairs", "--model", "m", "--source", "s", "--target", "t", "--output", ""], "--output"),  # stdout
+        (["contrastive", "--model", "m", "--suite", "s", "--json", " "], "--json"),  # no JSON written
+        (["contrastive-suite", "demo", "--output", ""], "--output"),  # a traceback (Path('.') has an empty name)
+        (["contrastive-suite", "demo", "--reference", "", "--output", "o"], "--reference"),  # the demo's own targets
+        (["contrastive-suite", "demo", "--reference", "r", "--source", "", "--output", "o"], "--source"),  # sources ""
+        (["translate", "--model", "m", "--input", ""], "--input"),  # stdin
+        (["translate", "--model", "m", "--prefix", ""], "--prefix"),  # no prefixes
+        (["translate", "--model", "m", "--constraints", ""], "--constraints"),  # no constraints
+        (["translate", "--model", "m", "--shortlist", ""], "--shortlist"),  # named the working folder
+        (["average", "--model", "m", "--last", "1", "--output", ""], "--output"),  # replaced MODEL/averaged.safetensors
+        (["plot", "m", "--out", ""], "--out"),  # named the working folder
+        (["plot", ""], "MODEL"),  # the working folder as a model
+        (["shortlist", "--data", "d", "--out", ""], "--out"),  # named the working folder
+        (["distill", "--data", "", "--out", "o", "--model", "m"], "--data"),  # the working folder as the data
+    ],
+)
+def test_an_empty_path_is_refused_not_read_as_the_flag_left_out(argv: list[str], flag: str, capsys) -> None:
+    """An empty file name (an unset shell variable) once meant stdin/stdout, no such file, or a traceback."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert f"error: argument {flag}: an empty path (an unset shell variable?)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("output", ["config.json", "best.safetensors", "checkpoints/update-0000040.safetensors",
+                                    "vocab/spm.model", "other.safetensors"])  # fmt: skip
+@pytest.mark.parametrize("command", ["translate", "score-pairs", "contrastive", "contrastive --json"])
+def test_an_output_never_replaces_a_file_of_the_model(tmp_path, output: str, command: str, capsys) -> None:
+    """--output (or --json) naming the model's config, weights, a checkpoint, its vocabulary or the --checkpoint
+    file was written over it: the model directory was destroyed. Checked before the model loads."""
+    model = tmp_path / "model"
+    for name in ("config.json", "best.safetensors", "checkpoints/update-0000040.safetensors", "vocab/spm.model"):
+        (model / name).parent.mkdir(parents=True, exist_ok=True)
+        (model / name).write_text(name)
+    (tmp_path / "other.safetensors").write_text("weights")
+    target = tmp_path / output if output == "other.safetensors" else model / output
+    (tmp_path / "text").write_text("a b\n")
+    (tmp_path / "suite").write_text("{}\n")
+    argv = {"translate": ["translate", "--input", str(tmp_path / "text"), "--output"],
+            "score-pairs": ["score-pairs", "--source", str(tmp_path / "text"), "--target", str(tmp_path / "text"),
+                            "--output"],
+            "contrastive": ["contrastive", "--suite", str(tmp_path / "suite"), "--output"],
+            "contrastive --json": ["contrastive", "--suite", str(tmp_path / "suite"), "--json"]}[command]  # fmt: skip
+    before = target.read_bytes()
+    checkpoint = ["--checkpoint", str(tmp_path / "other.safetensors")] if output == "other.safetensors" else []
+    assert main([*argv, str(target), "--model", str(model), *checkpoint]) == 2
+    assert f"{target}: the same file as the input {target}" in capsys.readouterr().err
+    assert target.read_bytes() == before
+
+
 def test_console_script_runs_without_traceback() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "adlnmt.cli", "describe", "--encoder", "pos -> (", "--decoder", "x"],

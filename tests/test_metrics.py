@@ -173,3 +173,15 @@ def test_score_takes_resamples_only_with_a_bootstrap(tmp_path: Path, capsys: pyt
     )
     assert main([*argv, "--bootstrap", str(hyp), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["resamples"] == 20
+
+
+def test_a_bootstrap_beyond_memory_is_refused(tmp_path: Path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--resamples 1000000000 was numpy's MemoryError as a traceback: sacreBLEU draws every resample at once."""
+    monkeypatch.setattr("adlnmt.memory.available_memory", lambda device="cpu": 2**20)
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_text("a small dog runs\nthe cat sleeps\n")
+    argv = ["score", "--hyp", str(hyp), "--ref", str(hyp), "--bootstrap", str(hyp), "--metrics", "chrf"]
+    assert main([*argv, "--resamples", "20000"]) == 2  # 2e4 × 2 lines × (1 + 18 chrF statistics) × 8 bytes: 5.8 MiB
+    err = capsys.readouterr().err
+    assert err.startswith("error: --resamples 20,000: the bootstrap over 2 items would take about") and "lower" in err
+    assert main([*argv, "--resamples", "1000"]) == 0  # 0.3 MiB

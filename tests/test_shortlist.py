@@ -189,8 +189,22 @@ def test_an_existing_file_is_not_overwritten(demo_data: Path, built: Path, capsy
     assert main([*args, str(built.parent)]) == 2  # a directory: never written into or over
     assert f"{built.parent}: a directory; give the shortlist file's path" in capsys.readouterr().err
     assert main([*args, str(built / "lex.safetensors")]) == 2  # a file where its folder should be
-    assert f"{built / 'lex.safetensors'}: cannot write ({built} is not a folder)" in capsys.readouterr().err
+    assert f"{built / 'lex.safetensors'}: cannot write (Not a directory)" in capsys.readouterr().err
     assert built.read_bytes() == before
+
+
+def test_the_data_directorys_own_files_are_never_overwritten(demo_data: Path, tmp_path: Path, capsys) -> None:
+    """--overwrite replaces an old shortlist, never a file of the --data it reads (its manifest, vocabularies,
+    arrays or raw text): that would destroy the data directory. A new file beside them is fine."""
+    data = tmp_path / "data"
+    shutil.copytree(demo_data / "data", data)
+    for name in ("manifest.json", "spm.model", "spm.vocab", "valid.tgt.txt", "train.train.00000.src.tokens.npy"):
+        before = (data / name).read_bytes()
+        assert main(["shortlist", "--data", str(data), "--k", "2", "--overwrite", "--out", str(data / name)]) == 2
+        assert f"{data / name}: the same file as the input {data / name}" in capsys.readouterr().err
+        assert (data / name).read_bytes() == before
+    assert main(["shortlist", "--data", str(data), "--k", "2", "--out", str(data / "lex.safetensors")]) == 0
+    assert load_shortlist(data / "lex.safetensors").k == 2
 
 
 def test_a_shortlist_for_other_vocabularies_is_refused(translator, demo_data, tmp_path) -> None:

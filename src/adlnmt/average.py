@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from adlnmt.errors import UserError
 from adlnmt.flags import OneModel
 from adlnmt.store import ModelDir
+from adlnmt.store.atomic import path_flag
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -186,5 +187,5 @@ def add_average_command(subparsers: argparse._SubParsersAction) -> None:
         help="the N best checkpoints by the model's early-stopping metric (valid ppl, or valid BLEU)",
     )
     which.add_argument("--last", type=_positive, metavar="N", help="the N newest checkpoints")
-    parser.add_argument("--output", help="output file (default: MODEL/averaged.safetensors)")
+    parser.add_argument("--output", type=path_flag, help="output file (default: MODEL/averaged.safetensors)")
     parser.set_defaults(func=cmd_average)

@@ -12,6 +12,8 @@ import ctypes
 import os
 from collections.abc import Callable
 
+from adlnmt.errors import UserError
+
 ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 TRAINING_ONEDNN_CACHE = 16  # primitives; shapes rarely repeat, and building a primitive is cheap next to a batch
 
@@ -52,3 +54,14 @@ def available_memory(device: str = "cpu") -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def check_bootstrap_memory(resamples: int, items: int, values_per_item: int = 1) -> None:
+    """UserError naming ``--resamples`` when a bootstrap over ``items`` would take more than half of the available
+    CPU memory: it draws all its resamples at once, [resamples, items] indices and the [resamples, items,
+    values_per_item] values they pick (8 bytes each), so that a huge count failed with numpy's MemoryError."""
+    need, available = 8 * resamples * items * (1 + values_per_item), available_memory()
+    if available is not None and need > available // 2:
+        raise UserError(f"--resamples {resamples:,}: the bootstrap over {items:,} items would take about "
+                        f"{need / 2**30:,.1f} GiB, more than half of the {available / 2**30:,.1f} GiB available; "
+                        "lower --resamples")  # fmt: skip

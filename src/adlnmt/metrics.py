@@ -21,6 +21,7 @@ from sacrebleu.utils import sum_of_lists
 
 from adlnmt.data import corpus
 from adlnmt.errors import DataError, UserError
+from adlnmt.memory import check_bootstrap_memory
 
 METRICS = ("bleu", "chrf", "ter", "meteor", "sentbleu")
 LABELS = {
@@ -243,6 +244,10 @@ def paired_bootstrap(
     if seed <= 0:
         raise UserError(f"the bootstrap seed must be a positive integer (sacreBLEU treats 0 as unseeded), not {seed}")
     metric_objects = {name: _make_metric(name) for name in names_checked}
+    widths = [
+        len(metric._extract_corpus_statistics(hyp_a[:1], [references[:1]])[0]) for metric in metric_objects.values()
+    ]
+    check_bootstrap_memory(resamples, len(references), max(widths))  # sacreBLEU picks each metric's statistics
     with _sacrebleu_seed(seed):
         test = PairedTest(
             [(names[0], list(hyp_a)), (names[1], list(hyp_b))],

@@ -142,6 +142,14 @@ def test_a_demo_size_too_small_for_a_balanced_suite_is_refused(tmp_path: Path, c
     assert not (tmp_path / "suite.jsonl").exists()
 
 
+def test_a_bootstrap_beyond_memory_is_refused_before_the_scoring(monkeypatch) -> None:
+    """--resamples 1000000000 was numpy's MemoryError as a traceback, after the scoring."""
+    monkeypatch.setattr("adlnmt.memory.available_memory", lambda device="cpu": 2**20)
+    items = [SuiteItem(**ITEM)] * 4
+    with pytest.raises(UserError, match=r"^--resamples 100,000: the bootstrap over 4 items would take about"):
+        evaluate_suite(None, items, resamples=10**5)  # type: ignore[arg-type]  # never asked to score
+
+
 def test_a_variant_equal_to_the_reference_is_never_right(agreement_model: Path) -> None:
     items = [SuiteItem("The dog sees a cat.", "Lo kane un gato videt.", ["Lo kane un gato videt."], "same", 1)]
     result = evaluate_suite(PairScorer.load(agreement_model), items, resamples=10)

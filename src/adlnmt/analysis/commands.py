@@ -11,15 +11,16 @@ from adlnmt.bounds import SEED, at_least, flag_type
 from adlnmt.errors import UserError
 from adlnmt.flags import OneModel
 from adlnmt.inference.engine import able
-from adlnmt.store.atomic import check_writable
+from adlnmt.store.atomic import check_writable, path_flag
 
 
 def cmd_score_pairs(args: argparse.Namespace) -> int:
     from adlnmt.analysis.forced import PairScorer
     from adlnmt.metrics import read_lines
     from adlnmt.store.atomic import write_output
+    from adlnmt.store.model_dir import files_read
 
-    check_writable(args.output, inputs=(args.source, args.target))
+    check_writable(args.output, inputs=(args.source, args.target, *files_read([args.model], [args.checkpoint])))
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
         raise UserError(f"{args.source} has {len(sources)} lines but {args.target} has {len(targets)}")
@@ -33,8 +34,10 @@ def cmd_score_pairs(args: argparse.Namespace) -> int:
 def cmd_contrastive(args: argparse.Namespace) -> int:
     from adlnmt.analysis.contrastive import evaluate_model, markdown_table
     from adlnmt.store.atomic import write_output
+    from adlnmt.store.model_dir import files_read
 
-    check_writable(args.json, args.output, inputs=(args.suite,))  # before the scoring, which may take long
+    model_files = files_read([args.model], [args.checkpoint])
+    check_writable(args.json, args.output, inputs=(args.suite, *model_files))  # before the scoring, which may take long
     result = evaluate_model(args.model, args.suite, args.checkpoint, args.device, args.batch_size, args.normalize,
                             args.resamples, args.seed, args.engine)  # fmt: skip
     table = markdown_table(result)
@@ -122,10 +125,12 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     score = commands.add_parser("score", help="BLEU, chrF, TER, METEOR, sentBLEU; paired bootstrap significance")
-    score.add_argument("--hyp", required=True, help="hypothesis file, one sentence per line")
-    score.add_argument("--ref", required=True, help="reference file, aligned with --hyp")
+    score.add_argument("--hyp", required=True, type=path_flag, help="hypothesis file, one sentence per line")
+    score.add_argument("--ref", required=True, type=path_flag, help="reference file, aligned with --hyp")
     score.add_argument("--metrics", default="bleu,chrf", help="comma-separated: bleu,chrf,ter,meteor,sentbleu")
-    score.add_argument("--bootstrap", metavar="HYP2", help="second system: paired bootstrap resampling vs --hyp")
+    score.add_argument(
+        "--bootstrap", metavar="HYP2", type=path_flag, help="second system: paired bootstrap resampling vs --hyp"
+    )
     score.add_argument(
         "--resamples", type=flag_type(int, at_least(1)), help=f"bootstrap resamples (default {RESAMPLES})"
     )
@@ -136,18 +141,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "score-pairs", help="forced decoding: the log-probability of given translations (JSON lines)"
     )
     _scoring_arguments(score_pairs)
-    score_pairs.add_argument("--source", required=True, help="source file, one sentence per line")
-    score_pairs.add_argument("--target", required=True, help="target file, aligned with --source")
-    score_pairs.add_argument("--output", help="output file (default or -: stdout)")
+    score_pairs.add_argument("--source", required=True, type=path_flag, help="source file, one sentence per line")
+    score_pairs.add_argument("--target", required=True, type=path_flag, help="target file, aligned with --source")
+    score_pairs.add_argument("--output", type=path_flag, help="output file (default or -: stdout)")
     score_pairs.set_defaults(func=cmd_score_pairs)
 
     contrastive = commands.add_parser(
         "contrastive", help="contrastive evaluation: how often the reference outscores its minimally wrong variants"
     )
     _scoring_arguments(contrastive)
-    contrastive.add_argument("--suite", required=True, help="suite file, JSON lines (docs/contrastive.md)")
-    contrastive.add_argument("--output", help="Markdown table (default or -: stdout)")
-    contrastive.add_argument("--json", metavar="PATH", help="also write the full result as JSON")
+    contrastive.add_argument(
+        "--suite", required=True, type=path_flag, help="suite file, JSON lines (docs/contrastive.md)"
+    )
+    contrastive.add_argument("--output", type=path_flag, help="Markdown table (default or -: stdout)")
+    contrastive.add_argument("--json", metavar="PATH", type=path_flag, help="also write the full result as JSON")
     contrastive.add_argument(
         "--resamples",
         type=flag_type(int, at_least(1)),
@@ -163,11 +170,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         choices=("agreement", "demo"),
         help="agreement: English subject-verb agreement from --reference; demo: the demo language's agreement",
     )
-    suite.add_argument("--reference", help="reference file (agreement: English; demo: optional, demo targets)")
-    suite.add_argument("--source", help="its source file (aligned), copied into the suite")
+    suite.add_argument(
+        "--reference", type=path_flag, help="reference file (agreement: English; demo: optional, demo targets)"
+    )
+    suite.add_argument("--source", type=path_flag, help="its source file (aligned), copied into the suite")
     suite.add_argument(
         "--lexicon",
         action="append",
+        type=path_flag,
         metavar="TEXT",
         help="agreement: more English text whose -ing forms tell verbs (e.g. the training side)",
     )
@@ -177,5 +187,5 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     suite.add_argument(
         "--seed", type=flag_type(int, SEED), default=7, help="demo: seed of the pairs and the balancing (default 7)"
     )
-    suite.add_argument("--output", required=True, help="suite file to write")
+    suite.add_argument("--output", type=path_flag, required=True, help="suite file to write")
     suite.set_defaults(func=cmd_contrastive_suite)

@@ -29,6 +29,7 @@ from adlnmt.analysis.forced import PairScorer
 from adlnmt.data.corpus import read_lines
 from adlnmt.errors import DataError, UserError
 from adlnmt.jsontext import JsonError, LoneSurrogate, parse_json
+from adlnmt.memory import check_bootstrap_memory
 from adlnmt.store.atomic import write_text_atomic
 
 # (lowest, highest) distance of each bucket; None: no upper end
@@ -163,6 +164,7 @@ def evaluate_suite(
     ``correct`` (bool) and ``margins`` (reference score − best variant score), one per item. ``names``: each item's
     name in the warnings of a side cut to the model's limits (default ``item N``; :func:`evaluate_model`:
     ``FILE:LINE``)."""
+    check_bootstrap_memory(resamples, len(items))  # before the scoring, which may take long
     sources = [item.source for item in items for _ in range(1 + len(item.contrastive))]
     targets = [target for item in items for target in (item.reference, *item.contrastive)]
     names = names or [f"item {number}" for number in range(1, len(items) + 1)]

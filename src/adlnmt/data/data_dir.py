@@ -89,6 +89,19 @@ class DataDir:
             raise DataError(f"no split {split!r} (has: {', '.join(shards)})", manifest_path)
         return shards[split]
 
+    def files(self) -> list[Path]:
+        """The files this directory is made of: its manifest, sentencepiece models (and their ``.vocab`` listings),
+        every split's arrays and its raw text: what a command writing into the directory must not replace."""
+        models = [str(name) for name in self.manifest["spm"].values()]
+        names = {MANIFEST, *models, *(str(Path(name).with_suffix(".vocab")) for name in models)}  # + readable listing
+        for split in self.manifest[SPLIT_FILES[self.manifest["format_version"]]]:
+            for entry in self.shards(split):
+                sides = entry.get("files", {}) if isinstance(entry, dict) else {}
+                names.update(name for side in sides.values() if isinstance(side, dict) for name in side.values())
+        texts = self.manifest.get("text", {})
+        names.update(name for sides in texts.values() if isinstance(sides, dict) for name in sides.values())
+        return [self.path / str(name) for name in sorted(names, key=str)]
+
     def vocabulary_difference(self, other: DataDir) -> str | None:
         """What keeps ids of ``other`` from meaning the same here ("source vocabulary", "target vocabulary" or
         "source layout (BOS markers)"), None when nothing does: the vocabularies are compared by

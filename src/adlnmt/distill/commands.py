@@ -9,6 +9,7 @@ from adlnmt.exits import said_on_sigterm
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.commands import add_model_arguments
 from adlnmt.inference.options import SearchOptions
+from adlnmt.store.atomic import path_flag
 
 # the search flags of `adlnmt translate` that distillation takes (it keeps the 1-best: no n-best, sampling, prefixes)
 SEARCH_FLAGS = ("beam", "batch_size", "length_penalty", "max_len_ratio", "max_len_extra", "workers")
@@ -38,8 +39,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "source, and the provenance in its manifest (distilled: teacher, checkpoint, search settings, digests). "
         "Interrupted, the same command resumes from the last committed chunk. See docs/training.md (Distillation).",
     )
-    parser.add_argument("--data", required=True, help="the prepared data directory whose training source to translate")
-    parser.add_argument("--out", required=True, help="the new data directory (or an unfinished one to resume)")
+    parser.add_argument(
+        "--data", required=True, type=path_flag, help="the prepared data directory whose training source to translate"
+    )
+    parser.add_argument(
+        "--out", required=True, type=path_flag, help="the new data directory (or an unfinished one to resume)"
+    )
     add_model_arguments(parser)
     add_flags(parser, SearchOptions, SEARCH_FLAGS)
     parser.add_argument(

@@ -16,7 +16,7 @@ from adlnmt.exits import said_on_sigterm
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
-from adlnmt.store.atomic import is_stdio, write_output
+from adlnmt.store.atomic import is_stdio, path_flag, write_output
 
 if TYPE_CHECKING:
     from adlnmt.inference.translator import Translation, Translator
@@ -37,6 +37,7 @@ def translate_to_output(args: argparse.Namespace) -> int:
     from adlnmt.inference.options import sampling_rule
     from adlnmt.inference.prefixes import warn_prefixes
     from adlnmt.store.atomic import check_writable
+    from adlnmt.store.model_dir import files_read
 
     if args.sampling:
         sampling_rule(args.sampling)
@@ -46,7 +47,8 @@ def translate_to_output(args: argparse.Namespace) -> int:
         raise UserError(problem)
     check_cpu_count("--threads", args.threads)
     check_cpu_count("--workers", args.workers)
-    check_writable(args.output, inputs=(args.input, args.prefix, args.constraints))  # before the search (hours)
+    model_files = files_read(args.model, args.checkpoint or ())
+    check_writable(args.output, inputs=(args.input, args.prefix, args.constraints, *model_files))  # before the search
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
     translator.check(options, bool(args.prefix), constraints=bool(args.constraints))  # before reading the input
@@ -142,16 +144,20 @@ def load_translator(args: argparse.Namespace, options: SearchOptions) -> Transla
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     translate = commands.add_parser("translate", help="translate raw text with a trained model (beam search)")
-    translate.add_argument("--input", help="input file, one sentence per line (default or -: stdin)")
-    translate.add_argument("--output", help="output file (default or -: stdout)")
+    translate.add_argument("--input", type=path_flag, help="input file, one sentence per line (default or -: stdin)")
+    translate.add_argument("--output", type=path_flag, help="output file (default or -: stdout)")
     add_model_arguments(translate)
     add_flags(translate, SearchOptions)
     translate.add_argument(
-        "--prefix", metavar="FILE", help="target prefixes, one per input line: each translation starts with its own"
+        "--prefix",
+        metavar="FILE",
+        type=path_flag,
+        help="target prefixes, one per input line: each translation starts with its own",
     )
     translate.add_argument(
         "--constraints",
         metavar="FILE",
+        type=path_flag,
         help='lexical constraints, one JSON line per input line: {"include": [phrases], "exclude": [phrases]} (see '
         "docs/translating.md); torch engine only",
     )

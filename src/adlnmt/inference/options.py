@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from adlnmt.bounds import POSITIVE, SEED, at_least
 from adlnmt.errors import UserError
 from adlnmt.flags import option, out_of_bounds
+from adlnmt.store.atomic import path_flag
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -106,6 +107,7 @@ class SearchOptions:
         "lexical shortlist (adlnmt shortlist): each batch may only output the target pieces its source pieces list, "
         "the frequent ones and the specials (faster; scores normalised over them)",
         metavar="FILE",
+        parse=path_flag,
     )
     """A lexical shortlist file (:mod:`adlnmt.inference.shortlist`): each batch's output vocabulary is restricted to
     the union over its sentences (greedy output is unchanged whenever the full softmax's choice is in it). None: the

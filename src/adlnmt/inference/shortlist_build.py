@@ -20,6 +20,7 @@ from adlnmt.bounds import at_least, flag_type
 from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
 from adlnmt.inference.shortlist import SPECIALS, Shortlist, check_k, vocabulary_digests
+from adlnmt.store.atomic import check_writable, path_flag
 
 if TYPE_CHECKING:
     from adlnmt.data.dataset import Split
@@ -96,7 +97,9 @@ def cmd_shortlist(args: argparse.Namespace) -> int:
         raise UserError(f"{out}: a directory; give the shortlist file's path (e.g. {out / 'lex.safetensors'})")
     if out.exists() and not args.overwrite:
         raise UserError(f"{out} exists; pass --overwrite to replace it")
-    shortlist = build_shortlist(DataDir.load(args.data), args.k)
+    data = DataDir.load(args.data)
+    check_writable(str(out), inputs=data.files())
+    shortlist = build_shortlist(data, args.k)
     shortlist.save(out)
     lists = np.diff(shortlist.offsets)
     print(f"wrote {out}: {int((lists > 0).sum()):,} source pieces with up to {args.k} targets each "
@@ -110,7 +113,10 @@ def add_commands(commands: Any) -> None:
         "shortlist", help="build a lexical shortlist (top-k target pieces per source piece) from a data directory"
     )
     shortlist.add_argument(
-        "--data", required=True, help="prepared data directory (adlnmt prepare); reads all its training shards"
+        "--data",
+        required=True,
+        type=path_flag,
+        help="prepared data directory (adlnmt prepare); reads all its training shards",
     )
     shortlist.add_argument(
         "--k",
@@ -118,6 +124,6 @@ def add_commands(commands: Any) -> None:
         default=50,
         help="target pieces per source piece, and frequent target pieces always allowed (default %(default)s)",
     )
-    shortlist.add_argument("--out", required=True, help="the shortlist file to write (safetensors)")
+    shortlist.add_argument("--out", required=True, type=path_flag, help="the shortlist file to write (safetensors)")
     shortlist.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     shortlist.set_defaults(func=cmd_shortlist)

@@ -3,6 +3,7 @@ outputs, copies, and JSON-lines records appended with an fsync and read back tol
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -35,6 +36,14 @@ STDIO = "-"
 def is_stdio(path: str | Path | None) -> bool:
     """Whether a command's input or output ``path`` is stdin/stdout: not given, or ``-``."""
     return path is None or str(path) in ("", STDIO)
+
+
+def path_flag(text: str) -> str:
+    """``type`` of a flag naming a file or folder: the path as given; an empty one (e.g. an unset shell variable) is
+    refused rather than read as the flag left out (standard input or output, a default, or the working folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path (an unset shell variable?)")
+    return text
 
 
 def check_writable(*paths: str | None, inputs: Iterable[str | Path | None] = ()) -> None:

@@ -212,6 +212,23 @@ class ModelDir:
         return model, data, input_limit(model, data)
 
 
+def files_read(models: Iterable[str | Path], checkpoints: Iterable[str | None] = ()) -> list[Path]:
+    """The files a command running ``models`` (model or export directories) with ``checkpoints`` may read, which its
+    outputs must never replace: a model directory's config, metrics, weights, checkpoints, training states and
+    vocabulary; every file of another folder (an export); a checkpoint given as a path."""
+    found: list[Path] = []
+    for path in map(Path, models):
+        model = ModelDir(path)
+        if model.exists():
+            found += [model.config_file, model.metrics_file, model.best_weights, model.averaged_weights]
+            found += [file for _, file in model.checkpoint_files()]
+            found += [file for file in model.vocab_dir.rglob("*") if file.is_file()]
+        elif path.is_dir():
+            found += [file for file in path.rglob("*") if file.is_file()]
+    keywords = (names.BEST, names.LAST, names.AVERAGED)
+    return found + [Path(checkpoint) for checkpoint in checkpoints if checkpoint and checkpoint not in keywords]
+
+
 def input_limit(model: Seq2Seq, data: DataDir) -> int:
     """The most source pieces ``model`` reads (longer inputs are cut to it, with a warning): the data's max_len
     (what it was trained on), or fewer where its learned positions cover fewer (markers and EOS take positions

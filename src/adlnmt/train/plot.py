@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from adlnmt.errors import UserError
+from adlnmt.store.atomic import path_flag
 
 PANELS = (
     ("train_loss", "training loss (label-smoothed, per token)"),
@@ -79,10 +80,13 @@ def add_plot_command(commands: argparse._SubParsersAction) -> None:
         description="Training loss, validation perplexity and BLEU and the learning rate against updates, one line "
         "per model directory (also while it trains); circles mark each run's best checkpoint.",
     )
-    plot.add_argument("models", nargs="+", metavar="MODEL", help="model directories (adlnmt train --model)")
+    plot.add_argument(
+        "models", nargs="+", metavar="MODEL", type=path_flag, help="model directories (adlnmt train --model)"
+    )
     plot.add_argument(
         "--out",
         default="curves.png",
+        type=path_flag,
         help="figure to write, in the format its suffix names: .png, .pdf, .svg ... (no suffix: .png added; "
         "default: curves.png)",
     )
