@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -185,3 +186,16 @@ def test_a_bootstrap_beyond_memory_is_refused(tmp_path: Path, monkeypatch, capsy
     err = capsys.readouterr().err
     assert err.startswith("error: --resamples 20,000: the bootstrap over 2 items would take about") and "lower" in err
     assert main([*argv, "--resamples", "1000"]) == 0  # 0.3 MiB
+
+
+def test_score_reads_one_input_from_stdin(tmp_path: Path, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--hyp -`` was 'error: -: file not found', while ``-`` is standard input or output for the other commands;
+    two inputs given as ``-`` are refused (the second would read nothing)."""
+    ref = tmp_path / "ref.txt"
+    ref.write_text("a small dog runs\nthe cat sleeps\n")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(ref.read_bytes())))
+    assert main(["score", "--hyp", "-", "--ref", str(ref), "--metrics", "bleu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bleu"] == pytest.approx(100)
+    assert main(["score", "--hyp", "-", "--ref", str(ref), "--bootstrap", "-"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --hyp and --bootstrap are both -: only one input can be read from standard input\n"

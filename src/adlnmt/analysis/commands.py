@@ -11,7 +11,7 @@ from adlnmt.bounds import SEED, at_least, flag_type
 from adlnmt.errors import UserError
 from adlnmt.flags import OneModel
 from adlnmt.inference.engine import able
-from adlnmt.store.atomic import check_writable, path_flag
+from adlnmt.store.atomic import STDIO, check_writable, path_flag, read_input
 
 
 def cmd_score_pairs(args: argparse.Namespace) -> int:
@@ -106,30 +106,36 @@ RESAMPLES = 1000  # the paired bootstrap's default
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from adlnmt.metrics import format_report, paired_bootstrap, parse_metrics, read_lines, score
+    from adlnmt.metrics import format_report, paired_bootstrap, parse_metrics, score
 
     if args.resamples is not None and not args.bootstrap:
         raise UserError("--resamples counts the paired bootstrap's resamples: it goes with --bootstrap HYP2")
+    inputs = {"--hyp": args.hyp, "--ref": args.ref, "--bootstrap": args.bootstrap}
+    if len(stdin := [flag for flag, path in inputs.items() if path == STDIO]) > 1:
+        raise UserError(f"{' and '.join(stdin)} are both {STDIO}: only one input can be read from standard input")
+    hyp, ref, hyp2 = ("<stdin>" if path == STDIO else path for path in inputs.values())
     metrics = parse_metrics(args.metrics)
-    hypotheses, references = read_lines(args.hyp), read_lines(args.ref)
+    hypotheses, references = list(read_input(args.hyp)), list(read_input(args.ref))
     if args.bootstrap:
-        second = read_lines(args.bootstrap)
-        names = (args.hyp, args.bootstrap)
+        second = list(read_input(args.bootstrap))
         resamples = args.resamples or RESAMPLES
-        result = paired_bootstrap(hypotheses, second, references, metrics, resamples, names=names, ref_name=args.ref)
+        result = paired_bootstrap(hypotheses, second, references, metrics, resamples, names=(hyp, hyp2), ref_name=ref)
     else:
-        result = score(hypotheses, references, metrics, hyp_name=args.hyp, ref_name=args.ref)
+        result = score(hypotheses, references, metrics, hyp_name=hyp, ref_name=ref)
     print(json.dumps(result) if args.json else format_report(result))
     return 0
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     score = commands.add_parser("score", help="BLEU, chrF, TER, METEOR, sentBLEU; paired bootstrap significance")
-    score.add_argument("--hyp", required=True, type=path_flag, help="hypothesis file, one sentence per line")
-    score.add_argument("--ref", required=True, type=path_flag, help="reference file, aligned with --hyp")
+    score.add_argument("--hyp", required=True, type=path_flag, help="hypothesis file, one sentence per line (-: stdin)")
+    score.add_argument("--ref", required=True, type=path_flag, help="reference file, aligned with --hyp (-: stdin)")
     score.add_argument("--metrics", default="bleu,chrf", help="comma-separated: bleu,chrf,ter,meteor,sentbleu")
     score.add_argument(
-        "--bootstrap", metavar="HYP2", type=path_flag, help="second system: paired bootstrap resampling vs --hyp"
+        "--bootstrap",
+        metavar="HYP2",
+        type=path_flag,
+        help="second system: paired bootstrap resampling vs --hyp (-: stdin)",
     )
     score.add_argument(
         "--resamples", type=flag_type(int, at_least(1)), help=f"bootstrap resamples (default {RESAMPLES})"

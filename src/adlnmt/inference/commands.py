@@ -16,7 +16,7 @@ from adlnmt.exits import said_on_sigterm
 from adlnmt.flags import add_flags, from_flags
 from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
-from adlnmt.store.atomic import is_stdio, path_flag, write_output
+from adlnmt.store.atomic import is_stdio, path_flag, read_input, write_output
 
 if TYPE_CHECKING:
     from adlnmt.inference.translator import Translation, Translator
@@ -32,7 +32,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 def translate_to_output(args: argparse.Namespace) -> int:
     """``adlnmt translate``'s work: check the flags, load the model, translate, write the output, say how fast."""
-    from adlnmt.data.corpus import decode_lines, read_lines
+    from adlnmt.data.corpus import read_lines
     from adlnmt.inference.constraints import read_constraints
     from adlnmt.inference.options import sampling_rule
     from adlnmt.inference.prefixes import warn_prefixes
@@ -52,7 +52,7 @@ def translate_to_output(args: argparse.Namespace) -> int:
     options = from_flags(SearchOptions, args)
     translator = load_translator(args, options)
     translator.check(options, bool(args.prefix), constraints=bool(args.constraints))  # before reading the input
-    lines = list(decode_lines(sys.stdin.buffer, "<stdin>") if is_stdio(args.input) else read_lines(args.input))
+    lines = list(read_input(args.input))
     constraints = None
     if args.constraints:
         constraints = read_constraints(read_lines(args.constraints), args.constraints, len(lines))

@@ -11,7 +11,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from adlnmt.atomic import FILE_MODE as FILE_MODE
 from adlnmt.atomic import atomic_write as atomic_write
 from adlnmt.atomic import fault_point as fault_point
 from adlnmt.atomic import write_text_atomic as write_text_atomic
+from adlnmt.data.corpus import decode_lines, read_lines
 from adlnmt.errors import UserError
 from adlnmt.jsontext import parse_json
 
@@ -36,6 +37,12 @@ STDIO = "-"
 def is_stdio(path: str | Path | None) -> bool:
     """Whether a command's input or output ``path`` is stdin/stdout: not given, or ``-``."""
     return path is None or str(path) in ("", STDIO)
+
+
+def read_input(path: str | Path | None) -> Iterator[str]:
+    """The lines of a command's input: the text file ``path`` (:func:`adlnmt.data.corpus.read_lines`), or standard
+    input when it is not given or ``-``."""
+    return decode_lines(sys.stdin.buffer, "<stdin>") if is_stdio(path) else read_lines(path)
 
 
 def path_flag(text: str) -> str:
