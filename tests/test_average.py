@@ -118,6 +118,9 @@ def test_best_selection_needs_a_readable_log(tmp_path: Path) -> None:
     (root / "metrics.jsonl").unlink()
     with pytest.raises(UserError, match=r"metrics\.jsonl: not found"):
         average.select_checkpoints(root, 1, None)
+    (root / "metrics.jsonl").mkdir()  # was 'not found'
+    with pytest.raises(UserError, match=r"metrics\.jsonl: a directory, not a file of checkpoint records"):
+        average.select_checkpoints(root, 1, None)
 
 
 def test_best_selection_drops_a_partial_last_line(tmp_path: Path) -> None:

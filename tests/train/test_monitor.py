@@ -133,6 +133,15 @@ def test_plot_draws_the_curves_of_several_runs(demo_data: Path, tmp_path: Path, 
     assert f'({empty}:1: partial last line dropped (\'{{"update": 3, "train_lo\'))' in capsys.readouterr().err
 
 
+def test_plot_names_a_directory_in_place_of_the_log(tmp_path: Path, capsys) -> None:
+    """A directory named metrics.jsonl was said to be 'missing or empty'."""
+    (tmp_path / "m" / "metrics.jsonl").mkdir(parents=True)
+    assert main(["plot", str(tmp_path / "m"), "--out", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {tmp_path / 'm' / 'metrics.jsonl'}: a directory, not a file of checkpoint records\n"
+    assert not (tmp_path / "c.png").exists()
+
+
 def test_plot_checks_its_file_name_before_drawing(demo_data: Path, tmp_path: Path, capsys) -> None:
     """Issue 69 point 11: an unknown suffix was a matplotlib traceback; a name without suffix or a directory wrote
     NAME.png but reported NAME."""

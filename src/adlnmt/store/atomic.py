@@ -156,7 +156,9 @@ def read_json_object(path: Path) -> dict[str, Any]:
 def read_records(path: Path) -> tuple[list[dict[str, Any]], str | None]:
     """The records of a JSON-lines file of checkpoint records (each an object with an integer ``update``) and a
     description of a partial last line (cut off by a crash or a full disk), None when there is none. A damaged line
-    before the last one is a UserError naming it. No file: no records."""
+    before the last one is a UserError naming it, and so is a directory in its place. No file: no records."""
+    if path.is_dir():
+        raise UserError(f"{path}: a directory, not a file of checkpoint records")
     if not path.is_file():
         return [], None
     lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")

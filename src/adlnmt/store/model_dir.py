@@ -165,7 +165,7 @@ class ModelDir:
         """Each validated checkpoint's :func:`validation_score` by the model's own ``early_stop_metric`` (its
         ``config.json``); UserError naming the file when there is none, or for a record without a validation
         perplexity."""
-        if not self.metrics_file.is_file():
+        if not self.metrics_file.exists():  # a directory: named as such by metrics()
             raise UserError(f"{self.metrics_file}: not found; choosing the best checkpoints needs the validation log")
         metric = self.config()["train"].get("early_stop_metric", "ppl")
         scores = {}
