@@ -175,9 +175,12 @@ def test_average_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     for wrong in (["average", "--model", str(root)], ["average", "--model", str(root), "--best", "1", "--last", "1"]):
         with pytest.raises(SystemExit):
             parser.parse_args(wrong)
-    with pytest.raises(SystemExit):
-        parser.parse_args(["average", "--model", str(root), "--last", "0"])
-    capsys.readouterr()
+    for flag in ("--last", "--best"):  # the shared wording of adlnmt.bounds (was "must be at least 1, not 0")
+        with pytest.raises(SystemExit):
+            parser.parse_args(["average", "--model", str(root), flag, "0"])
+        assert f"argument {flag}: must be >= 1, got 0" in capsys.readouterr().err
+    with pytest.raises(UserError, match=r"^--last must be >= 1, got 0$"):
+        average.select_checkpoints(root, None, 0)
 
 
 def test_the_command_names_a_directory_without_a_model(tmp_path: Path) -> None:

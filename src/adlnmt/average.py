@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from adlnmt.bounds import at_least, flag_type
 from adlnmt.errors import UserError
 from adlnmt.flags import OneModel
 from adlnmt.store import ModelDir
@@ -19,6 +20,8 @@ from adlnmt.store.atomic import path_flag
 
 if TYPE_CHECKING:
     from torch import Tensor
+
+COUNT = at_least(1)  # of --best and --last
 
 
 def _open(path: Path):  # -> safetensors' handle (its type is not public)
@@ -90,8 +93,8 @@ def select_checkpoints(model_dir: Path, best: int | None, last: int | None) -> l
     count = best if best is not None else last
     kind = "best" if best is not None else "last"
     assert count is not None
-    if count < 1:
-        raise UserError(f"--{kind} must be at least 1, not {count}")
+    if not COUNT.holds(count):
+        raise UserError(f"--{kind} {COUNT.refusal(count)}")
     weights = files.checkpoints()
     if best is not None:
         scores = files.checkpoint_scores()
@@ -125,16 +128,6 @@ def write_average(model_dir: Path, paths: list[Path], output: Path | None = None
     metadata["adlnmt_averaged_from"] = ",".join(Path(p).name for p in paths)
     atomic_write(output, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
     return output
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def check_output(model: ModelDir, output: Path) -> None:
@@ -182,10 +175,10 @@ def add_average_command(subparsers: argparse._SubParsersAction) -> None:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--best",
-        type=_positive,
+        type=flag_type(int, COUNT),
         metavar="N",
         help="the N best checkpoints by the model's early-stopping metric (valid ppl, or valid BLEU)",
     )
-    which.add_argument("--last", type=_positive, metavar="N", help="the N newest checkpoints")
+    which.add_argument("--last", type=flag_type(int, COUNT), metavar="N", help="the N newest checkpoints")
     parser.add_argument("--output", type=path_flag, help="output file (default: MODEL/averaged.safetensors)")
     parser.set_defaults(func=cmd_average)
