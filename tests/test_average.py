@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from pathlib import Path
 
@@ -121,6 +122,21 @@ def test_best_selection_needs_a_readable_log(tmp_path: Path) -> None:
     (root / "metrics.jsonl").mkdir()  # was 'not found'
     with pytest.raises(UserError, match=r"metrics\.jsonl: a directory, not a file of checkpoint records"):
         average.select_checkpoints(root, 1, None)
+
+
+def test_a_nan_or_infinite_validation_score_is_never_best(tmp_path: Path) -> None:
+    """A diverged run's only record, valid_ppl NaN, made its checkpoint the 'best' one averaged."""
+    root = model_dir(tmp_path)
+    records = [{"update": 300, "valid_ppl": math.nan}, {"update": 400, "valid_ppl": math.inf}]
+    (root / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(UserError, match=r"metrics\.jsonl: no checkpoint has a finite validation score \(updates "
+                       r"300, 400: NaN or infinite"):  # fmt: skip
+        average.select_checkpoints(root, 1, None)
+    with open(root / "metrics.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"update": 500, "valid_ppl": 9.0}) + "\n")
+    assert names(average.select_checkpoints(root, 1, None)) == ["update-0000500.safetensors"]
+    with pytest.raises(UserError, match=r"best 2 checkpoints but .* holds 1 with a finite validation score"):
+        average.select_checkpoints(root, 2, None)
 
 
 def test_best_selection_drops_a_partial_last_line(tmp_path: Path) -> None:

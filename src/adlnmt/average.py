@@ -9,6 +9,7 @@ PyTorch is imported only when checkpoints are averaged (not for the command's ar
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,7 +84,8 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Tensor]:
 
 def select_checkpoints(model_dir: Path, best: int | None, last: int | None) -> list[Path]:
     """The ``best`` checkpoints (by the model's own early-stopping metric, as training kept them: lowest validation
-    perplexity or highest validation BLEU; ties: newer first) or the ``last`` (newest) ones, oldest first.
+    perplexity or highest validation BLEU; ties: newer first; a NaN or infinite score never counts) or the ``last``
+    (newest) ones, oldest first.
 
     Only checkpoint files that exist count; asking for more than exist is an error.
     """
@@ -98,18 +100,21 @@ def select_checkpoints(model_dir: Path, best: int | None, last: int | None) -> l
     weights = files.checkpoints()
     if best is not None:
         scores = files.checkpoint_scores()
-        ranked = sorted(
-            (update for update in weights if update in scores), key=lambda update: (-scores[update], -update)
-        )
+        scored = [update for update in weights if update in scores]
+        ranked = sorted((u for u in scored if math.isfinite(scores[u])), key=lambda u: (-scores[u], -u))
+        if scored and not ranked:
+            raise UserError(f"{files.metrics_file}: no checkpoint has a finite validation score (updates "
+                            f"{', '.join(map(str, scored))}: NaN or infinite, a diverged run?), so none is a best "
+                            "checkpoint to average")  # fmt: skip
         available = len(ranked)
         chosen = ranked[:count]
     else:
         available = len(weights)
         chosen = list(weights)[-count:]
     if available < count:
-        scored = " with a validation record" if best is not None else ""
+        which = " with a finite validation score" if best is not None else ""
         raise UserError(
-            f"asked for the {kind} {count} checkpoints but {files.checkpoints_dir} holds {available}{scored}; "
+            f"asked for the {kind} {count} checkpoints but {files.checkpoints_dir} holds {available}{which}; "
             "training keeps as many checkpoint files as --keep-last/--keep-best say"
         )
     return [weights[update] for update in sorted(chosen)]
