@@ -214,6 +214,18 @@ def test_the_command_names_a_directory_without_a_model(tmp_path: Path) -> None:
     assert not (tmp_path / "averaged.safetensors").exists()
 
 
+def test_the_command_names_a_damaged_config(tmp_path: Path) -> None:
+    """A damaged config.json was not read: the average was written into the broken model directory."""
+    root = model_dir(tmp_path)
+    (root / "config.json").write_text('{"train": {')
+    parser = argparse.ArgumentParser()
+    average.add_average_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["average", "--model", str(root), "--last", "1"])
+    with pytest.raises(UserError, match=rf"^{re.escape(str(root / 'config.json'))}: damaged"):
+        args.func(args)
+    assert not (root / "averaged.safetensors").exists()
+
+
 def test_the_output_never_replaces_the_models_weights_or_a_file_without_weights(tmp_path: Path) -> None:
     """``--output`` named the model's best weights, one of its checkpoints or a text file and replaced it without a
     word; each is refused and left as it was. An earlier average is replaced, as before."""

@@ -158,7 +158,7 @@ def check_output(model: ModelDir, output: Path) -> None:
 def cmd_average(args: argparse.Namespace) -> int:
     model_dir = Path(args.model)
     model = ModelDir(model_dir)
-    model.require()
+    model.config()  # a damaged config.json is named before anything is written into the directory
     if args.output:
         check_output(model, Path(args.output))
     paths = select_checkpoints(model_dir, args.best, args.last)
