@@ -199,3 +199,19 @@ def test_score_reads_one_input_from_stdin(tmp_path: Path, monkeypatch, capsys: p
     assert main(["score", "--hyp", "-", "--ref", str(ref), "--bootstrap", "-"]) == 2
     err = capsys.readouterr().err
     assert err == "error: --hyp and --bootstrap are both -: only one input can be read from standard input\n"
+
+
+def test_blank_references_are_refused_blank_hypotheses_scored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reference file of blank lines scored BLEU 0.00 (TER 0.00 against blank hypotheses) with exit 0."""
+    blank, text = tmp_path / "blank.txt", tmp_path / "text.txt"
+    blank.write_text("\n \n")
+    text.write_text("a small dog runs\nthe cat sleeps\n")
+    for hyp in (blank, text):
+        assert main(["score", "--hyp", str(hyp), "--ref", str(blank)]) == 2
+        assert capsys.readouterr().err == (
+            f"error: {blank}: every one of its 2 lines is blank: no reference to score against\n"
+        )
+    assert main(["score", "--hyp", str(blank), "--ref", str(text), "--metrics", "bleu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bleu"] == 0.0

@@ -170,12 +170,16 @@ def _metric_with_references(name: str, references: tuple[str, ...]) -> Metric:
 
 
 def _check_aligned(hypotheses: Sequence[str], references: Sequence[str], hyp_name: str, ref_name: str) -> None:
+    """A DataError naming the files unless they have as many lines and the references hold some text (blank
+    hypotheses are a system's output, scored)."""
     if len(hypotheses) != len(references):
         raise DataError(
             f"{hyp_name} has {len(hypotheses)} lines but {ref_name} has {len(references)}; they must be aligned"
         )
     if not references:
         raise DataError(f"{hyp_name} and {ref_name} are empty; nothing to score")
+    if not any(line.strip() for line in references):  # sacreBLEU scores it in silence (BLEU 0, TER 0)
+        raise DataError(f"every one of its {len(references):,} lines is blank: no reference to score against", ref_name)
 
 
 # --- corpus scores and the paired test -----------------------------------------------------------
