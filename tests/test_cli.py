@@ -80,6 +80,25 @@ def test_bad_input_exits_2_with_one_message(argv: list[str], capsys: pytest.Capt
         (["plot", ""], "MODEL"),  # the working folder as a model
         (["shortlist", "--data", "d", "--out", ""], "--out"),  # named the working folder
         (["distill", "--data", "", "--out", "o", "--model", "m"], "--data"),  # the working folder as the data
+        # --model '' and --checkpoint '': the working folder as the model ('.: not a model directory'), or ignored
+        (["translate", "--model", ""], "--model"),
+        (["translate", "--model", "m", "--checkpoint", ""], "--checkpoint"),
+        (["distill", "--data", "d", "--out", "o", "--model", "m", "--checkpoint", ""], "--checkpoint"),
+        (["score-pairs", "--model", "", "--source", "s", "--target", "t"], "--model"),
+        (["score-pairs", "--model", "m", "--checkpoint", "", "--source", "s", "--target", "t"], "--checkpoint"),
+        (["contrastive", "--model", "", "--suite", "s"], "--model"),
+        (["contrastive", "--model", "m", "--checkpoint", " ", "--suite", "s"], "--checkpoint"),
+        (["average", "--model", "", "--last", "1"], "--model"),
+        (["export", "--model", "", "--format", "onnx", "--out", "o"], "--model"),
+        (["export", "--model", "m", "--checkpoint", "", "--format", "onnx", "--out", "o"], "--checkpoint"),
+        (["serve", "--model", ""], "--model"),
+        (["serve", "--model", "m", "--checkpoint", ""], "--checkpoint"),
+        (["publish", "", "--out", "o"], "MODEL"),
+        (["publish", "m", "--checkpoint", "", "--out", "o"], "--checkpoint"),
+        (["bench", "decode", "--model", "", "--input", "i"], "--model"),
+        (["bench", "decode", "--model", "m", "--checkpoint", "", "--input", "i"], "--checkpoint"),
+        (["train", "--data", "d", "--model", ""], "--model"),  # 'train needs --data DIR and --model DIR'
+        (["train", "--data", "", "--model", "m"], "--data"),
     ],
 )
 def test_an_empty_path_is_refused_not_read_as_the_flag_left_out(argv: list[str], flag: str, capsys) -> None:

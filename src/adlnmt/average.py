@@ -175,7 +175,11 @@ def add_average_command(subparsers: argparse._SubParsersAction) -> None:
     """``average --model DIR (--best N | --last N) [--output PATH]``."""
     parser = subparsers.add_parser("average", help="average the weights of the best or last N checkpoints")
     parser.add_argument(
-        "--model", required=True, action=OneModel, help="model directory (with checkpoints/ and metrics.jsonl)"
+        "--model",
+        required=True,
+        action=OneModel,
+        type=path_flag,
+        help="model directory (with checkpoints/ and metrics.jsonl)",
     )
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(

@@ -83,9 +83,15 @@ def cmd_contrastive_suite(args: argparse.Namespace) -> int:
 
 def _scoring_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--model", required=True, action=OneModel, help="model directory, or a CTranslate2 export directory"
+        "--model",
+        required=True,
+        action=OneModel,
+        type=path_flag,
+        help="model directory, or a CTranslate2 export directory",
     )
-    parser.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
+    parser.add_argument(
+        "--checkpoint", default="best", type=path_flag, help="best, last, averaged or a .safetensors path"
+    )
     parser.add_argument(
         "--batch-size",
         type=flag_type(int, at_least(1)),

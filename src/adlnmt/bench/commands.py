@@ -15,6 +15,7 @@ from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
 from adlnmt.presets import PRESET_GROUPS
 from adlnmt.store import ModelDir, is_export_dir
+from adlnmt.store.atomic import path_flag
 from adlnmt.store.names import CONFIG, EXPORT_MANIFEST
 
 SEARCH_FLAGS = ("batch_size", "workers", "length_penalty")  # those of adlnmt translate (SearchOptions) it takes
@@ -309,8 +310,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     what = decode.add_argument_group("decoders and workload")
     what.add_argument("--preset", nargs="+", metavar="NAME", help="presets or @groups (random weights)")
-    what.add_argument("--model", nargs="+", metavar="DIR", help="trained model directories")
-    what.add_argument("--checkpoint", default="best", help="checkpoint of --model: best, last, averaged or a path")
+    what.add_argument("--model", nargs="+", metavar="DIR", type=path_flag, help="trained model directories")
+    what.add_argument(
+        "--checkpoint", default="best", type=path_flag, help="checkpoint of --model: best, last, averaged or a path"
+    )
     what.add_argument("--input", help="raw source text, one sentence per line (needed with --model)")
     what.add_argument(
         "--sentences", type=_positive_int, help="use the first N input lines (default all; 200 synthetic)"

@@ -171,11 +171,13 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--model",
         required=True,
         action="append",
+        type=path_flag,
         help="model directory, or an export directory (adlnmt export); repeated: an ensemble of the models",
     )
     parser.add_argument(
         "--checkpoint",
         action="append",
+        type=path_flag,
         help="best (default), last, averaged or a .safetensors path; repeated: one per --model, or an ensemble of "
         "checkpoints of one model",
     )

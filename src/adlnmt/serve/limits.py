@@ -31,6 +31,7 @@ from adlnmt.errors import UserError
 from adlnmt.flags import OneModel, option, out_of_bounds
 from adlnmt.inference.engine import ENGINE_CHOICES as ENGINES
 from adlnmt.inference.translator import PRECISIONS
+from adlnmt.store.atomic import path_flag
 
 MAX_HEAD_BYTES = 16 * 1024  # request line and headers: h11's limit on a head arriving in parts, kept for whole ones
 
@@ -45,7 +46,9 @@ class ServeOptions:
     """The model to serve, where, how requests are batched, and the limits on requests; each field declares its
     flag of ``adlnmt serve`` (:mod:`adlnmt.flags`; their ranges are checked here, all problems in one message)."""
 
-    model: str = option(help="model directory, or an export directory (adlnmt export)", action=OneModel)
+    model: str = option(
+        help="model directory, or an export directory (adlnmt export)", parse=path_flag, action=OneModel
+    )
     """Model directory (or an export directory, ``adlnmt export``)."""
     host: str = option("127.0.0.1", "address to listen on (default %(default)s)")
     """Address to listen on (loopback by default: put a reverse proxy in front to expose it)."""
@@ -59,7 +62,7 @@ class ServeOptions:
     (DNS rebinding) cannot use it."""
     port: int = option(8000, "TCP port (default %(default)s)", bounds=Bounds(0, 65535))
     """TCP port."""
-    checkpoint: str = option("best", "best, last, averaged or a .safetensors path")
+    checkpoint: str = option("best", "best, last, averaged or a .safetensors path", parse=path_flag)
     """best, last, averaged or a .safetensors path (as in ``adlnmt translate``)."""
     precision: str | None = option(None, "as in adlnmt translate (default: fp32; an export as exported)",
                                    choices=PRECISIONS)  # fmt: skip

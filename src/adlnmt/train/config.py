@@ -18,6 +18,7 @@ from adlnmt.errors import UserError
 from adlnmt.flags import add_flags, bounds_of, option, out_of_bounds
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
+from adlnmt.store.atomic import path_flag
 from adlnmt.store.model_dir import EARLY_STOP_METRICS
 from adlnmt.yamltext import read_yaml_file
 
@@ -27,8 +28,8 @@ class TrainConfig:
     """The options of ``adlnmt train``: one field per flag and YAML key (``d_model`` is ``--d-model``), with its
     default, bounds and help."""
 
-    data: str = option(None, "prepared data directory (adlnmt prepare)")
-    model: str = option(None, "model directory (created; re-running the same command resumes)")
+    data: str = option(None, "prepared data directory (adlnmt prepare)", parse=path_flag)
+    model: str = option(None, "model directory (created; re-running the same command resumes)", parse=path_flag)
     encoder: str | None = option(None, "encoder ADL chain")
     decoder: str | None = option(None, "decoder ADL chain")
     preset: str | None = option(None, "a named architecture instead of --encoder/--decoder")
