@@ -80,6 +80,14 @@ def test_bad_input_exits_2_with_one_message(argv: list[str], capsys: pytest.Capt
         (["plot", ""], "MODEL"),  # the working folder as a model
         (["shortlist", "--data", "d", "--out", ""], "--out"),  # named the working folder
         (["distill", "--data", "", "--out", "o", "--model", "m"], "--data"),  # the working folder as the data
+        (["import", "", "--from", "hf-marian", "--out", "o"], "DIR"),  # the working folder as the MarianMT model
+        (["import", "hf", "--from", "hf-marian", "--out", ""], "--out"),  # named the working folder ('.: exists')
+        (["import", "hf", "--from", "hf-marian", "--out", "o", "--diagram", ""], "--diagram"),  # no diagram drawn
+        (["export", "--model", "m", "--format", "onnx", "--out", ""], "--out"),  # named the working folder
+        (["export", "--model", "m", "--format", "onnx", "--out", "o", "--checkpoint", ""], "--checkpoint"),  # '.'
+        (["publish", "", "--out", "o"], "MODEL"),  # the working folder as the model
+        (["publish", "m", "--out", ""], "--out"),  # named the working folder
+        (["publish", "m", "--out", "o", "--checkpoint", ""], "--checkpoint"),  # '.: checkpoint not found'
     ],
 )
 def test_an_empty_path_is_refused_not_read_as_the_flag_left_out(argv: list[str], flag: str, capsys) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from adlnmt.errors import UserError
 from adlnmt.interop.staging import check_new_directory, write_new_directory
 from adlnmt.store import ModelDir, names
-from adlnmt.store.atomic import read_json_object
+from adlnmt.store.atomic import path_flag, read_json_object
 
 RESULT = "result.json"  # beside a grid run's model directory (adlnmt experiment): its test scores
 CLAIMS = "claims.json"  # in the grid's results folder: the claims and their verdicts
@@ -292,8 +292,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 def add_publish_command(commands: argparse._SubParsersAction) -> None:
     publish_parser = commands.add_parser("publish", help="a Hub-ready folder with a model card (no upload)")
-    publish_parser.add_argument("model", metavar="MODEL", help="model directory")
-    publish_parser.add_argument("--out", required=True, help="the folder to create (must not exist)")
-    publish_parser.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
+    publish_parser.add_argument("model", metavar="MODEL", type=path_flag, help="model directory")
+    publish_parser.add_argument("--out", required=True, type=path_flag, help="the folder to create (must not exist)")
+    publish_parser.add_argument(
+        "--checkpoint", default="best", type=path_flag, help="best, last, averaged or a .safetensors path"
+    )
     publish_parser.add_argument("--onnx", action="store_true", help="also include the ONNX export (the onnx extra)")
     publish_parser.set_defaults(func=cmd_publish)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from adlnmt.bounds import at_least, flag_type
 from adlnmt.flags import OneModel
+from adlnmt.store.atomic import path_flag
 from adlnmt.store.export_dir import FORMATS, QUANTIZATIONS
 
 HF_MARIAN = "hf-marian"  # a Hugging Face MarianMT directory (adlnmt.interop.hf_export), not an export for --engine
@@ -47,8 +48,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     export.add_argument("--model", required=True, action=OneModel, help="model directory")
     export.add_argument("--format", required=True, choices=(*FORMATS, HF_MARIAN), help="onnx, ctranslate2 or hf-marian")
-    export.add_argument("--out", required=True, help="export directory to write")
-    export.add_argument("--checkpoint", default="best", help="best, last, averaged or a .safetensors path")
+    export.add_argument("--out", required=True, type=path_flag, help="export directory to write")
+    export.add_argument(
+        "--checkpoint", default="best", type=path_flag, help="best, last, averaged or a .safetensors path"
+    )
     export.add_argument("--quantize", default="none", choices=QUANTIZATIONS, help="int8: dynamic int8 weights")
     export.add_argument(
         "--threads", type=flag_type(int, at_least(0)), default=0, help="intra-op threads while exporting (0: default)"
