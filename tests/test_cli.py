@@ -88,6 +88,11 @@ def test_bad_input_exits_2_with_one_message(argv: list[str], capsys: pytest.Capt
         (["publish", "", "--out", "o"], "MODEL"),  # the working folder as the model
         (["publish", "m", "--out", ""], "--out"),  # named the working folder
         (["publish", "m", "--out", "o", "--checkpoint", ""], "--checkpoint"),  # '.: checkpoint not found'
+        (["bench", "decode", "--preset", "transformer", "--out", ""], "--out"),  # the results in the working folder
+        (["bench", "decode", "--model", "m", "", "--input", "i"], "--model"),  # the working folder as a model
+        (["bench", "decode", "--model", "m", "--input", ""], "--input"),  # 'needs --input FILE'
+        (["bench", "decode", "--model", "m", "--input", "i", "--checkpoint", ""], "--checkpoint"),  # '.: not found'
+        (["bench", "train", "--preset", "transformer", "--data", ""], "--data"),  # random pairs instead of the data
     ],
 )
 def test_an_empty_path_is_refused_not_read_as_the_flag_left_out(argv: list[str], flag: str, capsys) -> None:

@@ -15,6 +15,7 @@ from adlnmt.inference.engine import ENGINE_CHOICES
 from adlnmt.inference.options import SearchOptions
 from adlnmt.presets import PRESET_GROUPS
 from adlnmt.store import ModelDir, is_export_dir
+from adlnmt.store.atomic import path_flag
 from adlnmt.store.names import CONFIG, EXPORT_MANIFEST
 
 SEARCH_FLAGS = ("batch_size", "workers", "length_penalty")  # those of adlnmt translate (SearchOptions) it takes
@@ -295,7 +296,7 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
     run = parser.add_argument_group("machine and output")
     run.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's)")
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
-    run.add_argument("--out", default="bench-results", help="output directory (default bench-results/)")
+    run.add_argument("--out", default="bench-results", type=path_flag, help="output directory (default bench-results/)")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -309,9 +310,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     what = decode.add_argument_group("decoders and workload")
     what.add_argument("--preset", nargs="+", metavar="NAME", help="presets or @groups (random weights)")
-    what.add_argument("--model", nargs="+", metavar="DIR", help="trained model directories")
-    what.add_argument("--checkpoint", default="best", help="checkpoint of --model: best, last, averaged or a path")
-    what.add_argument("--input", help="raw source text, one sentence per line (needed with --model)")
+    what.add_argument("--model", nargs="+", metavar="DIR", type=path_flag, help="trained model directories")
+    what.add_argument(
+        "--checkpoint", default="best", type=path_flag, help="checkpoint of --model: best, last, averaged or a path"
+    )
+    what.add_argument("--input", type=path_flag, help="raw source text, one sentence per line (needed with --model)")
     what.add_argument(
         "--sentences", type=_positive_int, help="use the first N input lines (default all; 200 synthetic)"
     )
@@ -337,8 +340,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     train = kinds.add_parser("train", help="training speed per preset: updates/s, target tokens/s, peak memory")
     train.add_argument("--preset", nargs="+", metavar="NAME", required=True, help="presets or @groups")
-    train.add_argument("--data", help="prepared data directory, read as adlnmt train reads it: every shard, in "
-                       "training's batches and order (default: random sentence pairs of 6-20 words)")  # fmt: skip
+    train.add_argument("--data", type=path_flag, help="prepared data directory, read as adlnmt train reads it: "
+                       "every shard, in training's batches and order (default: random sentence pairs of 6-20 "
+                       "words)")  # fmt: skip
     train.add_argument("--batches-from", choices=("shards", "memory"),
                        help="with --data: shards (default) collates each batch from the memory-mapped shards at its "
                        "update, inside the timed loop, as training does; memory collates the same batches before "
