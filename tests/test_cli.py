@@ -93,6 +93,10 @@ def test_bad_input_exits_2_with_one_message(argv: list[str], capsys: pytest.Capt
         (["bench", "decode", "--model", "m", "--input", ""], "--input"),  # 'needs --input FILE'
         (["bench", "decode", "--model", "m", "--input", "i", "--checkpoint", ""], "--checkpoint"),  # '.: not found'
         (["bench", "train", "--preset", "transformer", "--data", ""], "--data"),  # random pairs instead of the data
+        (["train", "--config", "", "--data", "d", "--model", "m"], "--config"),  # trained without the YAML file
+        (["train", "--data", "d", "--model", "m", "--init-from", ""], "--init-from"),  # random weights, no word
+        (["train", "--data", "d", "--model", "m", "--tensorboard", ""], "--tensorboard"),  # no events written
+        (["train", "--data", "", "--model", "m"], "--data"),  # 'train needs --data DIR', which was given
     ],
 )
 def test_an_empty_path_is_refused_not_read_as_the_flag_left_out(argv: list[str], flag: str, capsys) -> None:

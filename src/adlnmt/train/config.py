@@ -18,6 +18,7 @@ from adlnmt.errors import UserError
 from adlnmt.flags import add_flags, bounds_of, option, out_of_bounds
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
+from adlnmt.store.atomic import path_flag
 from adlnmt.store.model_dir import EARLY_STOP_METRICS
 from adlnmt.yamltext import read_yaml_file
 
@@ -27,8 +28,8 @@ class TrainConfig:
     """The options of ``adlnmt train``: one field per flag and YAML key (``d_model`` is ``--d-model``), with its
     default, bounds and help."""
 
-    data: str = option(None, "prepared data directory (adlnmt prepare)")
-    model: str = option(None, "model directory (created; re-running the same command resumes)")
+    data: str = option(None, "prepared data directory (adlnmt prepare)", parse=path_flag)
+    model: str = option(None, "model directory (created; re-running the same command resumes)", parse=path_flag)
     encoder: str | None = option(None, "encoder ADL chain")
     decoder: str | None = option(None, "decoder ADL chain")
     preset: str | None = option(None, "a named architecture instead of --encoder/--decoder")
@@ -49,6 +50,7 @@ class TrainConfig:
         None,
         "start from this model directory's weights and vocabulary (data prepared with --vocab-from it); with "
         "--encoder/--decoder or --preset a changed architecture copies the tensors whose path and shape match",
+        parse=path_flag,
     )
     init: str = option(
         "torch",
@@ -132,6 +134,7 @@ class TrainConfig:
     tensorboard: str = option(
         "auto",
         "TensorBoard event folder: auto (MODEL/tensorboard when the package is installed), off, or a folder",
+        parse=path_flag,
     )
 
     def resolved(self) -> TrainConfig:
@@ -221,7 +224,9 @@ def _variables_used(encoder: str, decoder: str) -> set[str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per TrainConfig field (``--d-model`` for ``d_model``); defaults stay unset so that
     YAML values can be told apart from flags."""
-    parser.add_argument("--config", help="YAML file of options (keys as the flags, - or _); flags override it")
+    parser.add_argument(
+        "--config", type=path_flag, help="YAML file of options (keys as the flags, - or _); flags override it"
+    )
     add_flags(parser, TrainConfig, unset=True)
 
 
@@ -290,6 +295,11 @@ def _typed(path: Path, key: str, value: Any, option: Any) -> Any:
             words = "on/yes/true" if value else "off/no/false"
             hint = f" (YAML reads an unquoted {words} as {str(value).lower()}: quote it, e.g. 'off')"
         raise UserError(f"{path}: option '{key}' expects {err}, got {value!r}{hint}") from None
+    if option.metadata.get("parse") is path_flag:
+        try:
+            path_flag(typed)
+        except argparse.ArgumentTypeError as err:  # an empty folder name would mean the option left out
+            raise UserError(f"{path}: option '{key}': {err}") from None
     choices = option.metadata.get("choices")
     if choices and typed not in choices:
         raise UserError(f"{path}: option '{key}' expects one of {', '.join(choices)}, got {value!r}")
