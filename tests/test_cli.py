@@ -99,6 +99,18 @@ def test_bad_input_exits_2_with_one_message(argv: list[str], capsys: pytest.Capt
         (["bench", "decode", "--model", "m", "--checkpoint", "", "--input", "i"], "--checkpoint"),
         (["train", "--data", "d", "--model", ""], "--model"),  # 'train needs --data DIR and --model DIR'
         (["train", "--data", "", "--model", "m"], "--data"),
+        (["import", "", "--from", "hf-marian", "--out", "o"], "DIR"),  # the working folder as the MarianMT model
+        (["import", "hf", "--from", "hf-marian", "--out", ""], "--out"),  # named the working folder ('.: exists')
+        (["import", "hf", "--from", "hf-marian", "--out", "o", "--diagram", ""], "--diagram"),  # no diagram drawn
+        (["export", "--model", "m", "--format", "onnx", "--out", ""], "--out"),  # named the working folder
+        (["publish", "m", "--out", ""], "--out"),  # named the working folder
+        (["bench", "decode", "--preset", "transformer", "--out", ""], "--out"),  # the results in the working folder
+        (["bench", "decode", "--model", "m", "", "--input", "i"], "--model"),  # the working folder as a model
+        (["bench", "decode", "--model", "m", "--input", ""], "--input"),  # 'needs --input FILE'
+        (["bench", "train", "--preset", "transformer", "--data", ""], "--data"),  # random pairs instead of the data
+        (["train", "--config", "", "--data", "d", "--model", "m"], "--config"),  # trained without the YAML file
+        (["train", "--data", "d", "--model", "m", "--init-from", ""], "--init-from"),  # random weights, no word
+        (["train", "--data", "d", "--model", "m", "--tensorboard", ""], "--tensorboard"),  # no events written
     ],
 )
 def test_an_empty_path_is_refused_not_read_as_the_flag_left_out(argv: list[str], flag: str, capsys) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,33 @@ WHAT = "publish"  # in messages about --out
 MODEL_SETTINGS = ("d_model", "heads", "ff_factor", "dropout", "tie_source", "tie_output", "max_len")
 TRAINING_SETTINGS = ("label_smoothing", "batch_tokens", "accumulate", "lr", "lr_schedule", "warmup", "max_updates",
                      "max_epochs", "patience", "seed", "precision", "init_from")  # fmt: skip
+
+
+MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]|])")  # a backslash-escape keeps each literal (| splits table cells)
+PLAIN_YAML = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")  # a scalar YAML reads back as the same string, in any context
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks, tabs and other whitespace but the space shown as escapes (``\\n``)."""
+    return "".join(repr(c)[1:-1] if c.isspace() and c != " " else c for c in text)
+
+
+def markdown_text(value: Any) -> str:
+    """``value`` as literal Markdown text on one line: no HTML, emphasis, link, code or table cell of its own, and a
+    line break (of a folder name, a test set's name) shown as ``\\n``, not starting a heading or front matter."""
+    return one_line(MARKDOWN_SPECIAL.sub(r"\\\1", str(value)).replace("&", "&amp;").replace("<", "&lt;"))
+
+
+def code_in_table(value: Any) -> str:
+    """``value`` inside a code span of a table cell: its ``|`` escaped (GitHub ends the cell there otherwise)."""
+    return one_line(str(value).replace("|", "\\|"))
+
+
+def yaml_string(value: Any) -> str:
+    """``value`` as a YAML scalar of the front matter: plain when it is a simple name, else double-quoted (JSON's
+    string syntax, which YAML reads as the same string), so no name adds keys or ends the front matter."""
+    text = str(value)
+    return text if PLAIN_YAML.fullmatch(text) else json.dumps(text)
 
 
 def _is_number(value: Any) -> bool:
@@ -140,24 +168,26 @@ def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: 
     front = ["---", "library_name: adlnmt" if not marian else "library_name: transformers",
              "tags:", "- translation", "- adlnmt"] + (["pipeline_tag: translation"] if marian else [])  # fmt: skip
     if imported:
-        front.append(f"base_model: {base_model(Path(imported['path']))}")
+        front.append(f"base_model: {yaml_string(base_model(Path(imported['path'])))}")
     if tests:
-        front += ["model-index:", f"- name: {model_dir.name}", "  results:"]
+        front += ["model-index:", f"- name: {yaml_string(model_dir.name)}", "  results:"]
         for test, entry in tests.items():
-            front += ["  - task: {type: translation}", f"    dataset: {{name: {test}, type: {test}}}", "    metrics:"]
-            front += [f"    - {{type: {m}, value: {v:.2f}}}" for m, v in entry.get("scores", {}).items()]
+            name = yaml_string(test)
+            front += ["  - task: {type: translation}", f"    dataset: {{name: {name}, type: {name}}}", "    metrics:"]
+            front += [f"    - {{type: {yaml_string(m)}, value: {v:.2f}}}" for m, v in entry.get("scores", {}).items()]
     front.append("---")
     canonical = stored.get("canonical", {})
-    body = [f"# {model_dir.name}", "", "A neural machine translation model built and trained with adlnmt; its "
-            "architecture is a sentence of the Architecture Definition Language (Domhan 2018).", "",
+    body = [f"# {markdown_text(model_dir.name)}", "",
+            "A neural machine translation model built and trained with adlnmt; its architecture is a sentence "
+            "of the Architecture Definition Language (Domhan 2018).", "",
             "## Architecture (ADL)", "", "```", f"encoder: {canonical.get('encoder')}",
             f"decoder: {canonical.get('decoder')}", "```", ""]  # fmt: skip
     body += [f"{stored.get('parameters', 0):,} parameters.", ""]
     body += [f"![architecture]({diagram})" if diagram else f"(No diagram: {missing}.)", ""]
     body += ["## Data", ""]
     if imported:
-        body += [f"Imported from a Hugging Face MarianMT checkpoint ({imported['path']}); its training data is its "
-                 "source's. Files imported, by SHA-256:", ""]  # fmt: skip
+        body += [f"Imported from a Hugging Face MarianMT checkpoint ({markdown_text(imported['path'])}); its "
+                 "training data is its source's. Files imported, by SHA-256:", ""]  # fmt: skip
         body += [f"- `{name}`: `{digest[:16]}…`" for name, digest in imported.get("files", {}).items()]
     else:
         body += [f"- data digest (SHA-256 of the prepared data's manifest): `{stored.get('data_digest')}`"]
@@ -177,19 +207,19 @@ def card(model_dir: Path, stored: dict[str, Any], refusal: str | None, diagram: 
         for test, entry in tests.items():
             signatures = entry.get("signatures", {})
             body += [
-                f"| {test} | {m} | {v:.2f} | `{signatures.get(m, '')}` |" for m, v in entry.get("scores", {}).items()
+                f"| {markdown_text(test)} | {markdown_text(m)} | {v:.2f} | `{code_in_table(signatures.get(m, ''))}` |"
+                for m, v in entry.get("scores", {}).items()
             ]
     else:
         body.append("None recorded (a model trained outside `adlnmt experiment`: score a test set with "
                     "`adlnmt translate` and `adlnmt score`).")  # fmt: skip
     if result is not None:
-        body += ["", f"## Grid verdicts ({result.get('experiment')}, variant {result.get('variant')!r}, seed "
-                 f"{result.get('seed')})", ""]  # fmt: skip
-        body += [
-            f"- {c.get('tested_as')} ({c.get('metric')}, {c.get('test')}): **{c.get('verdict')}**, "
-            f'{c.get("summary")}; claim: "{c.get("quote")}" {c.get("where", "")}'
-            for c in claims
-        ]
+        grid, variant, seed = (markdown_text(result.get(key)) for key in ("experiment", "variant", "seed"))
+        body += ["", f"## Grid verdicts ({grid}, variant '{variant}', seed {seed})", ""]
+        for claim in claims:
+            c = {key: markdown_text(value) for key, value in claim.items()}
+            body.append(f"- {c.get('tested_as')} ({c.get('metric')}, {c.get('test')}): **{c.get('verdict')}**, "
+                        f'{c.get("summary")}; claim: "{c.get("quote")}" {c.get("where", "")}')  # fmt: skip
         body += [] if claims else ["No claim of the grid concerns this variant."]
     body += ["", "## Use", ""]
     if marian:
@@ -263,7 +293,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def add_publish_command(commands: argparse._SubParsersAction) -> None:
     publish_parser = commands.add_parser("publish", help="a Hub-ready folder with a model card (no upload)")
     publish_parser.add_argument("model", metavar="MODEL", type=path_flag, help="model directory")
-    publish_parser.add_argument("--out", required=True, help="the folder to create (must not exist)")
+    publish_parser.add_argument("--out", required=True, type=path_flag, help="the folder to create (must not exist)")
     publish_parser.add_argument(
         "--checkpoint", default="best", type=path_flag, help="best, last, averaged or a .safetensors path"
     )

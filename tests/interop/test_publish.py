@@ -64,9 +64,32 @@ def test_publish_a_grid_run_with_scores_and_verdicts(demo_data: Path, tmp_path: 
     assert {"README.md", "model.safetensors", "config.json", "vocab"} <= files  # adlnmt's own format
     text = (tmp_path / "card" / "README.md").read_text()
     assert "MarianMT has no counterpart of encoder layer 'pos'" in text
-    assert "{type: bleu, value: 12.50}" in text and "| test_2016 | bleu | 12.50 | `nrefs:1|tok:13a` |" in text
+    assert "{type: bleu, value: 12.50}" in text and "| test_2016 | bleu | 12.50 | `nrefs:1\\|tok:13a` |" in text
     assert "AAN > self-att (bleu, test_2016): **inconclusive**" in text and "CNN > self-att" not in text
     assert "1 validated checkpoints, updates 2 to 2." in text
+
+
+def test_names_in_the_card_are_text_not_markup(demo_data: Path, tmp_path: Path) -> None:
+    """A folder, test set or claim named with HTML, Markdown or line breaks: the card shows each name as text. They
+    were written raw: an ``<img onerror=…>`` tag, a line break that started a heading, and front-matter keys
+    (``tags: [pwn]``) added by a name or ending the front matter early."""
+    import yaml
+
+    hostile = "m<img src=x onerror=alert(1)>|*b*\n---\ntags: [pwn]"
+    run = tmp_path / "results" / "runs" / "v" / "seed-1"
+    assert main(["train", "--data", str(demo_data / "data"), "--model", str(run / hostile), *NATIVE]) == 0
+    tests = {"t: x}\n<b>": {"scores": {"bleu": 1.0}, "signatures": {"bleu": "nrefs:1|tok:13a"}}}
+    (run / "result.json").write_text(json.dumps({"experiment": "g", "variant": "v", "seed": 1, "tests": tests}))
+    claim = {"first": "v", "tested_as": "v > w", "metric": "bleu", "test": "t", "verdict": "holds", "quote": "<i>q"}
+    (tmp_path / "results" / "claims.json").write_text(json.dumps({"grid": "g", "claims": [claim]}))
+    assert main(["publish", str(run / hostile), "--out", str(tmp_path / "card")]) == 0
+    text = (tmp_path / "card" / "README.md").read_text()
+    _, front, body = text.split("---\n", 2)
+    index = yaml.safe_load(front)["model-index"][0]
+    assert index["name"] == hostile and index["results"][0]["dataset"]["name"] == "t: x}\n<b>"
+    assert body.startswith("\n# m&lt;img src=x onerror=alert(1)>\\|\\*b\\*\\n---\\ntags: \\[pwn\\]\n")
+    assert "<img" not in body and "<b>" not in body and "<i>" not in body and "\ntags:" not in body
+    assert "| t: x}\\n&lt;b> | bleu | 1.00 | `nrefs:1\\|tok:13a` |" in body
 
 
 def test_publish_with_onnx_translates_as_the_model(demo_data: Path, tmp_path: Path, capsys) -> None:

@@ -99,6 +99,10 @@ def test_quoted_yaml_booleans_are_parsed(tmp_path: Path, yaml_text: str, expecte
         ("heads: 2.5\n", "c.yaml: option 'heads' expects an integer, got 2.5"),
         ("lr_schedule: cosine\n", "c.yaml: option 'lr_schedule' expects one of plateau, inverse-sqrt, got 'cosine'"),
         ("lr: " + "[" * 5000 + "]" * 5000 + "\n", "c.yaml: invalid YAML: nested too deeply"),
+        # an empty folder name trained without the pretrained weights, TensorBoard or the data/model it named
+        ("init_from: ''\n", "c.yaml: option 'init_from': an empty path (an unset shell variable?)"),
+        ("tensorboard: ''\n", "c.yaml: option 'tensorboard': an empty path (an unset shell variable?)"),
+        ("data: ' '\n", "c.yaml: option 'data': an empty path (an unset shell variable?)"),
     ],
 )
 def test_wrongly_typed_yaml_values_are_located_errors(tmp_path: Path, yaml_text: str, message: str) -> None:

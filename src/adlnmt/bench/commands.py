@@ -296,7 +296,7 @@ def _common_arguments(parser: argparse.ArgumentParser) -> None:
     run = parser.add_argument_group("machine and output")
     run.add_argument("--threads", type=_positive_int, help="torch CPU threads (default: torch's)")
     run.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
-    run.add_argument("--out", default="bench-results", help="output directory (default bench-results/)")
+    run.add_argument("--out", default="bench-results", type=path_flag, help="output directory (default bench-results/)")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -314,7 +314,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     what.add_argument(
         "--checkpoint", default="best", type=path_flag, help="checkpoint of --model: best, last, averaged or a path"
     )
-    what.add_argument("--input", help="raw source text, one sentence per line (needed with --model)")
+    what.add_argument("--input", type=path_flag, help="raw source text, one sentence per line (needed with --model)")
     what.add_argument(
         "--sentences", type=_positive_int, help="use the first N input lines (default all; 200 synthetic)"
     )
@@ -340,8 +340,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     train = kinds.add_parser("train", help="training speed per preset: updates/s, target tokens/s, peak memory")
     train.add_argument("--preset", nargs="+", metavar="NAME", required=True, help="presets or @groups")
-    train.add_argument("--data", help="prepared data directory, read as adlnmt train reads it: every shard, in "
-                       "training's batches and order (default: random sentence pairs of 6-20 words)")  # fmt: skip
+    train.add_argument("--data", type=path_flag, help="prepared data directory, read as adlnmt train reads it: "
+                       "every shard, in training's batches and order (default: random sentence pairs of 6-20 "
+                       "words)")  # fmt: skip
     train.add_argument("--batches-from", choices=("shards", "memory"),
                        help="with --data: shards (default) collates each batch from the memory-mapped shards at its "
                        "update, inside the timed loop, as training does; memory collates the same batches before "

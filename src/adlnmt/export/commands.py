@@ -48,7 +48,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     export.add_argument("--model", required=True, action=OneModel, type=path_flag, help="model directory")
     export.add_argument("--format", required=True, choices=(*FORMATS, HF_MARIAN), help="onnx, ctranslate2 or hf-marian")
-    export.add_argument("--out", required=True, help="export directory to write")
+    export.add_argument("--out", required=True, type=path_flag, help="export directory to write")
     export.add_argument(
         "--checkpoint", default="best", type=path_flag, help="best, last, averaged or a .safetensors path"
     )

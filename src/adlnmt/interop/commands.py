@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from adlnmt.errors import UserError
+from adlnmt.store.atomic import path_flag
 
 SOURCES = ("hf-marian",)
 
@@ -65,9 +66,11 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     importer = commands.add_parser("import", help="import a pretrained model (Hugging Face MarianMT / OPUS-MT)")
-    importer.add_argument("source", metavar="DIR", help="the pretrained model's directory (config.json, weights, "
-                          "source.spm, target.spm, vocab.json)")  # fmt: skip
+    importer.add_argument("source", metavar="DIR", type=path_flag, help="the pretrained model's directory "
+                          "(config.json, weights, source.spm, target.spm, vocab.json)")  # fmt: skip
     importer.add_argument("--from", dest="kind", required=True, choices=SOURCES, help="its format")
-    importer.add_argument("--out", required=True, help="the model directory to create (must not exist)")
-    importer.add_argument("--diagram", metavar="PATH", help="also draw the architecture to PATH (.svg, .png, .pdf)")
+    importer.add_argument("--out", required=True, type=path_flag, help="the model directory to create (must not exist)")
+    importer.add_argument(
+        "--diagram", metavar="PATH", type=path_flag, help="also draw the architecture to PATH (.svg, .png, .pdf)"
+    )
     importer.set_defaults(func=cmd_import)

@@ -50,6 +50,7 @@ class TrainConfig:
         None,
         "start from this model directory's weights and vocabulary (data prepared with --vocab-from it); with "
         "--encoder/--decoder or --preset a changed architecture copies the tensors whose path and shape match",
+        parse=path_flag,
     )
     init: str = option(
         "torch",
@@ -133,6 +134,7 @@ class TrainConfig:
     tensorboard: str = option(
         "auto",
         "TensorBoard event folder: auto (MODEL/tensorboard when the package is installed), off, or a folder",
+        parse=path_flag,
     )
 
     def resolved(self) -> TrainConfig:
@@ -222,7 +224,9 @@ def _variables_used(encoder: str, decoder: str) -> set[str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per TrainConfig field (``--d-model`` for ``d_model``); defaults stay unset so that
     YAML values can be told apart from flags."""
-    parser.add_argument("--config", help="YAML file of options (keys as the flags, - or _); flags override it")
+    parser.add_argument(
+        "--config", type=path_flag, help="YAML file of options (keys as the flags, - or _); flags override it"
+    )
     add_flags(parser, TrainConfig, unset=True)
 
 
@@ -291,6 +295,11 @@ def _typed(path: Path, key: str, value: Any, option: Any) -> Any:
             words = "on/yes/true" if value else "off/no/false"
             hint = f" (YAML reads an unquoted {words} as {str(value).lower()}: quote it, e.g. 'off')"
         raise UserError(f"{path}: option '{key}' expects {err}, got {value!r}{hint}") from None
+    if option.metadata.get("parse") is path_flag:
+        try:
+            path_flag(typed)
+        except argparse.ArgumentTypeError as err:  # an empty folder name would mean the option left out
+            raise UserError(f"{path}: option '{key}': {err}") from None
     choices = option.metadata.get("choices")
     if choices and typed not in choices:
         raise UserError(f"{path}: option '{key}' expects one of {', '.join(choices)}, got {value!r}")
