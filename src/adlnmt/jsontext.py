@@ -42,6 +42,14 @@ class LoneSurrogate(JsonError):
         self.where = where
 
 
+def type_name(value: Any) -> str:
+    """The JSON name of ``value``'s type (``a list``, ``null``), for messages."""
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return (
+        "null" if value is None else next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
+    )
+
+
 def too_deep(text: str) -> bool:
     """Whether JSON ``text`` nests arrays and objects deeper than :data:`MAX_DEPTH` (brackets in strings do not
     count)."""

@@ -42,7 +42,8 @@ LONG_LINE = ("ein kleiner Hund läuft über die grüne Wiese . " * 120)[:5000]
          "to 1"),  # a UTF-8 byte order mark before the JSON is ignored (RFC 8259), as in files
         (b'{"text": ["a"], "text": ["b"]}', 400, "request body is not valid JSON: key 'text' given twice in one "
          "object"),
-        (b'["a", "b"]', 422, 'expected a JSON object like {"text": ["..."]}, got list'),
+        (b'["a", "b"]', 422, 'expected a JSON object like {"text": ["..."]}, got a list'),
+        (b"null", 422, 'expected a JSON object like {"text": ["..."]}, got null'),  # JSON's names, not Python's
         (b'{"text": 7}', 422, "invalid request: text: Input should be a valid list"),
         (b'{"text": ["a", 7]}', 422, "invalid request: text.1: Input should be a valid string"),
         (b'{"text": ["a"], "beam": "5"}', 422, "invalid request: beam: Input should be a valid integer"),

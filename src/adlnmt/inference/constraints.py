@@ -21,7 +21,7 @@ from typing import Any
 
 from adlnmt.data.vocab import UNK, Vocab
 from adlnmt.errors import DataError, UserError
-from adlnmt.jsontext import JsonError, parse_json
+from adlnmt.jsontext import JsonError, parse_json, type_name
 
 MAX_PHRASES = 64
 """The most phrases (include and exclude together) one line may hold."""
@@ -62,14 +62,6 @@ class Constraints:
             if wrong is not None:
                 raise UserError(f"'{kind}' must be a list of strings; item {wrong} is {type_name(value[wrong - 1])}")
         return cls(tuple(phrases["include"]), tuple(phrases["exclude"]))
-
-
-def type_name(value: Any) -> str:
-    """The JSON name of ``value``'s type, for messages."""
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
-    return (
-        "null" if value is None else next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
-    )
 
 
 def constraint_problem(include: Sequence[str], exclude: Sequence[str]) -> str | None:

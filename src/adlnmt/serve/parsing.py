@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect, Request
 
-from adlnmt.jsontext import JsonError, LoneSurrogate, parse_json
+from adlnmt.jsontext import JsonError, LoneSurrogate, parse_json, type_name
 from adlnmt.serve.limits import ServeOptions
 from adlnmt.serve.schema import TranslateRequest
 
@@ -100,7 +100,7 @@ def parse_translate(body: bytes, options: ServeOptions) -> TranslateRequest:
     except JsonError as err:
         raise ApiError(400, f"request body is not valid JSON: {err}") from None
     if not isinstance(data, dict):
-        raise ApiError(422, f'expected a JSON object like {{"text": ["..."]}}, got {type(data).__name__}')
+        raise ApiError(422, f'expected a JSON object like {{"text": ["..."]}}, got {type_name(data)}')
     text_field = data.get("text")
     if isinstance(text_field, list) and len(text_field) > options.max_sentences:
         raise ApiError(
