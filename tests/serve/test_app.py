@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from adlnmt.cli import main
+from adlnmt.inference.translator import Translator
 from serve.server import ClientFactory
 
 
@@ -119,15 +121,18 @@ def test_unknown_paths_are_json_404(make_client: ClientFactory, path: str) -> No
     assert reply.status_code == 404 and reply.json() == {"error": "Not Found"}
 
 
-def test_an_engine_without_alignments_says_so(
-    make_client: ClientFactory, serve_model: Path, test_lines: list[str], tmp_path: Path
-) -> None:
+@pytest.fixture
+def ct2_translator(serve_model: Path, tmp_path: Path) -> Translator:
+    """The tiny model exported to CTranslate2, loaded: an engine without alignments, prefixes or constraints."""
     pytest.importorskip("ctranslate2", reason="the ct2 extra is not installed")
-    from adlnmt.inference.translator import Translator
-
     assert main(["export", "--model", str(serve_model), "--format", "ctranslate2", "--out", str(tmp_path / "ct2")]) == 0
-    ct2 = Translator.load(tmp_path / "ct2", engine="ctranslate2")
-    with make_client(ct2) as client:
+    return Translator.load(tmp_path / "ct2", engine="ctranslate2")
+
+
+def test_an_engine_without_alignments_says_so(
+    make_client: ClientFactory, ct2_translator: Translator, test_lines: list[str]
+) -> None:
+    with make_client(ct2_translator) as client:
         info = client.get("/model").json()
         plain = client.post("/translate", json={"text": test_lines[:2], "beam": 1})
         aligned = client.post("/translate", json={"text": test_lines[:2], "alignments": True})
@@ -135,3 +140,23 @@ def test_an_engine_without_alignments_says_so(
     assert plain.status_code == 200 and len(plain.json()["translations"]) == 2
     assert (aligned.status_code, aligned.json()) == (
         422, {"error": "invalid request: the ctranslate2 engine gives no alignments"})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"prefix": ["Lo"]}, "a target prefix needs the torch engine, not ctranslate2"),
+        ({"constraints": [{"exclude": ["Lo"]}]}, "lexical constraints need the torch engine, not ctranslate2"),
+    ],
+)
+def test_what_the_engine_lacks_fails_only_the_request_asking_it(
+    make_client: ClientFactory, ct2_translator: Translator, test_lines: list[str], extra: dict, message: str
+) -> None:
+    """A prefix or constraints on an engine without them is refused before the request is queued, so a plain
+    request batched with it (a batch of 2 sentences, or whatever arrived within 1 s) is still translated."""
+    with make_client(ct2_translator, max_batch_sentences=2, max_wait_ms=1000) as client, ThreadPoolExecutor(2) as pool:
+        plain = pool.submit(client.post, "/translate", json={"text": test_lines[:1]})
+        asking = pool.submit(client.post, "/translate", json={"text": test_lines[1:2], **extra})
+        plain_reply, asking_reply = plain.result(), asking.result()
+    assert plain_reply.status_code == 200, plain_reply.text
+    assert (asking_reply.status_code, asking_reply.json()) == (422, {"error": f"invalid request: {message}"})

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,9 @@ class Service:
         wanted = None if request.constraints is None else [c and c.to_constraints() for c in request.constraints]
         lexical, constraint_warnings = self.translator.encode_constraints(wanted)
         self.check_cost(encoded, request.beam, prefix_ids, lexical)
+        options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
+                                alignments=request.alignments)  # fmt: skip
+        self.check_search(options, encoded, prefix_ids, lexical)
         warnings = (
             [
                 warning
@@ -112,8 +116,6 @@ class Service:
         )
         if warnings:
             LOG.warning("a request of %d line(s): %s", len(lines), "; ".join(warnings))
-        options = SearchOptions(beam=request.beam, nbest=request.nbest, batch_size=self.options.max_batch_sentences,
-                                alignments=request.alignments)  # fmt: skip
         timeout = f"not translated within the server's {self.options.request_timeout_s:g} s"
         try:
             ids = [line.ids if line else None for line in encoded]
@@ -153,6 +155,22 @@ class Service:
                     enumerate(ids, 1))  # fmt: skip
         warnings += [(number, warning) for number, warning in enumerate(too_long, 1) if warning]
         return cut, ids, [warning for _, warning in sorted(warnings, key=lambda pair: pair[0])]
+
+    def check_search(
+        self,
+        options: SearchOptions,
+        encoded: list[EncodedLine | None],
+        prefixes: list[list[int]],
+        constraints: list[EncodedConstraints | None] | None,
+    ) -> None:
+        """422, before the request is queued, for what its search asks that the engine or model cannot give (a
+        target prefix or constraints on a non-empty sentence on an engine without them, a beam wider than the target
+        vocabulary): the search of a batch fails every request merged into it."""
+        try:
+            self.translator.check(options, any(compress(prefixes, encoded)),
+                                  constraints=any(compress(constraints or [], encoded)))  # fmt: skip
+        except UserError as err:
+            raise ApiError(422, f"invalid request: {err}") from None
 
     def check_cost(
         self,
