@@ -104,3 +104,11 @@ def test_allowed_hosts_default_to_the_bound_address() -> None:
     named = ServeOptions(model="m", host="0.0.0.0", allowed_hosts=("mt.example.org",))
     assert [named.host_allowed(h) for h in ("mt.example.org", "MT.example.org:443", "localhost")] == [
         True, True, False]  # fmt: skip
+
+
+def test_every_address_without_allowed_hosts_is_noted() -> None:
+    """--host 0.0.0.0 (or ::) alone answers only the loopback names: said at start-up, as clients elsewhere get 421."""
+    notes = [ServeOptions(model="m", host=host).loopback_only_note() for host in ("0.0.0.0", "::", "10.1.2.3", "a.b")]
+    assert notes[0] and notes[0].startswith("note: --host 0.0.0.0 listens on every address, but without --allowed-")
+    assert notes[1] and notes[1].startswith("note: --host :: listens") and notes[2:] == [None, None]
+    assert ServeOptions(model="m", host="0.0.0.0", allowed_hosts=("*",)).loopback_only_note() is None

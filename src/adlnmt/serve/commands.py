@@ -27,6 +27,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     port = sockets[0].getsockname()[1]  # --port 0: the free port chosen
     host = f"[{options.host}]" if ":" in options.host else options.host
     print(f"serving {options.model} on http://{host}:{port}/ (API page: /docs)", file=sys.stderr)
+    if note := options.loopback_only_note():
+        print(note, file=sys.stderr)
     # uvicorn catches SIGTERM/SIGINT: it stops accepting, finishes the requests in flight (within
     # options.shutdown_timeout_s; a second signal: at once), then raises the signal again for the handler that was
     # there before: these, so that a stop exits with 0 after SIGTERM and 130 after Ctrl-C, without a traceback.

@@ -24,6 +24,7 @@ do (the requests in flight are answered meanwhile); a second signal stops it at 
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from adlnmt.bounds import POSITIVE, Bounds, at_least
@@ -124,6 +125,19 @@ class ServeOptions:
         name = name[1 : name.find("]")] if name.startswith("[") else name.rsplit(":", 1)[0] if ":" in name else name
         allowed = self.allowed_hosts if self.allowed_hosts is not None else (self.host, "localhost", "127.0.0.1", "::1")
         return "*" in allowed or name in {host.lower().strip("[]") for host in allowed}
+
+    def loopback_only_note(self) -> str | None:
+        """What to say at start-up when ``host`` is every address (0.0.0.0, ::) but, without ``allowed_hosts``, only
+        the loopback names are answered: a client on another machine names this one otherwise and gets 421."""
+        try:
+            every_address = ipaddress.ip_address(self.host.strip("[]")).is_unspecified
+        except ValueError:  # a host name
+            return None
+        if not every_address or self.allowed_hosts is not None:
+            return None
+        return (f"note: --host {self.host} listens on every address, but without --allowed-hosts only requests naming "
+                "this server localhost, 127.0.0.1 or ::1 are answered (others get 421); give --allowed-hosts with the "
+                "names clients use, or * for any")  # fmt: skip
 
     @property
     def shutdown_timeout_s(self) -> float:
