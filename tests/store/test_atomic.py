@@ -102,6 +102,14 @@ def test_check_writable_refuses_an_output_that_is_an_input_or_another_output(tmp
     check_writable("-", "-", "/dev/null", "/dev/null", inputs=("-", "/dev/null"))  # stdout and devices: in place
 
 
+def test_check_writable_refuses_a_name_ending_in_a_separator(tmp_path: Path) -> None:
+    """``--output new/`` (meant as a folder) was written as the file ``new``; ``--output file/`` replaced ``file``."""
+    (tmp_path / "file").write_text("kept\n", encoding="utf-8")
+    for path in (f"{tmp_path}/new/", f"{tmp_path}/file/"):
+        with pytest.raises(UserError, match=f"^{path}: a directory, not a file to write$"):
+            check_writable(path)
+
+
 def test_copy_atomic_names_a_missing_source_not_its_target(tmp_path: Path) -> None:
     (tmp_path / "a").write_bytes(b"abc" * 1000)
     copy_atomic(tmp_path / "a", tmp_path / "out" / "b")

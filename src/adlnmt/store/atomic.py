@@ -54,17 +54,18 @@ def path_flag(text: str) -> str:
 
 
 def check_writable(*paths: str | None, inputs: Iterable[str | Path | None] = ()) -> None:
-    """A UserError naming the first of ``paths`` (None or ``-``: stdout) that cannot be written: a directory, a
-    read-only file, a file where a folder of its path should be, or a folder that takes no new file; or that is one
-    of the command's ``inputs`` or another of ``paths`` (the write would replace it). Missing folders are fine: the
-    write creates them (:func:`write_output`), so the nearest existing one is tried.
+    """A UserError naming the first of ``paths`` (None or ``-``: stdout) that cannot be written: a directory (or a
+    name ending in a separator, made or not), a read-only file, a file where a folder of its path should be, or a
+    folder that takes no new file; or that is one of the command's ``inputs`` or another of ``paths`` (the write would
+    replace it). Missing folders are fine: the write creates them (:func:`write_output`), so the nearest existing one
+    is tried.
     Checked before the work whose results they hold."""
     taken: dict[Path, str] = {}
     for source in (p for p in inputs if not is_stdio(p)):
         taken.setdefault(Path(source).resolve(), f"the input {source}")
     for path in (p for p in paths if not is_stdio(p)):
         target = Path(path)
-        if target.is_dir():
+        if target.is_dir() or str(path).endswith(("/", os.sep)):  # Path("out/") is out: it would become a file
             raise UserError(f"{path}: a directory, not a file to write")
         if (other := taken.get(target.resolve())) and not is_special_file(target):
             raise UserError(f"{path}: the same file as {other}, which writing there would replace; choose another")
