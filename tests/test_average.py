@@ -246,6 +246,9 @@ def test_the_output_never_replaces_the_models_weights_or_a_file_without_weights(
         with pytest.raises(UserError, match=rf"^--output {re.escape(str(output))}: {message}"):
             args.func(args)
         assert before is None or output.read_bytes() == before
+    args = parser.parse_args(["average", "--model", str(root), "--last", "2", "--output", f"{tmp_path}/new/"])
+    with pytest.raises(UserError, match=rf"^--output {re.escape(str(tmp_path))}/new/: a directory; give the file"):
+        args.func(args)  # Path("new/") is new: the average was written as the file new
     earlier = tmp_path / "avg.safetensors"
     save_file({"w": torch.zeros(2)}, str(earlier))
     args = parser.parse_args(["average", "--model", str(root), "--last", "2", "--output", str(earlier)])

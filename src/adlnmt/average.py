@@ -17,7 +17,7 @@ from adlnmt.bounds import at_least, flag_type
 from adlnmt.errors import UserError
 from adlnmt.flags import OneModel
 from adlnmt.store import ModelDir
-from adlnmt.store.atomic import path_flag
+from adlnmt.store.atomic import names_a_folder, path_flag
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -135,12 +135,13 @@ def write_average(model_dir: Path, paths: list[Path], output: Path | None = None
     return output
 
 
-def check_output(model: ModelDir, output: Path) -> None:
-    """``--output`` may replace an earlier average, never the model's best weights, one of its checkpoints or a file
-    that holds no weights (a typo's text file)."""
-    if output.is_dir():
+def check_output(model: ModelDir, given: str) -> None:
+    """``--output`` (``given``) may replace an earlier average, never the model's best weights, one of its
+    checkpoints or a file that holds no weights (a typo's text file); it names a file, not a folder."""
+    output = Path(given)
+    if names_a_folder(given):
         raise UserError(
-            f"--output {output}: a directory; give the file to write (e.g. {output / 'averaged.safetensors'})"
+            f"--output {given}: a directory; give the file to write (e.g. {output / 'averaged.safetensors'})"
         )
     if not output.is_file():
         return
@@ -160,7 +161,7 @@ def cmd_average(args: argparse.Namespace) -> int:
     model = ModelDir(model_dir)
     model.config()  # a damaged config.json is named before anything is written into the directory
     if args.output:
-        check_output(model, Path(args.output))
+        check_output(model, args.output)
     paths = select_checkpoints(model_dir, args.best, args.last)
     output = write_average(model_dir, paths, Path(args.output) if args.output else None)
     kind = f"best {args.best}" if args.best is not None else f"last {args.last}"

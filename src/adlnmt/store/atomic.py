@@ -53,6 +53,12 @@ def path_flag(text: str) -> str:
     return text
 
 
+def names_a_folder(path: str | Path) -> bool:
+    """Whether ``path`` is a directory, or is written as one: ending in a separator (``Path("out/")`` is ``out``, so
+    a write there would make the file ``out``)."""
+    return Path(path).is_dir() or str(path).endswith(("/", os.sep))
+
+
 def check_writable(*paths: str | None, inputs: Iterable[str | Path | None] = ()) -> None:
     """A UserError naming the first of ``paths`` (None or ``-``: stdout) that cannot be written: a directory (or a
     name ending in a separator, made or not), a read-only file, a file where a folder of its path should be, or a
@@ -65,7 +71,7 @@ def check_writable(*paths: str | None, inputs: Iterable[str | Path | None] = ())
         taken.setdefault(Path(source).resolve(), f"the input {source}")
     for path in (p for p in paths if not is_stdio(p)):
         target = Path(path)
-        if target.is_dir() or str(path).endswith(("/", os.sep)):  # Path("out/") is out: it would become a file
+        if names_a_folder(path):
             raise UserError(f"{path}: a directory, not a file to write")
         if (other := taken.get(target.resolve())) and not is_special_file(target):
             raise UserError(f"{path}: the same file as {other}, which writing there would replace; choose another")
