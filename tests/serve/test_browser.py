@@ -68,3 +68,17 @@ def test_translate_in_the_page(browser, serve_model: Path, test_lines: list[str]
         assert {"POST /translate", "GET /health", "GET /model"} <= set(operations)
         assert errors == []
     assert (tmp_path / "serve-page.png").stat().st_size > 10_000
+
+
+def test_a_warning_names_the_line_of_the_box(browser, serve_model: Path, test_lines: list[str], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Blank lines between sentences count: the page dropped them, so "input line 2" meant the box's third line."""
+    short, long = test_lines[1][:30], test_lines[2] * 3
+    with running_server(serve_model, "--max-chars", "40", log=tmp_path / "serve.log") as (_, url):
+        page = browser.new_page()
+        page.goto(url + "/")
+        page.fill("#source", f"{short}\n\n{long}\n\n")
+        page.click("#translate")
+        page.wait_for_selector(".result .translation", timeout=60_000)
+        assert page.locator(".result").count() == 2  # the blank lines get no box
+        assert page.locator(".result .source").all_inner_texts() == [short, long[:40]]
+        assert page.inner_text("#warnings").startswith(f"warning: input line 3: {len(long):,} characters cut to 40")

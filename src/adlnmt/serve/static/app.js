@@ -51,6 +51,7 @@ function showResults(response) {
   warnings.replaceChildren(...response.warnings.map((w) => element("p", { class: "warning" }, "warning: " + w)));
   results.replaceChildren();
   for (const result of response.translations) {
+    if (result.source.trim() === "") continue;  // a blank line of the box
     const box = element("div", { class: "result" });
     box.appendChild(element("div", { class: "source" }, result.source));
     box.appendChild(element("div", { class: "translation" }, result.translation));
@@ -70,7 +71,10 @@ function showResults(response) {
 }
 
 async function translate() {
-  const lines = $("source").value.split("\n").filter((line) => line.trim() !== "");
+  // Blank lines between sentences are sent (answered with an empty translation, not shown), so that a warning's
+  // "input line N" is the box's line N; blank lines at the end are not sent.
+  const lines = $("source").value.split("\n");
+  while (lines.length > 0 && lines[lines.length - 1].trim() === "") lines.pop();
   const status = $("status");
   status.className = "";
   if (lines.length === 0) { status.textContent = "type a sentence first"; return; }
