@@ -34,13 +34,17 @@ def place_legend(axis: Any, lines: int) -> None:
         axis.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
-def figure_path(path: Path) -> Path:
+def figure_path(path: str | Path) -> Path:
     """The file a figure asked for as ``path`` is written to, checked before any drawing: its suffix names the format
-    (none: ``.png`` is added); a suffix matplotlib cannot write or an existing directory is a UserError."""
+    (none: ``.png`` is added); a suffix matplotlib cannot write or a directory (existing, or written as one: ``plots/``)
+    is a UserError."""
     from matplotlib.backend_bases import FigureCanvasBase
 
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory; name the figure's file, e.g. {path / 'curves.png'}")
+    from adlnmt.store.atomic import names_a_folder
+
+    if names_a_folder(path):
+        raise UserError(f"{path}: is a directory; name the figure's file, e.g. {Path(path) / 'curves.png'}")
+    path = Path(path)
     if not path.suffix:
         path = path.with_name(path.name + ".png")
     formats = FigureCanvasBase.get_supported_filetypes()

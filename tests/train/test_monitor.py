@@ -154,6 +154,9 @@ def test_plot_checks_its_file_name_before_drawing(demo_data: Path, tmp_path: Pat
     assert not (tmp_path / "c.xyz").exists() and "Traceback" not in err
     assert main(["plot", str(tmp_path / "a"), "--out", str(tmp_path)]) == 2
     assert f"{tmp_path}: is a directory" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path / "a"), "--out", f"{tmp_path / 'plots'}/"]) == 2  # wrote plots.png
+    assert f"{tmp_path / 'plots'}/: is a directory" in capsys.readouterr().err
+    assert not (tmp_path / "plots.png").exists()
     assert main(["plot", str(tmp_path / "a"), "--out", str(tmp_path / "curves")]) == 0
     assert f"written to {tmp_path / 'curves.png'}\n" in capsys.readouterr().err
     assert (tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")

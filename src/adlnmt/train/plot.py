@@ -33,7 +33,7 @@ def read_curves(model_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
-def plot_runs(model_dirs: list[Path], out: Path) -> Path:
+def plot_runs(model_dirs: list[Path], out: str | Path) -> Path:
     """Draw every run's curves into ``out`` (its suffix names the format; none: .png added) and return the file
     written; circles mark each run's best checkpoint."""
     from adlnmt.plotting import figure_path, line_style, place_legend, pyplot, save_figure
@@ -68,7 +68,7 @@ def plot_runs(model_dirs: list[Path], out: Path) -> Path:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    out = plot_runs([Path(model) for model in args.models], Path(args.out))
+    out = plot_runs([Path(model) for model in args.models], args.out)  # as given: 'plots/' names a folder
     print(f"curves of {len(args.models)} run(s) written to {out}", file=sys.stderr)
     return 0
 
