@@ -378,6 +378,16 @@ def test_an_unknown_or_repeated_corpus_name(demo: Path, tmp_path: Path, capsys) 
     assert not (tmp_path / "o").exists()
 
 
+def test_corpus_names_differing_only_in_case_are_refused(demo: Path, tmp_path: Path, capsys) -> None:
+    """de-en and DE-EN were two corpora whose shard files are one file on a case-insensitive file system."""
+    train, valid = f"{demo}/train.src,{demo}/train.tgt", f"{demo}/valid.src,{demo}/valid.tgt"
+    argv = ["prepare", "--train", f"de-en={train}", "--train", f"DE-EN={train}", "--valid", f"de-en={valid}",
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 2
+    assert "training corpus names 'de-en' and 'DE-EN' differ only in case" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_invalid_utf8_and_mismatched_lines_in_a_named_corpus(demo: Path, tmp_path: Path) -> None:
     src = lines(demo / "train.src")
     bad = tmp_path / "bad.src"

@@ -512,8 +512,11 @@ def _corpora(train_src: str | Path | None, train_tgt: str | Path | None, valid_s
         raise DataError("no validation set given (--valid-src/--valid-tgt or --valid NAME=SRC,TGT)")
     names = [c.name for c in corpora]
     for kind, group in (("training corpus", names), ("validation set", [v.name for v in valid])):
-        if repeated := sorted({n for n in group if group.count(n) > 1}):
-            raise DataError(f"{kind} {repeated[0]!r} given twice")
+        folded = [n.casefold() for n in group]  # de-en and DE-EN: one shard file on a case-insensitive file system
+        if repeated := [n for n, f in zip(group, folded, strict=True) if folded.count(f) > 1]:
+            raise DataError(f"{kind} {repeated[0]!r} given twice" if group.count(repeated[0]) > 1 else
+                            f"{kind} names {repeated[0]!r} and {repeated[1]!r} differ only in case (one file name "
+                            "on a case-insensitive file system)")  # fmt: skip
     for v in valid:
         if v.name not in names:
             raise DataError(f"--valid names the unknown corpus {v.name!r} (training corpora: {', '.join(names)})")
