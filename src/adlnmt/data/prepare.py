@@ -517,6 +517,11 @@ def _corpora(train_src: str | Path | None, train_tgt: str | Path | None, valid_s
             raise DataError(f"{kind} {repeated[0]!r} given twice" if group.count(repeated[0]) > 1 else
                             f"{kind} names {repeated[0]!r} and {repeated[1]!r} differ only in case (one file name "
                             "on a case-insensitive file system)")  # fmt: skip
+    for flag, group, files in (("--train", corpora, train_src), ("--valid", valid, valid_src)):
+        for c in group:
+            if c.src.exists() and c.tgt.exists() and c.src.samefile(c.tgt):
+                given = f"{flag}-src and {flag}-tgt" if files is not None else f"{flag} {c.name}"
+                raise DataError(f"{given}: source and target are the same file", c.tgt)
     for v in valid:
         if v.name not in names:
             raise DataError(f"--valid names the unknown corpus {v.name!r} (training corpora: {', '.join(names)})")
