@@ -564,3 +564,12 @@ def test_translate_warns_of_a_leading_tag_the_model_lacks(multilingual: tuple[Pa
 def test_target_tags_need_language_names(demo: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not name its languages as SRC-TGT"):
         prepare(**files_of(demo), out_dir=tmp_path / "o", target_tags=True)
+
+
+def test_target_tags_refuse_one_language_in_two_cases(demo: Path, tmp_path: Path) -> None:
+    """Corpora en-DE and fr-de were tagged <2DE> and <2de>: one language, two tags the model learns apart."""
+    corpora = [Corpus("en-DE", demo / "train.src", demo / "train.tgt"),
+               Corpus("fr-de", demo / "valid.src", demo / "valid.tgt")]  # fmt: skip
+    with pytest.raises(DataError, match=r"corpora 'en-DE' and 'fr-de' spell one target language in two cases"):
+        prepare(out_dir=tmp_path / "o", corpora=corpora, valid=corpora[:1], target_tags=True, vocab_size=200)
+    assert not (tmp_path / "o").exists()

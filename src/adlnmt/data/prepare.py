@@ -126,6 +126,19 @@ def target_language(corpus: str) -> str:
     return parts[1]
 
 
+def _target_tags(corpora: Sequence[Corpus]) -> dict[str, str]:
+    """The target-language tag of every corpus (``--target-tags``); DataError for one language spelled in two cases
+    (``en-DE`` and ``fr-de``), which would be two tags, two languages to the model."""
+    tags: dict[str, str] = {}
+    for corpus in corpora:
+        tag = tags[corpus.name] = language_tag(target_language(corpus.name))
+        twins = (name for name, seen in tags.items() if seen != tag and seen.casefold() == tag.casefold())
+        if other := next(twins, None):
+            raise DataError(f"--target-tags: corpora {other!r} and {corpus.name!r} spell one target language in two "
+                            f"cases ({tags[other]} and {tag}); spell it alike")  # fmt: skip
+    return tags
+
+
 # --- encoding (in worker processes) -----------------------------------------------------------------------------
 
 
@@ -574,7 +587,7 @@ def prepare(
         if value < 1:
             raise DataError(f"{name} must be at least 1, got {value}")
     corpora, valid = _corpora(train_src, train_tgt, valid_src, valid_tgt, corpora, valid)
-    tags = {c.name: language_tag(target_language(c.name)) for c in corpora} if target_tags else {}
+    tags = _target_tags(corpora) if target_tags else {}
     out = Path(out_dir)
     if vocab_from is not None and target_tags:
         check_model_tags(Path(vocab_from), tags)
