@@ -71,6 +71,7 @@ def test_every_command_refuses_the_device_in_one_message(
         ["translate", "--model", "M", "--threads", "100000"],  # PyTorch segfaulted
         ["translate", "--model", "M", "--workers", "100000"],  # one process per batch
         ["export", "--model", "M", "--format", "onnx", "--out", "O", "--threads", "100000"],
+        ["prepare", "--train-src", "M", "--train-tgt", "M", "--out", "O", "--workers", "100000"],  # 100,000 processes
     ],
 )
 def test_more_threads_or_workers_than_cores_are_refused(command: list[str], tmp_path: Path, capsys) -> None:

@@ -378,6 +378,31 @@ def test_an_unknown_or_repeated_corpus_name(demo: Path, tmp_path: Path, capsys) 
     assert not (tmp_path / "o").exists()
 
 
+def test_corpus_names_differing_only_in_case_are_refused(demo: Path, tmp_path: Path, capsys) -> None:
+    """de-en and DE-EN were two corpora whose shard files are one file on a case-insensitive file system."""
+    train, valid = f"{demo}/train.src,{demo}/train.tgt", f"{demo}/valid.src,{demo}/valid.tgt"
+    argv = ["prepare", "--train", f"de-en={train}", "--train", f"DE-EN={train}", "--valid", f"de-en={valid}",
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 2
+    assert "training corpus names 'de-en' and 'DE-EN' differ only in case" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(("kind", "named"), [("train", True), ("valid", True), ("train", False), ("valid", False)])
+def test_one_file_as_source_and_target_is_refused(demo: Path, tmp_path: Path, capsys, kind: str, named: bool) -> None:
+    """A corpus whose source and target are one file (however spelled) was prepared without a word."""
+    files = {side: [demo / f"{side}.src", demo / f"{side}.tgt"] for side in ("train", "valid")}
+    files[kind][1] = demo.parent / demo.name / ".." / demo.name / f"{kind}.src"
+    if named:
+        argv = [arg for side, (src, tgt) in files.items() for arg in (f"--{side}", f"de-en={src},{tgt}")]
+    else:
+        argv = [arg for side, (src, tgt) in files.items() for arg in (f"--{side}-src", src, f"--{side}-tgt", tgt)]
+    assert main(["prepare", *map(str, argv), "--out", str(tmp_path / "o")]) == 2
+    given = f"--{kind} de-en" if named else f"--{kind}-src and --{kind}-tgt"
+    assert f"{given}: source and target are the same file" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_invalid_utf8_and_mismatched_lines_in_a_named_corpus(demo: Path, tmp_path: Path) -> None:
     src = lines(demo / "train.src")
     bad = tmp_path / "bad.src"
@@ -508,7 +533,8 @@ def test_a_corpus_left_empty_is_an_error(demo: Path, tmp_path: Path) -> None:
     """One of several training corpora with no pair left (an empty file, or every pair filtered) was reported as
     "0 kept" and the data prepared without it."""
     empty = write_lines(tmp_path / "empty.txt", [])
-    corpora = [Corpus("de-en", demo / "train.src", demo / "train.tgt"), Corpus("fr-en", empty, empty)]
+    corpora = [Corpus("de-en", demo / "train.src", demo / "train.tgt"),
+               Corpus("fr-en", empty, write_lines(tmp_path / "empty.en", []))]  # fmt: skip
     with pytest.raises(DataError, match=r"empty.txt: no training pairs of training corpus 'fr-en' left after"):
         valid = [Corpus("de-en", demo / "valid.src", demo / "valid.tgt")]
         prepare(out_dir=tmp_path / "o", corpora=corpora, valid=valid, vocab_size=200)
@@ -538,3 +564,12 @@ def test_translate_warns_of_a_leading_tag_the_model_lacks(multilingual: tuple[Pa
 def test_target_tags_need_language_names(demo: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not name its languages as SRC-TGT"):
         prepare(**files_of(demo), out_dir=tmp_path / "o", target_tags=True)
+
+
+def test_target_tags_refuse_one_language_in_two_cases(demo: Path, tmp_path: Path) -> None:
+    """Corpora en-DE and fr-de were tagged <2DE> and <2de>: one language, two tags the model learns apart."""
+    corpora = [Corpus("en-DE", demo / "train.src", demo / "train.tgt"),
+               Corpus("fr-de", demo / "valid.src", demo / "valid.tgt")]  # fmt: skip
+    with pytest.raises(DataError, match=r"corpora 'en-DE' and 'fr-de' spell one target language in two cases"):
+        prepare(out_dir=tmp_path / "o", corpora=corpora, valid=corpora[:1], target_tags=True, vocab_size=200)
+    assert not (tmp_path / "o").exists()

@@ -236,9 +236,24 @@ def test_a_scale_may_train_some_rows_and_keeps_the_claims_on_them(
 def test_published_scores_are_numbers(tmp_path: Path) -> None:
     grid = base_grid()
     grid["variants"][0]["paper"] = {"IWSLT BLEU": "high"}
-    assert "variants[0] ('a').paper.IWSLT BLEU: expected float" in error(tmp_path, grid)
+    assert "variants[0] ('a').paper.IWSLT BLEU: expected finite float" in error(tmp_path, grid)
     grid["variants"][0]["paper"] = {"IWSLT BLEU": 25.4}
     assert load_grid(write(tmp_path, grid)).variants[0].paper == {"IWSLT BLEU": 25.4}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), ".nan", "1e400"])
+def test_a_float_is_finite(tmp_path: Path, value: float | str) -> None:
+    """YAML's .nan compares false with every bound: a claim's margin (or ratio, a published score, a scale's
+    repeat_scale) of .nan passed its range check and was judged with."""
+    grid = base_grid()
+    for claim in ({"quote": "q", "close": ["a", "b"], "margin": value}, {"quote": "q", "faster": ["a", "b"],
+                                                                         "ratio": value}):  # fmt: skip
+        grid["claims"] = [claim]
+        key = "margin" if "margin" in claim else "ratio"
+        assert f"claims[0].{key}: expected finite float, got" in error(tmp_path, grid)
+    grid["claims"] = []
+    grid["scales"]["small"]["repeat_scale"] = value
+    assert "scales.small.repeat_scale: expected finite float" in error(tmp_path, grid, "small")
 
 
 def test_claims_are_checked(tmp_path: Path) -> None:

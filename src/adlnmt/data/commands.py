@@ -85,7 +85,9 @@ def add_commands(subparsers: Any) -> None:
 def cmd_prepare(args: argparse.Namespace) -> int:
     """Run ``prepare`` and print a short summary."""
     from adlnmt.data.prepare import parse_corpus, prepare
+    from adlnmt.devices import check_cpu_count
 
+    check_cpu_count("--workers", args.workers)
     if args.vocab_from is not None:  # the model's vocabulary decides these: a flag given would do nothing
         given = [flag for flag, value, default in (("--vocab-size", args.vocab_size, PREPARE_DEFAULTS.vocab_size),
                  ("--separate", args.joint, PREPARE_DEFAULTS.joint),

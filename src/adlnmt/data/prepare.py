@@ -126,6 +126,19 @@ def target_language(corpus: str) -> str:
     return parts[1]
 
 
+def _target_tags(corpora: Sequence[Corpus]) -> dict[str, str]:
+    """The target-language tag of every corpus (``--target-tags``); DataError for one language spelled in two cases
+    (``en-DE`` and ``fr-de``), which would be two tags, two languages to the model."""
+    tags: dict[str, str] = {}
+    for corpus in corpora:
+        tag = tags[corpus.name] = language_tag(target_language(corpus.name))
+        twins = (name for name, seen in tags.items() if seen != tag and seen.casefold() == tag.casefold())
+        if other := next(twins, None):
+            raise DataError(f"--target-tags: corpora {other!r} and {corpus.name!r} spell one target language in two "
+                            f"cases ({tags[other]} and {tag}); spell it alike")  # fmt: skip
+    return tags
+
+
 # --- encoding (in worker processes) -----------------------------------------------------------------------------
 
 
@@ -512,8 +525,16 @@ def _corpora(train_src: str | Path | None, train_tgt: str | Path | None, valid_s
         raise DataError("no validation set given (--valid-src/--valid-tgt or --valid NAME=SRC,TGT)")
     names = [c.name for c in corpora]
     for kind, group in (("training corpus", names), ("validation set", [v.name for v in valid])):
-        if repeated := sorted({n for n in group if group.count(n) > 1}):
-            raise DataError(f"{kind} {repeated[0]!r} given twice")
+        folded = [n.casefold() for n in group]  # de-en and DE-EN: one shard file on a case-insensitive file system
+        if repeated := [n for n, f in zip(group, folded, strict=True) if folded.count(f) > 1]:
+            raise DataError(f"{kind} {repeated[0]!r} given twice" if group.count(repeated[0]) > 1 else
+                            f"{kind} names {repeated[0]!r} and {repeated[1]!r} differ only in case (one file name "
+                            "on a case-insensitive file system)")  # fmt: skip
+    for flag, group, files in (("--train", corpora, train_src), ("--valid", valid, valid_src)):
+        for c in group:
+            if c.src.exists() and c.tgt.exists() and c.src.samefile(c.tgt):
+                given = f"{flag}-src and {flag}-tgt" if files is not None else f"{flag} {c.name}"
+                raise DataError(f"{given}: source and target are the same file", c.tgt)
     for v in valid:
         if v.name not in names:
             raise DataError(f"--valid names the unknown corpus {v.name!r} (training corpora: {', '.join(names)})")
@@ -566,7 +587,7 @@ def prepare(
         if value < 1:
             raise DataError(f"{name} must be at least 1, got {value}")
     corpora, valid = _corpora(train_src, train_tgt, valid_src, valid_tgt, corpora, valid)
-    tags = {c.name: language_tag(target_language(c.name)) for c in corpora} if target_tags else {}
+    tags = _target_tags(corpora) if target_tags else {}
     out = Path(out_dir)
     if vocab_from is not None and target_tags:
         check_model_tags(Path(vocab_from), tags)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from pathlib import Path
 from typing import Any, NoReturn
@@ -12,6 +13,8 @@ from adlnmt.bounds import SEED_HIGH
 from adlnmt.errors import UserError
 from adlnmt.yamltext import read_yaml_file
 
+KIND_NAMES = {float: "finite float"}  # what convert takes, where a type's name says less
+
 
 def show(value: Any) -> str:
     return f"{type(value).__name__} {value!r}" if value is not None else "nothing"
@@ -19,17 +22,20 @@ def show(value: Any) -> str:
 
 def convert(value: Any, kinds: tuple[type, ...]) -> Any:
     """``value`` as the first of ``kinds`` it fits, else ValueError. A bool is never a number; a float may be given
-    as an int or as a string such as '1e-3' (which YAML 1.1 reads as a string for want of a dot)."""
+    as an int or as a string such as '1e-3' (which YAML 1.1 reads as a string for want of a dot), and is finite
+    (YAML's .nan and .inf compare false with every bound, passing any range check)."""
     for kind in kinds:
         if kind in (int, float) and isinstance(value, bool):
             continue
-        if isinstance(value, kind):
-            return value
-        if kind is float and isinstance(value, int | str):
+        if kind is float and isinstance(value, int | float | str):
             try:
-                return float(value)
-            except ValueError:
+                number = float(value)
+            except (ValueError, OverflowError):
                 continue
+            if math.isfinite(number):
+                return value if isinstance(value, float) else number
+        elif isinstance(value, kind):
+            return value
     raise ValueError(value)
 
 
@@ -65,7 +71,7 @@ class Reader:
         try:
             return convert(value, kinds)
         except ValueError:
-            self.fail(where, f"expected {' or '.join(k.__name__ for k in kinds)}, got {show(value)}")
+            self.fail(where, f"expected {' or '.join(KIND_NAMES.get(k, k.__name__) for k in kinds)}, got {show(value)}")
 
     def name(self, value: Any, where: str) -> str:
         if not isinstance(value, str) or not value.strip():

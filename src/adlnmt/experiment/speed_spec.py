@@ -5,7 +5,6 @@ with an engine and beam, :class:`adlnmt.verdicts.claims.Claim`) are judged with 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -88,7 +87,7 @@ def _claim(reader: Reader, value: Any, where: str, variants: tuple[str, ...], te
         if name not in variants:
             reader.unknown(f"{where}.faster", str(name), variants, "variant")
     ratio = reader.typed(block["ratio"], float, f"{where}.ratio")
-    if not (math.isfinite(ratio) and ratio > 0):
+    if ratio <= 0:
         reader.fail(f"{where}.ratio", f"expected a positive speed ratio, got {ratio:g}")
     beam = reader.typed(block.get("beam", beams[-1]), int, f"{where}.beam")
     if beam not in beams:
