@@ -205,9 +205,9 @@ def test_a_pipe_is_read_as_a_stream_and_prepare_refuses_it(tmp_path: Path) -> No
     writer.join()
     with pytest.raises(DataError, match="a directory, not a text file"):
         list(read_lines(tmp_path))
-    plain = write(tmp_path / "plain.txt", "a\n")
+    plain, other = write(tmp_path / "plain.txt", "a\n"), write(tmp_path / "other.txt", "b\n")
     with pytest.raises(DataError, match=f"^{fifo}: a pipe or device: prepare reads its input more than once"):
-        prepare(fifo, plain, plain, plain, tmp_path / "data")
+        prepare(fifo, plain, plain, other, tmp_path / "data")
 
 
 def test_dev_stdin_is_an_input_file(tmp_path: Path) -> None:
