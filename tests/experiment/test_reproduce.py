@@ -84,6 +84,17 @@ def test_each_difference_is_named(tmp_path: Path) -> None:
                                            "before, on Intel(R) Xeon(R) Processor (AVX512) now)")  # fmt: skip
 
 
+def test_hypotheses_are_lines_of_the_file_not_unicode_line_breaks(tmp_path: Path) -> None:
+    """A sentence holding U+2028 or U+0085 counted as two (``str.splitlines``), so the totals were off."""
+    hypotheses = ["a man\u2028walks .", "two dogs\x85run .", HYPOTHESES[2]]
+    result = with_weights(run_result(), "a" * 64)
+    before = archived(tmp_path / "before", result, hypotheses)
+    after = archived(tmp_path / "after", result, hypotheses)
+    assert compared(before, after)[1].endswith("hypotheses (3 sentences of 1 test sets)")
+    (after / "hyp" / "test.txt").write_bytes(b"\xff\n")  # not UTF-8: not comparable, never a traceback
+    assert "test: hypotheses not comparable" in compared(before, after)[1]
+
+
 def with_losses(result: RunResult, losses: tuple[float, ...], commit: str = "0" * 40) -> RunResult:
     curve = [replace(point, train_loss=loss) for point, loss in zip(result.curve, losses, strict=True)]
     provenance = replace(result.provenance, code=replace(result.provenance.code, git_commit=commit))

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from adlnmt.errors import UserError
+from adlnmt.data.corpus import read_lines
+from adlnmt.errors import DataError, UserError
 from adlnmt.experiment.results import RESULT_FILE, Machine, Rerun, ResultError, RunResult, read_result
 from adlnmt.store.atomic import atomic_write
 
@@ -131,9 +132,11 @@ def report_replaced(run_dir: Path, folder: Path, same_settings: Callable[[RunRes
 
 
 def _lines(folder: Path, relative: str) -> list[str] | None:
+    """The hypotheses of a run's file, one a line (split on ``\\n`` only: a U+2028 inside a sentence is no break),
+    or None where the file cannot be read as UTF-8 text."""
     try:
-        return (folder / relative).read_text(encoding="utf-8").splitlines()
-    except OSError:
+        return list(read_lines(folder / relative))
+    except DataError:
         return None
 
 
