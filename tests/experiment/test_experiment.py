@@ -527,7 +527,8 @@ def test_an_empty_selection_is_an_error_never_every_run(
     grid = grid_file(tmp_path, demo_data / "corpus")
     status, stdout = experiment(str(grid), "--out", str(tmp_path / "out"), "--dry-run", "--rerun", flag, value)
     assert status == 2 and stdout == ""
-    assert f"{flag} {value!r}: an empty name in the list" in capsys.readouterr().err
+    item = "name" if flag == "--variants" else "seed"
+    assert f"{flag} {value!r}: an empty {item} in the list" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

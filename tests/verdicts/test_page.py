@@ -92,6 +92,11 @@ def test_missing_markers_and_archives_are_clear_errors(tmp_path: Path, capsys) -
         replace_block(f"{END}\n{START}\n", "| t |", tmp_path / "README.md")
     assert main(["verdicts", str(tmp_path)]) == 2
     assert "claims.json: missing or malformed" in capsys.readouterr().err
+    assert main(["verdicts", str(tmp_path / "nowhere")]) == 2  # was "nowhere/claims.json: missing or malformed"
+    assert (
+        capsys.readouterr().err == f"error: {tmp_path / 'nowhere'}: not a folder (a grid's archive, such as "
+        "experiments/results/NAME-SCALE)\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -105,8 +105,9 @@ def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None)
     that would delete every finished run)."""
     for flag, given in (("--variants", variants), ("--seeds", seeds)):
         if given is not None and not all(item.strip() for item in given.split(",")):
-            raise UserError(f"{flag} {given!r}: an empty name in the list (an unset shell variable?); leave {flag} out "
-                            "to select every one")  # fmt: skip
+            item = "name" if flag == "--variants" else "seed"
+            raise UserError(f"{flag} {given!r}: an empty {item} in the list (an unset shell variable?); leave {flag} "
+                            "out to select every one")  # fmt: skip
     names = [n.strip() for n in variants.split(",")] if variants is not None else None
     known = {v.name for v in grid.variants} | {v.slug for v in grid.variants}
     if names is not None and (unknown := [n for n in names if n not in known]):

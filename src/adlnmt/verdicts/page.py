@@ -131,6 +131,8 @@ def _entry(archive: Path, where: str) -> Iterator[None]:
 
 def _judged(archive: Path) -> dict:
     """The archive's claims.json, checked."""
+    if not archive.is_dir():
+        raise UserError(f"{archive}: not a folder (a grid's archive, such as experiments/results/NAME-SCALE)")
     judged = read_object(archive / "claims.json")
     if judged is None or not isinstance(judged.get("claims"), list) or not isinstance(judged.get("grid"), str):
         raise UserError(f"{archive / 'claims.json'}: missing or malformed (rebuild it with adlnmt experiment "
