@@ -4,6 +4,7 @@ under torchrun, and progress lines and TensorBoard scalars (:mod:`adlnmt.train.m
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import shutil
@@ -225,14 +226,18 @@ class Trainer:
             self.network = torch.compile(self.network, dynamic=True)
 
     def close(self) -> None:
-        """Release the model directory (its lock) and the process group this trainer opened: a gloo group left
-        open at interpreter exit can abort the process ("terminate called without an active exception")."""
+        """Release the model directory (its lock) and the process group this trainer opened, with the DDP wrapper
+        that holds it: a gloo group (or its last work) left alive until interpreter exit can abort the process
+        ("terminate called without an active exception"), so both are freed here, while the interpreter runs."""
         if self.board is not None:
             self.board.close()
             self.board = None
         if self.lock is not None:
             self.lock.release()
         if self.owns_process_group and dist.is_initialized():
+            if hasattr(self, "model"):
+                self.network = self.model  # the DDP wrapper's reducer holds the group: dropped, and its cycles
+            gc.collect()  # collected, before the group goes
             dist.destroy_process_group()
             self.owns_process_group = False
 
