@@ -41,6 +41,25 @@ def test_hostile_json_is_one_message(text: str | bytes, message: str) -> None:
     assert str(raised.value) == message
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("NaN", "NaN is not a JSON value (RFC 8259 has no NaN or Infinity) at line 1 column 1"),
+        ('{"a": "NaN",\n "b": [1, -Infinity]}', "-Infinity is not a JSON value (RFC 8259 has no NaN or Infinity) at "
+         "line 2 column 11"),
+        ('["Infinity", Infinity]', "Infinity is not a JSON value (RFC 8259 has no NaN or Infinity) at line 1 "
+         "column 14"),
+    ],
+)  # fmt: skip
+def test_non_finite_constants_are_refused_on_request(text: str, message: str) -> None:
+    """``non_finite=False`` (HTTP bodies) refuses Python's NaN and Infinity, which are not JSON; files keep them (a
+    diverged run's metrics records hold NaN)."""
+    with pytest.raises(JsonError) as raised:
+        parse_json(text, non_finite=False)
+    assert str(raised.value) == message
+    assert json.dumps(parse_json(text)) == json.dumps(json.loads(text))  # the default reads them as json.loads does
+
+
 def test_what_json_allows_is_read_as_json_reads_it() -> None:
     deep = "[" * MAX_DEPTH + "]" * MAX_DEPTH
     inner = json.loads(deep[1:-1])  # one level less: it sits in an object

@@ -5,8 +5,10 @@ with bounds, so that no file or request turns into a traceback.
 text that is not JSON (with line and column), nesting deeper than :data:`MAX_DEPTH` levels (``json.loads`` would
 recurse until a RecursionError), a number of more digits than Python converts, a string with a lone surrogate
 (a ``"\\ud800"`` escape: valid JSON, but not a Unicode character, so no tokenizer or UTF-8 file takes it), and an
-object with a key given twice (``json.loads`` keeps the last value, so the first would be lost in silence). A
-leading byte order mark is ignored, as adlnmt's text readers ignore it."""
+object with a key given twice (``json.loads`` keeps the last value, so the first would be lost in silence); with
+``non_finite=False`` also ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON by RFC 8259; Python's json writes them for
+non-finite floats, as in a diverged run's metrics records, which adlnmt reads back). A leading byte order mark is
+ignored, as adlnmt's text readers ignore it."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ MAX_DEPTH = 100  # levels of nested arrays and objects; adlnmt's own files use f
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKET = re.compile(r"[\[\]{}]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_NON_FINITE = re.compile(r"NaN|-?Infinity")
 
 
 class JsonError(ValueError):
@@ -101,9 +104,30 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-def parse_json(text: str | bytes) -> Any:
+class _NonFinite(Exception):
+    """A ``NaN``, ``Infinity`` or ``-Infinity`` that :func:`parse_json` was told to refuse."""
+
+
+def _refuse_non_finite(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+def _non_finite_error(text: str, name: str) -> JsonError:
+    """The error for ``name`` (``NaN``, ``Infinity`` or ``-Infinity``), at its first place outside strings in
+    ``text`` (the one the parser met first: the text before it is valid JSON), line and column as ``json.loads``
+    counts them."""
+    blanked = _STRING.sub(lambda string: " " * len(string.group()), text)  # same offsets; strings hold no newline
+    reason = f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)"
+    if (found := _NON_FINITE.search(blanked)) is None:  # not reached: the parser met one
+        return JsonError(reason)
+    at = found.start()
+    return JsonError(reason, text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at))
+
+
+def parse_json(text: str | bytes, non_finite: bool = True) -> Any:
     """``json.loads(text)``, or a :class:`JsonError` saying why not (see the module's docstring); bytes must be
-    UTF-8."""
+    UTF-8; ``non_finite=False`` refuses ``NaN``, ``Infinity`` and ``-Infinity`` (strict RFC 8259, e.g. for HTTP
+    bodies)."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -113,7 +137,10 @@ def parse_json(text: str | bytes) -> Any:
     if too_deep(text):
         raise JsonError(f"nested deeper than {MAX_DEPTH} levels")
     try:
-        value = json.loads(text, object_pairs_hook=_unique_keys)
+        value = json.loads(text, object_pairs_hook=_unique_keys,
+                           parse_constant=None if non_finite else _refuse_non_finite)  # fmt: skip
+    except _NonFinite as err:
+        raise _non_finite_error(text, str(err)) from None
     except json.JSONDecodeError as err:
         raise JsonError(err.msg, err.lineno, err.colno) from None
     except JsonError:  # a key given twice

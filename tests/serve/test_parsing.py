@@ -32,6 +32,10 @@ LONG_LINE = ("ein kleiner Hund läuft über die grüne Wiese . " * 120)[:5000]
         (b'{"text": ["a"], "x": ' + b"[" * 101 + b"]" * 101 + b"}", 400, "request body is not valid JSON: nested "
          "deeper than 100 levels"),
         (b'{"text": ["a"], "beam": ' + b"9" * 5000 + b"}", 400, "request body is not valid JSON: a number too long"),
+        (b"NaN", 400, "request body is not valid JSON: NaN is not a JSON value (RFC 8259 has no NaN or Infinity) at "
+         "line 1 column 1"),
+        (b'{"text": ["a"], "beam": -Infinity}', 400, "request body is not valid JSON: -Infinity is not a JSON value "
+         "(RFC 8259 has no NaN or Infinity) at line 1 column 25"),
         (b'{"text": ["ok", "\\ud800"]}', 422, "invalid request: text.1: a lone surrogate (U+D800) at character 1, not "
          "a Unicode character"),
         (b'{"text": ["ok"], "prefix": ["a\\udc00"]}', 422, "invalid request: prefix.0: a lone surrogate (U+DC00) at "

@@ -1,7 +1,7 @@
 """From the raw bytes of a ``POST /translate`` to a checked :class:`TranslateRequest`, or an :class:`ApiError` with
 the status code and message the client gets: 415 (not declared as JSON), 413 (body or sentence count too large),
-408 (body too slow), 400 (not UTF-8, not JSON), 422 (wrong fields or types, a lone surrogate, beam or n-best out of
-range)."""
+408 (body too slow), 400 (not UTF-8, not JSON: NaN and Infinity included), 422 (wrong fields or types, a lone
+surrogate, beam or n-best out of range)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def parse_translate(body: bytes, options: ServeOptions) -> TranslateRequest:
             400, f"request body is not valid UTF-8 (byte {err.start}: {body[err.start : err.start + 1]!r})"
         ) from None
     try:
-        data = parse_json(text)
+        data = parse_json(text, non_finite=False)  # RFC 8259: no NaN or Infinity
     except LoneSurrogate as err:  # JSON's "\ud800" escapes: not a character, no tokenizer takes it
         raise ApiError(422, f"invalid request: {err}") from None
     except JsonError as err:
