@@ -84,6 +84,22 @@ def test_a_post_not_declared_as_json_is_415(make_client: ClientFactory, content_
     assert accepted.status_code == 200
 
 
+@pytest.mark.parametrize("charset", ["latin-1", '"ISO-8859-1"', "utf-16", "no-such-charset", ""])
+def test_a_charset_other_than_utf8_is_415(make_client: ClientFactory, charset: str) -> None:
+    """JSON is UTF-8 (RFC 8259): a body declared in another charset is refused, not read as UTF-8 in silence."""
+    with make_client() as client:
+        reply = client.post("/translate", content='{"text": ["café"]}'.encode("latin-1"),
+                            headers={"Content-Type": f"application/json; charset={charset}"})  # fmt: skip
+        accepted = [client.post("/translate", content=b'{"text": []}',
+                                headers={"Content-Type": f"application/json;CHARSET={name}"}).status_code
+                    for name in ("UTF-8", '"utf-8"', "us-ascii", "utf8")]  # fmt: skip
+    assert reply.status_code == 415
+    assert reply.json() == {"error": f"expected a UTF-8 body (JSON is UTF-8, RFC 8259), got charset "
+                            f"{charset.strip(chr(34))!r} in the Content-Type header; send UTF-8, with charset=utf-8 or "
+                            "none"}  # fmt: skip
+    assert accepted == [200] * 4
+
+
 def test_only_allowed_host_names_are_answered(make_client: ClientFactory) -> None:
     with make_client(allowed_hosts=None) as client:  # the default: the bound address and the loopback names
         rebound = client.get("/health")  # the test client's Host: testserver, like a rebound attacker.example

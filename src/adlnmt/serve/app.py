@@ -47,7 +47,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (400, "body not UTF-8 or not JSON"),
         (408, "body not received within read_timeout_s"),
         (413, "body larger than max_body_bytes, more than max_sentences sentences, or costlier than max_request_cost"),
-        (415, "Content-Type not application/json"),
+        (415, "Content-Type not application/json, or a charset other than UTF-8"),
         (421, "Host header not in --allowed-hosts"),
         (422, "wrong fields or types; beam above max_beam; nbest above beam; alignments from an engine without"),
         (500, "the search or the server failed; error_id: in the server's log, with the cause"),

@@ -1,11 +1,12 @@
 """From the raw bytes of a ``POST /translate`` to a checked :class:`TranslateRequest`, or an :class:`ApiError` with
-the status code and message the client gets: 415 (not declared as JSON), 413 (body or sentence count too large),
-408 (body too slow), 400 (not UTF-8, not JSON: NaN and Infinity included), 422 (wrong fields or types, a lone
-surrogate, beam or n-best out of range)."""
+the status code and message the client gets: 415 (not declared as JSON, or in a charset other than UTF-8), 413 (body
+or sentence count too large), 408 (body too slow), 400 (not UTF-8, not JSON: NaN and Infinity included), 422 (wrong
+fields or types, a lone surrogate, beam or n-best out of range)."""
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 from typing import Any
 
 from pydantic import ValidationError
@@ -75,10 +76,25 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 def check_content_type(request: Request) -> None:
     """415 unless the request says its body is JSON (a web page can post text/plain to any server, without asking
-    it first: requiring application/json makes browsers ask, and refuse other origins)."""
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    it first: requiring application/json makes browsers ask, and refuse other origins) and, if it names a charset,
+    UTF-8 or its subset US-ASCII (JSON is UTF-8, RFC 8259: a latin-1 body would be read wrong in silence)."""
+    media_type, *parameters = request.headers.get("content-type", "").split(";")
+    media_type = media_type.strip().lower()
     if media_type != "application/json":
         raise ApiError(415, f"expected Content-Type: application/json, got {media_type[:60] or 'none'!r}")
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and not _is_utf8(charset := value.strip().strip('"')):
+            raise ApiError(415, f"expected a UTF-8 body (JSON is UTF-8, RFC 8259), got charset {charset[:60]!r} in "
+                           "the Content-Type header; send UTF-8, with charset=utf-8 or none")  # fmt: skip
+
+
+def _is_utf8(charset: str) -> bool:
+    """Whether a body in ``charset`` (any of Python's names for it) reads as UTF-8: UTF-8 itself or US-ASCII."""
+    try:
+        return codecs.lookup(charset).name in ("utf-8", "ascii")
+    except LookupError:
+        return False
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
