@@ -49,6 +49,17 @@ def test_a_beam_wider_than_the_vocabulary_is_refused_before_searching(model: Pat
     assert not (tmp_path / "out.txt").exists()
 
 
+def test_top_k_sampling_wider_than_the_vocabulary_is_refused_before_sampling(
+    model: Path, tmp_path: Path, capsys
+) -> None:
+    """``topk:K`` with K above the vocabulary was the whole distribution in silence; K equal to it still is."""
+    assert main(translate(model, tmp_path, "--sampling", "topk:151")) == 2
+    assert capsys.readouterr().err == "error: --sampling topk:151: K exceeds the target vocabulary (150 pieces); use " \
+                                      "K <= 150 (topk:150 samples from the whole vocabulary)\n"  # fmt: skip
+    assert not (tmp_path / "out.txt").exists()
+    assert main(translate(model, tmp_path, "--sampling", "topk:150")) == 0
+
+
 def test_a_search_that_would_not_fit_in_memory_is_refused(model: Path, monkeypatch, tmp_path: Path, capsys) -> None:
     monkeypatch.setattr(translator_module, "available_memory", lambda device: 2**16)  # a machine with 64 KiB free
     assert main(translate(model, tmp_path, "--beam", "150")) == 2

@@ -19,7 +19,7 @@ from adlnmt.devices import check_cpu_count, checked_device
 from adlnmt.errors import UserError
 from adlnmt.inference.constraints import Constraints, EncodedConstraints, encode_constraints, occurrences, unmet
 from adlnmt.inference.engine import CAPABILITIES, PRECISIONS, Engine
-from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions
+from adlnmt.inference.options import DEFAULT_OPTIONS, SearchOptions, sampling_rule
 from adlnmt.memory import available_memory
 from adlnmt.store import ExportDir, ModelDir, is_export_dir
 
@@ -278,11 +278,11 @@ class Translator:
     ) -> None:
         """A UserError, before any search, for what the engine lacks (target prefixes, with ``prefix``; lexical
         constraints, with ``constraints``: :meth:`~adlnmt.inference.engine.Engine.check`), an output limit of 0
-        tokens, constraints with sampling or beside a shortlist, a beam wider than the target vocabulary, and (given
-        the number of ``sentences``) a search whose scores (:func:`search_bytes`) or, where no learned position table
-        bounds the output (:attr:`max_target_len`), whose hypotheses at the longest output ``--max-len-ratio`` and
-        ``--max-len-extra`` allow for sources of up to ``longest_source`` tokens (:func:`output_bytes`) would not fit
-        in half the device's available memory."""
+        tokens, constraints with sampling or beside a shortlist, a beam or a top-k sampling wider than the target
+        vocabulary, and (given the number of ``sentences``) a search whose scores (:func:`search_bytes`) or, where no
+        learned position table bounds the output (:attr:`max_target_len`), whose hypotheses at the longest output
+        ``--max-len-ratio`` and ``--max-len-extra`` allow for sources of up to ``longest_source`` tokens
+        (:func:`output_bytes`) would not fit in half the device's available memory."""
         self.engine.check(options, prefix, constraints)
         if options.max_len_ratio == 0 and options.max_len_extra == 0:
             raise UserError("--max-len-ratio 0 --max-len-extra 0: every output would be empty (at most 0 tokens); "
@@ -293,6 +293,9 @@ class Translator:
             raise UserError("--constraints with --shortlist: the constrained search runs over the full vocabulary; "
                             "leave out one of them")  # fmt: skip
         vocab = self.data.tgt_vocab.size
+        if options.sampling and (rule := sampling_rule(options.sampling))[0] == "topk" and rule[1] > vocab:
+            raise UserError(f"--sampling {options.sampling}: K exceeds the target vocabulary ({vocab:,} pieces); use "
+                            f"K <= {vocab:,} (topk:{vocab} samples from the whole vocabulary)")  # fmt: skip
         if not options.sampling and options.beam > vocab:
             raise UserError(f"--beam {options.beam}: wider than the target vocabulary ({vocab:,} pieces); a beam of "
                             f"at most {vocab:,} hypotheses can tell them apart")  # fmt: skip
