@@ -126,6 +126,15 @@ def test_sentence_limit_and_character_limit_are_the_servers(make_client: ClientF
     assert [t["source"] for t in three.json()["translations"]] == ["ein H", "a", ""]
 
 
+def test_a_beam_wider_than_the_vocabulary_names_the_request_field(make_client: ClientFactory) -> None:
+    """The 422 names the JSON field ``beam``, not the flag ``--beam`` of ``adlnmt translate``."""
+    with make_client(max_beam=1000) as client:
+        reply = client.post("/translate", json={"text": ["ein Hund"], "beam": 151})
+    assert (reply.status_code, reply.json()["error"]) == (422, "invalid request: beam 151: wider than the target "
+                                                          "vocabulary (150 pieces); a beam of at most 150 hypotheses "
+                                                          "can tell them apart")  # fmt: skip
+
+
 def test_cut_long_cuts_by_characters_not_bytes() -> None:
     assert cut_long(["äöü", "äöüß!"], 4) == (["äöü", "äöüß"], [None, "input line 2: 5 characters cut to 4 (the "
                                                                    "server's limit)"])  # fmt: skip

@@ -275,6 +275,7 @@ class Translator:
         sentences: int | None = None,
         constraints: bool = False,
         longest_source: int = 0,
+        beam_name: str = "--beam",
     ) -> None:
         """A UserError, before any search, for what the engine lacks (target prefixes, with ``prefix``; lexical
         constraints, with ``constraints``: :meth:`~adlnmt.inference.engine.Engine.check`), an output limit of 0
@@ -282,7 +283,8 @@ class Translator:
         vocabulary, and (given the number of ``sentences``) a search whose scores (:func:`search_bytes`) or, where no
         learned position table bounds the output (:attr:`max_target_len`), whose hypotheses at the longest output
         ``--max-len-ratio`` and ``--max-len-extra`` allow for sources of up to ``longest_source`` tokens
-        (:func:`output_bytes`) would not fit in half the device's available memory."""
+        (:func:`output_bytes`) would not fit in half the device's available memory. ``beam_name``: how the refusal of
+        a beam names it (the flag; the server's request field, ``beam``)."""
         self.engine.check(options, prefix, constraints)
         if options.max_len_ratio == 0 and options.max_len_extra == 0:
             raise UserError("--max-len-ratio 0 --max-len-extra 0: every output would be empty (at most 0 tokens); "
@@ -297,8 +299,8 @@ class Translator:
             raise UserError(f"--sampling {options.sampling}: K exceeds the target vocabulary ({vocab:,} pieces); use "
                             f"K <= {vocab:,} (topk:{vocab} samples from the whole vocabulary)")  # fmt: skip
         if not options.sampling and options.beam > vocab:
-            raise UserError(f"--beam {options.beam}: wider than the target vocabulary ({vocab:,} pieces); a beam of "
-                            f"at most {vocab:,} hypotheses can tell them apart")  # fmt: skip
+            raise UserError(f"{beam_name} {options.beam}: wider than the target vocabulary ({vocab:,} pieces); a beam "
+                            f"of at most {vocab:,} hypotheses can tell them apart")  # fmt: skip
         if sentences is None:
             return
         need, available = search_bytes(options, vocab, sentences), available_memory(self.device)

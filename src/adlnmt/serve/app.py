@@ -168,7 +168,7 @@ class Service:
         vocabulary): the search of a batch fails every request merged into it."""
         try:
             self.translator.check(options, any(compress(prefixes, encoded)),
-                                  constraints=any(compress(constraints or [], encoded)))  # fmt: skip
+                                  constraints=any(compress(constraints or [], encoded)), beam_name="beam")  # fmt: skip
         except UserError as err:
             raise ApiError(422, f"invalid request: {err}") from None
 
