@@ -16,6 +16,7 @@ each export is then checked against PyTorch on an untraced shape. (The dynamo ex
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -192,13 +193,24 @@ def export_onnx(model: Seq2Seq, out: Path, max_positions: int, max_target_positi
     }
 
 
+def _not_pre_processing_advice(record: logging.LogRecord) -> bool:
+    """False for ONNX Runtime's advice to pre-process a model before quantising it, which ``quantize_dynamic`` logs
+    to the root logger for every graph: the graphs are adlnmt's own, so no user of ``adlnmt export`` can act on it."""
+    return not str(record.msg).startswith("Please consider to run pre-processing before quantization")
+
+
 def quantize_graphs(out: Path, graphs: Sequence[str] = tuple(GRAPHS.values())) -> None:
     """Dynamic int8 quantisation (onnxruntime.quantization.quantize_dynamic: int8 weights of MatMul/Gemm,
-    activations quantised on the fly) of every graph, in place."""
+    activations quantised on the fly) of every graph, in place; ONNX Runtime's other warnings pass."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    for name in graphs:
-        path = out / name
-        quantized = path.with_suffix(".int8.onnx")
-        quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8)
-        quantized.replace(path)
+    root = logging.getLogger()
+    root.addFilter(_not_pre_processing_advice)
+    try:
+        for name in graphs:
+            path = out / name
+            quantized = path.with_suffix(".int8.onnx")
+            quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8)
+            quantized.replace(path)
+    finally:
+        root.removeFilter(_not_pre_processing_advice)
