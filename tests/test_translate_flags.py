@@ -207,3 +207,12 @@ def test_an_output_limit_of_zero_tokens_is_refused(model: Path, tmp_path: Path, 
     assert capsys.readouterr().err.startswith("error: --max-len-ratio 0 --max-len-extra 0: every output would be empty")
     assert not (tmp_path / "out.txt").exists()
     assert main(translate(model, tmp_path, "--max-len-ratio", "0", "--max-len-extra", "2")) == 0  # a cap, as before
+
+
+@pytest.mark.parametrize("flag", ["--prefix", "--constraints"])
+def test_a_prefix_or_constraints_file_of_dash_is_not_called_missing(flag: str, model: Path, tmp_path: Path,
+                                                                     capsys) -> None:  # fmt: skip
+    """``--prefix -`` (standard input, as for --input) said '-: file not found'."""
+    assert main(translate(model, tmp_path, flag, "-")) == 2
+    assert capsys.readouterr().err.startswith(f"error: {flag} -: {flag} reads a file, not standard input")
+    assert not (tmp_path / "out.txt").exists()

@@ -198,3 +198,28 @@ def test_each_side_of_a_ctranslate2_export_keeps_its_own_positions(demo_data: Pa
     found = translator.engine.translate_ids(sources, options)
     assert [h[0].tokens for h in found] == [h[0].tokens for h in translate_ids(model, sources, options)]
     assert max(len(h[0].tokens) for h in found) > 11
+
+
+def test_a_ctranslate2_output_cut_at_its_own_limit_gets_its_own_log_prob_once(demo_data: Path, tmp_path: Path) -> None:
+    """CTranslate2 searches a batch up to its longest sentence's limit; a shorter sentence's hypotheses were cut to
+    its own limit but kept the log-probability (and rank) of the uncut hypothesis, and hypotheses equal once cut
+    came back several times in one n-best list. A cut output now has its own log-probability, EOS at the limit
+    included (the PyTorch search's), and each output is given once."""
+    model, translator, sources = short_table_export(
+        demo_data / "data", tmp_path / "ct2", "ctranslate2", SHORT_TABLE_ENCODER, DECODERS["transformer"]
+    )
+    options = SearchOptions(beam=3, nbest=3)  # an untrained model runs to the length limit
+    assert translator.engine is not None
+    found = translator.engine.translate_ids(sources, options)
+    expected = translate_ids(model, sources, options)
+    limits = [translator.engine.length_limit(len(source), options) for source in sources]
+    checked = 0
+    for limit, found_hyps, expected_hyps in zip(limits, found, expected, strict=True):
+        assert len({tuple(h.tokens) for h in found_hyps}) == len(found_hyps)
+        log_probs = {tuple(h.tokens): h.log_prob for h in expected_hyps}
+        for h in found_hyps:
+            assert len(h.tokens) <= limit
+            if tuple(h.tokens) in log_probs and len(h.tokens) == limit < max(limits):  # cut by the engine
+                assert h.log_prob == pytest.approx(log_probs[tuple(h.tokens)], rel=1e-3)
+                checked += 1
+    assert checked

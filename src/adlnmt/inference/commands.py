@@ -45,6 +45,10 @@ def translate_to_output(args: argparse.Namespace) -> int:
         raise UserError(f"need --nbest <= --beam, got --beam {args.beam} --nbest {args.nbest}")
     if problem := ignored_option(args):
         raise UserError(problem)
+    for flag, path in (("--prefix", args.prefix), ("--constraints", args.constraints)):
+        if path is not None and is_stdio(path):  # read_lines would look for a file named '-'
+            raise UserError(f"{flag} -: {flag} reads a file, not standard input (--input's); give the file's path "
+                            "(./- for a file named '-')")  # fmt: skip
     check_cpu_count("--threads", args.threads)
     check_cpu_count("--workers", args.workers)
     model_files = files_read(args.model, args.checkpoint or ())

@@ -99,19 +99,37 @@ class CTranslate2Engine(Engine):
     def hypotheses(self, sources: Sequence[Sequence[int]], results: list[Any], options: SearchOptions
                    ) -> list[list[Hypothesis]]:  # fmt: skip
         """The ranked hypotheses of one batch's results (:meth:`submit`): outputs cut to their own sentence's limit
-        (exactly the PyTorch engine's greedy output, which ends there), their log-probabilities given back and
+        (exactly the PyTorch engine's greedy output, which ends there), their log-probabilities given back (a cut
+        output's: its own, EOS at the limit included, as the PyTorch search forces it; :meth:`cut_log_probs`) and
         ranked by our GNMT length penalty: on the Multi30k model 999 of 1,000 beam-5 outputs equal the PyTorch
-        engine's."""
+        engine's. Hypotheses that the cut makes equal are given once (an n-best list may then be shorter)."""
+        limits = [self.length_limit(len(s), options) for s in sources]
+        cut = self.cut_log_probs(sources, results, limits, options)
         found = []
-        for result, limit in zip(results, (self.length_limit(len(s), options) for s in sources), strict=True):
-            hyps = []
-            for tokens, normalised in zip(result.hypotheses, result.scores, strict=True):
-                log_prob = normalised * (len(tokens) + 1) ** LENGTH_PENALTY  # its length counts the EOS
+        for row, (result, limit) in enumerate(zip(results, limits, strict=True)):
+            hyps: dict[tuple[int, ...], Hypothesis] = {}
+            for rank, (tokens, normalised) in enumerate(zip(result.hypotheses, result.scores, strict=True)):
+                log_prob = cut.get((row, rank), normalised * (len(tokens) + 1) ** LENGTH_PENALTY)  # + 1: the EOS
                 ids = self.tgt_vocab.ids(tokens[:limit])
                 penalty = 1.0 if options.beam == 1 else length_penalty(len(ids) + 1, options.length_penalty)
-                hyps.append(Hypothesis(ids, log_prob, log_prob / penalty))  # greedy: unnormalised, as in search
-            found.append(sorted(hyps, key=lambda h: h.score, reverse=True)[: options.nbest])
+                hyps.setdefault(tuple(ids), Hypothesis(ids, log_prob, log_prob / penalty))  # greedy: unnormalised
+            found.append(sorted(hyps.values(), key=lambda h: h.score, reverse=True)[: options.nbest])
         return found
+
+    def cut_log_probs(self, sources: Sequence[Sequence[int]], results: list[Any], limits: Sequence[int],
+                      options: SearchOptions) -> dict[tuple[int, int], float]:  # fmt: skip
+        """(row, rank) → the log-probability of each hypothesis longer than its sentence's limit, cut there and ended
+        by EOS: CTranslate2's forced score of it (``score_batch``; with a shortlist, over the full vocabulary), as
+        the batch's one length limit let CTranslate2 run on past the sentence's own."""
+        cut = [(row, rank) for row, (result, limit) in enumerate(zip(results, limits, strict=True))
+               for rank, tokens in enumerate(result.hypotheses) if len(tokens) > limit]  # fmt: skip
+        if not cut:
+            return {}
+        scored = self.translator_for(options).score_batch(
+            [self.src_vocab.pieces(sources[row]) for row, _ in cut],
+            [results[row].hypotheses[rank][: limits[row]] for row, rank in cut],
+        )
+        return {key: float(sum(result.log_probs)) for key, result in zip(cut, scored, strict=True)}
 
     def translate_ids(
         self,
