@@ -188,6 +188,24 @@ def test_a_named_command_parses_as_in_the_whole_parser() -> None:
     assert vars(build_parser("translate").parse_args(argv)) == vars(build_parser().parse_args(argv))
 
 
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["layers", "--bogus"], "adlnmt layers"),
+        (["translate", "--model", "m", "--bogus"], "adlnmt translate"),
+        (["bench", "decode", "--bogus"], "adlnmt bench decode"),
+    ],
+)
+def test_an_unknown_argument_is_refused_by_its_command(argv: list[str], command: str, capsys) -> None:
+    """argparse leaves unknown arguments to the top parser, built for the command's group alone: `adlnmt layers
+    --bogus` showed the usage `adlnmt [-h] {describe,layers,architectures}`."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.startswith(f"usage: {command} [-h]")
+    assert err.endswith(f"{command}: error: unrecognized arguments: --bogus\n")
+
+
 def test_an_os_error_without_a_file_name_shows_no_empty_name(capsys) -> None:
     import errno
 

@@ -127,9 +127,26 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed; an unknown argument after the command is refused by that command's parser, with its usage
+    (argparse leaves unknown arguments to the top parser, whose usage, with one group built, listed its commands
+    alone: ``adlnmt layers --bogus`` showed ``adlnmt [-h] {describe,layers,architectures}``)."""
+    parser = build_parser(argv[0] if argv else None)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        owner = parser
+        while argv[0] == args.command and (
+            (commands := next((a for a in owner._actions if isinstance(a, argparse._SubParsersAction)), None))
+            and getattr(args, commands.dest, None) in commands.choices
+        ):  # down to the (sub)command given: `adlnmt bench decode`
+            owner = commands.choices[getattr(args, commands.dest)]
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(argv[0] if argv else None).parse_args(argv)
+    args = _parse(argv)
     return exit_status(lambda: args.func(args), args.command)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -148,4 +149,32 @@ def test_a_failed_write_keeps_the_previous_file_and_leaves_no_partial_one(
     assert main(["demo-corpus", "--out", str(out), "--size", "300", "--seed", "2", "--overwrite"]) != 0
     assert f"{out / 'train.tgt'}: cannot write (No space left on device)" in capsys.readouterr().err
     assert (out / "train.tgt").read_bytes() == before["train.tgt"]
+    assert sorted(path.name for path in out.iterdir()) == sorted(FILES)
+
+
+def test_a_size_that_would_not_fit_is_refused_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--size`` had no bound: a huge one filled the disk (or the memory) before failing. It is checked against
+    the free space of the nearest existing folder of ``--out`` and the available memory; what fits is written."""
+    from adlnmt.cli import main
+
+    def never(*args: object, **kwargs: object) -> dict[str, int]:
+        raise AssertionError("a corpus that does not fit was generated")
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=2**30))
+    monkeypatch.setattr("adlnmt.data.demo.write_demo_corpus", never)
+    out = tmp_path / "new" / "corpus"
+    assert main(["demo-corpus", "--out", str(out), "--size", "20000000"]) == 2
+    assert (f"error: --size 20,000,000: the corpus (22,000,000 pairs) would take about 2.0 GiB, more than the 1.0 GiB "
+            f"free on the disk of {tmp_path}; lower --size") in capsys.readouterr().err  # fmt: skip
+    assert not (tmp_path / "new").exists()
+    monkeypatch.setattr("adlnmt.data.demo.available_memory", lambda: 2**30)
+    assert main(["demo-corpus", "--out", str(out), "--size", "2000000"]) == 2
+    assert ("error: --size 2,000,000: generating the corpus (2,200,000 pairs) would take about 1.1 GiB of memory, "
+            "more than the 1.0 GiB available; lower --size") in capsys.readouterr().err  # fmt: skip
+    assert not (tmp_path / "new").exists()
+    monkeypatch.setattr("adlnmt.data.demo.write_demo_corpus", write_demo_corpus)
+    assert main(["demo-corpus", "--out", str(out), "--size", "100"]) == 0  # 220 pairs: 22 kB on disk, 121 kB memory
     assert sorted(path.name for path in out.iterdir()) == sorted(FILES)

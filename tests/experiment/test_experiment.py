@@ -532,6 +532,20 @@ def test_an_empty_selection_is_an_error_never_every_run(
 
 
 @pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [("--variants", "a,b,a", "variant a"), ("--seeds", "1,1", "seed 1"), ("--seeds", "2, 1,02", "seed 2")],
+)
+def test_a_repeated_selection_is_an_error(
+    flag: str, value: str, message: str, demo_data: Path, tmp_path: Path, capsys
+) -> None:
+    """``--seeds 1,1`` (another seed meant?) ran seed 1 once, saying nothing."""
+    grid = grid_file(tmp_path, demo_data / "corpus")
+    status, stdout = experiment(str(grid), "--out", str(tmp_path / "out"), "--dry-run", flag, value)
+    assert status == 2 and stdout == ""
+    assert f"error: {flag} {value!r}: {message} given more than once" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
     ("flags", "message"),
     [
         (("--power", "--dry-run"), "--power and --dry-run: give one of them at a time"),

@@ -141,8 +141,10 @@ def test_an_unknown_scale_is_an_error(tmp_path: Path) -> None:
     grid = base_grid()
     del grid["scales"]
     grid["variants"][0]["scales"] = {"huge": {}}  # a variant's scale the grid does not define
-    assert error(tmp_path, grid).endswith(
-        "variants[0] ('a').scales.huge: unknown key; there are none to choose from here"
+    assert error(tmp_path, grid) == (
+        f"{tmp_path / 'grid.yaml'}: variants[0] ('a').scales: this grid defines no scales (no top-level 'scales:'), "
+        "so a variant cannot choose one (given: huge); define them under the top-level 'scales:', or put their "
+        "options in the variant's 'train:'"
     )
 
 

@@ -87,6 +87,8 @@ def test_bad_flags_are_refused(tmp_path: Path) -> None:
         options_for(path, "--time", "later")
     with pytest.raises(UserError, match="--sbatch expects OPTION=VALUE"):
         options_for(path, "--sbatch", "=x")
+    with pytest.raises(UserError, match="--sbatch 'constraint=b': option constraint given more than once"):
+        options_for(path, "--sbatch", "constraint=a", "--sbatch", "constraint=b")  # the first lost, silently
 
 
 def test_the_warning_signal_reaches_the_worker_as_sigterm(tmp_path: Path) -> None:

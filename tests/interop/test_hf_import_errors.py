@@ -123,6 +123,21 @@ def test_existing_out_is_refused(marian: Path, tmp_path: Path, capsys) -> None:
     assert not any((tmp_path / "model").iterdir())
 
 
+@pytest.mark.parametrize(("out", "where"), [("hf/adlnmt", "inside"), ("hf/sub/../adlnmt", "inside"),
+                                            ("hf/.", "the folder")])  # fmt: skip
+def test_an_out_inside_the_imported_folder_is_refused(
+    out: str, where: str, marian: Path, tmp_path: Path, capsys
+) -> None:
+    """``--out`` inside the MarianMT folder was accepted: the import wrote into the folder it read."""
+    source = tmp_path / "hf"
+    shutil.copytree(marian, source)
+    before = sorted(p.name for p in source.iterdir())
+    assert main(["import", str(source), "--from", "hf-marian", "--out", str(tmp_path / out)]) == 2
+    assert (f"error: {tmp_path / out}: {where} {source}, which an import reads (writing there would change it); "
+            "choose a --out outside it") in capsys.readouterr().err  # fmt: skip
+    assert sorted(p.name for p in source.iterdir()) == before
+
+
 def test_pieces_missing_from_vocab_json_read_as_unk(demo_data: Path, tmp_path: Path) -> None:
     """A piece of the .spm models that vocab.json lacks: MarianTokenizer maps it to <unk>; so does the import."""
     import transformers

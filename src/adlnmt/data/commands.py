@@ -76,7 +76,13 @@ def add_commands(subparsers: Any) -> None:
 
     demo = subparsers.add_parser("demo-corpus", help="write a deterministic toy parallel corpus (train/valid/test)")
     demo.add_argument("--out", required=True, help="output directory")
-    demo.add_argument("--size", type=_positive_int, default=12000, help="training pairs (default 12000)")
+    demo.add_argument(
+        "--size",
+        type=_positive_int,
+        default=12000,
+        help="training pairs (default 12000); refused where the files would not fit on the disk (about 100 bytes a "
+        "pair) or their generation in the available memory (about 550 bytes a pair)",
+    )
     demo.add_argument("--seed", type=flag_type(int, SEED), default=1, help="random seed (default 1)")
     demo.add_argument("--overwrite", action="store_true", help="replace corpus files already in --out")
     demo.set_defaults(func=cmd_demo_corpus)
@@ -142,7 +148,7 @@ def cmd_demo_corpus(args: argparse.Namespace) -> int:
     """Write the toy corpus and print the file names and sizes."""
     from pathlib import Path
 
-    from adlnmt.data.demo import write_demo_corpus
+    from adlnmt.data.demo import check_room, write_demo_corpus
 
     if not args.out:
         raise DataError("no output directory given (--out)")
@@ -152,6 +158,7 @@ def cmd_demo_corpus(args: argparse.Namespace) -> int:
     existing = [name for name in DEMO_FILES if (out / name).exists()]
     if existing and not args.overwrite:
         raise DataError(f"already holds {', '.join(existing)}; pass --overwrite to replace them", out)
+    check_room(out, args.size)
     sizes = write_demo_corpus(out, size=args.size, seed=args.seed)
     for split, count in sizes.items():
         print(f"{out / split}.src, {out / split}.tgt: {count} pairs")

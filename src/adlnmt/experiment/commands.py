@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -109,19 +109,30 @@ def select(grid: Grid, runs: list[Run], variants: str | None, seeds: str | None)
             raise UserError(f"{flag} {given!r}: an empty {item} in the list (an unset shell variable?); leave {flag} "
                             "out to select every one")  # fmt: skip
     names = [n.strip() for n in variants.split(",")] if variants is not None else None
-    known = {v.name for v in grid.variants} | {v.slug for v in grid.variants}
+    known = {v.name: v.name for v in grid.variants} | {v.slug: v.name for v in grid.variants}
     if names is not None and (unknown := [n for n in names if n not in known]):
         at_scale = f" at scale {grid.scale}" if grid.scale else ""
         raise UserError(f"--variants: {', '.join(unknown)} not in {grid.path}{at_scale} (variants: "
                         f"{', '.join(v.name for v in grid.variants)})")  # fmt: skip
+    if names is not None:
+        _refuse_repeats("--variants", variants, [known[n] for n in names], "variant")
     try:
         numbers = [int(s) for s in seeds.split(",")] if seeds is not None else None
     except ValueError:
         raise UserError(f"--seeds expects comma-separated integers, got {seeds!r}") from None
     if numbers is not None and (unknown_seeds := [n for n in numbers if n not in grid.seeds]):
         raise UserError(f"--seeds: {unknown_seeds} not among the grid's seeds {list(grid.seeds)}")
+    if numbers is not None:
+        _refuse_repeats("--seeds", seeds, numbers, "seed")
     return [run for run in runs if (names is None or {run.variant.name, run.variant.slug} & set(names))
             and (numbers is None or run.seed in numbers)]  # fmt: skip
+
+
+def _refuse_repeats(flag: str, given: str | None, items: Sequence[str | int], item: str) -> None:
+    """A ``flag`` list that names one ``item`` twice (``--seeds 1,1``; a variant by its name and its directory name)
+    is an error: a slip of the command line (another item meant?), never silently run once."""
+    if repeated := [str(i) for i in dict.fromkeys(items) if items.count(i) > 1]:
+        raise UserError(f"{flag} {given!r}: {item} {', '.join(repeated)} given more than once; name each {item} once")
 
 
 def rerun_before(given: str | None) -> datetime | None:

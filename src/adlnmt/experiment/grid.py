@@ -362,6 +362,10 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
         reader.fail(f"{where}.name", "no commas in a variant's name: --variants lists names separated by commas")
     train = {**context["train"], **_train_options(reader, block.get("train"), f"{where}.train")}
     scale = context["scale"]
+    if isinstance(given := block.get("scales"), dict) and given and not context["scales"]:
+        reader.fail(f"{where}.scales", f"this grid defines no scales (no top-level 'scales:'), so a variant cannot "
+                    f"choose one (given: {', '.join(map(str, given))}); define them under the top-level 'scales:', "
+                    "or put their options in the variant's 'train:'")  # fmt: skip
     scales = reader.mapping(block.get("scales") or {}, f"{where}.scales", context["scales"])
     if scale in scales:
         at = f"{where}.scales.{scale}"

@@ -79,7 +79,10 @@ def _sbatch_pairs(pairs: Iterable[str]) -> dict[str, str | bool]:
         key, equals, value = pair.partition("=")
         if not key.strip():
             raise UserError(f"--sbatch expects OPTION=VALUE or OPTION (a long sbatch option without --), got {pair!r}")
-        options[key.strip().lstrip("-")] = value.strip() if equals else True
+        name = key.strip().lstrip("-")
+        if name in options:  # the last would win, silently
+            raise UserError(f"--sbatch {pair!r}: option {name} given more than once; give each sbatch option once")
+        options[name] = value.strip() if equals else True
     return options
 
 

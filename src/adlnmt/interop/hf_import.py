@@ -334,7 +334,7 @@ def write_model_dir(directory: Path, imported: Imported, spm_models: dict[str, b
 def import_marian(source: str | Path, out: str | Path) -> Imported:
     """Import the MarianMT directory ``source`` as the new model directory ``out`` (refused when it exists)."""
     source, out = Path(source), Path(out)
-    check_new_directory(out, WHAT)
+    check_new_directory(out, WHAT, source)
     if not source.is_dir():
         raise UserError(f"{source}: not a directory (expected a MarianMT model: config.json, weights, tokenizer)")
     imported, spm_models, settings = convert(source)
