@@ -119,3 +119,19 @@ def test_bare_layer_names_count_towards_the_layer_cap() -> None:
     with pytest.raises(ADLError) as caught:
         build_chain("repeat(1000, repeat(1000, norm))", Side.ENCODER, 16, ModelOptions(16, 2))
     assert "more than 10,000 layers" in caught.value.message and caught.value.column == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "fragment"),
+    [
+        ("pos -> res($X)", "norm -> foo", "unknown layer 'foo'"),
+        ("pos -> res($X)", "norm -> ff(16, act=rleu)", "must be one of relu"),
+        ("pos -> comet_conv(features=$X)", "[64, 0]", "must be >= 1, got 0"),
+    ],
+)
+def test_a_fault_inside_a_variable_value_points_at_the_variable(text: str, value: str, fragment: str) -> None:
+    """The value's own columns are into the --var text: the caret goes under the $X it replaced."""
+    with pytest.raises(ADLError) as info:
+        build_chain(text, E, 16, ModelOptions(d_model=16, heads=4), parse_assignments([f"X={value}"]))
+    assert fragment in info.value.message
+    assert info.value.column == text.index("$X")

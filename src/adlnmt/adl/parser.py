@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from adlnmt.adl.errors import ADLError
-from adlnmt.adl.syntax import Argument, Chain, LayerNode, ListValue, Literal, Value, Variable
+from adlnmt.adl.syntax import Argument, Chain, LayerNode, ListValue, Literal, Value, Variable, at_column
 
 _TOKEN = re.compile(
     r"""
@@ -252,7 +252,7 @@ def substitute(chain: Chain, variables: Mapping[str, Value], text: str = "") -> 
                         text,
                         col,
                     )
-                return replace(variables[name], col=col)
+                return at_column(variables[name], col)
             case ListValue(items=items):
                 return replace(v, items=tuple(value(item) for item in items))
             case Chain():
