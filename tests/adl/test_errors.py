@@ -135,3 +135,13 @@ def test_a_fault_inside_a_variable_value_points_at_the_variable(text: str, value
         build_chain(text, E, 16, ModelOptions(d_model=16, heads=4), parse_assignments([f"X={value}"]))
     assert fragment in info.value.message
     assert info.value.column == text.index("$X")
+
+
+def test_caret_lines_up_under_tabs_and_other_whitespace() -> None:
+    """Tabs are kept in the caret's indent; a carriage return or Unicode space shows as one space (a raw \\r would
+    send the terminal back to the start of the line)."""
+    with pytest.raises(ADLError) as info:
+        build_chain("pos\t->\u3000res(\r\tnrom)", Side.ENCODER, 16, where="encoder")
+    _, line, caret = str(info.value).splitlines()
+    assert line == "  pos\t-> res( \tnrom)"
+    assert caret.expandtabs().index("^") == line.expandtabs().index("nrom")
