@@ -145,3 +145,12 @@ def test_caret_lines_up_under_tabs_and_other_whitespace() -> None:
     _, line, caret = str(info.value).splitlines()
     assert line == "  pos\t-> res( \tnrom)"
     assert caret.expandtabs().index("^") == line.expandtabs().index("nrom")
+
+
+def test_list_items_count_towards_the_layer_cap() -> None:
+    """comet_conv builds one convolution per item of ``features``: counted as one layer, repeat(1000, …) of a
+    1,000-item list built a million convolutions."""
+    features = "[" + ", ".join(["1"] * 1000) + "]"
+    with pytest.raises(ADLError) as caught:
+        build_chain(f"pos -> repeat(1000, comet_conv(features={features}))", Side.ENCODER, 16, ModelOptions(16, 2))
+    assert "more than 10,000 layers" in caught.value.message and caught.value.column == 7
