@@ -119,3 +119,38 @@ def test_bare_layer_names_count_towards_the_layer_cap() -> None:
     with pytest.raises(ADLError) as caught:
         build_chain("repeat(1000, repeat(1000, norm))", Side.ENCODER, 16, ModelOptions(16, 2))
     assert "more than 10,000 layers" in caught.value.message and caught.value.column == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "fragment"),
+    [
+        ("pos -> res($X)", "norm -> foo", "unknown layer 'foo'"),
+        ("pos -> res($X)", "norm -> ff(16, act=rleu)", "must be one of relu"),
+        ("pos -> comet_conv(features=$X)", "[64, 0]", "must be >= 1, got 0"),
+    ],
+)
+def test_a_fault_inside_a_variable_value_points_at_the_variable(text: str, value: str, fragment: str) -> None:
+    """The value's own columns are into the --var text: the caret goes under the $X it replaced."""
+    with pytest.raises(ADLError) as info:
+        build_chain(text, E, 16, ModelOptions(d_model=16, heads=4), parse_assignments([f"X={value}"]))
+    assert fragment in info.value.message
+    assert info.value.column == text.index("$X")
+
+
+def test_caret_lines_up_under_tabs_and_other_whitespace() -> None:
+    """Tabs are kept in the caret's indent; a carriage return or Unicode space shows as one space (a raw \\r would
+    send the terminal back to the start of the line)."""
+    with pytest.raises(ADLError) as info:
+        build_chain("pos\t->\u3000res(\r\tnrom)", Side.ENCODER, 16, where="encoder")
+    _, line, caret = str(info.value).splitlines()
+    assert line == "  pos\t-> res( \tnrom)"
+    assert caret.expandtabs().index("^") == line.expandtabs().index("nrom")
+
+
+def test_list_items_count_towards_the_layer_cap() -> None:
+    """comet_conv builds one convolution per item of ``features``: counted as one layer, repeat(1000, …) of a
+    1,000-item list built a million convolutions."""
+    features = "[" + ", ".join(["1"] * 1000) + "]"
+    with pytest.raises(ADLError) as caught:
+        build_chain(f"pos -> repeat(1000, comet_conv(features={features}))", Side.ENCODER, 16, ModelOptions(16, 2))
+    assert "more than 10,000 layers" in caught.value.message and caught.value.column == 7

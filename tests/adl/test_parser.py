@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adlnmt.adl.parser import parse, parse_assignments, substitute
+from adlnmt.adl.errors import ADLError
+from adlnmt.adl.parser import MAX_DEPTH, parse, parse_assignments, substitute
 from adlnmt.adl.syntax import Argument, Chain, LayerNode, ListValue, Literal, Variable, to_text
 from adlnmt.layers.builder import canonical
 
@@ -48,6 +50,18 @@ def test_columns_point_into_the_text() -> None:
     inner = res.args[0].value
     assert inner.layers[1].col == 19
     assert inner.layers[1].args[0].value.col == 22
+
+
+@pytest.mark.parametrize(("opening", "closing"), [("res(", ")"), ("[", "]"), ("concat([", "])")])
+def test_nesting_is_bounded_for_parentheses_and_lists(opening: str, closing: str) -> None:
+    """Lists nest like parentheses: 100,000 '[' are one ADL error at the first one too deep, not a RecursionError."""
+    inside = "comet_conv(features={}1{})"
+    assert parse(inside.format(opening * 30, closing * 30))  # at most 61 levels: parsed
+    text = inside.format(opening * 100_000, closing * 100_000)
+    with pytest.raises(ADLError, match=f"nesting deeper than {MAX_DEPTH} levels") as info:
+        parse(text)
+    openings = [col for col, char in enumerate(text) if char in "(["]
+    assert info.value.column == openings[MAX_DEPTH]
 
 
 def test_variables_are_substituted_with_their_types() -> None:

@@ -37,8 +37,11 @@ class ADLError(UserError, ValueError):
         # Show the line holding the fault (ADL strings may span lines in YAML files).
         line_start = self.text.rfind("\n", 0, column) + 1
         line_end = self.text.find("\n", column)
-        line = self.text[line_start : line_end if line_end >= 0 else None]
-        caret = " " * (column - line_start) + "^" if self.column is not None else ""
+        # Tabs stay (in the caret's indent too, so that it lines up however wide the terminal shows them); other
+        # whitespace (\r, \f, no-break or ideographic spaces) shows as one space.
+        line = "".join(_shown(char) for char in self.text[line_start : line_end if line_end >= 0 else None])
+        indent = "".join("\t" if char == "\t" else " " for char in line[: column - line_start])
+        caret = indent + "^" if self.column is not None else ""
         return f"{head}\n  {line}\n  {caret}".rstrip() + "\n"
 
     def __str__(self) -> str:
@@ -46,3 +49,8 @@ class ADLError(UserError, ValueError):
 
     def message_for_user(self) -> str:
         return self.render().rstrip()
+
+
+def _shown(char: str) -> str:
+    """A character of the faulty line as the message shows it: tabs kept, any other whitespace one space."""
+    return char if char == "\t" or not char.isspace() else " "

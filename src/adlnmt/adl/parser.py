@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from adlnmt.adl.errors import ADLError
-from adlnmt.adl.syntax import Argument, Chain, LayerNode, ListValue, Literal, Value, Variable
+from adlnmt.adl.syntax import Argument, Chain, LayerNode, ListValue, Literal, Value, Variable, at_column
 
 _TOKEN = re.compile(
     r"""
@@ -73,7 +73,7 @@ class _Parser:
         self.text = text
         self.tokens = tokenize(text)
         self.pos = 0
-        self.open_parens: list[Token] = []
+        self.open_parens: list[Token] = []  # the '(' and '[' not closed yet, innermost last
 
     @property
     def token(self) -> Token:
@@ -92,6 +92,12 @@ class _Parser:
 
     def is_punct(self, char: str) -> bool:
         return self.token.kind == "punct" and self.token.text == char
+
+    def open(self) -> None:
+        """Consume the '(' or '[' at the cursor; more than ``MAX_DEPTH`` open at once is an error at it."""
+        if len(self.open_parens) >= MAX_DEPTH:
+            raise self.error(f"nesting deeper than {MAX_DEPTH} levels")
+        self.open_parens.append(self.advance())
 
     def parse(self) -> Chain:
         if self.token.kind == "end":
@@ -124,9 +130,7 @@ class _Parser:
         self.advance()
         if not self.is_punct("("):
             return LayerNode(token.text, (), token.col)
-        if len(self.open_parens) >= MAX_DEPTH:
-            raise self.error(f"nesting deeper than {MAX_DEPTH} levels")
-        self.open_parens.append(self.advance())
+        self.open()
         args: list[Argument] = []
         if not self.is_punct(")"):
             args.append(self.argument())
@@ -165,7 +169,7 @@ class _Parser:
             self.advance()
             return Variable(token.text[1:], token.col)
         if self.is_punct("["):
-            self.advance()
+            self.open()
             items: list[Value] = []
             if not self.is_punct("]"):
                 items.append(self.value())
@@ -175,6 +179,7 @@ class _Parser:
             if not self.is_punct("]"):
                 raise self.error(f"expected ',' or ']' in a list, found {_describe(self.token)}")
             self.advance()
+            self.open_parens.pop()
             return ListValue(tuple(items), token.col)
         chain = self.chain()
         first = chain.layers[0]
@@ -247,7 +252,7 @@ def substitute(chain: Chain, variables: Mapping[str, Value], text: str = "") -> 
                         text,
                         col,
                     )
-                return replace(variables[name], col=col)
+                return at_column(variables[name], col)
             case ListValue(items=items):
                 return replace(v, items=tuple(value(item) for item in items))
             case Chain():

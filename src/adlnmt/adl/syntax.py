@@ -8,7 +8,7 @@ are not part of equality, so ``parse(to_text(tree)) == tree`` holds for every tr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal as TypingLiteral
 
 LiteralKind = TypingLiteral["int", "float", "bool", "word"]
@@ -93,6 +93,23 @@ def layer_to_text(layer: LayerNode) -> str:
 def to_text(chain: Chain) -> str:
     """The printer: ``layer -> layer`` with ``", "`` between arguments."""
     return " -> ".join(layer_to_text(layer) for layer in chain.layers)
+
+
+def at_column(value: Value, col: int) -> Value:
+    """``value`` with every column in it set to ``col``: a value put in place of ``$NAME`` is located at the
+    variable (its own columns point into the ``--var`` text, not into the chain)."""
+    match value:
+        case ListValue(items=items):
+            return ListValue(tuple(at_column(item, col) for item in items), col)
+        case Chain(layers=layers):
+            return Chain(
+                tuple(
+                    LayerNode(node.name, tuple(Argument(a.key, at_column(a.value, col), col) for a in node.args), col)
+                    for node in layers
+                ),
+                col,
+            )
+    return replace(value, col=col)
 
 
 def rename_layers(chain: Chain, names: dict[str, str]) -> Chain:

@@ -99,11 +99,14 @@ def _repeat_count(node: LayerNode) -> int:
 
 
 def _argument_size(value: Value) -> int:
-    """The layers an argument builds: a nested chain's, one for a bare layer name (``repeat(6, norm)``), else 0."""
+    """The layers an argument builds: a nested chain's, one for a bare layer name (``repeat(6, norm)``), one per
+    item of a list (``comet_conv(features=[64, 32, 16])`` builds a convolution for each), else 0."""
     if isinstance(value, Chain):
         return expanded_size(value)
     if isinstance(value, Literal) and value.kind == "word":
         return int(ALIASES.get(str(value.value), str(value.value)) in REGISTRY)
+    if isinstance(value, ListValue):
+        return len(value.items)
     return 0
 
 
