@@ -89,6 +89,10 @@ def test_quoted_yaml_booleans_are_parsed(tmp_path: Path, yaml_text: str, expecte
     [
         ("lr: [1, 2]\n", "c.yaml: option 'lr' expects a number, got [1, 2]"),
         ("var: 7\n", "c.yaml: option 'var' expects a mapping NAME: VALUE or a list of NAME=VALUE, got 7"),
+        (  # the mapping's value went into the ADL as "{'b': 1}", an error naming --var, not the file
+            "var: {A: {b: 1}}\n",
+            "c.yaml: option 'var' expects a mapping NAME: VALUE or a list of NAME=VALUE, got {'A': {'b': 1}}",
+        ),
         ("preset: [x]\n", "c.yaml: option 'preset' expects a text value, got ['x']"),
         (  # as docs/training.md writes --tensorboard off: YAML reads it as false
             "tensorboard: off\n",

@@ -345,8 +345,9 @@ def _text(value: Any) -> str:
 
 def _assignments(value: Any) -> list[str]:
     """``var``: a mapping NAME: VALUE or a list of NAME=VALUE (scalars) as a list of NAME=VALUE."""
-    if isinstance(value, dict):
-        value = [f"{name}={item}" for name, item in value.items()]
-    if not isinstance(value, list) or any(isinstance(item, dict | list) for item in value):
+    items = list(value.values()) if isinstance(value, dict) else value
+    if not isinstance(items, list) or any(isinstance(item, dict | list) for item in items):
         raise TypeError("a mapping NAME: VALUE or a list of NAME=VALUE")
+    if isinstance(value, dict):
+        return [f"{name}={item}" for name, item in value.items()]
     return [str(item) for item in value]
