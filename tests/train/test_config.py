@@ -37,6 +37,17 @@ def test_cli_flags_override_yaml(tmp_path: Path) -> None:
     assert (config.d_model, config.heads, config.var, config.valid_bleu) == (64, 4, ["X=3"], False)
 
 
+def test_a_second_config_file_is_refused(tmp_path: Path, capsys) -> None:
+    """--config a.yaml --config b.yaml trained with b.yaml's options alone: a.yaml's were dropped in silence."""
+    (tmp_path / "a.yaml").write_text("lr: 1e-3\n")
+    (tmp_path / "b.yaml").write_text("seed: 3\n")
+    with pytest.raises(SystemExit):
+        parse(["--config", str(tmp_path / "a.yaml"), "--config", str(tmp_path / "b.yaml")])
+    assert f"argument --config: given twice ('{tmp_path / 'a.yaml'}', then '{tmp_path / 'b.yaml'}')" in (
+        capsys.readouterr().err
+    )
+
+
 def test_yaml_numbers_without_a_dot_are_numbers(tmp_path: Path) -> None:
     yaml_file = tmp_path / "c.yaml"
     yaml_file.write_text("data: d\nmodel: m\nlr: 1e-3\nadam_eps: 1e-9\nlr_decay: 1\n")  # YAML: '1e-3' is a string

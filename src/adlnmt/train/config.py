@@ -15,7 +15,7 @@ from adlnmt.adl.syntax import rename_layers, to_text
 from adlnmt.bounds import FRACTION, POSITIVE, SEED, Bounds, at_least
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
-from adlnmt.flags import add_flags, bounds_of, option, out_of_bounds
+from adlnmt.flags import GivenOnce, add_flags, bounds_of, option, out_of_bounds
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
 from adlnmt.store.atomic import path_flag
@@ -225,7 +225,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per TrainConfig field (``--d-model`` for ``d_model``); defaults stay unset so that
     YAML values can be told apart from flags."""
     parser.add_argument(
-        "--config", type=path_flag, help="YAML file of options (keys as the flags, - or _); flags override it"
+        "--config",
+        type=path_flag,
+        action=GivenOnce,
+        help="YAML file of options (keys as the flags, - or _); flags override it",
     )
     add_flags(parser, TrainConfig, unset=True)
 
