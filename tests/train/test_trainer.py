@@ -123,6 +123,17 @@ def test_a_file_given_as_the_model_directory_is_named(demo_data: Path, tmp_path:
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
 
 
+def test_a_file_in_the_model_directorys_path_is_named(demo_data: Path, tmp_path: Path, capsys) -> None:
+    """--model notes.txt/m said "error: notes.txt/m: Not a directory" (mkdir's error)."""
+    (tmp_path / "notes.txt").write_text("mine\n")
+    assert main(train_args(demo_data / "data", tmp_path / "notes.txt" / "m", "--max-updates", "2")) == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'notes.txt' / 'm'}: cannot create the model directory: a file where a folder of its "
+        "path should be; choose another path\n"
+    )
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
 def test_a_different_run_in_the_same_directory_is_refused(demo_data: Path, tmp_path: Path) -> None:
     main(train_args(demo_data / "data", tmp_path / "m", "--max-updates", "5", "--no-valid-bleu"))
     with pytest.raises(UserError, match=r"different settings .*lr"):
