@@ -165,3 +165,11 @@ def test_a_directory_as_config_is_named_as_one(tmp_path: Path) -> None:
     with pytest.raises(UserError) as info:
         parse(["--config", str(tmp_path)])
     assert str(info.value) == f"{tmp_path}: a directory, not a config file (a YAML file of option: value)"
+
+
+def test_the_plateau_schedules_help_names_the_score_it_follows() -> None:
+    """The help said the plateau schedule decays "when validation perplexity stalls"; with --early-stop-metric bleu
+    it follows validation BLEU (Trainer.checkpoint's improvement)."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert "--early-stop-metric stalls" in " ".join(parser.format_help().split())

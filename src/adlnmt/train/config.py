@@ -81,7 +81,8 @@ class TrainConfig:
     lr: float = option(2e-4, "learning rate (peak rate with inverse-sqrt)", bounds=at_least(0))
     lr_schedule: str = option(
         "plateau",
-        "plateau: ×lr_decay when validation perplexity stalls; inverse-sqrt: linear warm-up then 1/√step",
+        "plateau: ×lr_decay when the validation score of --early-stop-metric stalls; inverse-sqrt: linear warm-up then "
+        "1/√step",
         choices=("plateau", "inverse-sqrt"),
     )
     warmup: int = option(4000, "warm-up updates (inverse-sqrt)", bounds=at_least(0))
