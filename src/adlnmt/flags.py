@@ -45,18 +45,25 @@ def option(
     return field(default=default, metadata=metadata)
 
 
-class OneModel(argparse.Action):
-    """``--model`` of a command that runs one model: given again, an error naming both values (argparse would keep
-    the last in silence, while ``adlnmt translate --model A --model B`` decodes an ensemble)."""
+class GivenOnce(argparse.Action):
+    """A flag of one value: given again, an error naming both values (argparse would keep the last in silence)."""
+
+    hint = ""  # said after the error, e.g. what to do instead
 
     def __call__(
         self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None
     ) -> None:
         previous = getattr(namespace, self.dest, self.default)
         if previous is not self.default:
-            parser.error(f"argument {option}: given twice ({previous!r}, then {values!r}); this command runs one "
-                         "model (an ensemble of several: adlnmt translate --model A --model B)")  # fmt: skip
+            parser.error(f"argument {option}: given twice ({previous!r}, then {values!r}){self.hint}")
         setattr(namespace, self.dest, values)
+
+
+class OneModel(GivenOnce):
+    """``--model`` of a command that runs one model (``adlnmt translate --model A --model B`` decodes an
+    ensemble)."""
+
+    hint = "; this command runs one model (an ensemble of several: adlnmt translate --model A --model B)"
 
 
 def flag_of(f: Field) -> str:

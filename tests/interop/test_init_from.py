@@ -153,6 +153,21 @@ def test_data_with_another_vocabulary_is_refused(pretrained: Path, demo_data: Pa
     assert not (pretrained / "other" / "config.json").exists()
 
 
+def test_an_export_is_refused_as_one(pretrained: Path, tmp_path: Path, capsys) -> None:
+    """An export given to --init-from said "not a model directory (no config.json)", as if it were any folder."""
+    export = tmp_path / "ct2"
+    assert main(["export", "--model", str(pretrained / "model"), "--format", "ctranslate2", "--out", str(export)]) == 0
+    capsys.readouterr()
+    argv = ["train", "--data", str(pretrained / "data"), "--model", str(tmp_path / "ft"), "--init-from", str(export),
+            *TRAIN, "--max-updates", "1"]  # fmt: skip
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"error: {export}: an export (export.json), not a model directory; --init-from starts from a model "
+        "directory (adlnmt train's or adlnmt import's), e.g. the one exported\n"
+    )
+    assert not (tmp_path / "ft").exists()
+
+
 def test_data_without_the_models_source_markers_is_refused(pretrained: Path, tmp_path: Path, capsys) -> None:
     """A model trained with a BOS before every source (--source-markers) fine-tuned on data without them read
     another input than it was trained on, without a word."""

@@ -37,6 +37,17 @@ def test_cli_flags_override_yaml(tmp_path: Path) -> None:
     assert (config.d_model, config.heads, config.var, config.valid_bleu) == (64, 4, ["X=3"], False)
 
 
+def test_a_second_config_file_is_refused(tmp_path: Path, capsys) -> None:
+    """--config a.yaml --config b.yaml trained with b.yaml's options alone: a.yaml's were dropped in silence."""
+    (tmp_path / "a.yaml").write_text("lr: 1e-3\n")
+    (tmp_path / "b.yaml").write_text("seed: 3\n")
+    with pytest.raises(SystemExit):
+        parse(["--config", str(tmp_path / "a.yaml"), "--config", str(tmp_path / "b.yaml")])
+    assert f"argument --config: given twice ('{tmp_path / 'a.yaml'}', then '{tmp_path / 'b.yaml'}')" in (
+        capsys.readouterr().err
+    )
+
+
 def test_yaml_numbers_without_a_dot_are_numbers(tmp_path: Path) -> None:
     yaml_file = tmp_path / "c.yaml"
     yaml_file.write_text("data: d\nmodel: m\nlr: 1e-3\nadam_eps: 1e-9\nlr_decay: 1\n")  # YAML: '1e-3' is a string
@@ -89,6 +100,10 @@ def test_quoted_yaml_booleans_are_parsed(tmp_path: Path, yaml_text: str, expecte
     [
         ("lr: [1, 2]\n", "c.yaml: option 'lr' expects a number, got [1, 2]"),
         ("var: 7\n", "c.yaml: option 'var' expects a mapping NAME: VALUE or a list of NAME=VALUE, got 7"),
+        (  # the mapping's value went into the ADL as "{'b': 1}", an error naming --var, not the file
+            "var: {A: {b: 1}}\n",
+            "c.yaml: option 'var' expects a mapping NAME: VALUE or a list of NAME=VALUE, got {'A': {'b': 1}}",
+        ),
         ("preset: [x]\n", "c.yaml: option 'preset' expects a text value, got ['x']"),
         (  # as docs/training.md writes --tensorboard off: YAML reads it as false
             "tensorboard: off\n",
@@ -150,3 +165,11 @@ def test_a_directory_as_config_is_named_as_one(tmp_path: Path) -> None:
     with pytest.raises(UserError) as info:
         parse(["--config", str(tmp_path)])
     assert str(info.value) == f"{tmp_path}: a directory, not a config file (a YAML file of option: value)"
+
+
+def test_the_plateau_schedules_help_names_the_score_it_follows() -> None:
+    """The help said the plateau schedule decays "when validation perplexity stalls"; with --early-stop-metric bleu
+    it follows validation BLEU (Trainer.checkpoint's improvement)."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert "--early-stop-metric stalls" in " ".join(parser.format_help().split())

@@ -115,6 +115,16 @@ def test_a_resume_may_change_the_checkpoint_interval_and_records_it(
     assert "different settings (lr)" in capsys.readouterr().err
 
 
+def test_the_guide_lists_every_setting_a_resume_may_change() -> None:
+    """docs/training.md's list left out --compile, which a resume may change."""
+    from adlnmt.train.model_dir import RESUMABLE_CHANGES
+
+    guide = (Path(__file__).parents[2] / "docs" / "training.md").read_text()
+    paragraph = guide.split("**Changing settings on resume.**")[1].split("Any other change is refused")[0]
+    listed = set(re.findall(r"`--([a-z-]+)`", paragraph))
+    assert listed == {name.replace("_", "-") for name in RESUMABLE_CHANGES}
+
+
 def test_plot_draws_the_curves_of_several_runs(demo_data: Path, tmp_path: Path, capsys) -> None:
     common = ["--max-updates", "6", "--checkpoint-interval", "3", "--tensorboard", "off", "--log-interval", "0"]
     for name, lr in (("a", "1e-3"), ("b", "2e-3")):

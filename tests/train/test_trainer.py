@@ -123,6 +123,17 @@ def test_a_file_given_as_the_model_directory_is_named(demo_data: Path, tmp_path:
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
 
 
+def test_a_file_in_the_model_directorys_path_is_named(demo_data: Path, tmp_path: Path, capsys) -> None:
+    """--model notes.txt/m said "error: notes.txt/m: Not a directory" (mkdir's error)."""
+    (tmp_path / "notes.txt").write_text("mine\n")
+    assert main(train_args(demo_data / "data", tmp_path / "notes.txt" / "m", "--max-updates", "2")) == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'notes.txt' / 'm'}: cannot create the model directory: a file where a folder of its "
+        "path should be; choose another path\n"
+    )
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
 def test_a_different_run_in_the_same_directory_is_refused(demo_data: Path, tmp_path: Path) -> None:
     main(train_args(demo_data / "data", tmp_path / "m", "--max-updates", "5", "--no-valid-bleu"))
     with pytest.raises(UserError, match=r"different settings .*lr"):
@@ -138,6 +149,24 @@ def test_patience_stops_training(demo_data: Path, tmp_path: Path) -> None:
     main(train_args(demo_data / "data", model, "--lr", "0", "--max-updates", "100", "--checkpoint-interval", "5",
                     "--patience", "2", "--no-valid-bleu"))  # fmt: skip
     assert [r["update"] for r in records(model)] == [5, 10, 15]  # best at 5, then two without improvement
+
+
+def test_a_resume_that_meets_a_stopping_criterion_trains_nothing(demo_data: Path, tmp_path: Path, capsys) -> None:
+    """The same command again after early stopping trained another checkpoint interval (and again at every rerun),
+    a lower --max-minutes one more update and checkpoint, and a lower --max-updates said "reached 5 updates" at 15."""
+    model = tmp_path / "m"
+    argv = train_args(demo_data / "data", model, "--lr", "0", "--max-updates", "100", "--checkpoint-interval", "5",
+                      "--patience", "2", "--no-valid-bleu")  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "training stopped: no improvement for 2 checkpoints" in capsys.readouterr().err
+    assert main([*argv, "--patience", "0", "--max-minutes", "1e-9"]) == 0
+    assert "training stopped: reached 1e-09 minutes" in capsys.readouterr().err
+    assert main([*argv, "--max-updates", "5"]) == 0
+    assert "training stopped: already at update 15, past --max-updates 5" in capsys.readouterr().err
+    assert [r["update"] for r in records(model)] == [5, 10, 15]
+    assert sorted(p.name for p in (model / "states").iterdir())[-1] == "update-0000015.state.pt"
 
 
 def test_non_finite_loss_is_reported_with_the_update(demo_data: Path, tmp_path: Path, monkeypatch) -> None:

@@ -15,7 +15,7 @@ from adlnmt.adl.syntax import rename_layers, to_text
 from adlnmt.bounds import FRACTION, POSITIVE, SEED, Bounds, at_least
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
-from adlnmt.flags import add_flags, bounds_of, option, out_of_bounds
+from adlnmt.flags import GivenOnce, add_flags, bounds_of, option, out_of_bounds
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
 from adlnmt.store.atomic import path_flag
@@ -81,7 +81,8 @@ class TrainConfig:
     lr: float = option(2e-4, "learning rate (peak rate with inverse-sqrt)", bounds=at_least(0))
     lr_schedule: str = option(
         "plateau",
-        "plateau: ×lr_decay when validation perplexity stalls; inverse-sqrt: linear warm-up then 1/√step",
+        "plateau: ×lr_decay when the validation score of --early-stop-metric stalls; inverse-sqrt: linear warm-up then "
+        "1/√step",
         choices=("plateau", "inverse-sqrt"),
     )
     warmup: int = option(4000, "warm-up updates (inverse-sqrt)", bounds=at_least(0))
@@ -225,7 +226,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per TrainConfig field (``--d-model`` for ``d_model``); defaults stay unset so that
     YAML values can be told apart from flags."""
     parser.add_argument(
-        "--config", type=path_flag, help="YAML file of options (keys as the flags, - or _); flags override it"
+        "--config",
+        type=path_flag,
+        action=GivenOnce,
+        help="YAML file of options (keys as the flags, - or _); flags override it",
     )
     add_flags(parser, TrainConfig, unset=True)
 
@@ -345,8 +349,9 @@ def _text(value: Any) -> str:
 
 def _assignments(value: Any) -> list[str]:
     """``var``: a mapping NAME: VALUE or a list of NAME=VALUE (scalars) as a list of NAME=VALUE."""
-    if isinstance(value, dict):
-        value = [f"{name}={item}" for name, item in value.items()]
-    if not isinstance(value, list) or any(isinstance(item, dict | list) for item in value):
+    items = list(value.values()) if isinstance(value, dict) else value
+    if not isinstance(items, list) or any(isinstance(item, dict | list) for item in items):
         raise TypeError("a mapping NAME: VALUE or a list of NAME=VALUE")
+    if isinstance(value, dict):
+        return [f"{name}={item}" for name, item in value.items()]
     return [str(item) for item in value]

@@ -28,9 +28,9 @@ from adlnmt.data.data_dir import SIDES, DataDir
 from adlnmt.errors import UserError
 from adlnmt.model import Seq2Seq
 from adlnmt.model_config import ModelConfig
-from adlnmt.store import ModelDir
+from adlnmt.store import ModelDir, is_export_dir
 from adlnmt.store.atomic import atomic_write, file_sha256, read_json_object
-from adlnmt.store.names import INIT_FROM
+from adlnmt.store.names import EXPORT_MANIFEST, INIT_FROM
 from adlnmt.train.config import TrainConfig
 
 
@@ -56,6 +56,9 @@ def check_vocabulary(init_dir: Path, data: DataDir) -> None:
 
 def check_pretrained(init_dir: Path) -> None:
     """Refuse ``init_dir`` unless it is a model directory with a best checkpoint (what ``--init-from`` reads)."""
+    if is_export_dir(init_dir):  # else "no config.json", as if the folder were anything
+        raise UserError(f"{init_dir}: an export ({EXPORT_MANIFEST}), not a model directory; --init-from starts from a "
+                        "model directory (adlnmt train's or adlnmt import's), e.g. the one exported")  # fmt: skip
     model_dir = ModelDir(init_dir)
     model_dir.config()  # a clear error when it is no model directory, or a damaged one
     if not model_dir.best_weights.is_file():
@@ -66,6 +69,7 @@ def pretrained_model_config(config: TrainConfig) -> ModelConfig:
     """The configuration of the model ``--init-from`` starts: MODEL's, with the ADL of the options when given
     (``--encoder`` or ``--decoder`` alone keeps MODEL's other side)."""
     assert config.init_from is not None
+    check_pretrained(Path(config.init_from))
     base = ModelConfig(**ModelDir(config.init_from).config()["model"])
     check_sizes(config, base)
     if not (config.preset or config.encoder or config.decoder):

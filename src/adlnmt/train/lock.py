@@ -25,9 +25,15 @@ class DirectoryLock:
     ) -> None:
         if directory.exists() and not directory.is_dir():  # mkdir's error: "File exists"
             raise UserError(f"{directory}: a file, where the {kind} should be; choose another path")
-        directory.mkdir(parents=True, exist_ok=True)
         path = directory / name
-        self._handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held open: the lock lives with it)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held open: the lock lives with it)
+        except NotADirectoryError:  # mkdir's error: "Not a directory", naming no file of the path
+            raise UserError(f"{directory}: cannot create the {kind}: a file where a folder of its path should "
+                            "be; choose another path") from None  # fmt: skip
+        except OSError as err:  # e.g. a read-only file system or folder
+            raise UserError(f"{directory}: cannot write the {kind} ({err.strerror or err})") from None
         try:
             fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

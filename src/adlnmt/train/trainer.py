@@ -545,10 +545,24 @@ class Trainer:
 
     # --- the loop ---------------------------------------------------------------------------------
 
-    def _out_of_time(self, session_start: float, session_base: float) -> bool:
+    def _met_already(self) -> str:
+        """The stopping criterion the resumed state already meets ("" when none): a finished run run again, or a
+        resume with a lower limit, stops before any update, as the run it continues stopped or would have."""
+        c, p = self.config, self.progress
+        if c.max_updates and p.update > c.max_updates:
+            return f"already at update {p.update}, past --max-updates {c.max_updates}"
+        if c.max_updates and p.update == c.max_updates:
+            return f"reached {c.max_updates} updates"
+        if c.max_minutes and p.train_seconds >= c.max_minutes * 60:
+            return f"reached {c.max_minutes:g} minutes"
+        if c.patience and p.bad_checkpoints >= c.patience:
+            return f"no improvement for {c.patience} checkpoints"
+        return ""
+
+    def _out_of_time(self, elapsed: float) -> bool:
+        """Whether ``elapsed`` training seconds (rank 0's, under DDP) reach --max-minutes."""
         if self.config.max_minutes <= 0:
             return False
-        elapsed = session_base + time.monotonic() - session_start
         if not self.distributed:
             return elapsed >= self.config.max_minutes * 60
         over = torch.tensor(float(elapsed >= self.config.max_minutes * 60), device=self.device)  # NCCL: on the GPU
@@ -585,7 +599,7 @@ class Trainer:
         interval = Interval()
         bar = tqdm(total=c.max_updates or None, initial=p.update, disable=None if (self.main and c.progress) else True,
                    unit="upd", dynamic_ncols=True)  # fmt: skip
-        reason = "" if not (c.max_updates and p.update >= c.max_updates) else f"reached {c.max_updates} updates"
+        reason = self._met_already()
         stopped_by = ""
         plan = EpochPlan(self.train_data, c.batch_tokens, c.seed, c.shuffle_buffer, c.temperature,
                          c.batching == "mixed", self.rank, self.world)  # fmt: skip
@@ -625,7 +639,7 @@ class Trainer:
                     reason = f"reached {c.max_updates} updates"
                 elif c.max_epochs and p.epoch >= c.max_epochs:
                     reason = f"reached {c.max_epochs} epochs"
-                elif self._out_of_time(session_start, session_base):
+                elif self._out_of_time(p.train_seconds):
                     reason = f"reached {c.max_minutes:g} minutes"
                 saved = bool(reason) or p.update % c.checkpoint_interval == 0
                 if saved:
