@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import shutil
@@ -37,6 +38,22 @@ def test_same_seed_same_bytes_other_seed_other_text(corpus: Path, tmp_path: Path
     for name in FILES:
         assert (tmp_path / "again" / name).read_bytes() == (corpus / name).read_bytes(), name
     assert (tmp_path / "other" / "train.src").read_bytes() != (corpus / "train.src").read_bytes()
+
+
+# sha256 of the six files concatenated (in FILES order), written by the generator as it is: a change
+# of how it works must give the same bytes (tests and committed benchmarks depend on them).
+PINNED = {
+    (50, 1): "af16d0f3cdaf065880ea276150481e45d4c9969c3d513ee49ce184be1257c34d",
+    (1200, 3): "1eb577cdbd41bd5dfccd9efaa327cb4a853f3017c55918a68e383fb8ca102221",
+    (12000, 1): "de3d7fba45f7241254b990fd5e6b0562261925bea194d1a80e20277e2b528b81",
+}
+
+
+@pytest.mark.parametrize(("size", "seed"), PINNED)
+def test_the_bytes_are_pinned(size: int, seed: int, tmp_path: Path) -> None:
+    write_demo_corpus(tmp_path, size=size, seed=seed)
+    digest = hashlib.sha256(b"".join((tmp_path / name).read_bytes() for name in FILES)).hexdigest()
+    assert digest == PINNED[size, seed]
 
 
 def test_split_sizes(corpus: Path, tmp_path: Path) -> None:
