@@ -8,9 +8,11 @@ from __future__ import annotations
 import errno
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import TextIO
 
 from safetensors import SafetensorError
 
@@ -51,31 +53,98 @@ def _file_mode() -> int:
 FILE_MODE = _file_mode()
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """``write(tmp)`` then fsync and rename over ``path``: a kill leaves the old file or the new one. A failed write
-    (e.g. a full disk) is a UserError naming ``path``; the old file stays. The file gets the mode of any other new
-    file (:data:`FILE_MODE`), also where ``write`` made it private (safetensors writes 0600)."""
+def _make_folder(path: Path) -> None:
+    """The folder of ``path`` (and its missing parents); a UserError naming ``path`` where it cannot be made."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as err:  # a file where a folder of the path should be
         raise UserError(f"{path}: cannot write ({err.filename or path.parent} is not a folder)") from None
     except OSError as err:
         raise UserError(f"{path}: cannot write (its folder: {err.strerror or err})") from None
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def _failed(path: Path, err: OSError | SafetensorError) -> UserError:
+    reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+    return UserError(f"{path}: cannot write ({reason}); its previous version is intact")
+
+
+def _complete(tmp: Path, path: Path) -> None:
+    """The temporary ``tmp`` of ``path``, written: its mode set and its data fsynced."""
+    os.chmod(tmp, FILE_MODE)
+    with open(tmp, "rb+") as handle:
+        os.fsync(handle.fileno())
+    fault_point(f"{path.name}:written")
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` then fsync and rename over ``path``: a kill leaves the old file or the new one. A failed write
+    (e.g. a full disk) is a UserError naming ``path``; the old file stays. The file gets the mode of any other new
+    file (:data:`FILE_MODE`), also where ``write`` made it private (safetensors writes 0600)."""
+    _make_folder(path)
+    tmp = _temporary(path)
     try:
         write(tmp)
-        os.chmod(tmp, FILE_MODE)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        fault_point(f"{path.name}:written")
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
+        _complete(tmp, path)
+        _replace(tmp, path)
     except (OSError, SafetensorError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise UserError(f"{path}: cannot write ({reason}); its previous version is intact") from None
+        raise _failed(path, err) from None
     finally:
         tmp.unlink(missing_ok=True)
     fault_point(f"{path.name}:replaced")
+
+
+@contextmanager
+def atomic_text_streams(paths: Sequence[Path]) -> Iterator[Callable[[int, str], None]]:
+    """Text streamed into the files ``paths``, each written as by :func:`atomic_write` (with its fault points), for
+    files too large to hold in memory: ``write(i, text)`` appends ``text`` (UTF-8, newlines as given) to a temporary
+    beside ``paths[i]``. When the body ends and every temporary is complete (fsynced), each is renamed over its path in
+    turn (a kill between two renames leaves each file whole, old or new); should the body or any file fail before,
+    none is and no file changes. A failed write is a UserError naming the file; the temporaries are always removed."""
+    for path in paths:
+        _make_folder(path)
+    temporaries = [_temporary(path) for path in paths]
+    handles: list[TextIO] = []
+
+    def write(index: int, text: str) -> None:
+        try:
+            handles[index].write(text)
+        except OSError as err:
+            raise _failed(paths[index], err) from None
+
+    try:
+        for path, tmp in zip(paths, temporaries, strict=True):
+            try:
+                handles.append(tmp.open("w", encoding="utf-8", newline="\n"))
+            except OSError as err:
+                raise _failed(path, err) from None
+        yield write
+        for path, tmp, handle in zip(paths, temporaries, handles, strict=True):  # all complete before any is renamed
+            try:
+                handle.close()
+                _complete(tmp, path)
+            except OSError as err:
+                raise _failed(path, err) from None
+        for path, tmp in zip(paths, temporaries, strict=True):
+            try:
+                _replace(tmp, path)
+            except OSError as err:
+                raise _failed(path, err) from None
+            fault_point(f"{path.name}:replaced")
+    finally:
+        for handle in handles:
+            with suppress(OSError):  # already closed, or its buffered text failed to write: reported above
+                handle.close()
+        for tmp in temporaries:
+            tmp.unlink(missing_ok=True)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

@@ -244,7 +244,7 @@ def publish(model_dir: Path, out: Path, checkpoint: str = "best", onnx: bool = F
     """Write the folder ``out`` (new) for the model in ``model_dir``; the names of what it holds."""
     from adlnmt.interop.hf_export import marian_writer
 
-    check_new_directory(out, WHAT)
+    check_new_directory(out, WHAT, model_dir)
     files = ModelDir(model_dir)
     stored = files.config()
     model, data, max_len = files.load_model(checkpoint)

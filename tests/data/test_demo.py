@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import shutil
+import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +40,35 @@ def test_same_seed_same_bytes_other_seed_other_text(corpus: Path, tmp_path: Path
     for name in FILES:
         assert (tmp_path / "again" / name).read_bytes() == (corpus / name).read_bytes(), name
     assert (tmp_path / "other" / "train.src").read_bytes() != (corpus / "train.src").read_bytes()
+
+
+# sha256 of the six files concatenated (in FILES order), written by the generator as it is: a change
+# of how it works must give the same bytes (tests and committed benchmarks depend on them).
+PINNED = {
+    (50, 1): "af16d0f3cdaf065880ea276150481e45d4c9969c3d513ee49ce184be1257c34d",
+    (1200, 3): "1eb577cdbd41bd5dfccd9efaa327cb4a853f3017c55918a68e383fb8ca102221",
+    (12000, 1): "de3d7fba45f7241254b990fd5e6b0562261925bea194d1a80e20277e2b528b81",
+}
+
+
+@pytest.mark.parametrize(("size", "seed"), PINNED)
+def test_the_bytes_are_pinned(size: int, seed: int, tmp_path: Path) -> None:
+    write_demo_corpus(tmp_path, size=size, seed=seed)
+    digest = hashlib.sha256(b"".join((tmp_path / name).read_bytes() for name in FILES)).hexdigest()
+    assert digest == PINNED[size, seed]
+
+
+def test_the_pairs_are_written_as_they_are_generated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generator held every pair and a set of the sources until it wrote (~510 bytes a pair: 50M pairs did not
+    fit in 24 GiB); it writes ``WRITE_PAIRS`` at a time and keeps a hash of each source: under 40 bytes a pair."""
+    monkeypatch.setattr("adlnmt.data.demo.WRITE_PAIRS", 500)
+    tracemalloc.start()
+    try:
+        write_demo_corpus(tmp_path, size=20000, seed=1)  # 22,000 pairs
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 22_000 * 40
 
 
 def test_split_sizes(corpus: Path, tmp_path: Path) -> None:
@@ -130,25 +162,57 @@ def test_rejects_bad_size(tmp_path: Path) -> None:
 def test_a_failed_write_keeps_the_previous_file_and_leaves_no_partial_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A disk that fills half-way through ``train.tgt`` (its writer fails after writing half its text): the command
-    names the file, the previous corpus stays whole, and no partial or temporary file is left."""
+    """A disk that fills half-way through ``train.tgt`` (its second write fails, after the first was written): the
+    command names the file, the previous corpus stays whole, and no partial or temporary file is left."""
     from adlnmt.cli import main
 
     out = tmp_path / "corpus"
     write_demo_corpus(out, size=200, seed=1)
     before = {name: (out / name).read_bytes() for name in FILES}
-    write_text = Path.write_text
+    monkeypatch.setattr("adlnmt.data.demo.WRITE_PAIRS", 100)  # 300 training pairs: three writes a file
+    path_open = Path.open
 
-    def fill_the_disk(path: Path, text: str, *args, **kwargs) -> int:
-        if "train.tgt" not in path.name:
-            return write_text(path, text, *args, **kwargs)
-        write_text(path, text[: len(text) // 2], *args, **kwargs)
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    class FillingUp:
+        """A file whose second write finds the disk full."""
 
-    monkeypatch.setattr(Path, "write_text", fill_the_disk)
+        def __init__(self, handle: Any) -> None:
+            self.handle, self.writes = handle, 0
+
+        def write(self, text: str) -> int:
+            self.writes += 1
+            if self.writes == 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return self.handle.write(text)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.handle, name)
+
+    def fill_the_disk(path: Path, *args: Any, **kwargs: Any) -> Any:
+        handle = path_open(path, *args, **kwargs)
+        return FillingUp(handle) if path.name.startswith(".train.tgt.tmp-") else handle
+
+    monkeypatch.setattr(Path, "open", fill_the_disk)
     assert main(["demo-corpus", "--out", str(out), "--size", "300", "--seed", "2", "--overwrite"]) != 0
     assert f"{out / 'train.tgt'}: cannot write (No space left on device)" in capsys.readouterr().err
-    assert (out / "train.tgt").read_bytes() == before["train.tgt"]
+    assert {name: (out / name).read_bytes() for name in FILES} == before
+    assert sorted(path.name for path in out.iterdir()) == sorted(FILES)
+
+
+def test_no_file_is_replaced_until_all_are_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last file fails as it is completed (its fsync finds the disk full): no file of the previous corpus was
+    replaced (they were, one by one, up to the one that failed)."""
+    from adlnmt.atomic import FAULT_HOOK
+    from adlnmt.cli import main
+
+    out = tmp_path / "corpus"
+    write_demo_corpus(out, size=200, seed=1)
+    before = {name: (out / name).read_bytes() for name in FILES}
+    monkeypatch.setenv(FAULT_HOOK, "enospc@test.tgt:written")
+    assert main(["demo-corpus", "--out", str(out), "--size", "300", "--seed", "2", "--overwrite"]) == 2
+    assert f"{out / 'test.tgt'}: cannot write (No space left on device)" in capsys.readouterr().err
+    assert {name: (out / name).read_bytes() for name in FILES} == before
     assert sorted(path.name for path in out.iterdir()) == sorted(FILES)
 
 
@@ -170,11 +234,12 @@ def test_a_size_that_would_not_fit_is_refused_before_writing(
     assert (f"error: --size 20,000,000: the corpus (22,000,000 pairs) would take about 2.0 GiB, more than the 1.0 GiB "
             f"free on the disk of {tmp_path}; lower --size") in capsys.readouterr().err  # fmt: skip
     assert not (tmp_path / "new").exists()
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=2**40))
     monkeypatch.setattr("adlnmt.data.demo.available_memory", lambda: 2**30)
-    assert main(["demo-corpus", "--out", str(out), "--size", "2000000"]) == 2
-    assert ("error: --size 2,000,000: generating the corpus (2,200,000 pairs) would take about 1.1 GiB of memory, "
+    assert main(["demo-corpus", "--out", str(out), "--size", "50000000"]) == 2
+    assert ("error: --size 50,000,000: generating the corpus (55,000,000 pairs) would take about 1.2 GiB of memory, "
             "more than the 1.0 GiB available; lower --size") in capsys.readouterr().err  # fmt: skip
     assert not (tmp_path / "new").exists()
     monkeypatch.setattr("adlnmt.data.demo.write_demo_corpus", write_demo_corpus)
-    assert main(["demo-corpus", "--out", str(out), "--size", "100"]) == 0  # 220 pairs: 22 kB on disk, 121 kB memory
+    assert main(["demo-corpus", "--out", str(out), "--size", "100"]) == 0  # 220 pairs: 22 kB on disk, 5 kB memory
     assert sorted(path.name for path in out.iterdir()) == sorted(FILES)

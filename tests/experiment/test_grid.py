@@ -139,8 +139,16 @@ def test_an_unknown_scale_is_an_error(tmp_path: Path) -> None:
     grid["scales"] = {"small": {}, "medium": {}}
     assert "choose one with --scale (small, medium)" in error(tmp_path, grid)
     grid = base_grid()
+    grid["variants"][0]["scales"] = {"smal": {}}  # a variant's scale the grid does not define: said "unknown key"
+    assert error(tmp_path, grid) == (
+        f"{tmp_path / 'grid.yaml'}: variants[0] ('a').scales: unknown scale 'smal' (did you mean 'small'?)"
+    )
+    grid["variants"][0]["scales"] = {"full": {}, "huge": {}}
+    assert error(tmp_path, grid) == (
+        f"{tmp_path / 'grid.yaml'}: variants[0] ('a').scales: unknown scale 'huge'; expected one of: small, full"
+    )
     del grid["scales"]
-    grid["variants"][0]["scales"] = {"huge": {}}  # a variant's scale the grid does not define
+    grid["variants"][0]["scales"] = {"huge": {}}
     assert error(tmp_path, grid) == (
         f"{tmp_path / 'grid.yaml'}: variants[0] ('a').scales: this grid defines no scales (no top-level 'scales:'), "
         "so a variant cannot choose one (given: huge); define them under the top-level 'scales:', or put their "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,21 @@ def test_an_out_inside_a_file_is_named(exported: Path, tmp_path: Path, capsys) -
     assert main(["export", "--model", str(exported / "model"), "--format", "hf-marian", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"{out}: cannot write the export: {tmp_path / 'afile'} is not a folder" in err and ".tmp-" not in err
+
+
+@pytest.mark.parametrize(("out", "where"), [("model/hf", "inside"), ("model/sub/../hf", "inside"),
+                                            ("model/.", "the folder")])  # fmt: skip
+def test_an_out_inside_the_model_folder_is_refused(
+    out: str, where: str, exported: Path, tmp_path: Path, capsys
+) -> None:
+    """``--out`` inside the model folder was accepted: the export wrote into the folder it read."""
+    model = tmp_path / "model"
+    shutil.copytree(exported / "model", model)
+    before = sorted(p.name for p in model.iterdir())
+    assert main(["export", "--model", str(model), "--format", "hf-marian", "--out", str(tmp_path / out)]) == 2
+    assert (f"error: {tmp_path / out}: {where} {model}, which the export reads (writing there would change it); "
+            "choose a --out outside it") in capsys.readouterr().err  # fmt: skip
+    assert sorted(p.name for p in model.iterdir()) == before
 
 
 @pytest.mark.parametrize(

@@ -130,6 +130,21 @@ def test_source_markers_publish_in_adlnmts_format(imported: Path, tmp_path: Path
     assert "adlnmt's own format (MarianMT has no counterpart of source markers" in text
 
 
+@pytest.mark.parametrize(("out", "where"), [("model/card", "inside"), ("model/sub/../card", "inside"),
+                                            ("model/.", "the folder")])  # fmt: skip
+def test_an_out_inside_the_model_folder_is_refused(
+    out: str, where: str, imported: Path, tmp_path: Path, capsys
+) -> None:
+    """``--out`` inside the model folder was accepted: publish wrote its folder into the one it read."""
+    model = tmp_path / "model"
+    shutil.copytree(imported, model)
+    before = sorted(p.name for p in model.iterdir())
+    assert main(["publish", str(model), "--out", str(tmp_path / out)]) == 2
+    assert (f"error: {tmp_path / out}: {where} {model}, which publish reads (writing there would change it); "
+            "choose a --out outside it") in capsys.readouterr().err  # fmt: skip
+    assert sorted(p.name for p in model.iterdir()) == before
+
+
 CLAIM = {"first": "v", "second": "w", "tested_as": "v > w", "metric": "bleu", "test": "test", "verdict": "holds"}
 MALFORMED = {
     "metrics": ("model/metrics.jsonl", {"update": 2, "valid_ppl": "high"},

@@ -81,7 +81,7 @@ def add_commands(subparsers: Any) -> None:
         type=_positive_int,
         default=12000,
         help="training pairs (default 12000); refused where the files would not fit on the disk (about 100 bytes a "
-        "pair) or their generation in the available memory (about 550 bytes a pair)",
+        "pair) or their generation in the available memory (about 24 bytes a pair)",
     )
     demo.add_argument("--seed", type=flag_type(int, SEED), default=1, help="random seed (default 1)")
     demo.add_argument("--overwrite", action="store_true", help="replace corpus files already in --out")

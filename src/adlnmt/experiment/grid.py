@@ -366,7 +366,10 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
         reader.fail(f"{where}.scales", f"this grid defines no scales (no top-level 'scales:'), so a variant cannot "
                     f"choose one (given: {', '.join(map(str, given))}); define them under the top-level 'scales:', "
                     "or put their options in the variant's 'train:'")  # fmt: skip
-    scales = reader.mapping(block.get("scales") or {}, f"{where}.scales", context["scales"])
+    scales = reader.mapping(block.get("scales") or {}, f"{where}.scales")
+    for chosen in scales:
+        if chosen not in context["scales"]:
+            reader.unknown(f"{where}.scales", str(chosen), context["scales"], "scale")
     if scale in scales:
         at = f"{where}.scales.{scale}"
         train.update(_train_options(reader, reader.mapping(scales[scale], at, ("train",)).get("train"), f"{at}.train"))

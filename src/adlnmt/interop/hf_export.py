@@ -151,6 +151,6 @@ def export_marian(model_dir: str | Path, out: str | Path, checkpoint: str = "bes
     if quantize != "none":
         raise UserError(f"--quantize {quantize} with --format hf-marian: MarianMT exports are fp32; leave out "
                         "--quantize (or export --format onnx or ctranslate2 to quantize)")  # fmt: skip
-    check_new_directory(Path(out), WHAT)
+    check_new_directory(Path(out), WHAT, Path(model_dir))
     model, data, _ = ModelDir(model_dir).load_model(checkpoint)
     write_new_directory(Path(out), marian_writer(model, data), WHAT)
