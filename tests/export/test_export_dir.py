@@ -66,7 +66,7 @@ def test_out_must_not_be_the_model_directory_or_other_files(tiny_models, tmp_pat
     model_dir = tiny_models["transformer"]
     before = sorted(p.name for p in model_dir.rglob("*"))
     assert export(model_dir, model_dir, "onnx") == 2
-    assert f"error: {model_dir}: is the model directory" in capsys.readouterr().err
+    assert f"error: {model_dir}: the folder {model_dir}, which the export reads" in capsys.readouterr().err
     assert sorted(p.name for p in model_dir.rglob("*")) == before
     other = tmp_path / "notes"
     other.mkdir()
@@ -74,6 +74,20 @@ def test_out_must_not_be_the_model_directory_or_other_files(tiny_models, tmp_pat
     assert export(model_dir, other, "onnx") == 2
     assert "exists and is not an export directory" in capsys.readouterr().err
     assert [p.name for p in other.iterdir()] == ["todo.txt"]
+
+
+@pytest.mark.parametrize("export_format", ["onnx", "ctranslate2"])
+@pytest.mark.parametrize(("out", "where"), [("onnx", "inside"), ("sub/../onnx", "inside"), (".", "the folder")])
+def test_an_out_inside_the_model_folder_is_refused(
+    export_format: str, out: str, where: str, tiny_models, capsys
+) -> None:
+    """Only an ``--out`` equal to the model folder was refused: one inside it was written into the folder read."""
+    model_dir = tiny_models["transformer"]
+    before = sorted(model_dir.rglob("*")), contents(model_dir)
+    assert export(model_dir, model_dir / out, export_format) == 2
+    assert (f"error: {model_dir / out}: {where} {model_dir}, which the export reads (writing there would change it); "
+            "choose a --out outside it") in capsys.readouterr().err  # fmt: skip
+    assert (sorted(model_dir.rglob("*")), contents(model_dir)) == before
 
 
 def test_an_export_over_another_format_keeps_none_of_its_files(

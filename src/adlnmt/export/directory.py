@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from adlnmt.errors import UserError
 from adlnmt.inference.options import DEFAULT_OPTIONS
+from adlnmt.interop.staging import check_outside
 from adlnmt.store.atomic import fault_point, file_sha256, write_text_atomic
 from adlnmt.store.export_dir import FILE_HASHES, FORMAT_VERSION, is_export_dir
 from adlnmt.store.names import DIAGRAM, EXPORT_MANIFEST, VOCAB_DIR
@@ -130,10 +131,10 @@ def staged(out: Path, model_dir: Path | None) -> Iterator[Path]:
     previous export there is replaced whole); on failure or SIGTERM it is removed, with the parent directories it
     created, and ``out`` is left as it was (SIGTERM: said on stderr, then the process ends by the signal). An
     OSError becomes a UserError naming the file (or ``out``). What a killed export left beside ``out`` is tidied
-    first (:func:`tidy_leftovers`). Refuses an ``out`` that is the model directory, or a directory holding
-    something else than an export."""
-    if model_dir is not None and out.resolve() == model_dir.resolve():
-        raise UserError(f"{out}: is the model directory; choose another --out for the export")
+    first (:func:`tidy_leftovers`). Refuses an ``out`` that is the model directory or lies inside it
+    (:func:`~adlnmt.interop.staging.check_outside`), or a directory holding something else than an export."""
+    if model_dir is not None:
+        check_outside(out, model_dir, "the export")
     if out.parent.is_dir():
         tidy_leftovers(out)
     if out.exists() and not (out.is_dir() and (is_export_dir(out) or not any(out.iterdir()))):

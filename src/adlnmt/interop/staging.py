@@ -10,14 +10,21 @@ from pathlib import Path
 from adlnmt.errors import UserError
 
 
-def check_new_directory(out: Path, what: str, source: Path | None = None) -> None:
-    """Refuse ``out`` as the new directory of ``what`` (checked before anything is read or written): it is the folder
-    ``source`` read from or lies inside it (the output would change its input), it exists, or the folder it would be
-    made in is a file."""
-    if source is not None and source.resolve() in (target := out.resolve(), *target.parents):
+def check_outside(out: Path, source: Path, what: str) -> None:
+    """Refuse ``out`` as the output of ``what`` where it is the folder ``source`` that ``what`` reads or lies inside it
+    (after resolving links, ``.`` and ``..``): the output would change its input."""
+    if source.resolve() in (target := out.resolve(), *target.parents):
         where = "the folder" if target == source.resolve() else "inside"
         raise UserError(f"{out}: {where} {source}, which {what} reads (writing there would change it); choose a "
                         "--out outside it")  # fmt: skip
+
+
+def check_new_directory(out: Path, what: str, source: Path | None = None) -> None:
+    """Refuse ``out`` as the new directory of ``what`` (checked before anything is read or written): it is the folder
+    ``source`` read from or lies inside it (:func:`check_outside`), it exists, or the folder it would be made in is a
+    file."""
+    if source is not None:
+        check_outside(out, source, what)
     if out.exists():
         raise UserError(f"{out}: exists; choose a new --out ({what} never overwrites)")
     parent = next((folder for folder in out.parents if folder.exists()), None)
