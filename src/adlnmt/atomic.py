@@ -6,6 +6,7 @@ old file or the new one, never a torn one. Every atomic write passes the fault-i
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
@@ -65,6 +66,41 @@ def _make_folder(path: Path) -> None:
 
 def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` is running (another user's included)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # OverflowError: a PID no process can have
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def left_by_a_gone_process(path: Path) -> bool:
+    """Whether the temporary ``path``, named for the process that made it (``.NAME.tmp-PID``, :func:`atomic_write`;
+    other writers' ``.NAME.KIND-PID``), was left by a process that is no longer running (killed mid-write): never
+    this process's, nor a live one's."""
+    pid = path.name.rpartition("-")[2]
+    return pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid))
+
+
+def remove_stale_temporaries(paths: Sequence[Path]) -> list[Path]:
+    """Remove the temporaries of ``paths`` that writes killed before their rename left beside them (of a process no
+    longer running: :func:`left_by_a_gone_process`); returns them. One that cannot be removed is a UserError."""
+    removed = []
+    for path in paths:
+        for tmp in sorted(path.parent.glob(f".{glob.escape(path.name)}.tmp-*")):
+            if tmp.is_file() and left_by_a_gone_process(tmp):
+                try:
+                    tmp.unlink(missing_ok=True)
+                except OSError as err:
+                    raise UserError(f"{tmp}: cannot remove this temporary left by a killed write of {path.name} "
+                                    f"({err.strerror or err})") from None  # fmt: skip
+                removed.append(tmp)
+    return removed
 
 
 def _failed(path: Path, err: OSError | SafetensorError) -> UserError:

@@ -216,6 +216,29 @@ def test_no_file_is_replaced_until_all_are_complete(
     assert sorted(path.name for path in out.iterdir()) == sorted(FILES)
 
 
+def test_a_killed_runs_temporaries_are_removed_by_the_next_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run killed before its renames left its six temporaries (``.NAME.tmp-PID``, ~5 GiB at ``--size``
+    50,000,000) and nothing removed them. The next run into the folder removes those of a process no longer
+    running, and says so, before the free space is checked; a running process's are kept."""
+    from adlnmt.atomic import process_alive
+    from adlnmt.cli import main
+
+    out = tmp_path / "corpus"
+    out.mkdir()
+    dead = next(pid for pid in range(2**22 - 1, 1, -1) if not process_alive(pid))
+    stale = [out / f".{name}.tmp-{dead}" for name in FILES]
+    live = out / f".train.src.tmp-{os.getppid()}"
+    other = out / f".notes.txt.tmp-{dead}"
+    for path in (*stale, live, other):
+        path.write_text("half a corpus")
+    assert main(["demo-corpus", "--out", str(out), "--size", "100"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"removed {path}, left by a demo-corpus run that was killed" for path in stale]
+    assert sorted(path.name for path in out.iterdir()) == sorted([*FILES, live.name, other.name])
+
+
 def test_a_size_that_would_not_fit_is_refused_before_writing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from adlnmt.atomic import process_alive, remove_stale_temporaries
 from adlnmt.errors import UserError
 from adlnmt.store.atomic import (
     FAULT_HOOK,
@@ -117,3 +119,26 @@ def test_copy_atomic_names_a_missing_source_not_its_target(tmp_path: Path) -> No
     with pytest.raises(UserError, match=f"^{tmp_path / 'missing'}: cannot read \\(No such file or directory\\)$"):
         copy_atomic(tmp_path / "missing", tmp_path / "out" / "c")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b"]
+
+
+def a_dead_pid() -> int:
+    """A PID no process has now (``os.kill(pid, 0)`` finds none)."""
+    return next(pid for pid in range(2**22 - 1, 1, -1) if not process_alive(pid))
+
+
+def test_only_the_temporaries_of_gone_processes_are_removed(tmp_path: Path) -> None:
+    """A write killed before its rename left ``.NAME.tmp-PID`` behind, and nothing removed it; a temporary of this
+    process or of another running one (a write under way) is kept, as is one of another file or a folder."""
+    dead = a_dead_pid()
+    stale = [tmp_path / f".train.src.tmp-{dead}", tmp_path / "sub" / f".a b[1].tmp-{dead}"]
+    kept = [tmp_path / f".train.src.tmp-{os.getpid()}", tmp_path / f".train.src.tmp-{os.getppid()}",
+            tmp_path / ".train.src.tmp-x", tmp_path / f".notes.tmp-{dead}"]  # fmt: skip
+    for path in stale + kept:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("half")
+    (tmp_path / f".valid.src.tmp-{dead}").mkdir()
+    paths = [tmp_path / "train.src", tmp_path / "sub" / "a b[1]", tmp_path / "valid.src"]
+    assert remove_stale_temporaries(paths) == stale
+    assert [path.exists() for path in stale + kept] == [False, False, True, True, True, True]
+    assert (tmp_path / f".valid.src.tmp-{dead}").is_dir()
+    assert not process_alive(2**80)

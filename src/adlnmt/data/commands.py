@@ -145,9 +145,12 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_corpus(args: argparse.Namespace) -> int:
-    """Write the toy corpus and print the file names and sizes."""
+    """Write the toy corpus and print the file names and sizes. The temporaries a killed run left beside the files
+    are removed first (said on stderr), before the free space is checked."""
+    import sys
     from pathlib import Path
 
+    from adlnmt.atomic import remove_stale_temporaries
     from adlnmt.data.demo import check_room, write_demo_corpus
 
     if not args.out:
@@ -158,6 +161,8 @@ def cmd_demo_corpus(args: argparse.Namespace) -> int:
     existing = [name for name in DEMO_FILES if (out / name).exists()]
     if existing and not args.overwrite:
         raise DataError(f"already holds {', '.join(existing)}; pass --overwrite to replace them", out)
+    for tmp in remove_stale_temporaries([out / name for name in DEMO_FILES]):
+        print(f"removed {tmp}, left by a demo-corpus run that was killed", file=sys.stderr)
     check_room(out, args.size)
     sizes = write_demo_corpus(out, size=args.size, seed=args.seed)
     for split, count in sizes.items():

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from adlnmt.atomic import left_by_a_gone_process
 from adlnmt.errors import UserError
 from adlnmt.inference.options import DEFAULT_OPTIONS
 from adlnmt.interop.staging import check_outside
@@ -100,24 +101,13 @@ def _terminate(number: int, frame: FrameType | None) -> None:
     raise Terminated
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
 def tidy_leftovers(out: Path) -> None:
     """What an export killed by SIGKILL left beside ``out``: its temporary directory is removed and, where it was
     killed between moving the previous export aside and renaming the new one into place, the previous export is put
     back. Leftovers of a process still running (another export to ``out``) are left alone."""
     for kind in ("old", "tmp"):  # the previous export back first
         for path in sorted(out.parent.glob(f".{out.name}.{kind}-*")):
-            pid = path.name.rpartition("-")[2]
-            if not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
+            if not left_by_a_gone_process(path):
                 continue
             if kind == "old" and not out.exists():
                 path.rename(out)
