@@ -264,5 +264,28 @@ def test_a_size_that_would_not_fit_is_refused_before_writing(
             "more than the 1.0 GiB available; lower --size") in capsys.readouterr().err  # fmt: skip
     assert not (tmp_path / "new").exists()
     monkeypatch.setattr("adlnmt.data.demo.write_demo_corpus", write_demo_corpus)
-    assert main(["demo-corpus", "--out", str(out), "--size", "100"]) == 0  # 220 pairs: 22 kB on disk, 5 kB memory
+    assert main(["demo-corpus", "--out", str(out), "--size", "100"]) == 0  # 200 pairs: 20 kB on disk, 5 kB memory
     assert sorted(path.name for path in out.iterdir()) == sorted(FILES)
+
+
+def test_overwrite_needs_room_for_the_whole_new_corpus_beside_the_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--overwrite`` keeps the files it replaces until the new ones are complete (each is renamed over its old file
+    at the end), so the disk holds both at the peak: the free space, which the old files already take from, must
+    hold the new corpus in full; the old files' size is not counted as room."""
+    from adlnmt.cli import main
+
+    out = tmp_path / "corpus"
+    write_demo_corpus(out, size=100, seed=1)
+    before = {name: (out / name).read_bytes() for name in FILES}
+    need = 200 * 100  # --size 100: 200 pairs (100 + 50 + 50), PAIR_DISK_BYTES each
+    assert sum(map(len, before.values())) + need - 1 > need  # the old files' room would make it fit
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=need - 1))
+    assert main(["demo-corpus", "--out", str(out), "--size", "100", "--seed", "2", "--overwrite"]) == 2
+    assert "error: --size 100: the corpus (200 pairs) would take about" in capsys.readouterr().err
+    assert {name: (out / name).read_bytes() for name in FILES} == before
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=need))
+    assert main(["demo-corpus", "--out", str(out), "--size", "100", "--seed", "2", "--overwrite"]) == 0
+    assert {name: (out / name).read_bytes() for name in FILES} != before

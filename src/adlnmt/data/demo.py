@@ -228,7 +228,9 @@ def split_sizes(size: int) -> dict[str, int]:
 def check_room(out_dir: str | Path, size: int) -> None:
     """UserError naming ``--size`` when the corpus of ``size`` training pairs would not fit: its files in the free
     disk space under ``out_dir`` (its nearest existing folder), or its generator in the available memory (where that
-    can be told). A huge ``--size`` otherwise filled the disk (or memory) beside whatever else runs on the machine."""
+    can be told). A huge ``--size`` otherwise filled the disk (or memory) beside whatever else runs on the machine.
+    Files it replaces (``--overwrite``) are not counted as room: they stay until the new ones are complete and renamed
+    over them (:func:`~adlnmt.atomic.atomic_text_streams`), so the free space must hold the new files in full."""
     pairs = sum(split_sizes(size).values())
     folder = Path(out_dir).absolute()
     while not folder.exists() and folder != folder.parent:
