@@ -188,6 +188,15 @@ def test_temperature_and_weights_set_the_epoch_counts() -> None:
     assert epoch_counts([900, 600], [2e307, 6e307], 1.0) == [500, 1000]  # the ratio is what counts
 
 
+@pytest.mark.parametrize("temperature", [1e-3, 1e-4, 1e-9])
+def test_a_small_temperature_draws_the_largest_corpus_alone(temperature: float) -> None:
+    """T → 0: every pair from the corpus of the largest weight × size (the shares' powers underflowed to 0 / 0,
+    which made negative counts and an epoch of no batches, over and over)."""
+    assert epoch_counts([900, 600], [1.0, 1.0], temperature) == [1500, 0]
+    assert epoch_counts([900, 600], [1.0, 3.0], temperature) == [0, 1500]
+    assert epoch_counts([600, 600, 300], [1.0, 1.0, 1.0], temperature) == [750, 750, 0]  # a tie shares
+
+
 def test_weighted_epochs_draw_the_planned_proportions(corpora: dict[str, Path]) -> None:
     train = train_data(corpora["many"], weighted=True)  # a-x: 900 pairs weight 1, b-x: 600 pairs weight 2
     plan = EpochPlan(train, 300, seed=1, buffer=400, temperature=1.0)
