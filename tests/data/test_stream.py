@@ -188,6 +188,15 @@ def test_temperature_and_weights_set_the_epoch_counts() -> None:
     assert epoch_counts([900, 600], [2e307, 6e307], 1.0) == [500, 1000]  # the ratio is what counts
 
 
+@pytest.mark.parametrize("temperature", [1e-3, 1e-4, 1e-9])
+def test_a_small_temperature_draws_the_largest_corpus_alone(temperature: float) -> None:
+    """T → 0: every pair from the corpus of the largest weight × size (the shares' powers underflowed to 0 / 0,
+    which made negative counts and an epoch of no batches, over and over)."""
+    assert epoch_counts([900, 600], [1.0, 1.0], temperature) == [1500, 0]
+    assert epoch_counts([900, 600], [1.0, 3.0], temperature) == [0, 1500]
+    assert epoch_counts([600, 600, 300], [1.0, 1.0, 1.0], temperature) == [750, 750, 0]  # a tie shares
+
+
 def test_weighted_epochs_draw_the_planned_proportions(corpora: dict[str, Path]) -> None:
     train = train_data(corpora["many"], weighted=True)  # a-x: 900 pairs weight 1, b-x: 600 pairs weight 2
     plan = EpochPlan(train, 300, seed=1, buffer=400, temperature=1.0)
@@ -265,3 +274,50 @@ def test_only_the_shards_of_the_current_window_stay_open(corpora: dict[str, Path
     assert held == set(range(5)) and len(train._open) < 5
     first = plan.window_batches(0, 0)[0]
     assert collate(train, first).src.tolist() == collate(train_data(corpora["many"]), first).src.tolist()
+
+
+def test_weighted_positions_resume_to_the_same_batches_on_every_rank(corpora: dict[str, Path]) -> None:
+    """With the corpora's own weights (b-x upsampled: a second pass over it) and two ranks, every rank resumed at
+    any of its positions reads the batches it would have read."""
+    for rank in range(2):
+        plan = EpochPlan(train_data(corpora["many"], weighted=True), 300, 4, 400, 1.0, rank=rank, world=2)
+        straight, positions, batches = EpochBatches(plan, 1), [], []
+        while not straight.done:
+            positions.append(straight.position)
+            batches.append(straight.take(1)[0])
+        assert len({w for w, _, _ in positions}) == plan.windows == 4
+        for k, (window, dealt, batch) in enumerate(positions):
+            resumed = EpochPlan(train_data(corpora["many"], weighted=True), 300, 4, 400, 1.0, rank=rank, world=2)
+            rest = list(EpochBatches(resumed, 1, window, batch, dealt))
+            assert len(rest) == len(batches) - k
+            assert all(np.array_equal(a, b) for a, b in zip(rest, batches[k:], strict=True))
+
+
+def test_every_pair_keeps_its_corpus_tag_through_shuffled_windows(tmp_path: Path) -> None:
+    """Target tags (several target languages): each pair a batch collates starts with its own corpus's tag, whatever
+    shards and corpora the windows mix."""
+    write_demo_corpus(tmp_path / "demo", size=600, seed=5)
+    src, tgt = (tmp_path / "demo" / f"train.{side}" for side in ("src", "tgt"))
+    lines = {side: path.read_text().splitlines() for side, path in (("src", src), ("tgt", tgt))}
+    parts = []
+    for name, part, weight in (("de-en", slice(0, 350), 1.0), ("en-de", slice(350, 500), 3.0),
+                               ("de-fr", slice(500, 600), 2.0)):  # fmt: skip
+        files = [write_lines(tmp_path / f"{name}.{side}", lines[side][part]) for side in ("src", "tgt")]
+        parts.append(Corpus(name, *files, weight))
+    valid = [Corpus("de-en", tmp_path / "demo" / "valid.src", tmp_path / "demo" / "valid.tgt")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(prepare_module, "CHUNK_PAIRS", 50)
+        prepare(out_dir=tmp_path / "data", corpora=parts, valid=valid, vocab_size=200, shard_size=100,
+                target_tags=True)  # fmt: skip
+    data = DataDir.load(tmp_path / "data")
+    tags = [data.src_vocab.tag_id(f"<2{language}>") for language in ("en", "de", "fr")]
+    assert len(set(tags)) == 3 and len(data.shards("train")) == 7
+    train = ShardedTrainData(data)
+    bounds = np.cumsum([c.pairs for c in train.corpora])
+    plan = EpochPlan(train, 300, seed=2, buffer=230, temperature=1.5)
+    seen = Counter()
+    for batch in EpochBatches(plan, 1):
+        owners = np.searchsorted(bounds, batch, side="right")
+        assert collate(train, batch).src[:, 0].tolist() == [tags[k] for k in owners]
+        seen.update(owners.tolist())
+    assert sorted(seen) == [0, 1, 2] and sum(seen.values()) == 600

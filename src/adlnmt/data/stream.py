@@ -38,11 +38,15 @@ _SHARD_ORDER, _PAIR_ORDER = 1_000_003, 2_000_003  # seed tags of the shard and p
 
 
 def epoch_counts(sizes: list[int], weights: list[float], temperature: float) -> list[int]:
-    """Pairs per corpus in one epoch (module docstring): the sizes themselves when the shares are proportional."""
+    """Pairs per corpus in one epoch (module docstring): the sizes themselves when the shares are proportional. The
+    shares are computed from logarithms, so that a small temperature tends to all pairs from the largest mass (the
+    powers of the shares would underflow to 0 / 0)."""
     total = sum(sizes)
     relative = np.array(weights, dtype=np.float64) / max(weights)  # at most 1: weight × pairs never overflows
     mass = relative * np.array(sizes, dtype=np.float64)
-    shares = (mass / mass.sum()) ** (1.0 / temperature)
+    with np.errstate(divide="ignore"):  # a weight below the smallest double relative to the largest: share 0
+        scaled = np.where(mass > 0, np.log(mass) / temperature, -np.inf)
+    shares = np.exp(scaled - scaled.max())
     shares /= shares.sum()
     if np.allclose(shares, np.array(sizes) / total, rtol=0, atol=1e-12):
         return list(sizes)
