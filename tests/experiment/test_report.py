@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from adlnmt.experiment.report import (
+    add_significance,
     compute_line,
     decoding_conditions,
     device_time,
@@ -19,6 +20,7 @@ from adlnmt.experiment.report import (
     markdown_table,
     paper_agreement,
     runs_csv,
+    significance_table,
     time_cell,
     time_mean,
     timing_processors,
@@ -190,3 +192,31 @@ def test_an_unfinished_run_says_whether_its_folder_is_here(tmp_path: Path) -> No
     assert "not started in" in unfinished_line(run)
     run.log.write_text("update 2/6\nresuming\n", encoding="utf-8")
     assert "failed or interrupted" in unfinished_line(run) and "resuming" in unfinished_line(run)
+
+
+def test_a_row_of_one_seed_is_not_marked_different_from_the_baseline(tmp_path: Path) -> None:
+    """A row of one seed has no seed variance to draw (it is unknown): its interval holds the sentences alone, so no †
+    (the claims read such a row *inconclusive: one seed*); with two seeds the same outputs are tested."""
+    references = [f"the dog number {i} runs across the green field ." for i in range(40)]
+    reference = tmp_path / "test.ref"
+    reference.write_text("\n".join(references) + "\n", encoding="utf-8")
+    garbled = [line if i % 2 else "a cat sleeps ." for i, line in enumerate(references)]
+    short = "the dog runs ."
+    outputs = {("base", 1): references, ("base", 2): [*references[:-1], short], ("base", 3): [short, *references[1:]],
+               ("worse", 1): garbled, ("worse", 2): [*garbled[:-1], short]}  # fmt: skip
+    finished = {}
+    for (name, seed), lines in outputs.items():
+        folder = tmp_path / name / str(seed)
+        (folder / "hyp").mkdir(parents=True)
+        (folder / "hyp" / "test.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        finished[(name, seed)] = (folder, run_result(seed))
+    scorer = Scorer({"test": (reference, reference)}, 2_000)
+    for seeds, significant in (([1], False), ([1, 2], True)):
+        grid = SimpleNamespace(baseline="base", tests=[SimpleNamespace(name="test")], metrics=["bleu"],
+                               seeds=[1, 2, 3])  # fmt: skip
+        rows = [Row("base", [], 3), Row("worse", [], 3)]
+        add_significance(grid, rows, {k: v for k, v in finished.items() if k[0] == "base" or k[1] in seeds}, scorer)
+        mark = rows[1].significance[("test", "bleu")]
+        assert mark["interval"][1] < 0 and mark["p_value"] < 0.05  # the sentences alone exclude 0
+        assert mark["significant"] is significant
+        assert ("not tested: one seed" in significance_table(rows)) is not significant

@@ -387,3 +387,15 @@ def test_the_speed_table_keeps_processors_apart_and_leaves_out_timings_beside_ot
     assert "alone,torch,5,1,AMD EPYC (AVX2),100," in "\n".join(lines) and lines[-1].endswith(",yes,30.00")
     alone = speed.speed_section(grid, [run for run in runs if run.variant.name == "alone"], out)
     assert "No finished run timed yet" not in alone[-1] and "Left out" in alone[-1]  # said, with no table
+
+
+def test_the_speed_table_takes_the_run_as_its_unit(tmp_path: Path) -> None:
+    """Two runs of three repeats each were pooled as six independent repeats: [1.00, 3.20] read as a 97 % interval of
+    the median, though the repeats of a run share its session; the runs' median repeats are the unit now (two of
+    them: [1.10, 3.10], 50 %), and one run keeps its repeats' interval."""
+    grid = timed_grid(tmp_path, [])
+    seconds = {("fast", 1): (1.0, 1.1, 1.2), ("fast", 2): (3.0, 3.1, 3.2), ("slow", 1): (4.0, 5.0, 6.0)}
+    runs = time_runs(grid, tmp_path / "out", seconds)
+    section = "\n".join(speed.speed_section(grid, runs, tmp_path / "report"))
+    assert "| fast | torch | 5 | 30.00 | 47.6 | 2.10 [1.10, 3.10] (50%) | 2 × 3 |" in section
+    assert "| slow | torch | 5 | 30.00 | 20.0 | 5.00 [4.00, 6.00] (75%) | 1 × 3 |" in section

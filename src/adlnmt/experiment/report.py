@@ -5,7 +5,8 @@ with the table and the plots.
 Significance: every variant against the baseline, the difference of the means with its 95 % interval and centred
 two-sided p from the two-level bootstrap (test sentences, then a Student-t seed level) of
 :mod:`adlnmt.verdicts.statistics`; a cell is marked † when the interval excludes 0 and p < 0.05 (one comparison at
-a time, unadjusted: the claims carry Holm's adjustment).
+a time, unadjusted: the claims carry Holm's adjustment) and both rows have at least ``MIN_SEEDS`` seeds there (a row
+of one seed adds no seed variance, which is unknown, so its interval holds the sentences' variation alone).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from adlnmt.verdicts.ranks import spearman
 from adlnmt.verdicts.statistics import (
     ALPHA,
     LOWER_IS_BETTER,
+    MIN_SEEDS,
     RunScores,
     Scorer,
     assess,
@@ -97,7 +99,8 @@ def finished_runs(runs: list[Run]) -> Finished:
 def add_significance(grid: Grid, rows: list[Row], finished: Finished, scorer: Scorer) -> None:
     """Every variant against the baseline on every test set and metric: the difference of the means with its 95 %
     interval and centred two-sided p from the two-level bootstrap of :mod:`adlnmt.verdicts.statistics`, over the
-    seeds of each row evaluated on the test set."""
+    seeds of each row evaluated on the test set; significant only where both rows have ``MIN_SEEDS`` seeds there
+    (``one_seed`` otherwise: the interval lacks the unknown seed variance of a row of one seed, as a claim's would)."""
     if grid.baseline is None:
         return
 
@@ -115,9 +118,11 @@ def add_significance(grid: Grid, rows: list[Row], finished: Finished, scorer: Sc
                 if not ours or not theirs:
                     continue
                 tested = assess("better", two_level(ours, theirs))  # variant − baseline, two-sided
+                one_seed = min(tested.seeds) < MIN_SEEDS
                 row.significance[(test.name, metric)] = {
                     "difference": tested.effect, "interval": tested.interval, "p_value": tested.p_value,
-                    "seeds": tested.seeds, "significant": tested.supports is not None and tested.p_value < ALPHA,
+                    "seeds": tested.seeds, "one_seed": one_seed,
+                    "significant": tested.supports is not None and tested.p_value < ALPHA and not one_seed,
                 }  # fmt: skip
 
 
@@ -326,6 +331,8 @@ def significance_table(rows: list[Row]) -> str:
             low, high = mark["interval"]
             better = (mark["difference"] > 0) != (metric in LOWER_IS_BETTER)
             verdict = f"yes ({'better' if better else 'worse'})" if mark["significant"] else "no"
+            if mark.get("one_seed"):
+                verdict = "not tested: one seed (its seed variance is unknown; the interval holds the sentences alone)"
             lines.append(f"| {row.name} | {test} | {SHORT[metric]} | {mark['seeds'][0]}, {mark['seeds'][1]} | "
                          f"{mark['difference']:+.2f} [{low:+.2f}, {high:+.2f}] | {mark['p_value']:.4f} | "
                          f"{verdict} |")  # fmt: skip

@@ -295,11 +295,15 @@ class Point:
 
     @property
     def seconds(self) -> list[float]:
-        return [s for m in self.by_seed.values() for s in m.seconds]
+        """The repeats of one timed run; of several, each run's median repeat: the run is the unit (its repeats
+        share its session's conditions, so pooling them as independent overstated the interval's coverage)."""
+        if len(self.by_seed) == 1:
+            return list(next(iter(self.by_seed.values())).seconds)
+        return [statistics.median(m.seconds) for m in self.by_seed.values()]
 
     @property
     def sentences_per_s(self) -> float:
-        """Sentences per second at the median of every repeat of every timed run."""
+        """Sentences per second at the median of :attr:`seconds`."""
         sentences = next(iter(self.by_seed.values())).sentences
         return sentences / statistics.median(self.seconds)
 
@@ -429,8 +433,9 @@ def speed_section(grid: Any, runs: list[Any], out: Path) -> list[str]:
         f"thread(s){f' and {spec.workers} workers' if spec.workers > 1 else ''}, {spec.repeats} "
         f"repeats per run, runs timed one after another with adlnmt training on the machine stopped; machine(s): "
         + "; ".join(f"{processor}, {threads} thread(s)" for processor, threads in sorted(machines, key=str))
-        + ". sent/s: sentences over the median of every repeat of the variant's timed runs on that processor; the "
-        "interval is of order statistics of those repeats, with its coverage of the median. "
+        + ". sent/s: sentences over the median repeat of the variant's one timed run on that processor, or over the "
+        "median of its timed runs' median repeats (the run is the unit: a run's repeats share its session); the "
+        "interval is of order statistics of those repeats (or run medians), with its coverage of the median. "
         f"{grid.metrics[0]}: of the timed output itself (the engine in {spec.precision}), the mean over the runs. "
         f"Pareto ●: no other variant and engine of that beam{' and processor' if several else ''} is at least as "
         "fast and as good. speed.csv has each run.",
