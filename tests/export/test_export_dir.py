@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from adlnmt.atomic import process_alive
 from adlnmt.cli import main
 from adlnmt.errors import UserError
 from adlnmt.export import formats
@@ -180,3 +181,21 @@ def test_sigterm_and_sigkill_during_an_export_leave_the_previous_one_and_no_temp
     assert export(model_dir, out, "onnx") == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert contents(out) == before
+
+
+def test_tidying_touches_only_the_leftovers_of_its_own_out(tmp_path: Path) -> None:
+    """``--out`` names holding glob characters, and another export's leftovers whose name starts like ours, are
+    told apart: only ``.OUT.KIND-PID`` of a gone process is tidied (a sibling ``a.old-x``'s moved-aside export was
+    put back as ``a``)."""
+    from adlnmt.export.directory import tidy_leftovers
+
+    dead = next(pid for pid in range(2**22 - 1, 1, -1) if not process_alive(pid))
+    for name in ("a", "b[1]"):
+        out = tmp_path / name
+        ours, sibling, other = (tmp_path / f".{name}.tmp-{dead}", tmp_path / f".{name}.old-x.old-{dead}",
+                                tmp_path / f".{name[0]}.tmp-{dead}")  # fmt: skip
+        for folder in (ours, sibling, other):
+            folder.mkdir(exist_ok=True)
+        tidy_leftovers(out)
+        assert not ours.exists() and sibling.is_dir() and not out.exists()
+        assert other.is_dir() or name == "a"  # '.b.tmp-PID' belongs to an export to 'b', not to 'b[1]'

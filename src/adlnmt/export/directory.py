@@ -8,6 +8,7 @@ An export is written to a temporary directory beside ``--out`` and renamed into 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -106,8 +107,8 @@ def tidy_leftovers(out: Path) -> None:
     killed between moving the previous export aside and renaming the new one into place, the previous export is put
     back. Leftovers of a process still running (another export to ``out``) are left alone."""
     for kind in ("old", "tmp"):  # the previous export back first
-        for path in sorted(out.parent.glob(f".{out.name}.{kind}-*")):
-            if not left_by_a_gone_process(path):
+        for path in sorted(out.parent.glob(f".{glob.escape(out.name)}.{kind}-*")):
+            if not path.name.removeprefix(f".{out.name}.{kind}-").isdigit() or not left_by_a_gone_process(path):
                 continue
             if kind == "old" and not out.exists():
                 path.rename(out)
