@@ -87,13 +87,24 @@ def left_by_a_gone_process(path: Path) -> bool:
     return pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid))
 
 
+def leftovers_of_gone_processes(path: Path, kind: str) -> list[Path]:
+    """The ``.NAME.KIND-PID`` beside ``path`` (NAME its name, matched literally; PID all digits) left by processes no
+    longer running (:func:`left_by_a_gone_process`), sorted; files and folders alike."""
+    prefix = f".{path.name}.{kind}-"
+    return [
+        found
+        for found in sorted(path.parent.glob(f"{glob.escape(prefix)}*"))
+        if found.name.removeprefix(prefix).isdigit() and left_by_a_gone_process(found)
+    ]
+
+
 def remove_stale_temporaries(paths: Sequence[Path]) -> list[Path]:
     """Remove the temporaries of ``paths`` that writes killed before their rename left beside them (of a process no
-    longer running: :func:`left_by_a_gone_process`); returns them. One that cannot be removed is a UserError."""
+    longer running: :func:`leftovers_of_gone_processes`); returns them. One that cannot be removed is a UserError."""
     removed = []
     for path in paths:
-        for tmp in sorted(path.parent.glob(f".{glob.escape(path.name)}.tmp-*")):
-            if tmp.is_file() and left_by_a_gone_process(tmp):
+        for tmp in leftovers_of_gone_processes(path, "tmp"):
+            if tmp.is_file():
                 try:
                     tmp.unlink(missing_ok=True)
                 except OSError as err:

@@ -8,7 +8,6 @@ An export is written to a temporary directory beside ``--out`` and renamed into 
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from adlnmt.atomic import left_by_a_gone_process
+from adlnmt.atomic import leftovers_of_gone_processes
 from adlnmt.errors import UserError
 from adlnmt.inference.options import DEFAULT_OPTIONS
 from adlnmt.interop.staging import check_outside
@@ -107,9 +106,7 @@ def tidy_leftovers(out: Path) -> None:
     killed between moving the previous export aside and renaming the new one into place, the previous export is put
     back. Leftovers of a process still running (another export to ``out``) are left alone."""
     for kind in ("old", "tmp"):  # the previous export back first
-        for path in sorted(out.parent.glob(f".{glob.escape(out.name)}.{kind}-*")):
-            if not path.name.removeprefix(f".{out.name}.{kind}-").isdigit() or not left_by_a_gone_process(path):
-                continue
+        for path in leftovers_of_gone_processes(out, kind):
             if kind == "old" and not out.exists():
                 path.rename(out)
             else:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from adlnmt.atomic import leftovers_of_gone_processes
 from adlnmt.errors import UserError
 
 
@@ -32,11 +34,23 @@ def check_new_directory(out: Path, what: str, source: Path | None = None) -> Non
         raise UserError(f"{out}: cannot write {what}: {parent} is not a folder")
 
 
+def remove_stale_directories(out: Path) -> None:
+    """Remove the temporary directories ``.OUT.tmp-PID`` that runs killed before their rename (SIGKILL) left beside
+    ``out``, of processes no longer running (:func:`~adlnmt.atomic.leftovers_of_gone_processes`); each is said on
+    stderr. One that cannot be removed is left (it does not stand in the way)."""
+    for temporary in leftovers_of_gone_processes(out, "tmp"):
+        shutil.rmtree(temporary, ignore_errors=True)
+        if not temporary.exists():
+            print(f"removed {temporary}, left by a run that was killed", file=sys.stderr)
+
+
 def write_new_directory(out: Path, fill: Callable[[Path], None], what: str) -> None:
-    """``fill(temporary)`` then rename it to ``out``; ``out`` must not exist (never overwritten). On any failure the
-    temporary directory is removed and ``out`` does not exist; an OSError becomes a UserError naming the file (as
-    it would be named in ``out``)."""
+    """``fill(temporary)`` then rename it to ``out``; ``out`` must not exist (never overwritten). What killed runs
+    left beside ``out`` is removed first (:func:`remove_stale_directories`). On any failure the temporary directory
+    is removed and ``out`` does not exist; an OSError becomes a UserError naming the file (as it would be named in
+    ``out``)."""
     check_new_directory(out, what)
+    remove_stale_directories(out)
     temporary = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(temporary, ignore_errors=True)
     try:
