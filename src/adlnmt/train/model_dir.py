@@ -21,6 +21,7 @@ from adlnmt.store import ModelDir
 from adlnmt.store.atomic import copy_atomic, file_sha256
 from adlnmt.store.model_dir import check_vocabulary_files
 from adlnmt.train.config import TrainConfig
+from adlnmt.train.init_from import MODEL_KEPT_OPTIONS
 
 # Training options that may change when a run is resumed (how long and where it runs and what it shows, not the
 # model or the data order); a change is recorded in metrics.jsonl and config.json (changed_settings).
@@ -99,7 +100,10 @@ def check_same_run(model_dir: Path, train: dict[str, Any], model: ModelConfig, d
         return
     stored = read_stored_config(model_dir)
     before = stored["train"]
-    fixed = (k for k in train if k not in RESUMABLE_CHANGES | PATH_OPTIONS)
+    # A run started with --init-from recorded the defaults of MODEL's sizes before they were recorded true: those are
+    # compared through the "model" entry alone.
+    skipped = RESUMABLE_CHANGES | PATH_OPTIONS | (MODEL_KEPT_OPTIONS if train.get("init_from") else frozenset())
+    fixed = (k for k in train if k not in skipped)
     changed = sorted(k for k in fixed if before.get(k) != train[k])
     same_data = stored.get("data_digest") == data_digest(data)
     if changed or not same_data or stored["model"] != model.to_dict():

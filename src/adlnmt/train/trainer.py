@@ -40,7 +40,7 @@ from adlnmt.store.names import VOCAB_HASHES
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.device import pick_device, precision_setup, use_deterministic_kernels
-from adlnmt.train.init_from import check_same_source, init_model_config, initialise_from
+from adlnmt.train.init_from import check_same_source, init_model_config, initialise_from, recorded_options
 from adlnmt.train.launch import adopt_slurm_environment
 from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
@@ -199,6 +199,8 @@ class Trainer:
             if config.init_from
             else config.model_config(self.data.src_vocab.size, self.data.tgt_vocab.size)
         )
+        if config.init_from:  # the sizes MODEL brings, not the defaults, in config.json and compared on resume
+            self.config = config = recorded_options(config, self.model_config)
         check_same_run(self.dir, asdict(config), self.model_config, self.data)
         self.vocab_hashes = own_vocabularies(self.dir, self.data)
         torch.manual_seed(config.seed)
