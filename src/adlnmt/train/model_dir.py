@@ -17,7 +17,7 @@ from typing import Any
 from adlnmt.data.data_dir import MANIFEST, DataDir
 from adlnmt.errors import UserError
 from adlnmt.model_config import ModelConfig
-from adlnmt.store import ModelDir
+from adlnmt.store import ModelDir, names
 from adlnmt.store.atomic import copy_atomic, file_sha256
 from adlnmt.store.model_dir import check_vocabulary_files
 from adlnmt.train.config import TrainConfig
@@ -83,6 +83,25 @@ def write_vocabularies(data: DataDir, model_dir: Path) -> None:
         return
     for name in vocabulary_files(data):
         copy_atomic(data.path / name, files.vocab_dir / name)
+
+
+# What a model directory holds before its config.json is written (a run killed while it started): the names it
+# writes, and the temporaries of atomic writes cut short.
+MODEL_DIR_ENTRIES = frozenset({names.LOCK, names.TENSORBOARD_DIR, names.VOCAB_DIR, names.CHECKPOINTS_DIR,
+                               names.STATES_DIR, names.METRICS, names.INIT_FROM, names.BEST + names.WEIGHTS_SUFFIX,
+                               names.AVERAGED + names.WEIGHTS_SUFFIX})  # fmt: skip
+
+
+def check_model_folder(model_dir: Path) -> None:
+    """Refuse ``--model`` naming a folder that holds anything but a model directory's own files (e.g. the data
+    folder): training would write into it. A missing or empty folder, or a model directory (to resume), is fine."""
+    if not model_dir.is_dir() or ModelDir(model_dir).exists():
+        return
+    foreign = sorted(p.name for p in model_dir.iterdir() if p.name not in MODEL_DIR_ENTRIES and ".tmp-" not in p.name)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise UserError(f"{model_dir}: not empty and not a model directory (no {names.CONFIG}; it holds {shown}); "
+                        "--model needs a new or empty folder, or a model directory to resume")  # fmt: skip
 
 
 def read_stored_config(model_dir: Path) -> dict[str, Any]:

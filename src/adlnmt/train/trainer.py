@@ -46,6 +46,7 @@ from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
 from adlnmt.train.model_dir import (
     changed_settings,
+    check_model_folder,
     check_same_run,
     data_digest,
     own_vocabularies,
@@ -174,6 +175,7 @@ class Trainer:
         if not config.data or not config.model:
             raise UserError("train needs --data DIR and --model DIR")
         self.dir = Path(config.model)
+        check_model_folder(self.dir)  # never training into a data folder or any other one
         self.files = ModelDir(self.dir)
         made = self.main and not self.dir.exists()  # removed again should the run be refused before it starts
         self.lock = DirectoryLock(self.dir) if self.main else None  # rank 0 writes; released by close()
