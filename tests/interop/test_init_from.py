@@ -192,6 +192,26 @@ def test_resume_does_not_initialise_again(pretrained: Path, capsys) -> None:
     assert (pretrained / "resumed" / "init_from.json").read_text() == first
 
 
+def test_config_records_the_options_the_run_trains_with(pretrained: Path, capsys) -> None:
+    """config.json's "train" entry of a run started with --init-from recorded the defaults of the sizes MODEL brings
+    (d_model 512, heads 8 ...), not the model's; a run recorded so still resumes."""
+    assert train(pretrained, "recorded", "--max-updates", "1", "--checkpoint-interval", "1") == 0
+    files = ModelDir(pretrained / "recorded")
+    stored = files.config()
+    model, recorded = stored["model"], stored["train"]
+    same = ("d_model", "heads", "dropout", "tie_output", "tie_source", "input_feeding", "init")
+    expected = {name: model[name] for name in same}
+    expected |= {"d_ff": model["ff_factor"] * model["d_model"], "max_positions": model["max_len"]}
+    assert {name: recorded[name] for name in expected} == expected
+    assert (recorded["d_model"], recorded["heads"]) != (512, 8)  # the tiny Marian model, not the defaults
+    stored["train"] |= {"d_model": 512, "heads": 8, "d_ff": 2048, "dropout": 0.1, "max_positions": 1024}  # as before
+    files.write_config(stored)
+    capsys.readouterr()
+    assert train(pretrained, "recorded", "--max-updates", "2", "--checkpoint-interval", "1") == 0
+    assert "resuming at update 1" in capsys.readouterr().err
+    assert {name: files.config()["train"][name] for name in expected} == expected  # rewritten true
+
+
 def test_prepare_finds_the_vocabulary_where_model_directories_keep_it() -> None:
     from adlnmt.data.vocab_from import MODEL_VOCAB_DIR
     from adlnmt.store.names import VOCAB_DIR

@@ -32,6 +32,27 @@ def test_plateau_decays_after_patience_checkpoints_without_improvement() -> None
     assert opt.param_groups[0]["lr"] == pytest.approx(1.4e-4)
 
 
+def plateau_rates(patience: int, valid_ppl: list[float]) -> list[float]:
+    """The learning rate after each checkpoint of a run whose validation perplexities are ``valid_ppl`` (improved:
+    lower than every earlier one, as the trainer counts)."""
+    config = TrainConfig(data="d", model="m", lr=1.0, lr_patience=patience, lr_decay=0.5).resolved()
+    schedule, opt = Schedule(config), optimizer()
+    best, rates = math.inf, []
+    for ppl in valid_ppl:
+        schedule.step_checkpoint(opt, ppl < best)
+        best = min(best, ppl)
+        rates.append(opt.param_groups[0]["lr"])
+    return rates
+
+
+def test_plateau_never_decays_at_an_improving_checkpoint() -> None:
+    valid_ppl = [10.0, 9.0, 9.5, 8.0, 8.5, 8.6, 7.0]
+    assert plateau_rates(0, valid_ppl) == [1.0, 1.0, 0.5, 0.5, 0.25, 0.125, 0.125]
+    assert plateau_rates(1, valid_ppl) == plateau_rates(0, valid_ppl)
+    assert plateau_rates(2, valid_ppl) == [1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.5]
+    assert plateau_rates(0, [10.0, 9.0, 8.0, 7.0]) == [1.0] * 4
+
+
 def test_inverse_sqrt_warms_up_linearly_then_decays() -> None:
     config = TrainConfig(data="d", model="m", lr=1e-3, lr_schedule="inverse-sqrt", warmup=100).resolved()
     schedule, opt = Schedule(config), optimizer()

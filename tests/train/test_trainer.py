@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,6 +133,27 @@ def test_a_file_in_the_model_directorys_path_is_named(demo_data: Path, tmp_path:
         "path should be; choose another path\n"
     )
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+def test_a_folder_that_is_no_model_directory_is_refused(demo_data: Path, tmp_path: Path, capsys) -> None:
+    """--model naming a non-empty folder without config.json (the data folder itself, say) was trained into: its
+    config.json, vocab/, checkpoints/ and train.lock written among the folder's own files."""
+    data = tmp_path / "data"
+    shutil.copytree(demo_data / "data", data)
+    before = sorted(p.name for p in data.iterdir())
+    assert main(train_args(data, data, "--max-updates", "1", "--no-valid-bleu")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {data}: not empty and not a model directory (no config.json; it holds ")
+    assert err.endswith("--model needs a new or empty folder, or a model directory to resume\n")
+    assert sorted(p.name for p in data.iterdir()) == before
+    (tmp_path / "empty").mkdir()
+    assert main(train_args(data, tmp_path / "empty", "--max-updates", "1", "--no-valid-bleu")) == 0
+    (tmp_path / "empty" / "config.json").unlink()  # a run killed before its config.json: its own files only
+    shutil.rmtree(tmp_path / "empty" / "checkpoints")
+    shutil.rmtree(tmp_path / "empty" / "states")
+    (tmp_path / "empty" / "best.safetensors").unlink()
+    (tmp_path / "empty" / "metrics.jsonl").unlink()
+    assert main(train_args(data, tmp_path / "empty", "--max-updates", "1", "--no-valid-bleu")) == 0
 
 
 def test_a_different_run_in_the_same_directory_is_refused(demo_data: Path, tmp_path: Path) -> None:

@@ -89,7 +89,11 @@ class TrainConfig:
     lr_decay: float = option(
         0.7, "plateau: factor applied to the learning rate", bounds=Bounds(low=0, high=1, low_open=True)
     )
-    lr_patience: int = option(8, "plateau: checkpoints without improvement before decaying", bounds=at_least(0))
+    lr_patience: int = option(
+        8,
+        "plateau: decay at this many consecutive checkpoints without improvement (0 as 1: at each such checkpoint)",
+        bounds=at_least(0),
+    )
     adam_beta1: float = option(0.9, "Adam β1", bounds=FRACTION)
     adam_beta2: float | None = option(None, "Adam β2 (default 0.999; 0.98 with inverse-sqrt)", bounds=FRACTION)
     adam_eps: float | None = option(None, "Adam ε (default 1e-8; 1e-9 with inverse-sqrt)", bounds=POSITIVE)

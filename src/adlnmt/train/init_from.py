@@ -128,6 +128,20 @@ def check_same_source(init_dir: Path, model_dir: Path) -> None:
         )
 
 
+# The training options of the model's sizes and settings that --init-from takes from MODEL (check_sizes refuses
+# other values): a run's config.json records MODEL's (recorded_options), its "model" entry holds them all.
+MODEL_KEPT_OPTIONS = frozenset({"d_model", "heads", "d_ff", "dropout", "tie_output", "tie_source", "input_feeding",
+                                "max_positions", "init"})  # fmt: skip
+
+
+def recorded_options(config: TrainConfig, model: ModelConfig) -> TrainConfig:
+    """``config`` with the options of :data:`MODEL_KEPT_OPTIONS` set to what ``model`` (the model ``--init-from``
+    starts) trains with, not their defaults: what its ``config.json`` records."""
+    return replace(config, d_model=model.d_model, heads=model.heads, d_ff=model.ff_factor * model.d_model,
+                   dropout=model.dropout, tie_output=model.tie_output, tie_source=model.tie_source,
+                   input_feeding=model.input_feeding, max_positions=model.max_len, init=model.init)  # fmt: skip
+
+
 def init_model_config(config: TrainConfig, data: DataDir) -> ModelConfig:
     """:func:`pretrained_model_config`, once ``data`` is known to be encoded with MODEL's vocabulary."""
     assert config.init_from is not None

@@ -17,10 +17,11 @@ from typing import Any
 from adlnmt.data.data_dir import MANIFEST, DataDir
 from adlnmt.errors import UserError
 from adlnmt.model_config import ModelConfig
-from adlnmt.store import ModelDir
+from adlnmt.store import ModelDir, names
 from adlnmt.store.atomic import copy_atomic, file_sha256
 from adlnmt.store.model_dir import check_vocabulary_files
 from adlnmt.train.config import TrainConfig
+from adlnmt.train.init_from import MODEL_KEPT_OPTIONS
 
 # Training options that may change when a run is resumed (how long and where it runs and what it shows, not the
 # model or the data order); a change is recorded in metrics.jsonl and config.json (changed_settings).
@@ -84,6 +85,25 @@ def write_vocabularies(data: DataDir, model_dir: Path) -> None:
         copy_atomic(data.path / name, files.vocab_dir / name)
 
 
+# What a model directory holds before its config.json is written (a run killed while it started): the names it
+# writes, and the temporaries of atomic writes cut short.
+MODEL_DIR_ENTRIES = frozenset({names.LOCK, names.TENSORBOARD_DIR, names.VOCAB_DIR, names.CHECKPOINTS_DIR,
+                               names.STATES_DIR, names.METRICS, names.INIT_FROM, names.BEST + names.WEIGHTS_SUFFIX,
+                               names.AVERAGED + names.WEIGHTS_SUFFIX})  # fmt: skip
+
+
+def check_model_folder(model_dir: Path) -> None:
+    """Refuse ``--model`` naming a folder that holds anything but a model directory's own files (e.g. the data
+    folder): training would write into it. A missing or empty folder, or a model directory (to resume), is fine."""
+    if not model_dir.is_dir() or ModelDir(model_dir).exists():
+        return
+    foreign = sorted(p.name for p in model_dir.iterdir() if p.name not in MODEL_DIR_ENTRIES and ".tmp-" not in p.name)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise UserError(f"{model_dir}: not empty and not a model directory (no {names.CONFIG}; it holds {shown}); "
+                        "--model needs a new or empty folder, or a model directory to resume")  # fmt: skip
+
+
 def read_stored_config(model_dir: Path) -> dict[str, Any]:
     """``config.json`` of a model directory, checked (:meth:`adlnmt.store.ModelDir.config`), with the training
     options added to adlnmt after the model was trained filled in with their defaults."""
@@ -99,7 +119,10 @@ def check_same_run(model_dir: Path, train: dict[str, Any], model: ModelConfig, d
         return
     stored = read_stored_config(model_dir)
     before = stored["train"]
-    fixed = (k for k in train if k not in RESUMABLE_CHANGES | PATH_OPTIONS)
+    # A run started with --init-from recorded the defaults of MODEL's sizes before they were recorded true: those are
+    # compared through the "model" entry alone.
+    skipped = RESUMABLE_CHANGES | PATH_OPTIONS | (MODEL_KEPT_OPTIONS if train.get("init_from") else frozenset())
+    fixed = (k for k in train if k not in skipped)
     changed = sorted(k for k in fixed if before.get(k) != train[k])
     same_data = stored.get("data_digest") == data_digest(data)
     if changed or not same_data or stored["model"] != model.to_dict():

@@ -12,8 +12,9 @@ from adlnmt.train.config import TrainConfig
 
 
 class Schedule:
-    """plateau: lr ← lr · decay after ``lr_patience`` checkpoints without improvement;
-    inverse-sqrt: lr(u) = lr · min(u / warmup, √(warmup / u)) at update u."""
+    """plateau: lr ← lr · decay at the ``lr_patience``-th consecutive checkpoint without improvement (torch's
+    ReduceLROnPlateau decays one later), never at an improving one: 0 and 1 both decay at every checkpoint without
+    improvement; inverse-sqrt: lr(u) = lr · min(u / warmup, √(warmup / u)) at update u."""
 
     def __init__(self, config: TrainConfig) -> None:
         self.kind = config.lr_schedule
@@ -40,8 +41,11 @@ class Schedule:
     def step_checkpoint(self, optimizer: Optimizer, improved: bool) -> None:
         if self.kind != "plateau":
             return
-        self.stalled = 0 if improved else self.stalled + 1
-        if self.stalled >= self.patience:
+        if improved:
+            self.stalled = 0
+            return
+        self.stalled += 1
+        if self.stalled >= max(self.patience, 1):
             self.lr *= self.decay
             self.stalled = 0
             self.apply(optimizer)

@@ -40,12 +40,13 @@ from adlnmt.store.names import VOCAB_HASHES
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.device import pick_device, precision_setup, use_deterministic_kernels
-from adlnmt.train.init_from import check_same_source, init_model_config, initialise_from
+from adlnmt.train.init_from import check_same_source, init_model_config, initialise_from, recorded_options
 from adlnmt.train.launch import adopt_slurm_environment
 from adlnmt.train.lock import DirectoryLock
 from adlnmt.train.loss import projected_cross_entropy
 from adlnmt.train.model_dir import (
     changed_settings,
+    check_model_folder,
     check_same_run,
     data_digest,
     own_vocabularies,
@@ -174,6 +175,7 @@ class Trainer:
         if not config.data or not config.model:
             raise UserError("train needs --data DIR and --model DIR")
         self.dir = Path(config.model)
+        check_model_folder(self.dir)  # never training into a data folder or any other one
         self.files = ModelDir(self.dir)
         made = self.main and not self.dir.exists()  # removed again should the run be refused before it starts
         self.lock = DirectoryLock(self.dir) if self.main else None  # rank 0 writes; released by close()
@@ -199,6 +201,8 @@ class Trainer:
             if config.init_from
             else config.model_config(self.data.src_vocab.size, self.data.tgt_vocab.size)
         )
+        if config.init_from:  # the sizes MODEL brings, not the defaults, in config.json and compared on resume
+            self.config = config = recorded_options(config, self.model_config)
         check_same_run(self.dir, asdict(config), self.model_config, self.data)
         self.vocab_hashes = own_vocabularies(self.dir, self.data)
         torch.manual_seed(config.seed)
