@@ -98,6 +98,15 @@ def test_rendering_puts_caret_under_the_fault() -> None:
     assert lines[2] == "  " + " " * 24 + "^"
 
 
+def test_a_sentence_over_several_lines_names_the_line_and_the_column_within_it() -> None:
+    """A grid's encoder written as a YAML block: the column counted from the start of the whole text (26 here)."""
+    with pytest.raises(ADLError) as info:
+        build_chain("pos\n-> repeat(6, res_nd(mh_dot_sef_att))\n-> norm", Side.ENCODER, 16, where="encoder")
+    head, line, caret = str(info.value).splitlines()
+    assert head.endswith("(line 2, column 21)") and line == "  -> repeat(6, res_nd(mh_dot_sef_att))"
+    assert caret == "  " + " " * 20 + "^"
+
+
 def test_bad_variable_values_are_located() -> None:
     with pytest.raises(ADLError, match="--var expects NAME=VALUE"):
         parse_assignments(["FF_NUM_HIDDEN"])
