@@ -206,6 +206,51 @@ def test_an_unknown_argument_is_refused_by_its_command(argv: list[str], command:
     assert err.endswith(f"{command}: error: unrecognized arguments: --bogus\n")
 
 
+@pytest.mark.parametrize(
+    ("argv", "command", "said"),
+    [
+        (["translate", "--modle", "m"], "adlnmt translate", "--modle (did you mean --model?)"),
+        (["translate", "--modle=m", "--beem", "3"], "adlnmt translate",
+         "--modle=m (did you mean --model?) --beem (did you mean --beam?)"),
+        (["bench", "decode", "--preste", "x"], "adlnmt bench decode", "--preste (did you mean --preset?)"),
+        (["bench", "--bogus", "decode"], "adlnmt bench", "--bogus"),
+        (["layers", "--lyers"], "adlnmt layers", "--lyers"),
+    ],
+)  # fmt: skip
+def test_an_unknown_flag_is_refused_first_with_a_close_flag(argv: list[str], command: str, said: str, capsys) -> None:
+    """A misspelt flag is reported by the (sub)command it follows, before a required flag it hides: `adlnmt
+    translate --modle m` said `the following arguments are required: --model`."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.startswith(f"usage: {command} [-h]")
+    assert err.endswith(f"{command}: error: unrecognized arguments: {said}\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [(["translate", "--modle", "m", "-h"], "translate"), (["bench", "--bogus", "decode", "--help"], "bench decode")],
+)
+def test_a_help_flag_wins_over_an_unknown_flag(argv: list[str], command: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 0 and capsys.readouterr().out.startswith(f"usage: adlnmt {command} [-h]")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["translate", "--mode", "m", "--beam"], "argument --beam: expected one argument"),
+        (["translate", "--model=m", "--length-penalty", "-0.5"], "argument --length-penalty: must be >= 0, got -0.5"),
+    ],
+)
+def test_an_abbreviated_flag_or_a_negative_number_is_no_unknown_flag(argv: list[str], said: str, capsys) -> None:
+    """``--mode`` is argparse's abbreviation of ``--model``, ``-0.5`` a value: argparse's own errors remain."""
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert capsys.readouterr().err.endswith(f"adlnmt translate: error: {said}\n")
+
+
 def test_an_os_error_without_a_file_name_shows_no_empty_name(capsys) -> None:
     import errno
 

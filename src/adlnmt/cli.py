@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from adlnmt.exits import exit_status
 
@@ -127,19 +129,71 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# What argparse reads as a negative number, not a flag, when a parser has no option that looks like one.
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def _owned_tokens(parser: argparse.ArgumentParser, argv: list[str]) -> Iterator[tuple[argparse.ArgumentParser, str]]:
+    """Each argument before ``--`` with the parser of the (sub)command it follows: ``adlnmt bench decode --x``."""
+    owner = parser
+    for token in argv:
+        if token == "--":
+            return
+        commands = next((a for a in owner._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if commands and token in commands.choices:
+            owner = commands.choices[token]
+        else:
+            yield owner, token
+
+
+def _flag_actions(parser: argparse.ArgumentParser, token: str) -> list[argparse.Action] | None:
+    """The options of ``parser`` that ``token`` may name (as argparse matches them: exact, ``--flag=value``, a
+    unique prefix, ``-n5``); None when argparse reads ``token`` as a value, not a flag."""
+    if not token.startswith(tuple(parser.prefix_chars)) or len(token) == 1 or " " in token:
+        return None
+    if _NEGATIVE_NUMBER.match(token) and not parser._has_negative_number_optionals:
+        return None
+    name = token.split("=", 1)[0]
+    options = parser._option_string_actions
+    return [a for option, a in options.items() if option.startswith(name) or (len(name) > 2 and option == name[:2])]
+
+
+def _refuse_unknown_flags(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse the unknown flags of ``argv`` before anything else, by the (sub)command they follow, with the closest
+    flag of that command: argparse reported a missing required flag first (``adlnmt translate --modle x`` said
+    ``the following arguments are required: --model``). A help flag anywhere leaves the line to argparse."""
+    unknown: list[tuple[argparse.ArgumentParser, str]] = []
+    for owner, token in _owned_tokens(parser, argv):
+        actions = _flag_actions(owner, token)
+        if actions and all(isinstance(action, argparse._HelpAction) for action in actions):
+            return
+        if actions == []:
+            unknown.append((owner, token))
+    if not unknown:
+        return
+    owner = unknown[0][0]
+    flags = {option.lstrip(owner.prefix_chars): option for option in owner._option_string_actions}
+    named = []
+    for token in (token for flag_owner, token in unknown if flag_owner is owner):
+        close = difflib.get_close_matches(token.split("=", 1)[0].lstrip(owner.prefix_chars), list(flags), n=1)
+        named.append(f"{token} (did you mean {flags[close[0]]}?)" if close else token)
+    owner.error(f"unrecognized arguments: {' '.join(named)}")
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
-    """``argv`` parsed; an unknown argument after the command is refused by that command's parser, with its usage
-    (argparse leaves unknown arguments to the top parser, whose usage, with one group built, listed its commands
-    alone: ``adlnmt layers --bogus`` showed ``adlnmt [-h] {describe,layers,architectures}``)."""
+    """``argv`` parsed; an unknown flag is refused first, an unknown argument after the command by that command's
+    parser, with its usage (argparse leaves unknown arguments to the top parser, whose usage, with one group built,
+    listed its commands alone: ``adlnmt layers --bogus`` showed ``adlnmt [-h] {describe,layers,architectures}``)."""
     parser = build_parser(argv[0] if argv else None)
+    _refuse_unknown_flags(parser, argv)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         owner = parser
-        while argv[0] == args.command and (
-            (commands := next((a for a in owner._actions if isinstance(a, argparse._SubParsersAction)), None))
-            and getattr(args, commands.dest, None) in commands.choices
-        ):  # down to the (sub)command given: `adlnmt bench decode`
-            owner = commands.choices[getattr(args, commands.dest)]
+        if argv[0] == args.command:  # down to the (sub)command given: `adlnmt bench decode`
+            while (
+                commands := next((a for a in owner._actions if isinstance(a, argparse._SubParsersAction)), None)
+            ) and getattr(args, commands.dest, None) in commands.choices:
+                owner = commands.choices[getattr(args, commands.dest)]
         owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from adlnmt.adl.errors import ADLError
 from adlnmt.adl.parser import parse_assignments
@@ -70,6 +71,7 @@ CASES = [
     (E, "pos -> res(norm -> mh_dot_att)", "'mh_dot_att' cannot be used in the encoder", 19),
     (E, "mh_dot_self_att(heads=3)", "heads", 16),
     (E, "ff(1000000)", "width must be in 1..65536, got 1000000", 3),
+    (E, "concat(linear(40000), id, linear(30000))", "got 70016 (the branches' 40000 + 16 + 30000)", 26),
     (D, "pos -> birnn", "'birnn' cannot be used in the decoder", 7),
     (D, "res(bnorm)", "'bnorm' cannot be used in the decoder", 4),
     (D, "repeat(2, res(mh_dot_src_att(source=sideways)))", "must be one of top, increasing, decreasing", 29),
@@ -96,6 +98,24 @@ def test_rendering_puts_caret_under_the_fault() -> None:
     assert lines[0].startswith("ADL error in encoder: unknown layer 'mh_dot_sef_att'")
     assert lines[1] == "  pos -> repeat(6, res_nd(mh_dot_sef_att))"
     assert lines[2] == "  " + " " * 24 + "^"
+
+
+def test_a_sentence_over_several_lines_names_the_line_and_the_column_within_it() -> None:
+    """A grid's encoder written as a YAML block: the column counted from the start of the whole text (26 here)."""
+    with pytest.raises(ADLError) as info:
+        build_chain("pos\n-> repeat(6, res_nd(mh_dot_sef_att))\n-> norm", Side.ENCODER, 16, where="encoder")
+    head, line, caret = str(info.value).splitlines()
+    assert head.endswith("(line 2, column 21)") and line == "  -> repeat(6, res_nd(mh_dot_sef_att))"
+    assert caret == "  " + " " * 20 + "^"
+
+
+def test_the_width_of_a_concat_is_bounded_before_its_next_branch_is_built() -> None:
+    """Each width was bounded, their sum was not: 200 × linear(65536) was accepted (13,107,200 wide)."""
+    text = "concat(" + ", ".join(["linear(65536)"] * 200) + ")"
+    with torch.device("meta"), pytest.raises(ADLError) as info:
+        build_chain(text, E, 16, ModelOptions(d_model=16, heads=4), where="encoder")
+    assert "width must be in 1..65536, got 131072 (the branches' 65536 + 65536)" in info.value.message
+    assert info.value.column == text.index("linear", 8)  # the second branch, the first past the bound
 
 
 def test_bad_variable_values_are_located() -> None:

@@ -289,3 +289,21 @@ def test_overwrite_needs_room_for_the_whole_new_corpus_beside_the_old(
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=need))
     assert main(["demo-corpus", "--out", str(out), "--size", "100", "--seed", "2", "--overwrite"]) == 0
     assert {name: (out / name).read_bytes() for name in FILES} != before
+
+
+def test_overwrite_refused_for_room_suggests_removing_the_old_corpus_where_that_would_make_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal said "lower --size" alone, though removing the corpus ``--overwrite`` replaces would make room."""
+    from adlnmt.cli import main
+
+    out = tmp_path / "corpus"
+    write_demo_corpus(out, size=100, seed=1)
+    old, need = sum((out / name).stat().st_size for name in FILES), 200 * 100
+    usage = shutil.disk_usage(tmp_path)
+    argv = ["demo-corpus", "--out", str(out), "--size", "100", "--overwrite"]
+    removing = f", or remove the old corpus in {out} first (its files take 0.0 GiB; the new one then fits)"
+    for free, suggested in ((need - old, removing), (need - old - 1, "")):
+        monkeypatch.setattr(shutil, "disk_usage", lambda path, free=free: usage._replace(free=free))
+        assert main(argv) == 2
+        assert capsys.readouterr().err.rstrip().endswith(f"lower --size{suggested}")

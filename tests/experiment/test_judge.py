@@ -121,6 +121,21 @@ def test_unconverged_runs_and_out_of_scope_claims_are_marked(tmp_path: Path) -> 
     assert "**out of scope at this data size** (not IWSLT; measured: holds)" in text
 
 
+def test_a_not_converged_verdict_also_names_a_row_of_one_seed(tmp_path: Path) -> None:
+    """Both causes of *inconclusive*: the multilingual grid read "not converged" alone, its rows of one seed unsaid."""
+    grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]}])
+    runs = both(REFERENCES, WORSE)
+    del runs[("B", 2)]
+    runs[("B", 1)]["ppls"] = IMPROVING  # not converged, and B's only seed
+    write_claims(grid, write_runs(grid, tmp_path / "out", runs), tmp_path)
+    (record,) = json.loads((tmp_path / "claims.json").read_text())["claims"]
+    assert (record["verdict"], record["measured"], record["also_one_seed"]) == (NOT_CONVERGED, HOLDS, True)
+    text = (tmp_path / "claims.md").read_text()
+    assert (
+        "**inconclusive: not converged** (B seed 1; also inconclusive: one seed; the runs as they are: holds)" in text
+    )
+
+
 def test_runs_without_a_later_test_set_leave_it_to_the_seeds_that_have_it(tmp_path: Path) -> None:
     grid = make_grid(tmp_path, [{"quote": "A beats B", "better": ["A", "B"]}], tests=("t", "later"))
     runs = both(REFERENCES, WORSE)

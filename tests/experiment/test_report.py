@@ -146,6 +146,18 @@ def test_runs_without_a_later_test_set_leave_its_cells_to_the_runs_that_have_it(
     assert rows[1].split(",")[7:9] == ["30", ""] and rows[2].split(",")[7:9] == ["32", "20"]
 
 
+def test_a_cell_without_a_stored_score_carries_no_significance_mark() -> None:
+    """The mark comes from the runs' rescored outputs, the cell from their stored scores: a row without a stored
+    score showed "– †"."""
+    variants = [SimpleNamespace(name="base", paper={}), SimpleNamespace(name="a", paper={})]
+    grid = SimpleNamespace(tests=[SimpleNamespace(name="test")], metrics=["bleu", "chrf"], baseline="base",
+                           variants=variants)  # fmt: skip
+    row = Row("a", [run_result(tests={"test": scored({"bleu": 30.0})})], 1)
+    row.significance = {("test", metric): {"significant": True} for metric in grid.metrics}
+    line = markdown_table(grid, [Row("base", [], 1), row]).splitlines()[3]
+    assert line.startswith("| a | 1/1 | 1.0K | 30.00 † | – |")
+
+
 def test_runs_timed_beside_busy_processes_are_named() -> None:
     def timed(busy: float | None) -> RunResult:
         evaluation = scored()

@@ -64,6 +64,11 @@ def test_the_table_goes_between_the_markers_and_check_tells_a_stale_one(tmp_path
     assert main(["verdicts", str(folder), "--readme", str(readme), "--check"]) == 1
     assert main(["verdicts", str(folder), "--readme", str(readme)]) == 0
     assert "| **inconclusive: not converged** (measured: holds) |" in readme.read_text()
+    record = json.loads((folder / "claims.json").read_text())
+    record["claims"][0]["also_one_seed"] = True  # a row of one seed too
+    (folder / "claims.json").write_text(json.dumps(record))
+    assert main(["verdicts", str(folder), "--readme", str(readme)]) == 0
+    assert "| **inconclusive: not converged** (also inconclusive: one seed; measured: holds) |" in readme.read_text()
 
 
 def test_a_claim_registered_after_results_goes_to_the_exploratory_section_with_its_later_runs_verdict(

@@ -8,7 +8,8 @@ from adlnmt.errors import UserError
 class ADLError(UserError, ValueError):
     """A fault in an ADL string (syntax, arguments, or a semantic check at build time).
 
-    ``column`` is 0-based into ``text``; ``str(err)`` renders the text with a caret under the fault.
+    ``column`` is 0-based into ``text``; ``str(err)`` renders the line of the fault with a caret under it, and names
+    the column within that line (and the line, when ``text`` has several).
     ``where`` names the part of the model ("encoder", "decoder", a preset, a variable ...).
     """
 
@@ -27,19 +28,23 @@ class ADLError(UserError, ValueError):
 
     def render(self) -> str:
         head = f"ADL error in {self.where}: " if self.where else "ADL error: "
-        if self.column is not None:
-            head += f"{self.message} (column {self.column + 1})"
-        else:
+        text = self.text or ""  # None from a caller that had no text
+        column = min(self.column if self.column is not None else 0, len(text))
+        # Show the line holding the fault (ADL strings may span lines in YAML files); the column counts within it.
+        line_start = text.rfind("\n", 0, column) + 1
+        if self.column is None:
             head += self.message
-        if not self.text:
+        elif "\n" in text:
+            line_number = text.count("\n", 0, column) + 1
+            head += f"{self.message} (line {line_number}, column {column - line_start + 1})"
+        else:
+            head += f"{self.message} (column {self.column + 1})"
+        if not text:
             return head
-        column = min(self.column if self.column is not None else 0, len(self.text))
-        # Show the line holding the fault (ADL strings may span lines in YAML files).
-        line_start = self.text.rfind("\n", 0, column) + 1
-        line_end = self.text.find("\n", column)
+        line_end = text.find("\n", column)
         # Tabs stay (in the caret's indent too, so that it lines up however wide the terminal shows them); other
         # whitespace (\r, \f, no-break or ideographic spaces) shows as one space.
-        line = "".join(_shown(char) for char in self.text[line_start : line_end if line_end >= 0 else None])
+        line = "".join(_shown(char) for char in text[line_start : line_end if line_end >= 0 else None])
         indent = "".join("\t" if char == "\t" else " " for char in line[: column - line_start])
         caret = indent + "^" if self.column is not None else ""
         return f"{head}\n  {line}\n  {caret}".rstrip() + "\n"

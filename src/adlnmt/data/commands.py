@@ -163,7 +163,7 @@ def cmd_demo_corpus(args: argparse.Namespace) -> int:
         raise DataError(f"already holds {', '.join(existing)}; pass --overwrite to replace them", out)
     for tmp in remove_stale_temporaries([out / name for name in DEMO_FILES]):
         print(f"removed {tmp}, left by a demo-corpus run that was killed", file=sys.stderr)
-    check_room(out, args.size)
+    check_room(out, args.size, [out / name for name in existing])
     sizes = write_demo_corpus(out, size=args.size, seed=args.seed)
     for split, count in sizes.items():
         print(f"{out / split}.src, {out / split}.tgt: {count} pairs")

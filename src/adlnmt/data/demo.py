@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import random
 import shutil
+import stat
+from collections.abc import Sequence
 from hashlib import blake2b
 from pathlib import Path
 
@@ -225,26 +227,44 @@ def split_sizes(size: int) -> dict[str, int]:
     return {"train": size, "valid": held_out, "test": held_out}
 
 
-def check_room(out_dir: str | Path, size: int) -> None:
+def check_room(out_dir: str | Path, size: int, replaced: Sequence[Path] = ()) -> None:
     """UserError naming ``--size`` when the corpus of ``size`` training pairs would not fit: its files in the free
     disk space under ``out_dir`` (its nearest existing folder), or its generator in the available memory (where that
     can be told). A huge ``--size`` otherwise filled the disk (or memory) beside whatever else runs on the machine.
-    Files it replaces (``--overwrite``) are not counted as room: they stay until the new ones are complete and renamed
-    over them (:func:`~adlnmt.atomic.atomic_text_streams`), so the free space must hold the new files in full."""
+    Files it replaces (``--overwrite``, ``replaced``) are not counted as room: they stay until the new ones are
+    complete and renamed over them (:func:`~adlnmt.atomic.atomic_text_streams`), so the free space must hold the new
+    files in full; where removing them first would make room, the message says so."""
     pairs = sum(split_sizes(size).values())
     folder = Path(out_dir).absolute()
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     need, free = pairs * PAIR_DISK_BYTES, shutil.disk_usage(folder).free
     if need > free:
+        freed = _freed_by_removing(replaced, folder)
+        remove = (f", or remove the old corpus in {out_dir} first (its files take {freed / 2**30:,.1f} GiB; the new "
+                  "one then fits)" if freed and need <= free + freed else "")  # fmt: skip
         raise UserError(f"--size {size:,}: the corpus ({pairs:,} pairs) would take about {need / 2**30:,.1f} GiB, "
                         f"more than the {free / 2**30:,.1f} GiB free on the disk of {folder}; "
-                        "lower --size")  # fmt: skip
+                        f"lower --size{remove}")  # fmt: skip
     need, available = pairs * PAIR_MEMORY_BYTES, available_memory()
     if available is not None and need > available:
         raise UserError(f"--size {size:,}: generating the corpus ({pairs:,} pairs) would take about "
                         f"{need / 2**30:,.1f} GiB of memory, more than the {available / 2**30:,.1f} GiB available; "
                         "lower --size")  # fmt: skip
+
+
+def _freed_by_removing(files: Sequence[Path], folder: Path) -> int:
+    """The bytes that removing ``files`` would free on the disk of ``folder``: regular files there with no other
+    name (a symbolic link or a hard-linked file frees its data elsewhere, or not at all)."""
+    device, freed = folder.stat().st_dev, 0
+    for path in files:
+        try:
+            status = path.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(status.st_mode) and status.st_nlink == 1 and status.st_dev == device:
+            freed += status.st_size
+    return freed
 
 
 class _SeenSources:

@@ -154,8 +154,8 @@ def markdown_table(grid: Grid, rows: list[Row]) -> str:
             for metric in grid.metrics:
                 values = [v for v in row.values(score(test.name, metric)) if v is not None]
                 partial = f" ({len(values)} of {len(row.results)} seeds)" if 0 < len(values) < len(row.results) else ""
-                mark = row.significance.get((test.name, metric), {})
-                cells.append(cell(values) + (" †" if mark.get("significant") else "") + partial)
+                mark = row.significance.get((test.name, metric), {})  # from the rescored outputs: a dash has none
+                cells.append(cell(values) + (" †" if values and mark.get("significant") else "") + partial)
         cells += [f"{published[row.name][c]:g}" if c in published[row.name] else "–" for c in paper_columns(grid)]
         cells += [
             cell(row.values(lambda r: r.best_valid_ppl)),

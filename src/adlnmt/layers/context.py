@@ -69,9 +69,9 @@ class BuildContext:
     def option(self, name: str) -> Any:
         return self.d_in if name == "d_in" else getattr(self.options, name)
 
-    def error(self, message: str, param: str | None = None) -> ADLError:
-        """An error naming the current layer, with the caret under ``param`` (or the layer)."""
-        col = self.columns.get(param) if param else None
+    def error(self, message: str, param: str | None = None, column: int | None = None) -> ADLError:
+        """An error naming the current layer, with the caret at ``column``, else under ``param`` (or the layer)."""
+        col = column if column is not None else self.columns.get(param) if param else None
         if col is None and self.node is not None:
             col = self.node.col
         name = self.node.name if self.node else "?"

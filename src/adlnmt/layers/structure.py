@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from adlnmt.adl.registry import Kind, Param, Side, register
 from adlnmt.adl.syntax import Chain
 from adlnmt.layers.base import Context, Layer
-from adlnmt.layers.context import BuildContext
+from adlnmt.layers.context import MAX_WIDTH, BuildContext
 from adlnmt.layers.fast_dropout import FastDropout
 
 CHAIN = Param("l", Kind.CHAIN, doc="the inner layer chain")
@@ -139,7 +139,13 @@ class _Branches(Layer):
 
     def __init__(self, ctx: BuildContext, l: list[Chain]) -> None:  # noqa: E741
         super().__init__()
-        self.branches = nn.ModuleList(ctx.build_chain(chain) for chain in l)
+        self.branches = nn.ModuleList()
+        for chain in l:
+            self.branches.append(ctx.build_chain(chain))
+            self.check_branches(ctx, chain)
+
+    def check_branches(self, ctx: BuildContext, chain: Chain) -> None:
+        """Refuse the branches built so far, ``chain`` the last, before the next one is built."""
 
     def combine(self, outputs: list[Tensor]) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -153,11 +159,21 @@ class _Branches(Layer):
 
 @register("concat", BRANCHES, example="concat(linear(8), id)")
 class Concat(_Branches):
-    """concat(h, l_1, ..., l_p) = [l_1(h); ...; l_p(h)] (width = sum of the branch widths)."""
+    """concat(h, l_1, ..., l_p) = [l_1(h); ...; l_p(h)] (width = sum of the branch widths, at most 65536)."""
 
     def __init__(self, ctx: BuildContext, l: list[Chain]) -> None:  # noqa: E741
         super().__init__(ctx, l)
         self.out_dim = sum(branch.out_dim for branch in self.branches)
+
+    def check_branches(self, ctx: BuildContext, chain: Chain) -> None:
+        """The sum of the widths is bounded as one width is, at the branch that exceeds it: 200 × linear(65536)
+        was accepted and built branch after branch."""
+        widths = [branch.out_dim for branch in self.branches]
+        if sum(widths) > MAX_WIDTH:
+            sum_of = " + ".join(map(str, widths))
+            raise ctx.error(
+                f"width must be in 1..{MAX_WIDTH}, got {sum(widths)} (the branches' {sum_of})", column=chain.col
+            )
 
     def combine(self, outputs: list[Tensor]) -> Tensor:
         return torch.cat(outputs, dim=-1)

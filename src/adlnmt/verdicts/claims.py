@@ -313,11 +313,19 @@ def registered_before(j: Judgement) -> bool:
     return bool(j.claim.registered) and not j.after_results
 
 
+def also_one_seed(j: Judgement) -> bool:
+    """Whether a verdict *not converged* also rests on a row of one seed that its reason would not name otherwise
+    (the runs as they are read *one seed* where nothing was drawn)."""
+    return j.verdict == NOT_CONVERGED and j.fewest_seeds < MIN_SEEDS and j.measured != ONE_SEED
+
+
 def verdict_text(j: Judgement) -> str:
-    """The verdict with its reason: the runs not converged, the scope, what the statistics alone give."""
+    """The verdict with its reason: the runs not converged (and a row of one seed too), the scope, what the
+    statistics alone give."""
     text = f"**{j.verdict}**"
     if j.verdict == NOT_CONVERGED:
-        text += f" ({', '.join(j.unconverged)}; the runs as they are: {j.measured})"
+        also = f"also {ONE_SEED}; " if also_one_seed(j) else ""
+        text += f" ({', '.join(j.unconverged)}; {also}the runs as they are: {j.measured})"
     elif j.verdict == OUT_OF_SCOPE:
         text += f" ({j.claim.out_of_scope}; measured: {j.measured})"
     elif j.verdict == ONE_SEED and j.measured != ONE_SEED:
@@ -382,6 +390,7 @@ def record(j: Judgement) -> dict[str, Any]:
         "registration": registration(j),
         "verdict": j.verdict,
         "unconverged": list(j.unconverged),
+        **({"also_one_seed": True} if also_one_seed(j) else {}),
         "timed_apart": list(j.apart),
         "timed_beside_other_work": list(j.beside),
         **({"untimed": list(j.untimed)} if j.untimed else {}),

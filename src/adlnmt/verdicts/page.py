@@ -13,6 +13,7 @@ from pathlib import Path
 
 from adlnmt.errors import UserError
 from adlnmt.jsontext import read_object
+from adlnmt.verdicts.statistics import ONE_SEED
 
 START = (
     "<!-- verdicts: built by `adlnmt verdicts --page docs/reproductions.md` from experiments/results/*/claims.json -->"
@@ -49,7 +50,8 @@ def _cells(claim: dict, title: str, link: str) -> str:
     if claim.get("out_of_scope"):
         verdict += f" ({claim['out_of_scope']}; measured: {claim['measured']})"
     elif claim["measured"] != claim["verdict"]:
-        verdict += f" (measured: {claim['measured']})"
+        also = f"also {ONE_SEED}; " if claim.get("also_one_seed") else ""  # beside not converged
+        verdict += f" ({also}measured: {claim['measured']})"
     if claim.get("untimed"):
         verdict += f" (no timing: {'; '.join(claim['untimed'])})"
     if claim.get("post_registration") and claim["post_registration"] != claim["verdict"]:
