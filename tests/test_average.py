@@ -157,7 +157,7 @@ def tied_model(seed: int) -> Seq2Seq:
 def test_tied_weights_round_trip(tmp_path: Path) -> None:
     models = [tied_model(seed) for seed in (1, 2)]
     for update, model in zip((100, 200), models, strict=True):
-        ckpt.save_weights(model, ModelDir(tmp_path).weights_path(update))
+        ckpt.save_weights(model, ModelDir(tmp_path).weights_path(update), "m")
     paths = average.select_checkpoints(tmp_path, None, 2)
     output = average.write_average(tmp_path, paths)
     assert output == tmp_path / "averaged.safetensors"

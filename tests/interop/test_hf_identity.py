@@ -144,3 +144,6 @@ def test_imported_model_dir_is_complete(pair) -> None:
     pieces = [vocab.pieces(list(range(vocab.size))) for vocab in (data.src_vocab, data.tgt_vocab)]
     assert separate is (pieces[0] != pieces[1])
     assert stored["canonical"]["encoder"].startswith("pos(layout=halves")
+    from adlnmt.store.model_dir import weights_model_id  # the import is a model of its own, named in its weights
+
+    assert weights_model_id(root / "model" / "best.safetensors") == stored["model_id"] != ""

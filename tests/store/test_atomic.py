@@ -73,7 +73,7 @@ def test_written_files_get_the_mode_of_any_new_file(tmp_path: Path) -> None:
 
     from adlnmt.train.checkpoint import save_weights
 
-    save_weights(nn.Linear(2, 2), tmp_path / "update-1.safetensors")
+    save_weights(nn.Linear(2, 2), tmp_path / "update-1.safetensors", "m")
     atomic_write(tmp_path / "config.json", lambda tmp: tmp.write_text("{}", encoding="utf-8"))
     (tmp_path / "plain.txt").write_text("x", encoding="utf-8")
     modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}

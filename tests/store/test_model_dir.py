@@ -42,7 +42,7 @@ def model_dir(demo_data: Path, tmp_path: Path) -> Path:
     files = ModelDir(root)
     for update in (10, 20, 30):
         torch.manual_seed(update)
-        save_weights(Seq2Seq(CONFIG), files.weights_path(update))
+        save_weights(Seq2Seq(CONFIG), files.weights_path(update), "m")
     shutil.copyfile(files.weights_path(20), files.best_weights)
     files.write_metrics([{"update": 10, "valid_ppl": 9.0}, {"update": 20, "valid_ppl": 7.0}])
     return root
@@ -149,6 +149,31 @@ def test_weights_of_another_model_are_refused(model_dir: Path) -> None:
     other = Seq2Seq(ModelConfig("pos -> res(ffl) -> norm", CONFIG.decoder, 150, 150, d_model=16, heads=2))
     with pytest.raises(UserError, match=r"best\.safetensors: does not match the model"):
         load_weights(other, ModelDir(model_dir).best_weights)
+
+
+def test_weights_written_by_another_model_of_the_same_shapes_are_refused(model_dir: Path, tmp_path: Path) -> None:
+    """``--checkpoint OTHER/best.safetensors``: same shapes and vocabulary, another model's name in its metadata."""
+    files = ModelDir(model_dir)
+    stored = files.config()
+    write_config(model_dir, {**stored, "model_id": "m"})
+    assert files.model_id() == "m"
+    files.load_model("best")  # its own weights
+    other = tmp_path / "other.safetensors"
+    save_weights(Seq2Seq(CONFIG), other, "n")
+    with pytest.raises(
+        UserError,
+        match=rf"^{other}: the weights of another model \(model id n\), not of "
+        rf"{model_dir} \(model id m\); give the folder of the model they belong to",
+    ):
+        files.load_model(str(other))
+    from safetensors.torch import save_model  # a file written before models were named, or by another program
+
+    save_model(Seq2Seq(CONFIG), str(other))
+    files.load_model(str(other))
+    write_config(model_dir, stored)  # a model made before models were named loads any weights that fit
+    save_weights(Seq2Seq(CONFIG), other, "n")
+    assert files.model_id() is None
+    files.load_model(str(other))
 
 
 def test_importing_the_store_does_not_import_torch() -> None:

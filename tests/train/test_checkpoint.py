@@ -34,7 +34,7 @@ def test_atomic_write_keeps_the_old_file_when_the_writer_dies(tmp_path: Path) ->
 def test_weights_round_trip_with_tied_parameters(tmp_path: Path) -> None:
     model = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5))
     model[1].weight = model[0].weight
-    ckpt.save_weights(model, tmp_path / "w.safetensors")
+    ckpt.save_weights(model, tmp_path / "w.safetensors", "m")
     other = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5))
     other[1].weight = other[0].weight
     load_weights(other, tmp_path / "w.safetensors")
@@ -42,7 +42,7 @@ def test_weights_round_trip_with_tied_parameters(tmp_path: Path) -> None:
 
 
 def test_mismatched_or_damaged_weights_are_clear_errors(tmp_path: Path) -> None:
-    ckpt.save_weights(torch.nn.Linear(3, 5), tmp_path / "w.safetensors")
+    ckpt.save_weights(torch.nn.Linear(3, 5), tmp_path / "w.safetensors", "m")
     with pytest.raises(UserError, match="does not match the model"):
         load_weights(torch.nn.Sequential(torch.nn.Linear(3, 5)), tmp_path / "w.safetensors")
     (tmp_path / "bad.safetensors").write_bytes(b"garbage")
@@ -115,7 +115,7 @@ def test_weights_that_are_views_into_one_buffer_are_saved(tmp_path: Path) -> Non
     tied = two_layers(tie=True)
     for model, fresh, stored in ((packed, two_layers(), 3), (tied, two_layers(tie=True), 3)):
         path = tmp_path / "w.safetensors"
-        ckpt.save_weights(model, path)
+        ckpt.save_weights(model, path, "m")
         assert len(load_file(path)) == stored  # the tied weight once
         load_weights(fresh, path)
         for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values(), strict=True):

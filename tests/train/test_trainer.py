@@ -191,6 +191,34 @@ def test_a_resume_that_meets_a_stopping_criterion_trains_nothing(demo_data: Path
     assert sorted(p.name for p in (model / "states").iterdir())[-1] == "update-0000015.state.pt"
 
 
+def test_a_model_is_named_once_and_its_weights_carry_the_name(demo_data: Path, tmp_path: Path, capsys) -> None:
+    """config.json's model_id is made with the model, kept by a resume and written into every weights file; another
+    model's weights given as --checkpoint are refused (they fit: same sizes, same vocabulary)."""
+    from safetensors import safe_open
+
+    def named(path: Path) -> str:
+        with safe_open(str(path), framework="pt") as handle:
+            return handle.metadata()["adlnmt_model_id"]
+
+    common = ["--checkpoint-interval", "1", "--no-valid-bleu"]
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main(train_args(demo_data / "data", first, "--max-updates", "1", *common)) == 0
+    model_id = json.loads((first / "config.json").read_text())["model_id"]
+    assert main(train_args(demo_data / "data", first, "--max-updates", "2", *common)) == 0  # resumed
+    assert json.loads((first / "config.json").read_text())["model_id"] == model_id
+    weights = [first / "best.safetensors", *sorted((first / "checkpoints").iterdir())]
+    assert len(weights) == 3 and {named(path) for path in weights} == {model_id}
+    assert main(train_args(demo_data / "data", second, "--max-updates", "1", *common)) == 0
+    assert named(second / "best.safetensors") not in ("", model_id)
+    source = tmp_path / "in.de"
+    source.write_text("ein Hund\n", encoding="utf-8")
+    capsys.readouterr()
+    translate = ["translate", "--model", str(first), "--input", str(source), "--output", str(tmp_path / "out")]
+    assert main([*translate, "--checkpoint", str(second / "best.safetensors")]) != 0
+    assert "the weights of another model" in capsys.readouterr().err
+    assert main([*translate, "--checkpoint", str(first / "checkpoints" / "update-0000001.safetensors")]) == 0
+
+
 def test_non_finite_loss_is_reported_with_the_update(demo_data: Path, tmp_path: Path, monkeypatch) -> None:
     from adlnmt.model import Seq2Seq
 

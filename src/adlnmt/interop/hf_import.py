@@ -36,7 +36,7 @@ from adlnmt.interop.staging import check_new_directory, write_new_directory
 from adlnmt.layers.basic import sinusoid_halves
 from adlnmt.model import Seq2Seq
 from adlnmt.model_config import ModelConfig
-from adlnmt.store import ModelDir, names
+from adlnmt.store import ModelDir, names, new_model_id
 from adlnmt.store.atomic import atomic_write, describe, file_sha256, read_json_object
 
 SOURCE = "hf-marian"
@@ -314,7 +314,9 @@ def write_model_dir(directory: Path, imported: Imported, spm_models: dict[str, b
     text = json.dumps(manifest, indent=2) + "\n"
     atomic_write(files.vocab_dir / MANIFEST, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     hashes = {path.name: file_sha256(path) for path in sorted(files.vocab_dir.iterdir())}
-    atomic_write(files.best_weights, lambda tmp: save_model(imported.model, str(tmp)))
+    model_id = new_model_id()
+    metadata = {names.WEIGHTS_MODEL_ID: model_id}
+    atomic_write(files.best_weights, lambda tmp: save_model(imported.model, str(tmp), metadata=metadata))
     model = imported.model
     # the training options that describe this model (commands that read others fill in their defaults)
     train = {key: getattr(settings, key) for key in ("encoder", "decoder", "d_model", "heads", "dropout")}
@@ -323,6 +325,7 @@ def write_model_dir(directory: Path, imported: Imported, spm_models: dict[str, b
         "model": settings.to_dict(),
         "data_digest": None,
         names.VOCAB_HASHES: hashes,
+        names.MODEL_ID: model_id,
         "canonical": {"encoder": model.canonical_encoder, "decoder": model.canonical_decoder},
         "parameters": model.parameter_count(),
         "version": 1,

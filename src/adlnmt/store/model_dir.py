@@ -5,12 +5,18 @@ model. PyTorch is imported only to load weights.
 
 The model directory owns its vocabulary: ``vocab/`` is written once, when the model is new, and ``config.json``
 keeps the SHA-256 of each of its files (``vocab_sha256``); every command that loads the model checks ``vocab/``
-against them: a swapped file is an error naming it, never a model that silently translates garbage."""
+against them: a swapped file is an error naming it, never a model that silently translates garbage.
+
+A model is also named when it is made: a random ``model_id`` in ``config.json``, written into the metadata of every
+weights file it writes (:data:`~adlnmt.store.names.WEIGHTS_MODEL_ID`), so that loading another model's weights
+(``--checkpoint OTHER/best.safetensors`` with the same shapes and vocabularies) is an error, not a quiet swap; files
+written before models were named load as before."""
 
 from __future__ import annotations
 
 import json
 import math
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,6 +122,13 @@ class ModelDir:
             raise UserError(f"{path}: malformed model entry ({describe(err)})") from None
         return stored
 
+    def model_id(self) -> str | None:
+        """The model's name in ``config.json`` (None: no model here yet, or one made before models were named)."""
+        if not self.exists():
+            return None
+        found = self.config().get(names.MODEL_ID)
+        return found if isinstance(found, str) else None
+
     def write_config(self, stored: dict[str, Any]) -> None:
         text = json.dumps(stored, indent=2, sort_keys=True)
         atomic_write(self.config_file, lambda tmp: tmp.write_text(text, encoding="utf-8"))
@@ -207,9 +220,35 @@ class ModelDir:
 
         stored = self.config()
         model = Seq2Seq(ModelConfig(**stored["model"]))
-        load_weights(model, self.resolve(checkpoint))
+        weights = self.resolve(checkpoint)
+        load_weights(model, weights)
+        self.check_owner(weights, stored)
         data = self.vocabularies(stored)
         return model, data, input_limit(model, data)
+
+    def check_owner(self, weights: Path, stored: dict[str, Any]) -> None:
+        """A UserError when ``weights`` (readable) were written by another model than this one (``stored``: its
+        ``config.json``); a file or model without a name passes."""
+        own, owner = stored.get(names.MODEL_ID), weights_model_id(weights)
+        if isinstance(own, str) and owner is not None and owner != own:
+            raise UserError(
+                f"{weights}: the weights of another model (model id {owner}), not of {self.path} (model id {own}); "
+                "give the folder of the model they belong to as --model"
+            )
+
+
+def new_model_id() -> str:
+    """A new model's name: random, so that no two models share one."""
+    return uuid.uuid4().hex
+
+
+def weights_model_id(path: Path) -> str | None:
+    """The name of the model that wrote the weights file ``path`` (its metadata); None for a file written before
+    models were named, or by another program."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt", device="cpu") as handle:
+        return (handle.metadata() or {}).get(names.WEIGHTS_MODEL_ID)
 
 
 def files_read(models: Iterable[str | Path], checkpoints: Iterable[str | None] = ()) -> list[Path]:

@@ -22,6 +22,8 @@ import re
 CONFIG = "config.json"
 VOCAB_DIR = "vocab"
 VOCAB_HASHES = "vocab_sha256"  # config.json's entry: vocabulary file name → SHA-256 of its content
+MODEL_ID = "model_id"  # config.json's entry: a random name given to a model when it is made, kept by every resume
+WEIGHTS_MODEL_ID = "adlnmt_model_id"  # the same name in the metadata of each weights file the model writes
 METRICS = "metrics.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
 STATES_DIR = "states"

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from adlnmt.errors import UserError
 from adlnmt.store import ModelDir
 from adlnmt.store.atomic import atomic_write, describe
-from adlnmt.store.names import STATE_SUFFIX
+from adlnmt.store.names import STATE_SUFFIX, WEIGHTS_MODEL_ID
 
 STATES_KEPT = 2  # training states kept besides the newest checkpoint's: fallbacks when the newest is damaged
 STATE_ENTRIES: dict[str, type] = {
@@ -32,9 +32,11 @@ STATE_ENTRIES: dict[str, type] = {
 }
 
 
-def save_weights(model: nn.Module, path: Path) -> None:
+def save_weights(model: nn.Module, path: Path, model_id: str) -> None:
+    """Write ``model``'s weights to ``path``, named as the weights of the model ``model_id`` (its config.json's)."""
     tensors, metadata = stored_tensors(model)
-    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata or None))
+    metadata[WEIGHTS_MODEL_ID] = model_id
+    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
 def stored_tensors(model: nn.Module) -> tuple[dict[str, Tensor], dict[str, str]]:

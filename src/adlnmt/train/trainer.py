@@ -33,10 +33,10 @@ from adlnmt.errors import UserError
 from adlnmt.memory import release_heap
 from adlnmt.model import Seq2Seq
 from adlnmt.speedups import SPEEDUPS
-from adlnmt.store import ModelDir
+from adlnmt.store import ModelDir, new_model_id
 from adlnmt.store.atomic import copy_atomic, describe
 from adlnmt.store.model_dir import validation_score
-from adlnmt.store.names import VOCAB_HASHES
+from adlnmt.store.names import MODEL_ID, VOCAB_HASHES
 from adlnmt.train import checkpoint as ckpt
 from adlnmt.train.config import TrainConfig
 from adlnmt.train.device import pick_device, precision_setup, use_deterministic_kernels
@@ -204,6 +204,7 @@ class Trainer:
         if config.init_from:  # the sizes MODEL brings, not the defaults, in config.json and compared on resume
             self.config = config = recorded_options(config, self.model_config)
         check_same_run(self.dir, asdict(config), self.model_config, self.data)
+        self.model_id = self.files.model_id() or new_model_id()  # kept by every resume
         self.vocab_hashes = own_vocabularies(self.dir, self.data)
         torch.manual_seed(config.seed)
         with fits_in_memory(self.device):
@@ -253,6 +254,7 @@ class Trainer:
             "model": self.model_config.to_dict(),
             "data_digest": data_digest(self.data),
             VOCAB_HASHES: self.vocab_hashes,
+            MODEL_ID: self.model_id,
             "canonical": {},
             "version": 1,
             "changed_settings": self.change_history,
@@ -391,7 +393,7 @@ class Trainer:
         current = self.files.weights_path(update)
         if not ckpt.weights_match(current, weights):
             self.log(f"{current}: missing or damaged; rewritten from the training state")
-            ckpt.save_weights(self.model, current)
+            ckpt.save_weights(self.model, current, self.model_id)
         self._after_commit()
 
     def log(self, message: str) -> None:
@@ -532,7 +534,7 @@ class Trainer:
         no validation), then the training state (with every rank's RNG ``rank_rng``), which commits it; returns the
         state's path."""
         update = self.progress.update
-        ckpt.save_weights(self.model, self.files.weights_path(update))
+        ckpt.save_weights(self.model, self.files.weights_path(update), self.model_id)
         if record is not None:
             self.files.append_metrics(record)
         state = self.files.state_path(update)
