@@ -219,6 +219,16 @@ def test_repeat_scale_makes_the_published_strings_shallower(tmp_path: Path) -> N
     assert "scales.half.repeat_scale: must be in (0, 1]" in error(tmp_path, grid, "half")
 
 
+def test_an_adl_error_at_a_shallower_scale_shows_the_sentence_as_written(tmp_path: Path) -> None:
+    grid = base_grid()
+    grid["scales"]["half"] = {"repeat_scale": 0.5}
+    grid["variants"][0]["decoder"] = DECODER.replace("repeat(1,", "repeat(10,").replace("res_nd(ffl)", "res_nd(fflx)")
+    message = error(tmp_path, grid, "half")
+    sentence, caret = message.splitlines()[-2:]
+    assert "unknown layer 'fflx'" in message and sentence.strip() == grid["variants"][0]["decoder"]  # not repeat(5, …)
+    assert sentence[caret.index("^") :].startswith("fflx")
+
+
 def test_a_scale_may_train_some_rows_and_keeps_the_claims_on_them(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

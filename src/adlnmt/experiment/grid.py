@@ -393,6 +393,7 @@ def _variant(reader: Reader, item: Any, i: int, context: dict[str, Any]) -> Vari
         reader.fail(where, "train.init_from needs data encoded with the model's vocabulary: set data.vocab_from")
     values = {**train, **model}
     if context["repeat_scale"] != 1.0:
+        _check_model(reader, where, values, data)  # an ADL error shown in the sentence as written, not as scaled
         values = _shallower(reader, where, values, context["repeat_scale"])
     _check_model(reader, where, values, data)
     published = reader.mapping(block.get("paper") or {}, f"{where}.paper")
