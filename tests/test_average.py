@@ -17,7 +17,8 @@ from adlnmt import average
 from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.published import DECODERS, ENCODERS
-from adlnmt.store import ModelDir, load_weights
+from adlnmt.store import ModelDir, load_weights, weights_digest
+from adlnmt.store.atomic import file_sha256
 from adlnmt.train import checkpoint as ckpt
 
 
@@ -152,6 +153,30 @@ def tied_model(seed: int) -> Seq2Seq:
     sizes = {"FF_NUM_HIDDEN": "32", "NUM_HIDDEN": "16"}
     config = ModelConfig(ENCODERS["E1"], DECODERS["D1"], 30, 40, d_model=16, heads=4, variables=sizes, tie_output=True)
     return Seq2Seq(config)
+
+
+def test_the_weights_digest_is_the_same_whichever_model_wrote_them(tmp_path: Path) -> None:
+    """Provenance digests weights by their tensors: two models' files of the same weights, and a file written before
+    models were named (no name in its metadata), digest alike, averages too (their metadata is their first
+    checkpoint's, in no fixed order)."""
+    model = tied_model(1)
+    folders = [tmp_path / name for name in ("one", "two", "before")]
+    for folder, model_id in zip(folders, ("a", "b"), strict=False):
+        for update in (100, 200):
+            ckpt.save_weights(model, ModelDir(folder).weights_path(update), model_id)
+    tensors, metadata = ckpt.stored_tensors(model)
+    assert metadata  # the tied tensor's note: a file with metadata of its own besides the name
+    for update in (100, 200):
+        path = ModelDir(folders[2]).weights_path(update)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_file(tensors, str(path), metadata=metadata)  # as written before models were named
+    files = [ModelDir(folder).weights_path(100) for folder in folders]
+    averages = [average.write_average(folder, average.select_checkpoints(folder, None, 2)) for folder in folders]
+    for group in (files, averages):
+        assert len({file_sha256(path) for path in group}) == 3  # the files differ by the name alone
+        assert len({weights_digest(path) for path in group}) == 1
+    ckpt.save_weights(tied_model(2), other := tmp_path / "other.safetensors", "a")
+    assert weights_digest(other) != weights_digest(files[0])  # other weights, the same model's name
 
 
 def test_tied_weights_round_trip(tmp_path: Path) -> None:

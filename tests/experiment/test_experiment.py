@@ -443,7 +443,8 @@ def test_a_fresh_clone_skips_the_archived_runs_and_rebuilds_the_report(
     result = json.loads((clone / "results/tiny/runs/a/seed-1/result.json").read_text())
     rerun = result["rerun"]  # what it replaced, and the comparison
     assert rerun["reproduced"] and rerun["comparison"].startswith("reproduced: the same weights")
-    assert rerun["replaced_weights_sha256"] == result["provenance"]["weights_sha256"]
+    assert rerun["replaced_weights_digest"] == result["provenance"]["weights_digest"]  # the same tensors, in files
+    assert rerun["replaced_weights_sha256"] != result["provenance"]["weights_sha256"]  # that name their own models
     archived, replaced = clone / "results/tiny/runs/a/seed-1", clone / "runs/tiny/runs/a/seed-1/replaced"
     shutil.copytree(archived / "hyp", replaced / "hyp")  # a rerun finished, not compared (a SLURM job, no --wait) ...
     shutil.copyfile(archived / "result.json", replaced / "result.json")

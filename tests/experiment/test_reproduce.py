@@ -39,8 +39,9 @@ def same_fingerprint(result: RunResult) -> bool:
     return result.fingerprint == run_result().fingerprint
 
 
-def with_weights(result: RunResult, digest: str) -> RunResult:
-    provenance: Provenance = replace(result.provenance, weights_sha256=digest)
+def with_weights(result: RunResult, digest: str, file_sha256: str | None = None) -> RunResult:
+    """``result`` as if its weights' tensors had ``digest`` (and their file ``file_sha256``, by default the same)."""
+    provenance: Provenance = replace(result.provenance, weights_sha256=file_sha256 or digest, weights_digest=digest)
     return replace(result, provenance=provenance)
 
 
@@ -82,6 +83,24 @@ def test_each_difference_is_named(tmp_path: Path) -> None:
     assert compared(before, elsewhere) == (False, "not reproduced: other weights (SHA-256); the validation perplexity "
                                            "first differs at update 200: 11.0 → 11.5 (evaluated on AMD EPYC (AVX2) "
                                            "before, on Intel(R) Xeon(R) Processor (AVX512) now)")  # fmt: skip
+
+
+def test_weights_are_compared_by_their_tensors_not_their_files(tmp_path: Path) -> None:
+    """The same weights in two files that differ (metadata in another order, another model's name) are the same
+    weights; two files without tensor digests that differ say nothing, and the training loss decides."""
+    before = archived(tmp_path / "before", with_weights(run_result(), "a" * 64, file_sha256="c" * 64), HYPOTHESES)
+    after = archived(tmp_path / "after", with_weights(run_result(), "a" * 64, file_sha256="d" * 64), HYPOTHESES)
+    assert compared(before, after)[1].startswith("reproduced: the same weights (SHA-256), the same 4 checkpoints")
+    other = archived(tmp_path / "other", with_weights(run_result(), "b" * 64, file_sha256="e" * 64), HYPOTHESES)
+    assert compared(before, other)[1].startswith("not reproduced: other weights (SHA-256)")  # other tensors
+    files_only = [replace(r, provenance=replace(r.provenance, weights_sha256=sha))
+                  for r, sha in ((run_result(), "c" * 64), (run_result(), "d" * 64))]  # fmt: skip
+    old, older = (
+        archived(tmp_path / name, r, HYPOTHESES) for name, r in zip(("old", "older"), files_only, strict=True)
+    )
+    assert compared(old, older)[1].startswith("reproduced: the same 4 checkpoints")  # the loss, to the last bit
+    same_file = archived(tmp_path / "same-file", files_only[0], HYPOTHESES)
+    assert compared(old, same_file)[1].startswith("reproduced: the same weights (SHA-256)")
 
 
 def test_hypotheses_are_lines_of_the_file_not_unicode_line_breaks(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from adlnmt.data.corpus import read_lines
 from adlnmt.errors import DataError, UserError
-from adlnmt.experiment.results import RESULT_FILE, Machine, Rerun, ResultError, RunResult, read_result
+from adlnmt.experiment.results import RESULT_FILE, Machine, Provenance, Rerun, ResultError, RunResult, read_result
 from adlnmt.store.atomic import atomic_write
 
 REPLACED = "replaced"  # RUN/replaced: the archived folder a --rerun replaces, until the run finishes again
@@ -124,7 +124,8 @@ def report_replaced(run_dir: Path, folder: Path, same_settings: Callable[[RunRes
             found = compare(before, replaced, after, folder)
             line = found.line
             rerun = Rerun(replaced_machine=before.provenance.machine, replaced_code=before.provenance.code,
-                          replaced_weights_sha256=before.provenance.weights_sha256, reproduced=found.reproduced,
+                          replaced_weights_sha256=before.provenance.weights_sha256,
+                          replaced_weights_digest=before.provenance.weights_digest, reproduced=found.reproduced,
                           same_hypotheses=found.same_hypotheses, comparison=line)  # fmt: skip
             replace(after, rerun=rerun).save(folder / RESULT_FILE)
     shutil.rmtree(replaced)
@@ -172,21 +173,32 @@ def _hypotheses_difference(before: RunResult, replaced: Path, after: RunResult, 
     return differences, total
 
 
+def same_weights(before: Provenance, after: Provenance) -> bool | None:
+    """Whether two runs evaluated the same weights: by their tensors' digests where both recorded one; else the
+    same file (SHA-256) says yes, and other files say nothing (the same weights are written with their metadata in no
+    fixed order, and since 2026-12-02 with the name of the model); None: not known."""
+    if before.weights_digest is not None and after.weights_digest is not None:
+        return before.weights_digest == after.weights_digest
+    if before.weights_sha256 is not None and before.weights_sha256 == after.weights_sha256:
+        return True
+    return None
+
+
 def compare(before: RunResult, replaced: Path, after: RunResult, folder: Path) -> Comparison:
     """Whether the result ``after`` (archived in ``folder`` with its hypotheses) reproduces ``before`` (in
     ``replaced``; a result of the same run's settings), and one line saying so or where they differ (and on which
     processors, where those differ).
 
-    Reproduced means the same training: the same weights evaluated (their SHA-256) where both recorded them, else the
-    same training loss at every checkpoint, to the last bit. Validation perplexity and hypotheses come from the
+    Reproduced means the same training: the same weights evaluated where that is known (:func:`same_weights`), else
+    the same training loss at every checkpoint, to the last bit. Validation perplexity and hypotheses come from the
     evaluation code as well, which may have changed between the two (validation batching, search): where only they
     differ, the run is reproduced and its evaluation is said to differ, with both commits."""
-    weights = (before.provenance.weights_sha256, after.provenance.weights_sha256)
+    weights = same_weights(before.provenance, after.provenance)
     loss = _curve_difference(before, after, "train_loss")
     trained = [loss] if loss else []
-    if None not in weights and weights[0] != weights[1]:
+    if weights is False:
         trained.insert(0, "other weights (SHA-256)")
-    same_training = weights[0] == weights[1] if None not in weights else not trained
+    same_training = weights if weights is not None else not trained
     ppl = _curve_difference(before, after, "valid_ppl")
     hypotheses, sentences = _hypotheses_difference(before, replaced, after, folder)
     evaluated = ([ppl] if ppl else []) + hypotheses
@@ -194,7 +206,7 @@ def compare(before: RunResult, replaced: Path, after: RunResult, folder: Path) -
     where = f" (evaluated on {processors[0]} before, on {processors[1]} now)" if len(set(processors)) > 1 else ""
     if not same_training:
         return Comparison(False, not hypotheses, "not reproduced: " + "; ".join(trained + evaluated) + where)
-    known = None not in weights
+    known = weights is not None
     if evaluated:
         basis = "the same weights (SHA-256)" if known else f"the same training loss at {len(after.curve)} checkpoints"
         commits = [(code.git_commit or "?")[:7] for code in (before.provenance.code, after.provenance.code)]

@@ -170,8 +170,8 @@ class Distillation(Record):
 class Provenance(Record):
     """Where and how the run was trained and evaluated. Keys left out: not recorded when the run finished
     (``training_sessions`` and ``paused_minutes`` since 2026-11-23, ``tf32_allowed`` and ``timed_alone`` since
-    2026-11-26, ``weights_sha256`` and ``distillation`` since 2026-11-29), or not of this run (``distillation``: a
-    run on references)."""
+    2026-11-26, ``weights_sha256`` and ``distillation`` since 2026-11-29, ``weights_digest`` since 2026-12-02), or not
+    of this run (``distillation``: a run on references)."""
 
     code: CodeVersion = field(metadata=FLAT)
     training_sessions: list[TrainingSession] | None = None
@@ -184,6 +184,7 @@ class Provenance(Record):
     timed_alone: bool | None = None  # False: decoded beside other runs' training (--decode-beside-training)
     evaluate_minutes: float
     weights_sha256: str | None = None  # of the checkpoint evaluated (``checkpoint``)
+    weights_digest: str | None = None  # of its tensors alone (:func:`adlnmt.store.weights_digest`)
     distillation: Distillation | None = None  # a student's: the teacher's translations it trained on
 
 
@@ -195,6 +196,7 @@ class Rerun(Record):
     replaced_machine: Machine  # where the replaced result was evaluated
     replaced_code: CodeVersion
     replaced_weights_sha256: str | None
+    replaced_weights_digest: str | None = None  # since 2026-12-02
     reproduced: bool  # the same training: the same weights, else the same training loss at every checkpoint
     same_hypotheses: bool  # every hypothesis of the test sets both translated the same
     comparison: str  # what compare says: "reproduced: …" or "not reproduced: …"

@@ -40,7 +40,7 @@ from adlnmt.experiment.runner import STOPPED, write_json
 from adlnmt.inference.options import SearchOptions
 from adlnmt.inference.translator import Translator
 from adlnmt.jsontext import parse_json, read_object
-from adlnmt.store import ModelDir
+from adlnmt.store import ModelDir, weights_digest
 from adlnmt.store.atomic import file_sha256, write_text_atomic
 from adlnmt.store.names import METRICS
 
@@ -280,7 +280,8 @@ def evaluate(run_dir: Path, spec: dict[str, Any]) -> RunResult:
             paused_minutes=paused_minutes,
             timed_alone=timed_alone(),
             evaluate_minutes=(time.perf_counter() - started) / 60,
-            weights_sha256=file_sha256(ModelDir(model_dir).resolve(checkpoint)),
+            weights_sha256=file_sha256(weights := ModelDir(model_dir).resolve(checkpoint)),
+            weights_digest=weights_digest(weights),
             distillation=distillation_of(data_dir_of(run_dir)),
         ),
     )

@@ -14,8 +14,10 @@ written before models were named load as before."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import struct
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -240,6 +242,23 @@ class ModelDir:
 def new_model_id() -> str:
     """A new model's name: random, so that no two models share one."""
     return uuid.uuid4().hex
+
+
+def weights_digest(path: Path) -> str:
+    """The SHA-256 of the weights in the safetensors file ``path``: its tensors' names, dtypes, shapes and bytes, not
+    its metadata, which names the model that wrote it and which safetensors writes in no fixed order; so the same
+    weights digest alike however often and by whichever model they were written (a file's own SHA-256 need not)."""
+    try:
+        with path.open("rb") as handle:
+            (size,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(size))
+            header.pop("__metadata__", None)
+            digest = hashlib.sha256(json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except (OSError, ValueError, struct.error, AttributeError) as err:
+        raise UserError(f"{path}: not a readable weights file ({describe(err)})") from None
+    return digest.hexdigest()
 
 
 def weights_model_id(path: Path) -> str | None:
