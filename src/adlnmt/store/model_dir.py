@@ -251,7 +251,7 @@ def weights_digest(path: Path) -> str:
     try:
         with path.open("rb") as handle:
             (size,) = struct.unpack("<Q", handle.read(8))
-            header = json.loads(handle.read(size))
+            header = parse_json(handle.read(size))
             header.pop("__metadata__", None)
             digest = hashlib.sha256(json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
             while chunk := handle.read(1 << 20):
