@@ -17,7 +17,7 @@ from adlnmt.data.data_dir import DataDir
 from adlnmt.errors import UserError
 from adlnmt.model import ModelConfig, Seq2Seq
 from adlnmt.store import ModelDir, load_weights
-from adlnmt.store.model_dir import validation_score
+from adlnmt.store.model_dir import validation_score, weights_digest, weights_model_id
 from adlnmt.train.checkpoint import save_weights
 from adlnmt.train.model_dir import vocabulary_files, vocabulary_hashes
 
@@ -174,6 +174,21 @@ def test_weights_written_by_another_model_of_the_same_shapes_are_refused(model_d
     save_weights(Seq2Seq(CONFIG), other, "n")
     assert files.model_id() is None
     files.load_model(str(other))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"\x03\x00\x00\x00\x00\x00\x00\x00[1]", b"\x10\x00\x00\x00\x00\x00\x00\x00{not json", b"text"],
+    ids=["empty", "header not an object", "header not JSON", "short"],
+)
+def test_a_file_that_is_not_safetensors_is_named_by_both_header_readers(tmp_path: Path, content: bytes) -> None:
+    """The weights' name and digest read one header; a damaged file is one clear error from either, never a
+    traceback."""
+    path = tmp_path / "best.safetensors"
+    path.write_bytes(content)
+    for read in (weights_model_id, weights_digest):
+        with pytest.raises(UserError, match=rf"^{path}: not a readable weights file \("):
+            read(path)
 
 
 def test_importing_the_store_does_not_import_torch() -> None:
