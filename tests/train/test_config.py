@@ -37,6 +37,33 @@ def test_cli_flags_override_yaml(tmp_path: Path) -> None:
     assert (config.d_model, config.heads, config.var, config.valid_bleu) == (64, 4, ["X=3"], False)
 
 
+@pytest.mark.parametrize(
+    ("yaml_text", "argv", "message"),
+    [
+        (
+            "d-ff: 100\nd-model: 64\n",
+            [],
+            r"--d-ff \(100\) must be a multiple of --d-model \(64\) for ffl \("
+            r"--d-ff, --d-model: set in {config}\)$",
+        ),
+        ("d-ff: 100\n", ["--d-model", "64"], r"for ffl \(--d-ff: set in {config}\)$"),
+        ("valid_bleu: false\n", ["--early-stop-metric", "bleu"], r"switches off \(--valid-bleu: set in {config}\)$"),
+        ("d-ff: 128\n", ["--d-model", "48"], r"for ffl \(--d-ff: set in {config}\)$"),
+    ],
+    ids=["both from the file", "one from the file", "a switch off in the file", "the file's value, a flag's other"],
+)
+def test_an_error_about_options_from_the_config_file_says_so(
+    tmp_path: Path, yaml_text: str, argv: list[str], message: str
+) -> None:
+    """The checks across options name them as flags; where the YAML file set one, the error says which and where."""
+    config = tmp_path / "c.yaml"
+    config.write_text("data: d\nmodel: m\nearly_stop_metric: ppl\n" + yaml_text)
+    with pytest.raises(UserError, match=message.format(config=re.escape(str(config)))):
+        parse(["--config", str(config), *argv])
+    with pytest.raises(UserError, match=r"for ffl$"):  # the same options as flags: no file to name
+        parse(["--data", "d", "--model", "m", "--d-ff", "100", "--d-model", "64"])
+
+
 def test_a_second_config_file_is_refused(tmp_path: Path, capsys) -> None:
     """--config a.yaml --config b.yaml trained with b.yaml's options alone: a.yaml's were dropped in silence."""
     (tmp_path / "a.yaml").write_text("lr: 1e-3\n")

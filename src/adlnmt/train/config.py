@@ -7,6 +7,7 @@ against it alike, and no float option takes nan or inf."""
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from adlnmt.adl.syntax import rename_layers, to_text
 from adlnmt.bounds import FRACTION, POSITIVE, SEED, Bounds, at_least
 from adlnmt.data.vocab import PAD
 from adlnmt.errors import UserError
-from adlnmt.flags import GivenOnce, add_flags, bounds_of, option, out_of_bounds
+from adlnmt.flags import GivenOnce, add_flags, bounds_of, flag_of, option, out_of_bounds
 from adlnmt.model_config import INIT_SCHEMES, ModelConfig
 from adlnmt.presets import get_preset
 from adlnmt.store.atomic import path_flag
@@ -239,14 +240,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def from_arguments(args: argparse.Namespace) -> TrainConfig:
+    """The options of ``--config`` (a YAML file) overridden by the flags given; an error about options the file set
+    says so (it names them as flags)."""
     values: dict[str, Any] = {}
-    if getattr(args, "config", None):
-        values.update(load_yaml(Path(args.config)))
+    config = Path(args.config) if getattr(args, "config", None) else None
+    if config is not None:
+        values.update(load_yaml(config))
+    from_file = set(values)
     for f in fields(TrainConfig):
         given = getattr(args, f.name, None)
         if given is not None:
             values[f.name] = given
-    return build_config(values)
+            from_file.discard(f.name)
+    try:
+        return build_config(values)
+    except UserError as err:
+        flags = {f.name: flag_of(f) for f in fields(TrainConfig) if f.name in from_file}
+        named = [flag for flag in sorted(flags.values()) if re.search(rf"--(no-)?{flag[2:]}(?![\w-])", str(err))]
+        if not named:
+            raise
+        raise UserError(f"{err} ({', '.join(named)}: set in {config})") from None
 
 
 PRESET_SIZES = ("d_model", "heads", "d_ff")  # a preset's options that --init-from leaves to the pretrained model
