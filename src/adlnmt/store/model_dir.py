@@ -19,7 +19,8 @@ import json
 import math
 import struct
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -244,40 +245,38 @@ def new_model_id() -> str:
     return uuid.uuid4().hex
 
 
-def _weights_header(handle: BinaryIO) -> dict[str, Any]:
-    """The JSON header of the safetensors file open in ``handle`` at its start (its tensors' names, dtypes, shapes and
-    offsets, and ``__metadata__``), leaving ``handle`` at the first tensor byte."""
-    (size,) = struct.unpack("<Q", handle.read(8))
-    header = parse_json(handle.read(size))
-    if not isinstance(header, dict):
-        raise ValueError("its header is not a JSON object")
-    return header
+@contextmanager
+def _weights_file(path: Path) -> Iterator[tuple[dict[str, Any], BinaryIO]]:
+    """The safetensors file ``path`` open: its JSON header (its tensors' names, dtypes, shapes and offsets, and
+    ``__metadata__``) and the handle at its first tensor byte; a file that is not one is a UserError naming it."""
+    try:
+        with path.open("rb") as handle:
+            (size,) = struct.unpack("<Q", handle.read(8))
+            header = parse_json(handle.read(size))
+            if not isinstance(header, dict):
+                raise ValueError("its header is not a JSON object")
+            yield header, handle
+    except (OSError, ValueError, struct.error) as err:
+        raise UserError(f"{path}: not a readable weights file ({describe(err)})") from None
 
 
 def weights_digest(path: Path) -> str:
     """The SHA-256 of the weights in the safetensors file ``path``: its tensors' names, dtypes, shapes and bytes, not
     its metadata, which names the model that wrote it and which safetensors writes in no fixed order; so the same
     weights digest alike however often and by whichever model they were written (a file's own SHA-256 need not)."""
-    try:
-        with path.open("rb") as handle:
-            header = _weights_header(handle)
-            header.pop("__metadata__", None)
-            digest = hashlib.sha256(json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-    except (OSError, ValueError, struct.error) as err:
-        raise UserError(f"{path}: not a readable weights file ({describe(err)})") from None
+    with _weights_file(path) as (header, handle):
+        header.pop("__metadata__", None)
+        digest = hashlib.sha256(json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
     return digest.hexdigest()
 
 
 def weights_model_id(path: Path) -> str | None:
     """The name of the model that wrote the weights file ``path`` (its metadata); None for a file written before
     models were named, or by another program."""
-    try:
-        with path.open("rb") as handle:
-            metadata = _weights_header(handle).get("__metadata__")
-    except (OSError, ValueError, struct.error) as err:
-        raise UserError(f"{path}: not a readable weights file ({describe(err)})") from None
+    with _weights_file(path) as (header, _):
+        metadata = header.get("__metadata__")
     owner = metadata.get(names.WEIGHTS_MODEL_ID) if isinstance(metadata, dict) else None
     return owner if isinstance(owner, str) else None
 

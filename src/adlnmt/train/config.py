@@ -255,8 +255,8 @@ def from_arguments(args: argparse.Namespace) -> TrainConfig:
     try:
         return build_config(values)
     except UserError as err:
-        flags = {f.name: flag_of(f) for f in fields(TrainConfig) if f.name in from_file}
-        named = [flag for flag in sorted(flags.values()) if re.search(rf"--(no-)?{flag[2:]}(?![\w-])", str(err))]
+        flags = sorted(flag_of(f) for f in fields(TrainConfig) if f.name in from_file)
+        named = [flag for flag in flags if re.search(rf"--(no-)?{flag[2:]}(?![\w-])", str(err))]
         if not named:
             raise
         raise UserError(f"{err} ({', '.join(named)}: set in {config})") from None
