@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -43,15 +43,12 @@ def test_concurrent_requests_share_batches_and_get_their_own_translation(
 class RecordingSearch:
     """A search that echoes its lines (``"x"`` → translation ``"X"``) and records the batches it was given."""
 
-    def __init__(self, fail_on: str | None = None, delay: float = 0.0) -> None:
+    def __init__(self, fail_on: str | None = None) -> None:
         self.batches: list[tuple[list[str], SearchOptions]] = []
         self.fail_on = fail_on
-        self.delay = delay
 
     def __call__(self, lines: Sequence[str], options: SearchOptions) -> list[list[Translation]]:
         self.batches.append((list(lines), options))
-        if self.delay:
-            threading.Event().wait(self.delay)
         if self.fail_on in lines:
             raise RuntimeError(f"cannot search {self.fail_on!r}")
         return [[Translation(line.upper(), [line.upper()], 0.0, 0.0)] * options.nbest for line in lines]
@@ -73,6 +70,29 @@ def run(coroutine_function, search: RecordingSearch, **limits):  # type: ignore[
 
 
 BEAM2, BEAM3 = SearchOptions(beam=2), SearchOptions(beam=3)
+
+
+class BlockedSearch(RecordingSearch):
+    """A search that holds the worker until ``release`` is set (``started``: it has begun)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, lines: Sequence[str], options: SearchOptions) -> list[list[Translation]]:
+        self.started.set()
+        self.release.wait(60)
+        return super().__call__(lines, options)
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Let the event loop run until ``condition()`` holds (at most 60 s: a loaded machine is slow, never wrong)."""
+    await asyncio.wait_for(_poll(condition), 60)
+
+
+async def _poll(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.001)
 
 
 def texts(found: list[list[Translation]]) -> list[str]:
@@ -109,27 +129,29 @@ def test_a_request_larger_than_a_batch_is_searched_whole() -> None:
     assert texts(found) == lines and [len(batch) for batch, _ in search.batches] == [10]
 
 
-def test_a_lone_request_waits_at_most_max_wait_ms() -> None:
+def test_a_lone_request_waits_max_wait_ms_for_company_then_goes_alone() -> None:
     search = RecordingSearch()
 
     async def timed(batcher: Batcher) -> float:
-        started = asyncio.get_running_loop().time()
-        await batcher.submit(["a"], BEAM2)
-        return asyncio.get_running_loop().time() - started
+        started = time.monotonic()
+        await asyncio.wait_for(batcher.submit(["a"], BEAM2), 60)  # not held for a full batch
+        return time.monotonic() - started
 
-    assert run(timed, search, max_wait_ms=100.0) < 1.0
+    assert run(timed, search, max_wait_ms=300.0) >= 0.3
+    assert search.batches == [(["a"], BEAM2)]
 
 
 def test_a_full_queue_refuses_at_once() -> None:
-    search = RecordingSearch(delay=0.3)
+    search = BlockedSearch()
 
     async def flood(batcher: Batcher):  # type: ignore[no-untyped-def]
         first = asyncio.ensure_future(batcher.submit(["a"] * 6, BEAM2))
-        await asyncio.sleep(0.05)  # the first batch is in the worker: its sentences left the queue
+        assert await asyncio.to_thread(search.started.wait, 60)  # the first batch is in the worker: out of the queue
         queued = asyncio.ensure_future(batcher.submit(["b"] * 8, BEAM2))
-        await asyncio.sleep(0.01)
+        await until(lambda: batcher.stats.queued_sentences == 8)
         with pytest.raises(QueueFull, match="8 sentences are waiting; the queue takes 10"):
             await batcher.submit(["c"] * 3, BEAM2)
+        search.release.set()
         return await first, await queued
 
     first, queued = run(flood, search, max_queue_sentences=10, max_batch_sentences=8, max_wait_ms=1.0)
@@ -137,13 +159,14 @@ def test_a_full_queue_refuses_at_once() -> None:
 
 
 def test_an_abandoned_request_is_not_searched() -> None:
-    search = RecordingSearch(delay=0.3)
+    search = BlockedSearch()
 
     async def abandon(batcher: Batcher):  # type: ignore[no-untyped-def]
         busy = asyncio.ensure_future(batcher.submit(["busy"], BEAM2))
-        await asyncio.sleep(0.05)
-        with pytest.raises(TimeoutError):
+        assert await asyncio.to_thread(search.started.wait, 60)
+        with pytest.raises(TimeoutError):  # given up while the worker is still busy
             await asyncio.wait_for(batcher.submit(["gone"], BEAM3), 0.05)
+        search.release.set()
         kept = await batcher.submit(["kept"], BEAM3)
         return await busy, kept, batcher.stats
 
@@ -167,7 +190,7 @@ def test_a_failed_search_fails_its_requests_only() -> None:
 
 
 def test_stop_answers_waiting_requests() -> None:
-    search = RecordingSearch(delay=0.2)
+    search = RecordingSearch()
 
     async def stop_early(batcher: Batcher) -> None:
         waiting = asyncio.ensure_future(batcher.submit(["a"], BEAM2))
@@ -178,19 +201,6 @@ def test_stop_answers_waiting_requests() -> None:
 
     run(stop_early, search, max_wait_ms=5000.0)
     assert search.batches == []
-
-
-class BlockedSearch(RecordingSearch):
-    """A search that holds the worker until ``release`` is set (``started``: it has begun)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.started, self.release = threading.Event(), threading.Event()
-
-    def __call__(self, lines: Sequence[str], options: SearchOptions) -> list[list[Translation]]:
-        self.started.set()
-        self.release.wait(60)
-        return super().__call__(lines, options)
 
 
 def test_a_request_given_up_leaves_the_queue_at_once() -> None:

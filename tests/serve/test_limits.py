@@ -36,60 +36,66 @@ def test_bad_options_are_one_user_error(limits: dict, message: str) -> None:
     assert message in str(caught.value)
 
 
-class SlowTranslator:
-    """The tiny model's translator, each search ``delay`` seconds slower."""
+class HeldTranslator:
+    """The tiny model's translator, each search held until the test sets ``release`` (``searching``: one began).
+    ``hold()`` closes the gate (after the server's start-up probe has searched)."""
 
-    def __init__(self, inner: Translator, delay: float) -> None:
+    def __init__(self, inner: Translator) -> None:
         self.inner = inner
-        self.delay = delay
-        self.searching = threading.Event()
+        self.searching, self.release = threading.Event(), threading.Event()
+        self.release.set()
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
 
+    def hold(self) -> None:
+        self.searching.clear()
+        self.release.clear()
+
     def search_encoded(self, lines: Sequence[list[int] | None], options: SearchOptions,
                        prefixes: Sequence[str] | None = None) -> list[list[Translation]]:  # fmt: skip
         self.searching.set()
-        time.sleep(self.delay)
+        self.release.wait(60)
         return self.inner.search_encoded(lines, options, prefixes)
 
 
 def test_a_slow_request_gets_504_and_the_server_goes_on(
     make_client: ClientFactory, translator: Translator, test_lines: list[str]
 ) -> None:
-    slow = SlowTranslator(translator, 1.0)
-    with make_client(slow, request_timeout_s=0.3) as client:
-        started = time.monotonic()
+    held = HeldTranslator(translator)
+    with make_client(held, request_timeout_s=0.3) as client:
+        held.hold()
         reply = client.post("/translate", json={"text": test_lines[:2]})
-        waited = time.monotonic() - started
+        assert not held.release.is_set() and held.searching.is_set()  # answered while its search was still held
         assert (reply.status_code, reply.json()) == (504, {"error": "not translated within the server's 0.3 s"})
-        assert waited < 0.9
+        held.release.set()
         assert client.get("/health").status_code == 200
-    with make_client(slow, request_timeout_s=5) as client:
+    with make_client(held, request_timeout_s=5) as client:
         assert client.post("/translate", json={"text": test_lines[:2]}).status_code == 200
 
 
 def test_a_full_queue_is_503_with_retry_after(
     make_client: ClientFactory, translator: Translator, test_lines: list[str]
 ) -> None:
-    slow = SlowTranslator(translator, 1.0)
-    with make_client(slow, max_sentences=4, max_queue_sentences=4, max_wait_ms=1) as client:
-        slow.searching.clear()  # set by the start-up probe for alignments (GET /model)
+    held = HeldTranslator(translator)
+    with make_client(held, max_sentences=4, max_queue_sentences=4, max_wait_ms=1) as client:
+        held.hold()  # after the start-up probe for alignments (GET /model) has searched
 
         def post(lines: list[str]) -> tuple[int, dict, str | None]:
             reply = client.post("/translate", json={"text": lines, "beam": 1})
             return reply.status_code, reply.json(), reply.headers.get("retry-after")
 
         with ThreadPoolExecutor(2) as pool:
-            first = pool.submit(post, test_lines[:1])  # searched (1 s)
-            assert slow.searching.wait(10)
+            first = pool.submit(post, test_lines[:1])  # searched, held there
+            assert held.searching.wait(60)
             second = pool.submit(post, test_lines[:4])  # waits: the queue is full
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 60
             while client.get("/health").json()["batching"]["queued_sentences"] < 4:
                 assert time.monotonic() < deadline, "the second request never queued"
                 time.sleep(0.02)
             status, body, retry_after = post(test_lines[:1])
             assert (status, retry_after) == (503, "1")
             assert body["error"] == "server busy: 4 sentences are waiting; the queue takes 4; retry later"
+            held.release.set()
             assert first.result()[0] == second.result()[0] == 200
         assert post(test_lines[:1])[0] == 200
