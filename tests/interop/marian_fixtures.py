@@ -65,18 +65,22 @@ def tokenizer(corpus: Path, out: Path, size: int = 60, drop: tuple[str, ...] = (
 def end_most_outputs(model, sources: list[list[int]]) -> None:
     """Raise the </s> bias of a random model from -8 until most greedy outputs of ``sources`` end after one token
     or more and before 1.5 · |source| + 5 tokens, or else to the bias that ends the most so (a random model
-    otherwise tends to repeat one piece to the length limit, or to end at once, which tests little)."""
+    otherwise tends to repeat one piece to the length limit, or to end at once, which tests little). The sources
+    are decoded as one padded batch per bias (one ``generate`` call: the per-call cost dominates a model this
+    small)."""
     pad = model.config.pad_token_id
+    limits = [int(len(ids) * 1.5) + 5 for ids in sources]
+    width = max(map(len, sources))
+    batch = torch.tensor([ids + [pad] * (width - len(ids)) for ids in sources])
+    mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in sources])
     best = (-1, 0.0)  # (outputs ended, -bias): the lowest bias that ends the most, when none ends two thirds
     for bias in torch.arange(-8.0, 12.0, 0.5).tolist():
         with torch.no_grad():
             model.final_logits_bias[0, 0] = bias
-        ended = 0
-        for ids in sources:
-            limit = int(len(ids) * 1.5) + 5
-            output = model.generate(torch.tensor([ids]), do_sample=False, num_beams=1, max_new_tokens=limit + 1,
-                                    bad_words_ids=[[pad]])[0, 1:].tolist()  # fmt: skip
-            ended += 1 <= output.index(0) < limit if 0 in output else 0
+        outputs = model.generate(batch, attention_mask=mask, do_sample=False, num_beams=1,
+                                 max_new_tokens=max(limits) + 1, bad_words_ids=[[pad]])[:, 1:].tolist()  # fmt: skip
+        ends = [output.index(0) if 0 in output else None for output in outputs]
+        ended = sum(end is not None and 1 <= end < limit for end, limit in zip(ends, limits, strict=True))
         if ended * 3 >= 2 * len(sources):
             return
         best = max(best, (ended, -bias))
