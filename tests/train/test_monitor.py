@@ -115,6 +115,25 @@ def test_a_resume_may_change_the_checkpoint_interval_and_records_it(
     assert "different settings (lr)" in capsys.readouterr().err
 
 
+def test_a_change_made_by_a_session_that_saved_no_checkpoint_reaches_metrics_with_the_next(
+    demo_data: Path, tmp_path: Path
+) -> None:
+    model = tmp_path / "m"
+    common = ["--no-valid-bleu", "--tensorboard", "off"]
+    first = train_args(demo_data / "data", model, "--max-updates", "10", "--checkpoint-interval", "5", *common)
+    assert main(first) == 0
+    # a session that changes the interval and ends at once (its max updates already reached): no checkpoint
+    assert main(train_args(demo_data / "data", model, "--max-updates", "10", "--checkpoint-interval", "10",
+                           "--patience", "3", *common)) == 0  # fmt: skip
+    assert [r["update"] for r in records(model)] == [5, 10]
+    # the next session changes the patience back and the max updates: what it and the one before changed, net
+    assert main(train_args(demo_data / "data", model, "--max-updates", "20", "--checkpoint-interval", "10",
+                           *common)) == 0  # fmt: skip
+    changed = {"checkpoint_interval": {"before": 5, "now": 10}, "max_updates": {"before": 10, "now": 20}}
+    assert records(model)[-1]["update"] == 20 and records(model)[-1]["changed_settings"] == changed
+    assert json.loads((model / "config.json").read_text())["changed_settings"] == [{"update": 10, "changed": changed}]
+
+
 def test_the_guide_lists_every_setting_a_resume_may_change() -> None:
     """docs/training.md's list left out --compile, which a resume may change."""
     from adlnmt.train.model_dir import RESUMABLE_CHANGES

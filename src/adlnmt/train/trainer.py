@@ -349,17 +349,24 @@ class Trainer:
         self._start_fresh(problems)
 
     def _note_changes(self) -> None:
-        """Record the settings this resume changes (checkpoint interval, patience ...: RESUMABLE_CHANGES)."""
+        """Record the settings this resume changes (checkpoint interval, patience ...: RESUMABLE_CHANGES). A change
+        made by an earlier session that ended before its first checkpoint (its entry is at this resume's update) is
+        not yet in metrics.jsonl: it is merged with this one, to be written with the next checkpoint."""
         if not self.files.exists():
             return
         stored = read_stored_config(self.dir)
-        self.changed = changed_settings(stored["train"], asdict(self.config))
+        now = changed_settings(stored["train"], asdict(self.config))
         self.change_history = list(stored.get("changed_settings", []))
+        unlogged: dict[str, dict[str, Any]] = {}
+        if self.change_history and self.change_history[-1]["update"] == self.progress.update:
+            unlogged = self.change_history.pop()["changed"]
+        merged = {name: {"before": unlogged.get(name, change)["before"], "now": change["now"]}
+                  for name, change in (unlogged | now).items()}  # fmt: skip
+        self.changed = {name: change for name, change in merged.items() if change["before"] != change["now"]}
         if self.changed:
             self.change_history.append({"update": self.progress.update, "changed": self.changed})
-            self.log(
-                "changed on resume: " + ", ".join(f"{k} {v['before']} -> {v['now']}" for k, v in self.changed.items())
-            )
+        if now:
+            self.log("changed on resume: " + ", ".join(f"{k} {v['before']} -> {v['now']}" for k, v in now.items()))
 
     def _start_fresh(self, problems: list[str]) -> None:
         """Start at update 0, unless the directory shows a committed checkpoint (best.safetensors, or checkpoints of
